@@ -1,0 +1,105 @@
+"""Incremental NDJSON line splitting with a bound on line size.
+
+Bytes go in with any chunk boundaries; complete lines come out. ``\\n`` ends a line,
+a ``\\r`` right before it is dropped, and :meth:`NDJSONSplitter.close` returns a
+final line that had no ``\\n``. A line longer than ``max_line_bytes`` is never
+buffered whole: it is discarded up to its newline and returned as ``None`` in its
+place, so callers can count line numbers and report it. Memory held between calls
+is at most ``max_line_bytes + 1`` bytes, whatever the input.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "NDJSONSplitter", "SplitterClosedError"]
+
+DEFAULT_MAX_LINE_BYTES: Final = 1 << 20
+
+
+class SplitterClosedError(RuntimeError):
+    """Raised when data is fed to a splitter after :meth:`NDJSONSplitter.close`."""
+
+
+class NDJSONSplitter:
+    """Split a byte stream into lines; ``None`` stands for a line over the bound.
+
+    Blank lines are returned as ``b""`` so that list positions are line numbers.
+    """
+
+    __slots__ = ("_closed", "_discarding", "_max", "_pending")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
+        self._max = max_line_bytes
+        self._pending = bytearray()
+        self._discarding = False
+        self._closed = False
+
+    @property
+    def max_line_bytes(self) -> int:
+        return self._max
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete line (never more than ``max_line_bytes + 1``)."""
+        return len(self._pending)
+
+    def feed(self, data: bytes) -> list[bytes | None]:
+        """Return the lines completed by ``data``, without their terminators."""
+        if self._closed:
+            raise SplitterClosedError("feed() after close()")
+        first_newline = data.find(b"\n")
+        if first_newline < 0:
+            self._hold(data)
+            return []
+        lines: list[bytes | None] = data.split(b"\n")
+        tail = lines.pop()
+        if self._pending or self._discarding:
+            head = data[:first_newline]
+            if self._discarding:
+                lines[0] = None
+            else:
+                self._pending += head
+                lines[0] = _strip_cr(bytes(self._pending))
+            self._pending.clear()
+            self._discarding = False
+        if b"\r" in data:
+            lines = [_strip_cr(line) for line in lines]
+        limit = self._max
+        for index, line in enumerate(lines):
+            if line is not None and len(line) > limit:
+                lines[index] = None
+        self._hold(tail)
+        return lines
+
+    def close(self) -> list[bytes | None]:
+        """End the stream: return the final unterminated line, if any. Idempotent."""
+        if self._closed:
+            return []
+        self._closed = True
+        if self._discarding:
+            self._discarding = False
+            return [None]
+        if not self._pending:
+            return []
+        line = _strip_cr(bytes(self._pending))
+        self._pending.clear()
+        assert line is not None
+        return [None if len(line) > self._max else line]
+
+    def _hold(self, data: bytes) -> None:
+        if self._discarding:
+            return
+        self._pending += data
+        # One extra byte: a trailing "\r" may still turn out to be part of "\r\n".
+        if len(self._pending) > self._max + 1:
+            self._pending.clear()
+            self._discarding = True
+
+
+def _strip_cr(line: bytes | None) -> bytes | None:
+    if line is not None and line.endswith(b"\r"):
+        return line[:-1]
+    return line
