@@ -1,0 +1,38 @@
+"""sandstream's sans-IO core: NDJSON from agent sandboxes folded into steps and SSE.
+
+Pure functions and state machines over bytes; no sockets, threads, async runtime or
+clock. Depends on msgspec alone.
+"""
+
+from .envelope import Envelope, Error, Log, LogLevel, Result, Step, StepStatus, encode_line
+from .errors import ProcessorClosedError, SandstreamError
+from .processor import Mode, StreamProcessor
+from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter, SplitterClosedError
+from .sse import PING, format_comment, format_event
+from .turn import Diagnostic, DiagnosticCode, StepRow, Turn, decode_payload
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "PING",
+    "Diagnostic",
+    "DiagnosticCode",
+    "Envelope",
+    "Error",
+    "Log",
+    "LogLevel",
+    "Mode",
+    "NDJSONSplitter",
+    "ProcessorClosedError",
+    "Result",
+    "SandstreamError",
+    "SplitterClosedError",
+    "Step",
+    "StepRow",
+    "StepStatus",
+    "StreamProcessor",
+    "Turn",
+    "decode_payload",
+    "encode_line",
+    "format_comment",
+    "format_event",
+]

@@ -113,4 +113,4 @@ def encode_line(envelope: Envelope) -> bytes:
 
 def new_wire_decoder() -> msgspec.json.Decoder[WireEnvelope]:
     """A decoder for one line of the envelope, validating every field."""
-    return msgspec.json.Decoder(WireEnvelope)  # type: ignore[arg-type]
+    return msgspec.json.Decoder(WireEnvelope)

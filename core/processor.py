@@ -1,0 +1,277 @@
+"""The façade: NDJSON from a sandbox in, SSE frames or validated NDJSON out.
+
+In the manner of h11's ``Connection``, :class:`StreamProcessor` does no I/O. Feed it
+bytes as they arrive, in any chunking; write out what it returns::
+
+    proc = StreamProcessor()          # chat mode: NDJSON in, SSE out, logs filtered
+    out = proc.feed(chunk)            # bytes -> bytes of SSE frames
+    out += proc.close()               # end of upstream: exactly one terminal event
+    proc.turn                         # the folded state: steps, result or error
+
+Bad input never raises: a rejected line becomes a diagnostic and is not forwarded
+(``strict=True`` instead ends the turn with ``error{code:"protocol_error"}``).
+Every turn ends with exactly one terminal event, sent upstream or synthesized by
+:meth:`~StreamProcessor.close`, :meth:`~StreamProcessor.cancel` or
+:meth:`~StreamProcessor.fail`. Each forwarded frame reuses the line's own bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from .envelope import Error, Log, Result, Step, encode_line, new_wire_decoder
+from .errors import ProcessorClosedError
+from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
+from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field
+from .turn import DEFAULT_MAX_DIAGNOSTICS, Diagnostic, Turn
+
+__all__ = ["Mode", "StreamProcessor"]
+
+Mode: TypeAlias = Literal["sse", "ndjson", "trace"]
+"""``sse``: SSE without logs (chat). ``trace``: SSE with logs. ``ndjson``: passthrough."""
+
+_MODES: Final = ("sse", "ndjson", "trace")
+_json_encoder: Final = msgspec.json.Encoder()
+
+
+class StreamProcessor:
+    """Fold one turn's NDJSON into step state and output frames. Not thread-safe.
+
+    ``max_line_bytes`` bounds a line (and so the memory held between feeds).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_decoder",
+        "_frame_heads",
+        "_seq",
+        "_splitter",
+        "mode",
+        "strict",
+        "turn",
+    )
+
+    def __init__(
+        self,
+        mode: Mode = "sse",
+        *,
+        strict: bool = False,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS,
+    ) -> None:
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        self.mode: Mode = mode
+        self.strict = strict
+        self.turn = Turn(max_diagnostics)
+        self._splitter = NDJSONSplitter(max_line_bytes)
+        self._decoder = new_wire_decoder()
+        self._closed = False
+        self._seq = 0
+        # Per line type, the bytes that precede its data in an output frame;
+        # None where the type is not forwarded (logs in chat mode).
+        heads: dict[type, bytes | None]
+        if mode == "ndjson":
+            heads = {Log: b"", Step: b"", Result: b"", Error: b""}
+        else:
+            heads = {
+                Log: event_field("log") if mode == "trace" else None,
+                Step: event_field("step"),
+                Result: event_field("result"),
+                Error: event_field("error"),
+            }
+        self._frame_heads = heads
+
+    # -- state ---------------------------------------------------------------
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Rejected lines, with line numbers and reasons (the first ``max_diagnostics``)."""
+        return self.turn.diagnostics
+
+    @property
+    def ended(self) -> bool:
+        """True once the turn has its terminal event."""
+        return self.turn.terminal is not None
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`, :meth:`cancel` or :meth:`fail`: feeding is over."""
+        return self._closed
+
+    @property
+    def last_event_id(self) -> int:
+        """The ``id`` of the last SSE frame written (0 before the first)."""
+        return self._seq
+
+    # -- input ---------------------------------------------------------------
+
+    def feed(self, data: bytes) -> bytes:
+        """Consume a chunk of upstream bytes; return the frames it completes.
+
+        Raises :class:`ProcessorClosedError` after :meth:`close`, :meth:`cancel`
+        or :meth:`fail`.
+        """
+        if self._closed:
+            raise ProcessorClosedError("feed() after the turn was closed")
+        lines = self._splitter.feed(data)
+        if not lines:
+            return b""
+        return self._process(lines)
+
+    def close(self) -> bytes:
+        """End of upstream: flush a final unterminated line, then guarantee a terminal.
+
+        Without a terminal from upstream, synthesizes ``error{code:"upstream_closed"}``.
+        Idempotent: later calls return ``b""``.
+        """
+        if self._closed:
+            return b""
+        out = self._process(self._splitter.close())
+        return out + self.fail("upstream_closed", "upstream ended without a result or error")
+
+    def cancel(self, message: str = "the turn was cancelled") -> bytes:
+        """End the turn with ``error{code:"cancelled"}`` unless it already ended."""
+        return self.fail("cancelled", message)
+
+    def fail(self, code: str, message: str) -> bytes:
+        """End the turn with ``error{code, message}`` unless it already ended.
+
+        For reasons only the caller knows: ``runtime_exceeded``, ``shutdown``, a
+        container's exit status. Returns the terminal frames (``b""`` if the turn
+        had already ended) and closes the processor for input.
+        """
+        self._closed = True
+        if self.turn.terminal is not None:
+            return b""
+        return self._emit(self._synthesize_error(code, message)) + self._done()
+
+    # -- output helpers ---------------------------------------------------------
+
+    def start(self, data: Mapping[str, Any] | bytes) -> bytes:
+        """Return the ``start`` frame (SSE modes; ``b""`` in ndjson mode).
+
+        ``data`` is a JSON object, given as a mapping or as encoded bytes.
+        """
+        if self.mode == "ndjson":
+            return b""
+        payload = data if isinstance(data, bytes) else _json_encoder.encode(data)
+        return self._frame(event_field("start"), payload)
+
+    def ping(self) -> bytes:
+        """Return the keep-alive comment (SSE modes; ``b""`` in ndjson mode)."""
+        return b"" if self.mode == "ndjson" else PING
+
+    # -- internals -------------------------------------------------------------
+
+    def _process(self, lines: list[bytes | None]) -> bytes:
+        # The hot path: one pass, frames formatted in place from the line's own bytes.
+        turn = self.turn
+        decode = self._decoder.decode
+        fold_step = turn.fold_step
+        heads = self._frame_heads
+        sse = self.mode != "ndjson"
+        seq = self._seq
+        lineno = turn.lines
+        ended_before = turn.terminal is not None
+        out: list[bytes] = []
+        for line in lines:
+            lineno += 1
+            if not line:
+                if line is None:
+                    reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
+                    seq = self._reject(Diagnostic(lineno, "line_too_long", reason), out, seq)
+                continue
+            if turn.terminal is not None:
+                turn.record(Diagnostic(lineno, "after_terminal", "line after the terminal event"))
+                continue
+            try:
+                envelope = decode(line)
+                if not line.isascii():
+                    line.decode()
+            except msgspec.ValidationError as exc:
+                seq = self._reject(Diagnostic(lineno, "invalid_line", str(exc)), out, seq)
+                continue
+            except msgspec.DecodeError as exc:
+                if line.strip():
+                    seq = self._reject(Diagnostic(lineno, "invalid_json", str(exc)), out, seq)
+                continue
+            except UnicodeDecodeError as exc:
+                seq = self._reject(Diagnostic(lineno, "invalid_utf8", str(exc)), out, seq)
+                continue
+            kind = type(envelope)
+            if kind is Step:
+                violation = fold_step(envelope, lineno)  # type: ignore[arg-type]
+                if violation is not None:
+                    seq = self._reject(violation, out, seq)
+                    continue
+            elif kind is Log:
+                turn.logs += 1
+            else:
+                turn.terminal = envelope  # type: ignore[assignment]
+                turn.terminal_line = lineno
+            head = heads[kind]
+            if head is None:
+                continue
+            if not sse:
+                out.append(line)
+            elif 13 in line:  # JSON whitespace CR: the frame needs one data: line per part
+                seq += 1
+                out.append(b"id: %d\n%b%b\n" % (seq, head, data_fields(line)))
+            else:
+                seq += 1
+                out.append(SINGLE_LINE_FRAME % (seq, head, line))
+        turn.lines = lineno
+        self._seq = seq
+        if not out:
+            return b""
+        if not sse:
+            return b"\n".join(out) + b"\n"
+        if not ended_before and turn.terminal is not None:
+            out.append(self._done())
+        return b"".join(out)
+
+    def _reject(self, diagnostic: Diagnostic, out: list[bytes], seq: int) -> int:
+        """Record a rejected line; in strict mode it also ends the turn.
+
+        Returns the frame sequence number after any frame added to ``out``.
+        """
+        turn = self.turn
+        turn.record(diagnostic)
+        if not self.strict or turn.terminal is not None:
+            return seq
+        turn.lines = diagnostic.line
+        self._seq = seq
+        out.append(self._emit(self._synthesize_error("protocol_error", str(diagnostic))))
+        return self._seq
+
+    def _synthesize_error(self, code: str, message: str) -> tuple[bytes, bytes]:
+        turn = self.turn
+        error = Error(code=code, message=message)
+        turn.terminal = error
+        turn.terminal_line = turn.lines
+        turn.synthesized = True
+        head = self._frame_heads[Error]
+        assert head is not None
+        return head, encode_line(error)[:-1]
+
+    def _emit(self, item: tuple[bytes, bytes]) -> bytes:
+        head, line = item
+        if self.mode == "ndjson":
+            return line + b"\n"
+        return self._frame(head, line)
+
+    def _frame(self, head: bytes, data: bytes) -> bytes:
+        self._seq += 1
+        return b"id: %d\n%b%b\n" % (self._seq, head, data_fields(data))
+
+    def _done(self) -> bytes:
+        if self.mode == "ndjson":
+            return b""
+        turn = self.turn
+        kind = "result" if turn.result is not None else "error"
+        payload = b'{"terminal":"%s","diagnostics":%d}' % (kind.encode(), turn.diagnostic_count)
+        return self._frame(event_field("done"), payload)

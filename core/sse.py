@@ -1,0 +1,82 @@
+"""Server-Sent Events frames, written exactly as the WHATWG event-stream format reads them.
+
+A frame is ``id:``, ``event:``, one ``data:`` line per line of the payload, then a
+blank line. Payload line breaks (CR, LF or CRLF) become separate ``data:`` lines, so
+a parser rejoins them with LF; nothing else in the payload is touched (U+2028 and
+U+0085 are not line breaks in SSE). Field values that would break the framing
+(an ``id`` or ``event`` holding CR, LF or NUL) raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = [
+    "PING",
+    "SINGLE_LINE_FRAME",
+    "data_fields",
+    "event_field",
+    "format_comment",
+    "format_event",
+]
+
+_LINE_BREAK: Final = re.compile(rb"\r\n|\r|\n")
+_FORBIDDEN_IN_FIELD: Final = re.compile(r"[\r\n\x00]")
+
+SINGLE_LINE_FRAME: Final = b"id: %d\n%bdata: %b\n\n"
+"""``SINGLE_LINE_FRAME % (id, event_field(name), data)`` is the frame
+``format_event(data, event=name, id=id)`` returns when ``data`` holds no CR or LF;
+the hot path formats it directly."""
+
+
+def format_event(
+    data: bytes,
+    *,
+    event: str | None = None,
+    id: int | str | None = None,
+    retry: int | None = None,
+) -> bytes:
+    """Return one SSE frame carrying ``data`` (UTF-8 bytes).
+
+    ``event`` names the event (the client's default is ``message``); ``id`` sets the
+    client's last event id; ``retry`` its reconnection delay in milliseconds.
+    """
+    head = b""
+    if id is not None:
+        head = b"id: %d\n" % id if type(id) is int else _field("id", str(id))
+    if event is not None:
+        head += event_field(event)
+    if retry is not None:
+        if retry < 0:
+            raise ValueError(f"retry must be >= 0, got {retry}")
+        head += b"retry: %d\n" % retry
+    return head + data_fields(data) + b"\n"
+
+
+def event_field(event: str) -> bytes:
+    """The ``event:`` line for ``event``; ``ValueError`` if it holds CR, LF or NUL."""
+    return _field("event", event)
+
+
+def data_fields(data: bytes) -> bytes:
+    """The ``data:`` lines carrying ``data``, one per line of it."""
+    if 10 in data or 13 in data:
+        return b"".join(b"data: " + line + b"\n" for line in _LINE_BREAK.split(data))
+    return b"data: " + data + b"\n"
+
+
+def format_comment(text: str = "") -> bytes:
+    """Return an SSE comment (ignored by clients; keeps idle connections alive)."""
+    lines = _LINE_BREAK.split(text.encode())
+    return b"".join(b": " + line + b"\n" if line else b":\n" for line in lines) + b"\n"
+
+
+PING: Final = format_comment("ping")
+"""The keep-alive comment sent when a stream is idle."""
+
+
+def _field(name: str, value: str) -> bytes:
+    if _FORBIDDEN_IN_FIELD.search(value):
+        raise ValueError(f"SSE {name} must not contain CR, LF or NUL: {value!r}")
+    return name.encode() + b": " + value.encode() + b"\n"

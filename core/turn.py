@@ -1,0 +1,161 @@
+"""The folded state of one turn: step rows, the terminal event, diagnostics.
+
+A :class:`Turn` is built by :class:`~sandstream.core.processor.StreamProcessor` as
+lines arrive; embedders read it. It never raises on bad input: a line that breaks a
+rule is returned from the fold as a :class:`Diagnostic` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from .envelope import Error, Result, Step, StepStatus
+
+__all__ = ["Diagnostic", "DiagnosticCode", "StepRow", "Turn", "decode_payload"]
+
+DiagnosticCode: TypeAlias = Literal[
+    "line_too_long",
+    "invalid_json",
+    "invalid_utf8",
+    "invalid_line",
+    "step_already_ended",
+    "step_renamed",
+    "after_terminal",
+]
+
+DEFAULT_MAX_DIAGNOSTICS: Final = 1000
+
+
+class Diagnostic(msgspec.Struct, frozen=True, gc=False):
+    """Why line ``line`` (1-based, counting every physical line) was rejected."""
+
+    line: int
+    code: DiagnosticCode
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.code}: {self.reason}"
+
+
+class StepRow(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """One step of the agent loop, folded from every line carrying its ``id``.
+
+    Each field holds the latest value any of those lines gave it. ``args`` and
+    ``result`` hold the raw JSON the producer sent (``None`` when absent);
+    :func:`decode_payload` turns them into Python values.
+    """
+
+    id: str
+    name: str
+    status: StepStatus
+    args: msgspec.Raw | None = None
+    result: msgspec.Raw | None = None
+    error: str | None = None
+    duration_ms: int | float | None = None
+    first_ts: int | None = None
+    last_ts: int | None = None
+
+
+def decode_payload(raw: msgspec.Raw | None) -> Any:
+    """Decode a step's raw ``args``/``result`` JSON (``None`` stays ``None``)."""
+    return None if raw is None else msgspec.json.decode(raw)
+
+
+class Turn:
+    """Step rows in first-seen order, the terminal event, and the diagnostics.
+
+    At most ``max_diagnostics`` diagnostics are kept; ``diagnostic_count`` counts
+    them all, so memory stays bounded on an endless stream of bad lines.
+    """
+
+    __slots__ = (
+        "_rows",
+        "diagnostic_count",
+        "diagnostics",
+        "lines",
+        "logs",
+        "max_diagnostics",
+        "synthesized",
+        "terminal",
+        "terminal_line",
+    )
+
+    def __init__(self, max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS) -> None:
+        self._rows: dict[str, StepRow] = {}
+        self.terminal: Result | Error | None = None
+        self.terminal_line = 0
+        self.synthesized = False
+        """True when the terminal was made by sandstream, not sent upstream."""
+        self.diagnostics: list[Diagnostic] = []
+        self.diagnostic_count = 0
+        self.max_diagnostics = max_diagnostics
+        self.lines = 0
+        """Physical lines seen, blank and rejected ones included."""
+        self.logs = 0
+        """Valid ``log`` lines seen."""
+
+    @property
+    def steps(self) -> list[StepRow]:
+        """The step rows, in the order their ids were first seen (live objects)."""
+        return list(self._rows.values())
+
+    def step(self, step_id: str) -> StepRow | None:
+        """The row of step ``step_id``, or ``None`` if no line carried that id."""
+        return self._rows.get(step_id)
+
+    @property
+    def result(self) -> Result | None:
+        return self.terminal if type(self.terminal) is Result else None
+
+    @property
+    def error(self) -> Error | None:
+        return self.terminal if type(self.terminal) is Error else None
+
+    @property
+    def ended(self) -> bool:
+        return self.terminal is not None
+
+    def fold_step(self, step: Step[msgspec.Raw], line: int) -> Diagnostic | None:
+        """Apply one step line; return the violation instead if it breaks a rule."""
+        row = self._rows.get(step.id)
+        if row is None:
+            self._rows[step.id] = StepRow(
+                step.id,
+                step.name,
+                step.status,
+                step.args,
+                step.result,
+                step.error,
+                step.duration_ms,
+                step.ts,
+                step.ts,
+            )
+            return None
+        if row.status != "running":
+            return Diagnostic(line, "step_already_ended", f"step {step.id!r} already {row.status}")
+        if step.name != row.name:
+            return Diagnostic(
+                line, "step_renamed", f"step {step.id!r} is {row.name!r}, not {step.name!r}"
+            )
+        row.status = step.status
+        if step.args is not None:
+            row.args = step.args
+        if step.result is not None:
+            row.result = step.result
+        if step.error is not None:
+            row.error = step.error
+        if step.duration_ms is not None:
+            row.duration_ms = step.duration_ms
+        if step.ts is not None:
+            if row.first_ts is None:
+                row.first_ts = step.ts
+            row.last_ts = step.ts
+        return None
+
+    def record(self, diagnostic: Diagnostic) -> None:
+        """Count a diagnostic, keeping it if under the bound."""
+        self.diagnostic_count += 1
+        if len(self.diagnostics) < self.max_diagnostics:
+            self.diagnostics.append(diagnostic)
