@@ -1,0 +1,172 @@
+"""The ``sandstream`` command: ``convert`` and ``validate`` run on the core alone.
+
+``container``, ``runner`` and ``serve`` are handed to the packages installed with
+the ``container`` and ``server`` extras, imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import BinaryIO, Final, cast
+
+from .processor import Mode, StreamProcessor
+from .splitter import DEFAULT_MAX_LINE_BYTES
+
+__all__ = ["main"]
+
+_READ_SIZE: Final = 64 * 1024
+
+# Subcommands served by the extras: name -> (module, extra, one-line help).
+_DELEGATED: Final = {
+    "container": ("sandstream.container.__main__", "container", "run one sandbox dispatch"),
+    "runner": ("sandstream.server.runner_cli", "server", "serve POST /stream"),
+    "serve": ("sandstream.server.serve_cli", "server", "serve the chat backend and runner"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``sandstream`` command line; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in _DELEGATED:
+        return _delegate(args[0], args[1:])
+    parser = _parser()
+    options = parser.parse_args(args)
+    handler = cast(Callable[[argparse.Namespace], int], options.handler)
+    return handler(options)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandstream", description="Stream processor for AI-agent sandbox runs."
+    )
+    commands = parser.add_subparsers(metavar="COMMAND", required=True)
+
+    convert = commands.add_parser(
+        "convert", help="stdin NDJSON -> stdout SSE or validated NDJSON, as it streams"
+    )
+    convert.add_argument(
+        "--mode",
+        choices=("sse", "ndjson", "trace"),
+        default="sse",
+        help="sse: chat frames without logs; trace: SSE with logs; ndjson: validated lines",
+    )
+    _add_common(convert)
+    convert.set_defaults(handler=_convert)
+
+    validate = commands.add_parser(
+        "validate", help="check an NDJSON run against the envelope rules"
+    )
+    validate.add_argument("file", help="NDJSON file to check ('-' for stdin)")
+    _add_common(validate)
+    validate.set_defaults(handler=_validate)
+
+    for name, (_, extra, summary) in _DELEGATED.items():
+        commands.add_parser(name, help=f"{summary} (needs sandstream[{extra}])", add_help=False)
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true", help="end the turn at the first bad line")
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help=f"longest accepted line (default {DEFAULT_MAX_LINE_BYTES})",
+    )
+
+
+def _convert(options: argparse.Namespace) -> int:
+    proc = StreamProcessor(
+        cast(Mode, options.mode), strict=options.strict, max_line_bytes=options.max_line_bytes
+    )
+    stdin = sys.stdin.fileno()
+    out = sys.stdout.buffer
+    try:
+        while chunk := os.read(stdin, _READ_SIZE):
+            _write(out, proc.feed(chunk))
+        _write(out, proc.close())
+    except KeyboardInterrupt:
+        _write(out, proc.cancel("interrupted"))
+        return 130
+    except BrokenPipeError:
+        # The reader went away; nothing left to tell it.
+        sys.stderr.close()
+        return 1
+    return 0 if proc.turn.result is not None else 1
+
+
+def _validate(options: argparse.Namespace) -> int:
+    proc = StreamProcessor("ndjson", strict=options.strict, max_line_bytes=options.max_line_bytes)
+    try:
+        source = sys.stdin.buffer if options.file == "-" else open(options.file, "rb")  # noqa: SIM115
+    except OSError as exc:
+        print(f"sandstream validate: {exc}", file=sys.stderr)
+        return 2
+    with source:
+        while chunk := source.read(_READ_SIZE):
+            proc.feed(chunk)
+    proc.close()
+    turn = proc.turn
+    rows = turn.steps
+    statuses = Counter(row.status for row in rows)
+    steps = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    terminal = "none (synthesized upstream_closed)" if turn.synthesized else _describe(proc)
+    print(f"{options.file}: {turn.lines} lines, {len(rows)} steps", end="")
+    print(f" ({steps})" if steps else "", end="")
+    print(f", {turn.logs} logs, terminal: {terminal}")
+    for diagnostic in turn.diagnostics:
+        print(f"  {diagnostic}")
+    hidden = turn.diagnostic_count - len(turn.diagnostics)
+    if hidden:
+        print(f"  ... and {hidden} more")
+    if turn.diagnostic_count or turn.synthesized:
+        print(
+            f"{turn.diagnostic_count} violation(s)" + (", no terminal" if turn.synthesized else "")
+        )
+        return 1
+    return 0
+
+
+def _describe(proc: StreamProcessor) -> str:
+    turn = proc.turn
+    if turn.result is not None:
+        return f"result at line {turn.terminal_line}"
+    assert turn.error is not None
+    return f"error {turn.error.code!r} at line {turn.terminal_line}"
+
+
+def _delegate(name: str, argv: list[str]) -> int:
+    module_name, extra, _ = _DELEGATED[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        print(
+            f"sandstream {name}: needs the {extra!r} extra "
+            f"(pip install 'sandstream[{extra}]'): {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    entry = cast(Callable[[list[str]], int], module.main)
+    return entry(argv)
+
+
+def _write(out: BinaryIO, data: bytes) -> None:
+    if data:
+        out.write(data)
+        out.flush()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,241 @@
+"""Persisted chat messages (seed 002): a turn folded into content blocks, and replay.
+
+The assistant message of a turn holds its text, its step trace and each step's
+structured tool output, so a history reload renders what the live stream rendered.
+Payloads over a display bound are stored as a truncated preview with their full
+size recorded. Pure functions; ids and timestamps come from the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from .envelope import StepStatus
+from .turn import StepRow, Turn
+
+__all__ = [
+    "DEFAULT_DISPLAY_BYTES",
+    "REPLAY_TURN_LIMIT",
+    "ChatTurn",
+    "ContentBlock",
+    "ErrorBlock",
+    "MessageStatus",
+    "PersistedFileAttachment",
+    "PersistedMessage",
+    "StepTrace",
+    "StepTraceBlock",
+    "TextBlock",
+    "ToolOutputBlock",
+    "assistant_message",
+    "replay_window",
+    "user_message",
+]
+
+DEFAULT_DISPLAY_BYTES: Final = 16 * 1024
+"""Payloads whose JSON is longer than this are stored as a truncated preview."""
+
+REPLAY_TURN_LIMIT: Final = 20
+"""How many past messages a dispatch sends the sandbox as its conversation."""
+
+Role: TypeAlias = Literal["user", "assistant"]
+MessageStatus: TypeAlias = Literal["complete", "failed", "cancelled"]
+
+
+class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True):
+    pass
+
+
+class TextBlock(_Block, tag="text"):
+    """Message text: the user's words, or the assistant's final ``result``."""
+
+    text: str
+
+
+class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One step row as persisted; ``args`` may be a truncated preview string."""
+
+    id: str
+    name: str
+    status: StepStatus
+    args: Any = None
+    args_truncated: bool = False
+    args_size: int = 0
+    error: str | None = None
+    duration_ms: int | float | None = None
+    first_ts: int | None = None
+    last_ts: int | None = None
+
+
+class StepTraceBlock(_Block, tag="steps"):
+    """The turn's steps in first-seen order, as the live stream showed them."""
+
+    steps: list[StepTrace]
+
+
+class ToolOutputBlock(_Block, tag="tool_output"):
+    """A step's ``result``; over the display bound, a preview with ``size`` the full length."""
+
+    step_id: str
+    name: str
+    output: Any
+    truncated: bool = False
+    size: int = 0
+
+
+class ErrorBlock(_Block, tag="error"):
+    """Why the turn ended without a result (``code`` as in the ``error`` line)."""
+
+    code: str
+    message: str
+
+
+ContentBlock: TypeAlias = TextBlock | StepTraceBlock | ToolOutputBlock | ErrorBlock
+
+
+class PersistedFileAttachment(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A chat-bag file referenced by a message."""
+
+    id: str
+    name: str
+    size: int
+    content_type: str = "application/octet-stream"
+    sha256: str | None = None
+
+
+class PersistedMessage(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One message of a conversation, stored one row per message."""
+
+    id: str
+    role: Role
+    content: list[ContentBlock]
+    created_at: int
+    file_attachments: list[PersistedFileAttachment] = msgspec.field(default_factory=list)
+    status: MessageStatus | None = None
+    """Assistant messages only: how the turn settled."""
+
+    @property
+    def text(self) -> str:
+        """The message's text blocks, joined by blank lines."""
+        return "\n\n".join(block.text for block in self.content if type(block) is TextBlock)
+
+
+class ChatTurn(msgspec.Struct):
+    """A past message as sent to the sandbox in ``conversation``."""
+
+    role: Role
+    content: str
+    ts: int
+
+
+def user_message(
+    message_id: str,
+    text: str,
+    *,
+    created_at: int,
+    attachments: Sequence[PersistedFileAttachment] = (),
+) -> PersistedMessage:
+    """The persisted form of a user's message."""
+    return PersistedMessage(
+        id=message_id,
+        role="user",
+        content=[TextBlock(text)],
+        created_at=created_at,
+        file_attachments=list(attachments),
+    )
+
+
+def assistant_message(
+    turn: Turn,
+    *,
+    message_id: str,
+    created_at: int,
+    attachments: Sequence[PersistedFileAttachment] = (),
+    display_bytes: int = DEFAULT_DISPLAY_BYTES,
+) -> PersistedMessage:
+    """Fold a turn's state into its assistant message.
+
+    A turn that has not ended yet is folded as it stands, with status ``failed``;
+    callers settle it first (``StreamProcessor.close``/``cancel``/``fail``).
+    """
+    rows = turn.steps
+    content: list[ContentBlock] = []
+    if turn.result is not None:
+        content.append(TextBlock(turn.result.message))
+    if rows:
+        content.append(StepTraceBlock([_step_trace(row, display_bytes) for row in rows]))
+        for row in rows:
+            if row.result is not None:
+                output, truncated, size = _bounded(row.result, display_bytes)
+                content.append(ToolOutputBlock(row.id, row.name, output, truncated, size))
+    error = turn.error
+    if error is not None:
+        content.append(ErrorBlock(error.code, error.message))
+    status: MessageStatus = "complete" if turn.result is not None else "failed"
+    if error is not None and error.code == "cancelled":
+        status = "cancelled"
+    return PersistedMessage(
+        id=message_id,
+        role="assistant",
+        content=content,
+        created_at=created_at,
+        file_attachments=list(attachments),
+        status=status,
+    )
+
+
+def replay_window(
+    messages: Iterable[PersistedMessage], limit: int = REPLAY_TURN_LIMIT
+) -> list[ChatTurn]:
+    """The last ``limit`` messages as ``ChatTurn``s, oldest first.
+
+    An assistant message with no text stands as its error (``[code] message``);
+    attachments are named so the sandbox knows they exist.
+    """
+    if limit <= 0:
+        return []
+    window = list(messages)[-limit:]
+    return [ChatTurn(m.role, _replay_text(m), m.created_at) for m in window]
+
+
+def _replay_text(message: PersistedMessage) -> str:
+    parts = [message.text] if message.text else []
+    if not parts:
+        parts.extend(
+            f"[{block.code}] {block.message}"
+            for block in message.content
+            if type(block) is ErrorBlock
+        )
+    if message.file_attachments:
+        names = ", ".join(a.name for a in message.file_attachments)
+        parts.append(f"[attached: {names}]")
+    return "\n\n".join(parts)
+
+
+def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
+    args, truncated, size = _bounded(row.args, display_bytes)
+    return StepTrace(
+        id=row.id,
+        name=row.name,
+        status=row.status,
+        args=args,
+        args_truncated=truncated,
+        args_size=size,
+        error=row.error,
+        duration_ms=row.duration_ms,
+        first_ts=row.first_ts,
+        last_ts=row.last_ts,
+    )
+
+
+def _bounded(raw: msgspec.Raw | None, display_bytes: int) -> tuple[Any, bool, int]:
+    """``(value, truncated, size)``: the JSON value, or a UTF-8-safe preview string."""
+    if raw is None:
+        return None, False, 0
+    size = len(raw)
+    if size <= display_bytes:
+        return raw, False, size
+    preview = bytes(memoryview(raw)[:display_bytes]).decode("utf-8", errors="ignore")
+    return preview, True, size
