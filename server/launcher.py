@@ -1,0 +1,347 @@
+"""Container launch behind a small interface: :class:`ContainerLauncher`.
+
+The streaming code (:mod:`sandstream.server.turn`) only needs three things from a
+sandbox backend: start it with the dispatch JSON, read its stdout, and know that when
+the launch task ends the sandbox is gone. That is the whole protocol, in the trio
+idiom of ``nursery.start``::
+
+    handle = await nursery.start(launcher.run, dispatch_bytes, "turn_abc")
+    data = await handle.stdout.receive_some()     # the caller owns handle.stdout
+    ...
+    # the launch task returns (or is cancelled) only once the sandbox is gone
+
+:class:`LocalSubprocessLauncher` runs ``python -m sandstream.container`` as a local
+subprocess in a new session. Other backends (a container runtime, a microVM) implement
+the same protocol without touching the streaming code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal, Protocol, TypeAlias
+
+import trio
+
+from .procs import (
+    TURN_MARKER_ENV,
+    close_pidfd,
+    describe_returncode,
+    open_pidfd,
+    signal_group,
+    sweep,
+    wait_exited,
+)
+
+__all__ = [
+    "DEFAULT_CONTAINER_ARGV",
+    "DEFAULT_KILL_GRACE",
+    "ContainerExit",
+    "ContainerHandle",
+    "ContainerLauncher",
+    "LaunchError",
+    "LocalContainer",
+    "LocalSubprocessLauncher",
+    "StderrMode",
+]
+
+DEFAULT_KILL_GRACE: Final = 2.0
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` when a container is stopped."""
+
+DEFAULT_CONTAINER_ARGV: Final[tuple[str, ...]] = (sys.executable, "-m", "sandstream.container")
+
+DEFAULT_SCRUBBED_ENV: Final = frozenset({"SANDSTREAM_RUNNER_TOKEN"})
+"""Variables of the runner's environment a container never sees."""
+
+StderrMode: TypeAlias = Literal["log", "inherit", "discard"]
+
+_STDERR_LINE_LIMIT: Final = 4096
+_STDERR_MAX_LINES: Final = 2000
+_DRAIN_STDERR_AFTER_EXIT: Final = 1.0
+
+container_log = logging.getLogger("sandstream.container")
+log = logging.getLogger("sandstream.runner")
+
+
+class LaunchError(OSError):
+    """The sandbox could not be started (no such program, no resources...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExit:
+    """How a container ended.
+
+    ``returncode`` follows Popen (negative: killed by that signal). ``terminated``:
+    the launcher stopped it (cancellation), ``escalated``: it ignored ``SIGTERM`` for
+    the whole grace and got ``SIGKILL``. ``stragglers``: processes of the container
+    still alive after it exited, killed by the sweep. ``stopped_at`` / ``reaped_at``
+    are :func:`time.monotonic` readings: when the stop began (``None`` if it exited
+    on its own) and when it was reaped.
+    """
+
+    returncode: int
+    terminated: bool = False
+    escalated: bool = False
+    stragglers: int = 0
+    stopped_at: float | None = None
+    reaped_at: float = 0.0
+
+    def describe(self) -> str:
+        """``exited with status 3`` / ``was killed by SIGKILL``."""
+        return describe_returncode(self.returncode)
+
+
+class ContainerHandle(Protocol):
+    """A running sandbox, as the streaming code sees it."""
+
+    @property
+    def id(self) -> str:
+        """Backend-specific identity, for logs (``pid:1234``)."""
+        ...
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream:
+        """The container's stdout. The caller reads it to EOF and closes it."""
+        ...
+
+    @property
+    def exit(self) -> ContainerExit | None:
+        """How it ended, once the launch task has finished (also when cancelled)."""
+        ...
+
+
+class ContainerLauncher(Protocol):
+    """Starts sandboxes. One call of :meth:`run` owns one sandbox for its lifetime."""
+
+    async def run(
+        self,
+        dispatch: bytes,
+        turn_id: str,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """Start a sandbox with ``dispatch`` (the JSON body) and own it until it is gone.
+
+        Calls ``task_status.started(handle)`` once stdout can be read, then returns
+        when the sandbox has exited and nothing of it is left (processes reaped).
+
+        Cancellation: stops the sandbox (``SIGTERM``, grace, ``SIGKILL`` for a local
+        process), waits until it is gone, records ``handle.exit``, then lets
+        :class:`trio.Cancelled` propagate. Raises :class:`LaunchError` before
+        ``started`` if it cannot start the sandbox.
+        """
+        ...
+
+
+@dataclass(eq=False)
+class LocalContainer:
+    """A container running as a local subprocess: the session leader ``pid``."""
+
+    process: trio.Process
+    turn_id: str
+    exit: ContainerExit | None = None
+
+    @property
+    def id(self) -> str:
+        return f"pid:{self.process.pid}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def pgid(self) -> int:
+        """The process group (and session) id: the leader's pid."""
+        return self.process.pid
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream:
+        stdout = self.process.stdout
+        assert stdout is not None
+        return stdout
+
+
+@dataclass
+class LocalSubprocessLauncher:
+    """Run each container as ``argv`` in a new session; dispatch JSON on its stdin.
+
+    Stopping it (on cancellation) sends ``SIGTERM`` to its process group, waits up to
+    ``kill_grace`` seconds for the leader to exit, then sends ``SIGKILL`` to the group;
+    leftovers of a container that exited on its own are ``SIGKILL``-ed too, and then
+    the leader is reaped. After any exit but a clean status 0, processes of the
+    container that escaped its group (tools run in sessions of their own) are found
+    by their environment marker and killed (``sweep_stragglers``).
+
+    The container's environment is the runner's, minus ``scrub_env`` (the runner
+    token never reaches a sandbox), plus ``env`` and the turn marker
+    ``SANDSTREAM_TURN_ID``. ``stderr``: ``"log"`` reads it into the
+    ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
+    ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
+    fast producer blocks less often.
+    """
+
+    argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
+    kill_grace: float = DEFAULT_KILL_GRACE
+    env: Mapping[str, str] = field(default_factory=dict)
+    scrub_env: frozenset[str] = DEFAULT_SCRUBBED_ENV
+    cwd: str | None = None
+    stderr: StderrMode = "log"
+    pipe_size: int | None = 1 << 20
+    sweep_stragglers: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("argv must name a program")
+        if not (self.kill_grace >= 0 and math.isfinite(self.kill_grace)):
+            raise ValueError(f"kill_grace must be a finite number >= 0, got {self.kill_grace}")
+
+    def container_env(self, turn_id: str) -> dict[str, str]:
+        """The environment a container of turn ``turn_id`` starts with."""
+        env = {k: v for k, v in os.environ.items() if k not in self.scrub_env}
+        env.update(self.env)
+        env[TURN_MARKER_ENV] = turn_id
+        return env
+
+    async def run(
+        self,
+        dispatch: bytes,
+        turn_id: str,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`."""
+        stderr_target = {
+            "log": subprocess.PIPE,
+            "inherit": None,
+            "discard": subprocess.DEVNULL,
+        }[self.stderr]
+        try:
+            process = await trio.lowlevel.open_process(
+                list(self.argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr_target,
+                start_new_session=True,
+                env=self.container_env(turn_id),
+                cwd=self.cwd,
+            )
+        except OSError as exc:
+            message = f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
+            raise LaunchError(exc.errno, message) from exc
+        pidfd = open_pidfd(process.pid)
+        container = LocalContainer(process, turn_id)
+        if self.pipe_size:
+            _grow_pipe(container.stdout, self.pipe_size)
+        exited = False
+        stopped_at: float | None = None
+        escalated = False
+        task_status.started(container)
+        try:
+            async with trio.open_nursery() as nursery:
+                assert process.stdin is not None
+                nursery.start_soon(_feed, process.stdin, dispatch)
+                if process.stderr is not None:
+                    nursery.start_soon(_log_stderr, process.stderr, turn_id)
+                await wait_exited(process, pidfd)
+                exited = True
+                # Leftovers in the group die now, while the zombie leader still
+                # reserves the group id. Their stderr then reaches EOF.
+                signal_group(process.pid, signal.SIGKILL)
+                nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
+        finally:
+            with trio.CancelScope(shield=True):
+                if not exited:
+                    stopped_at = time.monotonic()
+                    escalated = await self._terminate(process, pidfd)
+                signal_group(process.pid, signal.SIGKILL)
+                returncode = await process.wait()
+                reaped_at = time.monotonic()
+                close_pidfd(pidfd)
+                stragglers = 0
+                if self.sweep_stragglers and (stopped_at is not None or returncode != 0):
+                    marker = f"{TURN_MARKER_ENV}={turn_id}"
+                    stragglers = await trio.to_thread.run_sync(sweep, marker, process.pid)
+                    if stragglers:
+                        log.warning(
+                            "turn %s: killed %d process(es) that outlived the container",
+                            turn_id,
+                            stragglers,
+                        )
+                container.exit = ContainerExit(
+                    returncode=returncode,
+                    terminated=stopped_at is not None,
+                    escalated=escalated,
+                    stragglers=stragglers,
+                    stopped_at=stopped_at,
+                    reaped_at=reaped_at,
+                )
+        assert container.exit is not None
+        return container.exit
+
+    async def _terminate(self, process: trio.Process, pidfd: int | None) -> bool:
+        """``SIGTERM`` the group, wait out the grace, ``SIGKILL``. True if it had to."""
+        signal_group(process.pid, signal.SIGTERM)
+        with trio.move_on_after(self.kill_grace) as grace:
+            await wait_exited(process, pidfd)
+        if grace.cancelled_caught:
+            signal_group(process.pid, signal.SIGKILL)
+            return True
+        return False
+
+
+def _grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:
+    setpipe: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    fileno = getattr(stream, "fileno", None)
+    if setpipe is None or fileno is None:
+        return
+    with contextlib.suppress(OSError):  # over /proc/sys/fs/pipe-max-size: keep the default
+        fcntl.fcntl(fileno(), setpipe, size)
+
+
+async def _feed(stdin: trio.abc.SendStream, data: bytes) -> None:
+    """Write the dispatch, then close stdin. A container that exits first is fine."""
+    try:
+        async with stdin:
+            await stdin.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+async def _log_stderr(stderr: trio.abc.ReceiveStream, turn_id: str) -> None:
+    """Read stderr to EOF, logging each line (truncated; at most a bounded number)."""
+    pending = b""
+    logged = 0
+    dropped = 0
+
+    def emit(line: bytes) -> None:
+        nonlocal logged, dropped
+        if logged >= _STDERR_MAX_LINES:
+            dropped += 1
+            return
+        logged += 1
+        text = line[:_STDERR_LINE_LIMIT].decode("utf-8", "replace").rstrip()
+        container_log.info("[%s] %s", turn_id, text)
+
+    try:
+        async with stderr:
+            while chunk := await stderr.receive_some(65536):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()[: _STDERR_LINE_LIMIT + 1]
+                for line in lines:
+                    emit(line)
+            if pending:
+                emit(pending)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        if dropped:
+            container_log.info("[%s] ... %d more stderr lines not logged", turn_id, dropped)

@@ -1,0 +1,75 @@
+"""RFC 9457 problem details: every error the server answers is ``application/problem+json``.
+
+A problem is a JSON object with ``type`` (a URI naming the kind of problem), ``title``
+(short, the same for every occurrence of that type), ``status``, and ``detail`` (this
+occurrence); extension members add machine-readable facts (``errors``,
+``retry_after``). Types minted here are URNs, ``urn:sandstream:problem:<name>``: they
+identify, they are not meant to be fetched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+from quart import Quart, Response
+from werkzeug.exceptions import HTTPException
+
+__all__ = [
+    "AT_CAPACITY",
+    "INVALID_BODY",
+    "PROBLEM_CONTENT_TYPE",
+    "SHUTTING_DOWN",
+    "UNAUTHORIZED",
+    "install_problem_handlers",
+    "problem",
+]
+
+PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
+
+UNAUTHORIZED: Final = "urn:sandstream:problem:unauthorized"
+INVALID_BODY: Final = "urn:sandstream:problem:invalid-body"
+AT_CAPACITY: Final = "urn:sandstream:problem:at-capacity"
+SHUTTING_DOWN: Final = "urn:sandstream:problem:shutting-down"
+INTERNAL: Final = "urn:sandstream:problem:internal-error"
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str | None = None,
+    *,
+    type: str = "about:blank",
+    headers: Mapping[str, str] | None = None,
+    **extensions: Any,
+) -> Response:
+    """A problem-details response. ``extensions`` become extra JSON members."""
+    body: dict[str, Any] = {"type": type, "title": title, "status": status}
+    if detail is not None:
+        body["detail"] = detail
+    body.update(extensions)
+    response = Response(msgspec.json.encode(body), status=status, content_type=PROBLEM_CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-store"
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def install_problem_handlers(app: Quart) -> None:
+    """Render every HTTP error (404, 405, 413, ...) and uncaught exception as a problem."""
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        headers = {
+            name: value
+            for name, value in error.get_headers()
+            if name.lower() not in ("content-type", "content-length")
+        }
+        return problem(status, error.name, error.description, headers=headers)
+
+    @app.errorhandler(Exception)
+    async def _unexpected(error: Exception) -> Response:
+        app.logger.exception("unhandled error", exc_info=error)
+        return problem(500, "Internal Server Error", type=INTERNAL)

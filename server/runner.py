@@ -1,0 +1,200 @@
+"""The runner service: admits turns against a capacity limit and shuts them all down.
+
+:class:`Runner` is what both the HTTP route and an in-process caller use::
+
+    runner = Runner(RunnerSettings(token=...))
+    try:
+        turn = runner.open_turn(dispatch)          # AtCapacityError / ShuttingDownError
+    except AtCapacityError as exc:
+        ...                                        # 503, Retry-After: exc.retry_after
+    async with turn:
+        async for chunk in turn:
+            ...
+
+A slot is taken when the turn is admitted and given back when its container is gone
+(not when the response ends: a stalled client does not hold a container slot).
+:meth:`Runner.shutdown` ends every live turn with ``error{code:"shutdown"}`` and
+returns once every container has been reaped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+import trio
+from sandstream.container.schemas import Dispatch
+from sandstream.core import Mode
+
+from .access_log import AccessLog
+from .launcher import ContainerLauncher, LocalSubprocessLauncher
+from .settings import RunnerSettings
+from .turn import TurnRecord, TurnStream
+
+__all__ = ["AtCapacityError", "Runner", "RunnerUnavailableError", "ShuttingDownError"]
+
+log = logging.getLogger("sandstream.runner")
+
+TurnListener = Callable[[TurnStream, TurnRecord], object]
+
+
+class RunnerUnavailableError(Exception):
+    """A turn was refused; try again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AtCapacityError(RunnerUnavailableError):
+    """``max_live`` containers are already running."""
+
+
+class ShuttingDownError(RunnerUnavailableError):
+    """The runner is shutting down and admits no new turn."""
+
+
+class Runner:
+    """Admission, bookkeeping and shutdown for turns. One per server process.
+
+    ``launcher`` defaults to :class:`LocalSubprocessLauncher`. ``access_log`` gets one
+    JSON record per turn (default: the ``sandstream.access`` logger).
+    """
+
+    def __init__(
+        self,
+        settings: RunnerSettings,
+        launcher: ContainerLauncher | None = None,
+        *,
+        access_log: AccessLog | None = None,
+    ) -> None:
+        self.settings = settings
+        self.launcher: ContainerLauncher = launcher or LocalSubprocessLauncher()
+        self.access_log = access_log or AccessLog()
+        self._holding: set[TurnStream] = set()
+        self._open: set[TurnStream] = set()
+        self._changed = trio.Event()
+        self._listeners: list[TurnListener] = []
+        self.draining = False
+        """True once :meth:`shutdown` began: no turn is admitted any more."""
+        self.admitted = 0
+        """Turns admitted since start."""
+
+    # -- state ----------------------------------------------------------------------
+
+    @property
+    def live(self) -> int:
+        """Containers running or about to (admitted turns whose container is not gone)."""
+        return len(self._holding)
+
+    def turns(self) -> list[TurnStream]:
+        """Turns admitted and not yet closed."""
+        return list(self._open)
+
+    def add_listener(self, listener: TurnListener) -> None:
+        """Call ``listener(turn, record)`` as each turn closes (after the access log)."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: TurnListener) -> None:
+        self._listeners.remove(listener)
+
+    # -- admission ----------------------------------------------------------------
+
+    def open_turn(
+        self,
+        dispatch: Dispatch | bytes,
+        *,
+        mode: Mode = "ndjson",
+        turn_id: str | None = None,
+        abort_client: Callable[[], object] | None = None,
+        cancel_outcome: Literal["cancelled", "client_disconnected"] = "cancelled",
+    ) -> TurnStream:
+        """Admit a turn and return it, not yet started: enter it with ``async with``.
+
+        ``dispatch`` is a validated :class:`Dispatch` or its JSON. The slot is held
+        from now until the turn's container is gone; a turn that is never entered
+        must be :meth:`~TurnStream.discard`-ed to give it back.
+
+        Raises :class:`AtCapacityError` when ``max_live`` containers run, and
+        :class:`ShuttingDownError` during shutdown (both carry ``retry_after``).
+        Never blocks.
+        """
+        retry_after = self.settings.retry_after
+        if self.draining:
+            raise ShuttingDownError("the runner is shutting down", retry_after)
+        if len(self._holding) >= self.settings.max_live:
+            raise AtCapacityError(
+                f"{self.settings.max_live} containers are running, the maximum", retry_after
+            )
+        payload = dispatch if isinstance(dispatch, bytes) else msgspec.json.encode(dispatch)
+        turn = TurnStream(
+            payload,
+            launcher=self.launcher,
+            settings=self.settings,
+            turn_id=turn_id,
+            mode=mode,
+            cancel_outcome=cancel_outcome,
+            abort_client=abort_client,
+            on_container_gone=self._container_gone,
+            on_closed=self._closed,
+        )
+        self._holding.add(turn)
+        self._open.add(turn)
+        self.admitted += 1
+        return turn
+
+    # -- shutdown -------------------------------------------------------------------
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        """End every turn with ``error{code:"shutdown"}``; return once all are closed.
+
+        New turns are refused from the first call on. Live turns are ended at once
+        (their containers get ``SIGTERM``, then ``SIGKILL`` after the grace) and have
+        ``timeout`` seconds (default ``settings.shutdown_timeout``) to deliver their
+        last line; the connections of those that cannot (a client not reading) are
+        then cut. Returns when every turn is closed and every container reaped.
+        Idempotent. Cancellation: stops waiting; the turns carry on ending.
+        """
+        self.draining = True
+        if timeout is None:
+            timeout = self.settings.shutdown_timeout
+        for turn in self.turns():
+            turn.end("shutdown", "the runner is shutting down")
+        if self._open:
+            log.info("shutdown: ending %d live turn(s)", len(self._open))
+        with trio.move_on_after(timeout):
+            await self._wait(lambda: not self._open)
+        for turn in self.turns():
+            if turn.started:
+                log.warning("shutdown: turn %s did not finish in time, cutting its client", turn.id)
+                turn.abort_client()
+            else:
+                turn.discard()
+        await self._wait(lambda: not self._open and not self._holding)
+
+    # -- internals ------------------------------------------------------------------
+
+    async def _wait(self, done: Callable[[], bool]) -> None:
+        while not done():
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _container_gone(self, turn: TurnStream) -> None:
+        self._holding.discard(turn)
+        self._notify()
+
+    def _closed(self, turn: TurnStream, record: TurnRecord) -> None:
+        self._holding.discard(turn)
+        self._open.discard(turn)
+        self.access_log.write(record)
+        for listener in list(self._listeners):
+            try:
+                listener(turn, record)
+            except Exception:
+                log.exception("turn listener %r failed", listener)
+        self._notify()

@@ -1,0 +1,183 @@
+"""The runner blueprint: ``POST /stream`` and ``GET /healthz``.
+
+``POST /stream`` (runner contract, DESIGN.md): ``Authorization: Bearer <token>``, a
+JSON :class:`~sandstream.container.schemas.Dispatch` body → ``200
+application/x-ndjson``, the container's envelope line by line. Errors are problem
+JSON: 401 (bad or missing token, checked before the body is read), 413 (body over
+``max_body_bytes``), 422 (body not a valid dispatch), 503 with ``Retry-After`` (at
+capacity, or shutting down).
+
+The 200 is decided before the container starts, so anything that goes wrong after it
+(the container cannot start, crashes, runs too long, the server shuts down) arrives
+as the stream's terminal ``error`` line. The response body is a :class:`TurnBody`:
+Quart runs ``async with body: async for chunk in body: send(chunk)`` in one task, so
+the turn's nursery is opened in ``__aenter__`` and closed in ``__aexit__`` around
+every write. A client disconnect cancels that task: the container's process group
+is stopped and reaped before the task ends.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from types import TracebackType
+from typing import Any, Final
+
+import msgspec
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
+from quart import Blueprint, Quart, Response, current_app, request
+from quart.wrappers.response import ResponseBody
+from quart_trio.asgi import TrioASGIHTTPConnection
+from sandstream.container.schemas import Dispatch
+
+from .auth import check_bearer
+from .connection import abort_scope_connection
+from .problems import AT_CAPACITY, INVALID_BODY, SHUTTING_DOWN, UNAUTHORIZED, problem
+from .runner import AtCapacityError, Runner, RunnerUnavailableError
+from .turn import TurnStream
+
+__all__ = [
+    "NDJSON_CONTENT_TYPE",
+    "RUNNER_EXTENSION",
+    "TurnAwareHTTPConnection",
+    "TurnBody",
+    "get_runner",
+    "install_runner",
+    "runner_blueprint",
+]
+
+NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
+RUNNER_EXTENSION: Final = "sandstream.runner"
+_PENDING_TURNS: Final = "sandstream.pending_turns"
+
+runner_blueprint = Blueprint("runner", __name__)
+_dispatch_decoder = msgspec.json.Decoder(Dispatch)
+
+
+def get_runner(app: Quart | None = None) -> Runner:
+    """The :class:`Runner` installed on ``app`` (default: the current app)."""
+    target = app if app is not None else current_app
+    runner: Runner = target.extensions[RUNNER_EXTENSION]
+    return runner
+
+
+def install_runner(app: Quart, runner: Runner) -> None:
+    """Mount the runner on ``app``: blueprint, turn-aware connections, shutdown hook.
+
+    The app's ``asgi_http_class`` becomes :class:`TurnAwareHTTPConnection`, and
+    ``after_serving`` shuts the runner down (every container reaped before exit).
+    """
+    app.extensions[RUNNER_EXTENSION] = runner
+    app.asgi_http_class = TurnAwareHTTPConnection
+    app.register_blueprint(runner_blueprint)
+
+    @app.after_serving
+    async def _shutdown_runner() -> None:
+        await runner.shutdown()
+
+
+class TurnBody(ResponseBody):
+    """A streaming response body that is one turn: ``async with`` opens its nursery."""
+
+    def __init__(self, turn: TurnStream) -> None:
+        self.turn = turn
+
+    async def __aenter__(self) -> TurnStream:
+        return await self.turn.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.turn.__aexit__(exc_type, exc, tb)
+
+
+class TurnAwareHTTPConnection(TrioASGIHTTPConnection):
+    """quart-trio's HTTP connection, giving back turns whose body never started.
+
+    The route admits a turn (takes a container slot) before Quart sends the response;
+    if the client goes away in between, the body is never entered. Such turns are
+    discarded when the connection's handling ends.
+    """
+
+    async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        try:
+            await super().__call__(receive, send)
+        finally:
+            pending: list[TurnStream] = self.scope.get(_PENDING_TURNS, [])  # type: ignore[assignment]
+            for turn in pending:
+                turn.discard()
+
+
+@runner_blueprint.post("/stream")
+async def stream() -> Response:
+    """Run one turn in a fresh container and stream its envelope as NDJSON."""
+    runner = get_runner()
+    settings = runner.settings
+    if not check_bearer(request.headers.get("Authorization"), settings.token):
+        return problem(
+            401,
+            "Unauthorized",
+            "POST /stream needs the runner token: Authorization: Bearer <token>",
+            type=UNAUTHORIZED,
+            headers={"WWW-Authenticate": 'Bearer realm="sandstream-runner"'},
+        )
+    too_large = problem(
+        413,
+        "Payload Too Large",
+        f"the dispatch body is limited to {settings.max_body_bytes} bytes",
+    )
+    if (request.content_length or 0) > settings.max_body_bytes:
+        return too_large
+    body = await request.get_data(cache=False, as_text=False)
+    if len(body) > settings.max_body_bytes:
+        return too_large
+    try:
+        dispatch = _dispatch_decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return problem(
+            422,
+            "Invalid dispatch body",
+            f"the body is not a valid dispatch: {exc}",
+            type=INVALID_BODY,
+        )
+    scope: dict[str, Any] = request.scope  # type: ignore[assignment]
+    try:
+        turn = runner.open_turn(
+            dispatch,
+            abort_client=partial(abort_scope_connection, scope),
+            cancel_outcome="client_disconnected",
+        )
+    except RunnerUnavailableError as exc:
+        at_capacity = isinstance(exc, AtCapacityError)
+        return problem(
+            503,
+            "Runner at capacity" if at_capacity else "Runner shutting down",
+            str(exc),
+            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
+    scope.setdefault(_PENDING_TURNS, []).append(turn)
+    response = Response(TurnBody(turn), status=200, content_type=NDJSON_CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    response.headers["X-Turn-Id"] = turn.id
+    response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream; ours is runtime_cap
+    return response
+
+
+@runner_blueprint.get("/healthz")
+async def healthz() -> Response:
+    """200 ``{"status": "ok", "live": n, "max_live": m}``; 503 problem while shutting down."""
+    runner = get_runner()
+    if runner.draining:
+        return problem(
+            503,
+            "Runner shutting down",
+            "the runner is shutting down",
+            type=SHUTTING_DOWN,
+            headers={"Retry-After": str(runner.settings.retry_after)},
+        )
+    payload = {"status": "ok", "live": runner.live, "max_live": runner.settings.max_live}
+    return Response(msgspec.json.encode(payload), content_type="application/json")

@@ -1,0 +1,540 @@
+"""One turn: a container, its stdout validated by the core, bytes out — one nursery.
+
+:class:`TurnStream` is the reusable piece under ``POST /stream`` and under the chat
+backend's in-process dispatch. It is an async context manager *and* an async
+iterator of bytes, used in one task::
+
+    async with runner.open_turn(dispatch) as turn:    # nursery opened, container started
+        async for chunk in turn:                     # validated NDJSON (or SSE) bytes
+            await client.send(chunk)                 # whatever "the client write" is
+    # here the container is gone (process group killed and reaped)
+
+The nursery opened in ``__aenter__`` and closed in ``__aexit__`` owns three things:
+the container (a launcher task), the upstream read (done inside ``__anext__``, in
+the caller's task), and the caller's write (the body of the ``async with``, which
+runs inside the nursery's cancel scope). Hence:
+
+- **the caller leaves early** (client disconnect: the write is cancelled, or any
+  exception, or ``break``) → ``__aexit__`` stops the container: ``SIGTERM`` to its
+  process group, ``SIGKILL`` after the grace, reaped. Nothing is written after that.
+- **the container exits or crashes** → stdout reaches EOF, the exit status is
+  collected, and the stream ends with the container's own terminal line, or with a
+  synthesized ``error{code:"upstream_closed"}`` whose message carries the status.
+- **:meth:`TurnStream.end`** (runtime cap, stall watchdog, shutdown, strict protocol
+  error) → the pending read is interrupted, the container is stopped, and the next
+  chunk is ``error{code}`` (unless a terminal was already sent); then the stream ends.
+
+Whatever happens, the stream carries only lines the core validated and ends with
+exactly one terminal line, except when the caller itself left (then it gets nothing
+more). Each chunk is what one read of the container's stdout completed: lines read
+together go out in one write. Memory per turn is bounded by ``read_size`` plus the
+core's line bound: while the caller is busy writing, stdout is not read, so a fast
+container blocks on its full pipe instead of filling the runner's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import asdict, dataclass
+from types import TracebackType
+from typing import Final, Literal, TypeAlias
+
+import msgspec
+import trio
+from sandstream.core import Error, Mode, Result, StreamProcessor
+
+from .launcher import ContainerExit, ContainerHandle, ContainerLauncher, LaunchError
+from .settings import RunnerSettings
+
+__all__ = [
+    "TurnOutcome",
+    "TurnRecord",
+    "TurnStateError",
+    "TurnStream",
+    "new_turn_id",
+]
+
+log = logging.getLogger("sandstream.runner")
+
+TurnOutcome: TypeAlias = Literal[
+    "result",  # the container sent its result
+    "error",  # the container sent an error line
+    "container_exited",  # it exited without a terminal line (upstream_closed)
+    "launch_failed",
+    "client_disconnected",  # the HTTP client went away
+    "cancelled",  # an in-process caller left early
+    "runtime_exceeded",
+    "stalled",
+    "shutdown",
+    "protocol_error",
+    "not_started",  # admitted, but the response body never started
+]
+
+EndCode: TypeAlias = Literal["runtime_exceeded", "stalled", "shutdown", "protocol_error"]
+
+_RECEIVE_ERRORS: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def new_turn_id() -> str:
+    """A fresh turn id: ``turn_`` and 16 random hex digits."""
+    return f"turn_{secrets.token_hex(8)}"
+
+
+class TurnStateError(RuntimeError):
+    """A :class:`TurnStream` was used out of order (entered twice, iterated unentered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """The access-log record of one turn, written once when it closes.
+
+    ``outcome`` says how it ended; ``terminal`` is ``"result"`` or the error code the
+    client received last (``None`` if none was sent). ``lines``/``bytes``/``writes``
+    count what was handed to the client. ``teardown_ms``: from the moment the turn
+    decided to stop the container to the container being reaped (``None`` when it
+    exited on its own).
+    """
+
+    turn_id: str
+    outcome: TurnOutcome
+    terminal: str | None
+    duration_ms: float
+    lines: int
+    bytes: int
+    writes: int
+    diagnostics: int
+    container: str | None
+    returncode: int | None
+    escalated: bool
+    stragglers: int
+    teardown_ms: float | None
+
+    def to_json(self) -> str:
+        """The record as one line of JSON, ``event`` first."""
+        return msgspec.json.encode({"event": "turn", **asdict(self)}).decode()
+
+
+class _LaunchStatus:
+    """The ``task_status`` handed to the launcher (a :class:`trio.TaskStatus`)."""
+
+    def __init__(self, turn: TurnStream) -> None:
+        self._turn = turn
+
+    def started(self, value: ContainerHandle | None = None) -> None:
+        self._turn._handle = value
+        self._turn._launched.set()
+
+
+class TurnStream:
+    """One turn's container, stream and teardown. See the module docstring.
+
+    Build it with :meth:`Runner.open_turn <sandstream.server.runner.Runner.open_turn>`
+    (which admits it against the capacity limit), or directly with a launcher.
+    ``dispatch`` is the JSON the container reads on stdin. ``mode`` is the core's
+    output mode: ``"ndjson"`` passthrough for the runner, ``"sse"`` for a chat
+    backend translating in-process (then :attr:`processor` also makes the ``start``
+    frame and pings). ``abort_client`` is called (synchronously) by
+    :meth:`abort_client`: when the stall watchdog fires, or when shutdown finds a turn
+    that cannot deliver its last line; the HTTP layer passes a function that cuts the
+    connection whose write is blocked (Hypercorn shields socket writes and has no
+    write timeout). ``cancel_outcome`` names, in the record, a caller that left
+    early. ``on_container_gone`` is called once the container is
+    gone (or was never started); ``on_closed`` once with the :class:`TurnRecord`.
+    """
+
+    def __init__(
+        self,
+        dispatch: bytes,
+        *,
+        launcher: ContainerLauncher,
+        settings: RunnerSettings,
+        turn_id: str | None = None,
+        mode: Mode = "ndjson",
+        cancel_outcome: Literal["cancelled", "client_disconnected"] = "cancelled",
+        abort_client: Callable[[], object] | None = None,
+        on_container_gone: Callable[[TurnStream], object] | None = None,
+        on_closed: Callable[[TurnStream, TurnRecord], object] | None = None,
+    ) -> None:
+        self.id = turn_id or new_turn_id()
+        self.processor = StreamProcessor(mode, max_line_bytes=settings.max_line_bytes)
+        """The core's state for this turn: ``processor.turn`` has steps and terminal."""
+        self._dispatch = dispatch
+        self._launcher = launcher
+        self._settings = settings
+        self._cancel_outcome: TurnOutcome = cancel_outcome
+        self._abort_client = abort_client
+        self._on_container_gone = on_container_gone
+        self._on_closed = on_closed
+
+        self._state: Literal["new", "open", "closed"] = "new"
+        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._container_scope = trio.CancelScope()
+        self._launched = trio.Event()
+        self._gone = trio.Event()
+        self._handle: ContainerHandle | None = None
+        self._launch_error: LaunchError | None = None
+        self._stdout: trio.abc.ReceiveStream | None = None
+
+        self._end: tuple[EndCode, str] | None = None
+        self._outcome: TurnOutcome | None = None
+        self._read_scope: trio.CancelScope | None = None
+        self._read_deadline = float("inf")
+        self._eof = False
+        self._done = False
+
+        self._sending_since: float | None = None
+        self._send_begun = trio.Event()
+
+        self._opened_at = time.monotonic()
+        self._stop_requested_at: float | None = None
+        self.lines = 0
+        """Lines handed to the caller (frames, in an SSE mode)."""
+        self.bytes = 0
+        """Bytes handed to the caller."""
+        self.writes = 0
+        """Chunks handed to the caller."""
+        self.record: TurnRecord | None = None
+        """The access-log record, once the turn is closed."""
+        self.closed = trio.Event()
+        """Set once the turn is closed: container gone and record written."""
+
+    # -- public state -------------------------------------------------------------
+
+    @property
+    def container(self) -> ContainerHandle | None:
+        """The running container's handle, once launched (``None`` if it failed)."""
+        return self._handle
+
+    @property
+    def container_exit(self) -> ContainerExit | None:
+        """How the container ended, once it is gone."""
+        return None if self._handle is None else self._handle.exit
+
+    @property
+    def container_gone(self) -> trio.Event:
+        """Set once the container has been reaped (or was never started)."""
+        return self._gone
+
+    @property
+    def started(self) -> bool:
+        """True once entered (``__aenter__``)."""
+        return self._state != "new"
+
+    @property
+    def ended(self) -> bool:
+        """True once the terminal line has been handed out (or the caller left)."""
+        return self._done
+
+    # -- control ------------------------------------------------------------------
+
+    def end(self, code: EndCode, message: str) -> None:
+        """End the turn with ``error{code, message}`` and stop the container.
+
+        Safe to call from any task, at any time, any number of times: the first
+        reason wins, and nothing happens once the terminal line was handed out.
+        A pending read is interrupted at once; the error line is the next chunk
+        (or nothing, if the container had already sent its own terminal). Called
+        before the turn is entered, no container is ever started.
+        """
+        if self._done or self._end is not None or self._state == "closed":
+            return
+        self._end = (code, message)
+        self._outcome = code
+        if self._read_scope is not None:
+            self._read_scope.cancel()
+        self._stop_container()
+
+    def abort_client(self) -> None:
+        """Cut the client off (the ``abort_client`` hook), for a write that is stuck.
+
+        Does nothing without a hook. The caller's pending write then fails, the
+        caller leaves the ``async with``, and the turn closes.
+        """
+        if self._abort_client is not None:
+            try:
+                self._abort_client()
+            except OSError as exc:
+                log.warning("turn %s: cutting the client connection failed: %r", self.id, exc)
+
+    def discard(self) -> None:
+        """Give up a turn that was never entered: release what it holds. Idempotent."""
+        if self._state != "new":
+            return
+        self._state = "closed"
+        self._outcome = "not_started"
+        self._done = True
+        self._mark_gone()
+        self._write_record()
+
+    # -- async context manager ------------------------------------------------------
+
+    async def __aenter__(self) -> TurnStream:
+        """Open the turn's nursery and start the container.
+
+        Returns once the container runs (or failed to start: then the stream holds
+        just ``error{code:"launch_failed"}``). Cancellation: the container, if it
+        had started, is stopped and reaped before :class:`trio.Cancelled` propagates.
+        """
+        if self._state != "new":
+            raise TurnStateError(f"turn {self.id} was already {self._state}")
+        self._state = "open"
+        self._opened_at = time.monotonic()
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
+        try:
+            if self._end is None:
+                self._nursery.start_soon(self._run_container)
+                await self._launched.wait()
+            else:
+                self._mark_gone()
+            if self._handle is not None:
+                self._stdout = self._handle.stdout
+                if self._settings.runtime_cap != float("inf"):
+                    self._nursery.start_soon(self._watch_runtime, self._settings.runtime_cap)
+                if self._settings.stall_timeout is not None:
+                    self._nursery.start_soon(self._watch_stall, self._settings.stall_timeout)
+            elif self._launch_error is not None:
+                self._outcome = "launch_failed"
+        except BaseException:
+            if not self._done:
+                self._done = True
+                self._outcome = self._cancel_outcome
+            self._stop_container()
+            await self._close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the container if it still runs, wait until it is reaped, write the record.
+
+        Never suppresses the exception in flight. The wait is shielded and bounded by
+        the kill grace: a cancelled caller still returns only once the container's
+        process group is gone.
+        """
+        if self._state != "open":
+            return
+        if not self._done:
+            self._done = True
+            if self._end is None:
+                self._outcome = self._cancel_outcome
+        self._stop_container()
+        await self._close()
+
+    # -- async iterator ----------------------------------------------------------------
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        """The next chunk of output: one or more whole lines, never empty.
+
+        Raises :class:`StopAsyncIteration` after the terminal line. Cancellation is
+        safe: nothing read is lost, and the next call goes on where this one was.
+        """
+        if self._state != "open":
+            raise TurnStateError(f"iterate turn {self.id} inside 'async with' ({self._state})")
+        self._sending_since = None  # the caller is back: the previous chunk is written
+        while not self._done:
+            out = await self._next_output()
+            if out:
+                self.writes += 1
+                self.bytes += len(out)
+                if self.processor.mode == "ndjson":
+                    self.lines += out.count(b"\n")
+                else:
+                    self.lines = self.processor.last_event_id
+                self._sending_since = trio.current_time()
+                self._send_begun.set()
+                return out
+        raise StopAsyncIteration
+
+    # -- internals: output ---------------------------------------------------------------
+
+    async def _next_output(self) -> bytes:
+        processor = self.processor
+        if self._end is not None:
+            self._done = True
+            if processor.closed:
+                return b""
+            return processor.fail(*self._end)
+        if self._handle is None:  # launch failed
+            self._done = True
+            assert self._launch_error is not None
+            reason = self._launch_error.strerror or str(self._launch_error)
+            return processor.fail("launch_failed", f"the container could not start: {reason}")
+        if self._eof:
+            return await self._finish()
+        data = await self._read()
+        if data is None:  # interrupted: end() was called, or the drain deadline passed
+            if self._end is None:
+                self._eof = True
+            return b""
+        if not data:
+            self._eof = True
+            return b""
+        out = processor.feed(data)
+        if processor.ended and processor.turn.synthesized:  # strict mode: protocol_error
+            self._outcome = "protocol_error"
+            self._done = True
+            self._stop_container()
+        return out
+
+    async def _read(self) -> bytes | None:
+        """One read of stdout: data, ``b""`` at EOF, ``None`` if interrupted."""
+        assert self._stdout is not None
+        with trio.CancelScope(deadline=self._read_deadline) as scope:
+            self._read_scope = scope
+            try:
+                data = await self._stdout.receive_some(self._settings.read_size)
+                return data if type(data) is bytes else bytes(data)
+            except _RECEIVE_ERRORS as exc:
+                log.warning("turn %s: reading the container's stdout failed: %r", self.id, exc)
+                return b""
+            finally:
+                self._read_scope = None
+        return None
+
+    async def _finish(self) -> bytes:
+        """At stdout EOF: collect the exit status and make the terminal line."""
+        if not self._gone.is_set():
+            # It closed stdout, so it is about to exit; give it settle_timeout.
+            with trio.move_on_after(self._settings.settle_timeout) as scope:
+                self._read_scope = scope
+                try:
+                    await self._gone.wait()
+                finally:
+                    self._read_scope = None
+            if self._end is not None:
+                return b""
+            if not self._gone.is_set():
+                self._stop_container()
+                await self._gone.wait()
+        self._done = True
+        processor = self.processor
+        # A final line without "\n" still counts: terminate it, then end the turn.
+        out = processor.feed(b"\n")
+        if processor.ended:
+            return out + processor.close()
+        exit_ = self.container_exit
+        status = exit_.describe() if exit_ is not None else "ended"
+        self._outcome = "container_exited"
+        return out + processor.fail(
+            "upstream_closed", f"the container {status} without sending a result or error"
+        )
+
+    # -- internals: tasks ------------------------------------------------------------
+
+    async def _run_container(self) -> None:
+        try:
+            with self._container_scope:
+                await self._launcher.run(self._dispatch, self.id, task_status=_LaunchStatus(self))
+        except LaunchError as exc:
+            self._launch_error = exc
+            log.error("turn %s: %s", self.id, exc.strerror)
+        finally:
+            self._launched.set()
+            self._mark_gone()
+
+    async def _watch_runtime(self, cap: float) -> None:
+        await trio.sleep(cap)
+        self.end("runtime_exceeded", f"the turn ran past its runtime cap of {cap:g} s")
+
+    async def _watch_stall(self, timeout: float) -> None:
+        """End the turn when one chunk has been in the caller's hands for ``timeout``."""
+        while True:
+            since = self._sending_since
+            if since is None:
+                self._send_begun = trio.Event()
+                await self._send_begun.wait()
+                continue
+            deadline = since + timeout
+            if trio.current_time() < deadline:
+                await trio.sleep_until(deadline)
+                continue
+            log.warning("turn %s: client stalled for %g s, ending the turn", self.id, timeout)
+            self.end("stalled", f"the client did not read for {timeout:g} s")
+            self._outcome = "stalled"
+            self.abort_client()
+            return
+
+    # -- internals: teardown ------------------------------------------------------------
+
+    def _stop_container(self) -> None:
+        if self._stop_requested_at is None and not self._gone.is_set():
+            self._stop_requested_at = time.monotonic()
+        self._container_scope.cancel()
+
+    def _mark_gone(self) -> None:
+        if self._gone.is_set():
+            return
+        self._gone.set()
+        # Whatever still sits in the pipe is given drain_timeout to arrive.
+        self._read_deadline = trio.current_time() + self._settings.drain_timeout
+        if self._read_scope is not None:
+            self._read_scope.deadline = min(self._read_scope.deadline, self._read_deadline)
+        if self._on_container_gone is not None:
+            self._on_container_gone(self)
+
+    async def _close(self) -> None:
+        """Close the nursery (shielded, so the container is always reaped), then record."""
+        assert self._nursery is not None and self._nursery_manager is not None
+        try:
+            scope = self._nursery.cancel_scope
+            scope.shield = True
+            scope.cancel()
+            await self._nursery_manager.__aexit__(None, None, None)
+        finally:
+            self._state = "closed"
+            self._mark_gone()
+            if self._stdout is not None:
+                with trio.CancelScope(shield=True):
+                    await self._stdout.aclose()
+            self._write_record()
+
+    def _write_record(self) -> None:
+        exit_ = self.container_exit
+        terminal = self.processor.turn.terminal
+        terminal_code: str | None
+        if type(terminal) is Result:
+            terminal_code = "result"
+        elif type(terminal) is Error:
+            terminal_code = terminal.code
+        else:
+            terminal_code = None
+        outcome = self._outcome
+        if outcome is None:
+            outcome = "result" if terminal_code == "result" else "error"
+        teardown_ms = None
+        if exit_ is not None and self._stop_requested_at is not None:
+            teardown_ms = max(0.0, (exit_.reaped_at - self._stop_requested_at) * 1000)
+        self.record = TurnRecord(
+            turn_id=self.id,
+            outcome=outcome,
+            terminal=terminal_code,
+            duration_ms=round((time.monotonic() - self._opened_at) * 1000, 3),
+            lines=self.lines,
+            bytes=self.bytes,
+            writes=self.writes,
+            diagnostics=self.processor.turn.diagnostic_count,
+            container=None if self._handle is None else self._handle.id,
+            returncode=None if exit_ is None else exit_.returncode,
+            escalated=False if exit_ is None else exit_.escalated,
+            stragglers=0 if exit_ is None else exit_.stragglers,
+            teardown_ms=None if teardown_ms is None else round(teardown_ms, 3),
+        )
+        self.closed.set()
+        if self._on_closed is not None:
+            self._on_closed(self, self.record)
+
+    def __repr__(self) -> str:
+        return f"<TurnStream {self.id} {self._state} outcome={self._outcome}>"
