@@ -1,0 +1,34 @@
+"""The agents a config can choose (``agent.kind``): ``openai``, ``claude-code``, ``scripted``.
+
+Each agent is ``async def run(ctx: RunContext) -> str``: it emits ``log`` and ``step``
+lines through ``ctx.emitter`` and returns the final message, or raises a
+:class:`~..errors.ContainerError`. It never writes the terminal line itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from ..context import RunContext
+from ..schemas import AgentSpec, ClaudeCodeAgent, OpenAIAgent, ScriptedAgent
+
+__all__ = ["Agent", "agent_for"]
+
+Agent = Callable[[RunContext], Awaitable[str]]
+
+
+def agent_for(spec: AgentSpec) -> Agent:
+    """The agent function for a config's ``agent`` spec."""
+    if isinstance(spec, OpenAIAgent):
+        from .openai import run_openai
+
+        return run_openai
+    if isinstance(spec, ClaudeCodeAgent):
+        from .claude_code import run_claude_code
+
+        return run_claude_code
+    if isinstance(spec, ScriptedAgent):
+        from .scripted import run_scripted
+
+        return run_scripted
+    raise TypeError(f"unknown agent spec {spec!r}")  # pragma: no cover

@@ -1,0 +1,82 @@
+"""Bootstrap: redeem the setup and run tokens for ``/env`` and ``/config``.
+
+``GET {agent_url}/env`` with ``Authorization: Bearer <otp_setup>`` then
+``GET {agent_url}/config`` with ``Bearer <otp_run>``. A 401/403 answer raises
+:class:`~.errors.UnauthorizedError` (code ``unauthorized``: the token is wrong,
+expired or already used); an unreachable workspace (after connect retries), a
+timeout, another non-2xx status or a body that does not match the schema raises
+:class:`~.errors.BootstrapError` (``bootstrap_failed``). Cancellation propagates.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import httpx
+import msgspec
+
+from .errors import BootstrapError, UnauthorizedError
+from .http import HttpSettings, body_excerpt, send_with_retries
+from .schemas import ConfigResponse, Dispatch, EnvResponse
+
+__all__ = ["fetch_config", "fetch_env", "workspace_url"]
+
+T = TypeVar("T")
+
+
+def workspace_url(agent_url: str, route: str) -> str:
+    """``agent_url`` joined with a route, keeping any path prefix of ``agent_url``."""
+    return agent_url.rstrip("/") + "/" + route.lstrip("/")
+
+
+async def fetch_env(
+    client: httpx.AsyncClient, settings: HttpSettings, dispatch: Dispatch
+) -> EnvResponse:
+    """Redeem ``otp_setup`` for the environment."""
+    return await _fetch(
+        client, settings, dispatch.agent_url, "env", dispatch.otp_setup, EnvResponse
+    )
+
+
+async def fetch_config(
+    client: httpx.AsyncClient, settings: HttpSettings, dispatch: Dispatch
+) -> ConfigResponse:
+    """Redeem ``otp_run`` for the agent config."""
+    return await _fetch(
+        client, settings, dispatch.agent_url, "config", dispatch.otp_run, ConfigResponse
+    )
+
+
+async def _fetch(
+    client: httpx.AsyncClient,
+    settings: HttpSettings,
+    agent_url: str,
+    route: str,
+    token: str,
+    schema: type[T],
+) -> T:
+    url = workspace_url(agent_url, route)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    try:
+        response = await send_with_retries(
+            client, settings, lambda: client.build_request("GET", url, headers=headers)
+        )
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise BootstrapError(f"workspace unreachable at {url}: {exc}") from exc
+    except httpx.TimeoutException as exc:
+        raise BootstrapError(f"workspace timed out on GET /{route}") from exc
+    except httpx.HTTPError as exc:
+        raise BootstrapError(f"GET /{route} failed: {exc!r}") from exc
+    if response.status_code in (401, 403):
+        raise UnauthorizedError(
+            f"workspace refused the {route} token ({response.status_code}): "
+            "wrong, expired or already used"
+        )
+    if not response.is_success:
+        raise BootstrapError(
+            f"GET /{route} answered {response.status_code}: {body_excerpt(response)}"
+        )
+    try:
+        return msgspec.json.decode(response.content, type=schema)
+    except msgspec.DecodeError as exc:
+        raise BootstrapError(f"invalid /{route} response: {exc}") from exc

@@ -1,0 +1,177 @@
+"""``python -m sandstream.container`` / ``sandstream container``: run one dispatch.
+
+Reads the dispatch JSON from stdin (or ``--dispatch FILE``), runs it, and exits 0
+after ``result``, 1 after ``error``, 2 for an invalid dispatch, ``128 + signum`` when
+cancelled by SIGTERM/SIGINT. Stdout carries only envelope lines: the container keeps
+a private copy of fd 1 for them and points fd 1 (and ``sys.stdout``) at stderr, so a
+stray ``print`` can never corrupt the stream. Heavy imports happen after the signal
+handlers are in place, so a SIGTERM at any moment still ends with a terminal line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+__all__ = ["main"]
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _EarlySignals:
+    """Record SIGTERM/SIGINT before trio's receiver is installed (and after it exits).
+
+    While ``raising`` is set (reading the dispatch), a signal interrupts at once.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.raising = True
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in _SIGNALS}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.raising:
+            self.raising = False
+            raise _Interrupted(signum)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandstream container",
+        description="Run one sandbox dispatch and stream its NDJSON envelope on stdout.",
+    )
+    parser.add_argument(
+        "--dispatch",
+        metavar="FILE",
+        help="read the dispatch JSON from FILE instead of stdin ('-' for stdin)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        metavar="DIR",
+        help="the run's work dir (default: a fresh temporary dir, removed afterwards)",
+    )
+    parser.add_argument(
+        "--keep-work-dir", action="store_true", help="do not remove the temporary work dir"
+    )
+    parser.add_argument(
+        "--skills-dir",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an extra skills folder with a manifest.json (repeatable)",
+    )
+    parser.add_argument(
+        "--max-runtime",
+        type=float,
+        metavar="SEC",
+        help="cap the run at SEC seconds (below the config's max_runtime_sec)",
+    )
+    parser.add_argument(
+        "--http-timeout",
+        type=float,
+        default=30.0,
+        metavar="SEC",
+        help="timeout of each workspace request (default 30)",
+    )
+    parser.add_argument(
+        "--connect-retries",
+        type=int,
+        default=3,
+        metavar="N",
+        help="retries of a workspace request that could not connect (default 3)",
+    )
+    parser.add_argument(
+        "--retry-backoff",
+        type=float,
+        default=0.25,
+        metavar="SEC",
+        help="first backoff between connect retries, doubling (default 0.25)",
+    )
+    return parser
+
+
+def _claim_stdout() -> int:
+    """Keep a private copy of fd 1 for envelope lines; send fd 1 to stderr."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    with contextlib.suppress(OSError):
+        os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return fd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the container; return the exit code (see the module docstring)."""
+    early = _EarlySignals()
+    try:
+        return _main(argv, early)
+    except _Interrupted as exc:
+        return 128 + exc.signum
+    finally:
+        early.restore()
+
+
+def _main(argv: list[str] | None, early: _EarlySignals) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        out_fd = _claim_stdout()
+    except OSError as exc:
+        print(f"sandstream container: stdout unusable: {exc}", file=sys.stderr)
+        return 1
+
+    import trio
+    from sandstream.core.envelope import Error
+
+    from .dispatch import decode_dispatch, read_dispatch
+    from .errors import DispatchError, OutputClosedError
+    from .http import HttpSettings
+    from .output import Emitter, FdSink
+    from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, RunOptions, run_container
+
+    emitter = Emitter(FdSink(out_fd))
+    try:
+        try:
+            dispatch = decode_dispatch(read_dispatch(args.dispatch))
+        except DispatchError as exc:
+            emitter.finish(Error(code=exc.code, message=exc.message))
+            return EXIT_BAD_DISPATCH
+        early.raising = False
+        options = RunOptions(
+            work_dir=args.work_dir,
+            keep_work_dir=args.keep_work_dir,
+            skill_dirs=tuple(path.resolve() for path in args.skills_dir),
+            max_runtime_sec=args.max_runtime,
+            http=HttpSettings(
+                timeout=args.http_timeout,
+                connect_retries=args.connect_retries,
+                retry_backoff=args.retry_backoff,
+            ),
+        )
+        return trio.run(run_container, dispatch, emitter, options, early.received)
+    except _Interrupted as exc:
+        if not emitter.finished:
+            name = signal.Signals(exc.signum).name
+            emitter.finish(Error(code="cancelled", message=f"run cancelled by {name}"))
+        return 128 + exc.signum
+    except OutputClosedError:
+        return EXIT_ERROR
+    finally:
+        os.close(out_fd)

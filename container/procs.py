@@ -1,0 +1,146 @@
+"""Run a subprocess in its own process group, and make sure the whole group dies.
+
+Every process the container starts (setup script, skills, the claude-code CLI) goes
+through :func:`run_in_group`: it gets a new session (so it leads a process group of its
+own, grandchildren included), pipes for stdin/stdout/stderr that are always read
+concurrently (a full pipe never deadlocks it), and an end that is always a group kill:
+
+- normal exit: the group is ``SIGKILL``-ed anyway, so nothing the tool left running in
+  the background survives the call;
+- timeout: ``SIGTERM`` to the group, :data:`KILL_GRACE` seconds, then ``SIGKILL``;
+- cancellation (a signal, the runtime cap): the same, shielded, then ``Cancelled``
+  propagates. So a cancelled run stops within about :data:`KILL_GRACE` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+__all__ = ["KILL_GRACE", "ProcessOutcome", "kill_group", "run_in_group", "terminate_group"]
+
+KILL_GRACE: Final = 0.4
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` when a process group is stopped."""
+
+_DRAIN_AFTER_EXIT: Final = 2.0
+_READ_SIZE: Final = 65536
+
+ChunkHandler = Callable[[bytes], None]
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How a process ended: its return code (negative: killed by that signal)."""
+
+    returncode: int
+    timed_out: bool
+
+    def describe(self) -> str:
+        """A short human description: ``exited with status 3``, ``killed by SIGKILL``."""
+        if self.timed_out:
+            return "timed out"
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"killed by {name}"
+        return f"exited with status {self.returncode}"
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to process group ``pgid``; a group that is already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def terminate_group(process: trio.Process, grace: float = KILL_GRACE) -> None:
+    """``SIGTERM`` the process's group, wait up to ``grace`` s, then ``SIGKILL`` it.
+
+    Run it shielded when called during cancellation; it returns within about
+    ``2 * grace`` seconds whatever the processes do.
+    """
+    kill_group(process.pid, signal.SIGTERM)
+    with trio.move_on_after(grace):
+        await process.wait()
+    kill_group(process.pid, signal.SIGKILL)
+    with trio.move_on_after(grace):
+        await process.wait()
+
+
+async def run_in_group(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str],
+    stdin: bytes | None = None,
+    on_stdout: ChunkHandler,
+    on_stderr: ChunkHandler,
+    timeout: float | None = None,
+    grace: float = KILL_GRACE,
+) -> ProcessOutcome:
+    """Run ``argv`` in a new session, streaming its output to the handlers.
+
+    ``stdin`` is written then closed (``None``: ``/dev/null``). Handlers are called with
+    each chunk as it arrives; an exception from a handler stops the process (group
+    killed) and propagates. On timeout the group is terminated and
+    ``ProcessOutcome.timed_out`` is set. On cancellation the group is terminated
+    (shielded) and :class:`trio.Cancelled` propagates. Raises :class:`OSError` if the
+    program cannot be started.
+    """
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=os.fspath(cwd),
+        env=dict(env),
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        async with trio.open_nursery() as nursery:
+            if stdin is not None and process.stdin is not None:
+                nursery.start_soon(_feed, process.stdin, stdin)
+            assert process.stdout is not None and process.stderr is not None
+            nursery.start_soon(_pump, process.stdout, on_stdout)
+            nursery.start_soon(_pump, process.stderr, on_stderr)
+            with trio.move_on_after(math.inf if timeout is None else timeout) as deadline:
+                await process.wait()
+            if deadline.cancelled_caught:
+                timed_out = True
+                await terminate_group(process, grace)
+            # Background leftovers holding the pipes die with their group; a reader of
+            # a pipe held by something outside the group is given up after a while.
+            kill_group(process.pid, signal.SIGKILL)
+            nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_AFTER_EXIT
+    finally:
+        if process.returncode is None:
+            with trio.CancelScope(shield=True):
+                await terminate_group(process, grace)
+        kill_group(process.pid, signal.SIGKILL)
+    returncode = process.returncode
+    assert returncode is not None
+    return ProcessOutcome(returncode=returncode, timed_out=timed_out)
+
+
+async def _feed(stream: trio.abc.SendStream, data: bytes) -> None:
+    try:
+        async with stream:
+            await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the process exited or closed stdin without reading it all
+
+
+async def _pump(stream: trio.abc.ReceiveStream, handler: ChunkHandler) -> None:
+    async with stream:
+        while chunk := await stream.receive_some(_READ_SIZE):
+            handler(bytes(chunk))

@@ -1,0 +1,286 @@
+"""One container run: bootstrap, setup, agent, writeback, and exactly one terminal line.
+
+:func:`run_container` is the whole lifecycle inside one trio nursery:
+
+1. ``GET /env`` (setup token), ``GET /config`` (run token);
+2. the setup script, with the env applied, in the work dir;
+3. the skills (built-in, ``--skills-dir``, ``SANDSTREAM_SKILLS_PATH``), filtered by
+   the config;
+4. the agent the config names, streaming ``log`` and ``step`` lines;
+5. writeback of the output dir (upload token), only after the agent completed;
+6. the terminal: ``result`` (exit 0) or ``error`` (exit non-zero).
+
+A :class:`~.errors.ContainerError` anywhere becomes ``error{code, message}``; any other
+exception is a bug: its traceback goes to stderr and the terminal is
+``error{code:"internal_error"}``. SIGTERM/SIGINT cancel the run (tool process groups
+are terminated within :data:`~.procs.KILL_GRACE` s), then ``error{code:"cancelled"}``
+and exit ``128 + signum``. The runtime cap (``max_runtime_sec``, default 8 h) ends
+the run with ``error{code:"runtime_exceeded"}``. Nothing is written back after a
+cancellation or a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+import trio
+from sandstream.core.envelope import Error, Result
+
+from .agents import agent_for
+from .bootstrap import fetch_config, fetch_env
+from .context import RunContext
+from .errors import ContainerError, OutputClosedError, RuntimeExceededError
+from .http import HttpSettings, new_client
+from .output import Emitter
+from .procs import KILL_GRACE
+from .schemas import Dispatch, agent_kind
+from .setup_script import run_setup_script
+from .skills import BUILTIN_SKILLS_DIR, SkillRegistry, SkillRunner, skill_env
+from .tools import Toolbox
+from .writeback import write_back
+
+__all__ = [
+    "EXIT_BAD_DISPATCH",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "RunDirs",
+    "RunOptions",
+    "run_container",
+]
+
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_BAD_DISPATCH: Final = 2
+SKILLS_PATH_VAR: Final = "SANDSTREAM_SKILLS_PATH"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Operator settings (command-line flags), as opposed to the workspace's config.
+
+    ``work_dir`` None means a fresh temporary dir, removed after the run unless
+    ``keep_work_dir``. ``max_runtime_sec`` caps the run below the config's cap.
+    ``base_env`` (default: this process's environment) is what ``/env`` vars are
+    applied on top of.
+    """
+
+    work_dir: Path | None = None
+    keep_work_dir: bool = False
+    skill_dirs: tuple[Path, ...] = ()
+    max_runtime_sec: float | None = None
+    http: HttpSettings = field(default_factory=HttpSettings)
+    kill_grace: float = KILL_GRACE
+    handle_signals: bool = True
+    base_env: Mapping[str, str] | None = None
+
+
+class RunDirs:
+    """The run's folders: ``work`` (tools' cwd), ``work/output`` (written back), ``state``.
+
+    ``state`` is private to the container (setup script, MCP config) and always
+    removed; ``work`` is removed only if it was created here and not kept.
+    """
+
+    def __init__(self, work_dir: Path | None, *, keep: bool = False) -> None:
+        self._given = work_dir
+        self._keep = keep
+        self._root: Path | None = None
+        self.work = Path()
+        self.output = Path()
+        self.state = Path()
+
+    def __enter__(self) -> RunDirs:
+        self.state = Path(tempfile.mkdtemp(prefix="sandstream-state-"))
+        if self._given is None:
+            self._root = Path(tempfile.mkdtemp(prefix="sandstream-run-"))
+            self.work = self._root / "work"
+        else:
+            self.work = self._given
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.work = self.work.resolve()
+        self.output = self.work / "output"
+        self.output.mkdir(exist_ok=True)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        shutil.rmtree(self.state, ignore_errors=True)
+        if self._root is not None and not self._keep:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+
+async def run_container(
+    dispatch: Dispatch,
+    emitter: Emitter,
+    options: RunOptions | None = None,
+    early_signals: list[int] | None = None,
+) -> int:
+    """Run one dispatch to its terminal line; return the process exit code.
+
+    ``early_signals`` holds SIGTERM/SIGINT numbers received before this started (the
+    CLI records them); any there, or arriving later, cancel the run. Signal handling
+    needs the main thread; pass ``handle_signals=False`` in ``options`` elsewhere.
+    """
+    options = options or RunOptions()
+    received = early_signals if early_signals is not None else []
+    exit_code = EXIT_ERROR
+    async with trio.open_nursery() as nursery:
+        run_scope = trio.CancelScope()
+        if options.handle_signals:
+            await nursery.start(_watch_signals, run_scope, received)
+        if received:
+            run_scope.cancel()
+        with run_scope:
+            exit_code = await _run_and_report(dispatch, emitter, options)
+        nursery.cancel_scope.cancel()
+    if received and not emitter.finished:
+        name = signal.Signals(received[0]).name
+        with contextlib.suppress(OutputClosedError):
+            emitter.finish(Error(code="cancelled", message=f"run cancelled by {name}"))
+        exit_code = 128 + received[0]
+    return exit_code
+
+
+async def _watch_signals(
+    run_scope: trio.CancelScope,
+    received: list[int],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signum)
+            run_scope.cancel()
+
+
+async def _run_and_report(dispatch: Dispatch, emitter: Emitter, options: RunOptions) -> int:
+    """Run the turn and write its terminal; cancellation propagates without one."""
+    try:
+        with RunDirs(options.work_dir, keep=options.keep_work_dir) as dirs:
+            message = await _run_capped(dispatch, emitter, options, dirs)
+    except BaseException as exc:
+        leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, trio.Cancelled)]
+        if not leaves:
+            raise
+        return _report_failure(emitter, leaves)
+    try:
+        emitter.finish(Result(message=message))
+    except OutputClosedError:
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _report_failure(emitter: Emitter, leaves: list[BaseException]) -> int:
+    if any(isinstance(leaf, OutputClosedError) for leaf in leaves):
+        return EXIT_ERROR
+    problem = next((leaf for leaf in leaves if isinstance(leaf, ContainerError)), None)
+    if problem is None:
+        bug = leaves[0]
+        if not isinstance(bug, Exception):
+            raise bug  # KeyboardInterrupt, SystemExit: not ours to swallow
+        traceback.print_exception(bug, file=sys.stderr)
+        problem = ContainerError(f"internal error: {type(bug).__name__}: {bug}")
+    with contextlib.suppress(OutputClosedError):
+        emitter.finish(Error(code=problem.code, message=problem.message))
+    return EXIT_ERROR
+
+
+async def _run_capped(
+    dispatch: Dispatch, emitter: Emitter, options: RunOptions, dirs: RunDirs
+) -> str:
+    started = trio.current_time()
+    operator_cap = options.max_runtime_sec if options.max_runtime_sec is not None else math.inf
+    cap = operator_cap
+    with trio.CancelScope(deadline=started + operator_cap) as cap_scope:
+
+        def set_cap(config_cap: float) -> None:
+            nonlocal cap
+            cap = min(config_cap, operator_cap)
+            cap_scope.deadline = started + cap
+
+        return await _run_turn(dispatch, emitter, options, dirs, set_cap)
+    raise RuntimeExceededError(f"the run exceeded its runtime cap of {cap:g}s")
+
+
+async def _run_turn(
+    dispatch: Dispatch,
+    emitter: Emitter,
+    options: RunOptions,
+    dirs: RunDirs,
+    set_cap: Callable[[float], None],
+) -> str:
+    async with new_client(options.http) as client:
+        env_response = await fetch_env(client, options.http, dispatch)
+        config = await fetch_config(client, options.http, dispatch)
+        set_cap(config.max_runtime_sec)
+        emitter.log(
+            "info",
+            f"bootstrap: {len(env_response.vars)} env var(s), agent {agent_kind(config.agent)}",
+        )
+        base = dict(options.base_env if options.base_env is not None else os.environ)
+        env = skill_env({**base, **env_response.vars}, work_dir=dirs.work, output_dir=dirs.output)
+        await run_setup_script(
+            env_response.setup_script,
+            work_dir=dirs.work,
+            state_dir=dirs.state,
+            env=env,
+            emitter=emitter,
+            timeout=env_response.setup_timeout_sec,
+            kill_grace=options.kill_grace,
+        )
+        registry = SkillRegistry.load(_skill_dirs(options, env, dirs.work)).select(config.skills)
+        emitter.log("info", f"skills: {', '.join(registry.names()) or 'none'}")
+        runner = SkillRunner(registry, work_dir=dirs.work, env=env, kill_grace=options.kill_grace)
+        ctx = RunContext(
+            dispatch=dispatch,
+            config=config,
+            env=env,
+            work_dir=dirs.work,
+            output_dir=dirs.output,
+            state_dir=dirs.state,
+            emitter=emitter,
+            toolbox=Toolbox(runner, emitter),
+            http=options.http,
+            kill_grace=options.kill_grace,
+        )
+        message = await agent_for(config.agent)(ctx)
+        await write_back(
+            client,
+            options.http,
+            agent_url=dispatch.agent_url,
+            token=dispatch.otp_upload,
+            output_dir=dirs.output,
+            emitter=emitter,
+        )
+        return message
+
+
+def _skill_dirs(options: RunOptions, env: Mapping[str, str], work_dir: Path) -> list[Path]:
+    dirs = [BUILTIN_SKILLS_DIR, *options.skill_dirs]
+    for entry in env.get(SKILLS_PATH_VAR, "").split(os.pathsep):
+        if entry.strip():
+            dirs.append(work_dir / entry)  # an absolute entry replaces work_dir
+    return dirs

@@ -1,0 +1,219 @@
+"""The container's wire schemas, as msgspec types: the dispatch, ``/env``, ``/config``,
+``/results`` and the skills manifest.
+
+These are the single source of truth for the workspace callback API: the chat backend
+serves exactly :class:`EnvResponse` and :class:`ConfigResponse` (encode them with
+:func:`msgspec.json.encode`) and answers ``POST /results`` with a :class:`ResultsReceipt`.
+All field names are snake_case. Unknown fields are ignored (forward compatibility);
+missing required fields or wrong types raise :class:`msgspec.ValidationError` on decode.
+See ``docs/container.md`` for the documented schemas and examples.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal, TypeAlias
+
+import msgspec
+
+__all__ = [
+    "DEFAULT_MAX_RUNTIME_SEC",
+    "AgentSpec",
+    "ChatTurn",
+    "ClaudeCodeAgent",
+    "ConfigResponse",
+    "Dispatch",
+    "EnvResponse",
+    "LoadSpec",
+    "McpServer",
+    "OpenAIAgent",
+    "ResultFile",
+    "ResultsReceipt",
+    "ScriptedAgent",
+    "ScriptedError",
+    "ScriptedStep",
+    "SkillManifest",
+    "SkillSpec",
+    "agent_kind",
+]
+
+DEFAULT_MAX_RUNTIME_SEC: Final = 8 * 3600.0
+"""The runtime cap when ``/config`` sets none: 8 hours (seed 003)."""
+
+_Positive = Annotated[float, msgspec.Meta(gt=0)]
+_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+SkillName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+"""Skill names are valid OpenAI function names."""
+
+
+class ChatTurn(msgspec.Struct, frozen=True):
+    """One earlier turn of the conversation (seed 002's ``ChatTurn``)."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    ts: int | None = None
+
+
+class Dispatch(msgspec.Struct, frozen=True):
+    """What the runner hands the container on stdin (the ``POST /stream`` body)."""
+
+    agent_url: Annotated[str, msgspec.Meta(pattern=r"^https?://")]
+    otp_setup: _NonEmpty
+    otp_run: _NonEmpty
+    prompt: str
+    otp_upload: str | None = None
+    conversation: list[ChatTurn] | None = None
+
+
+class EnvResponse(msgspec.Struct, frozen=True):
+    """``GET {agent_url}/env`` (setup token): the named environment.
+
+    ``vars`` are applied to the setup script, the agent, the skills and the
+    claude-code subprocess. ``setup_script`` runs with ``bash`` in the work dir before
+    the agent starts; empty means no setup.
+    """
+
+    vars: dict[str, str] = msgspec.field(default_factory=dict)
+    setup_script: str = ""
+    setup_timeout_sec: _Positive = 600.0
+
+
+class McpServer(msgspec.Struct, frozen=True):
+    """An MCP server attached to the agent: a command to spawn or a URL to reach."""
+
+    name: _NonEmpty
+    command: list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class OpenAIAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="openai"):
+    """An OpenAI-compatible Chat Completions tool-calling loop.
+
+    Base URL, key and (unless ``ConfigResponse.model`` is set) the model come from the
+    env: ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``),
+    ``OPENAI_API_KEY``, ``OPENAI_MODEL``.
+    """
+
+    max_iterations: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 24
+    request_timeout_sec: _Positive = 120.0
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ClaudeCodeAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="claude-code"):
+    """A Claude Code-style CLI run as ``command + -p --output-format stream-json --verbose``.
+
+    The prompt goes on the CLI's stdin; ``extra_args`` are appended after the standard
+    ones (e.g. ``["--max-turns", "8"]``).
+    """
+
+    command: Annotated[list[str], msgspec.Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["claude"]
+    )
+    extra_args: list[str] = msgspec.field(default_factory=list)
+
+
+class ScriptedStep(msgspec.Struct, frozen=True):
+    """One tool call of a scripted plan: a real skill run with ``args``."""
+
+    tool: _NonEmpty
+    args: Any = msgspec.field(default_factory=dict)
+
+
+class ScriptedError(msgspec.Struct, frozen=True):
+    """End the scripted run with this terminal error instead of a result."""
+
+    code: _NonEmpty
+    message: str
+
+
+class LoadSpec(msgspec.Struct, frozen=True):
+    """Benchmark load: ``lines`` envelope lines at ``rate`` lines/s (0 = as fast as possible).
+
+    ``payload_bytes`` is the length of each line's payload string (the log
+    ``message``, or the step's ``result`` string). ``line_type`` ``"step"`` emits
+    ``lines`` step lines as running/succeeded pairs (``lines // 2`` steps).
+    """
+
+    lines: Annotated[int, msgspec.Meta(ge=0)]
+    rate: _NonNegative = 0.0
+    payload_bytes: Annotated[int, msgspec.Meta(ge=0, le=512 * 1024)] = 64
+    line_type: Literal["log", "step"] = "log"
+
+
+class ScriptedAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="scripted"):
+    """A deterministic agent: optional load, then ``steps`` (real skills), then ``message``.
+
+    ``message`` may contain ``{prompt}``, replaced by the turn's prompt. With
+    ``stop_on_failure`` a failed step ends the run with ``error{code:"step_failed"}``.
+    """
+
+    steps: list[ScriptedStep] = msgspec.field(default_factory=list)
+    message: str = "Done."
+    error: ScriptedError | None = None
+    stop_on_failure: bool = False
+    load: LoadSpec | None = None
+
+
+AgentSpec: TypeAlias = OpenAIAgent | ClaudeCodeAgent | ScriptedAgent
+
+
+def agent_kind(spec: AgentSpec) -> str:
+    """The ``kind`` tag of an agent spec: ``openai``, ``claude-code`` or ``scripted``."""
+    return str(spec.__struct_config__.tag)
+
+
+class ConfigResponse(msgspec.Struct, frozen=True):
+    """``GET {agent_url}/config`` (run token): the agent definition and the turn.
+
+    ``skills`` names the skills to offer (``None``: every available skill, ``[]``:
+    none). ``prompt`` and ``conversation``, when set, take precedence over the
+    dispatch's. ``max_runtime_sec`` is the run's hard cap.
+    """
+
+    agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)
+    system_prompt: str = ""
+    model: str | None = None
+    skills: list[str] | None = None
+    mcp_servers: list[McpServer] = msgspec.field(default_factory=list)
+    prompt: str | None = None
+    conversation: list[ChatTurn] | None = None
+    max_runtime_sec: _Positive = DEFAULT_MAX_RUNTIME_SEC
+
+
+class ResultFile(msgspec.Struct, frozen=True):
+    """One file the workspace stored from a writeback."""
+
+    path: str
+    size: int
+
+
+class ResultsReceipt(msgspec.Struct, frozen=True):
+    """``POST {agent_url}/results`` (upload token) answer: the files stored."""
+
+    files: list[ResultFile] = msgspec.field(default_factory=list)
+
+
+class SkillSpec(msgspec.Struct, frozen=True):
+    """One skill in a ``manifest.json``: an executable recipe and its argument schema.
+
+    ``run`` is a path relative to the manifest's folder: ``*.py`` runs with the
+    container's Python, ``*.sh`` with bash, anything else is executed directly.
+    ``parameters`` is the JSON schema of the args object (offered to the model as the
+    function's parameters).
+    """
+
+    name: SkillName
+    description: str
+    run: _NonEmpty
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    timeout_sec: _Positive = 60.0
+
+
+class SkillManifest(msgspec.Struct, frozen=True):
+    """A skills folder's ``manifest.json``."""
+
+    skills: list[SkillSpec]

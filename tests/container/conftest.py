@@ -1,0 +1,100 @@
+"""Fixtures for the container tests: real servers on loopback and test skills."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import trio
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:  # pytest's `pythonpath = ["."]` normally does this
+    sys.path.insert(0, _ROOT)
+
+from sandstream.container.schemas import ConfigResponse, ScriptedAgent  # noqa: E402
+
+from tests.support.model_server import ModelServer, start_model_server  # noqa: E402
+from tests.support.workspace import WorkspaceServer, start_workspace  # noqa: E402
+
+
+@pytest.fixture
+async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
+    """A workspace serving an empty env and a scripted agent that answers "Done."."""
+    return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
+
+
+@pytest.fixture
+async def model(nursery: trio.Nursery) -> ModelServer:
+    """A scriptable OpenAI-compatible model server."""
+    return await start_model_server(nursery)
+
+
+@pytest.fixture
+def work_dir(tmp_path: Path) -> Path:
+    """The run's work dir (passed as --work-dir so tests can look inside)."""
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+_TEST_SKILLS = {
+    "echo": (
+        "Answer the args back.",
+        "import json, sys\nprint(json.dumps({'echo': json.load(sys.stdin)}))\n",
+        60,
+    ),
+    "fail": (
+        "Fail with a message on stderr.",
+        "import sys\nsys.stdin.read()\nprint('partial', flush=True)\n"
+        "sys.stderr.write('disk quota exceeded on /work\\n')\nsys.exit(3)\n",
+        60,
+    ),
+    "hang": (
+        "Never finish (writes its pid and a grandchild's pid first).",
+        textwrap.dedent(
+            """\
+            import os, subprocess, sys, time
+            sys.stdin.read()
+            child = subprocess.Popen(["sleep", "300"])
+            with open("hang.pids", "w") as f:
+                f.write(f"{os.getpid()} {child.pid}")
+            time.sleep(300)
+            """
+        ),
+        1.0,
+    ),
+    "garbage": (
+        "Print something that is not JSON.",
+        "import sys\nsys.stdin.read()\nprint('<html>oops</html>')\n",
+        60,
+    ),
+    "silent": ("Print nothing.", "import sys\nsys.stdin.read()\n", 60),
+    "flood": (
+        "Print more than the output bound.",
+        "import sys\nsys.stdin.read()\nsys.stdout.write('[' + '1,' * 700000 + '1]')\n",
+        60,
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def test_skills(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A skills folder with misbehaving skills: echo, fail, hang, garbage, silent, flood."""
+    folder = tmp_path_factory.mktemp("skills")
+    skills = []
+    for name, (description, source, timeout) in _TEST_SKILLS.items():
+        (folder / f"{name}.py").write_text(source)
+        skills.append(
+            {
+                "name": name,
+                "description": description,
+                "run": f"{name}.py",
+                "timeout_sec": timeout,
+                "parameters": {"type": "object"},
+            }
+        )
+    (folder / "manifest.json").write_text(json.dumps({"skills": skills}))
+    return folder

@@ -1,0 +1,271 @@
+"""A workspace callback server for tests: ``/env``, ``/config``, ``/results`` over real HTTP.
+
+It enforces the token rules of the real workspace API: each token is minted for one
+purpose (``setup`` → ``GET /env``, ``run`` → ``GET /config``, ``upload`` →
+``POST /results``), stored hashed, expires, and is single-use (redeemed on first
+presentation, even if the request then fails). A wrong, expired, replayed or
+wrong-purpose token gets 401 with a problem+json body.
+
+Usage (pytest-trio)::
+
+    ws = await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
+    dispatch = ws.mint_dispatch("hello")       # the JSON dict the runner would send
+    ...
+    assert ws.uploads[0].path == "report.md"
+    assert ws.redeemed("results") is False    # e.g. after a cancelled run
+
+Routes live under :attr:`WorkspaceServer.prefix` (``/api/sandbox/<session>``), so
+``agent_url`` has a path, as in production.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+from sandstream.container.schemas import (
+    ChatTurn,
+    ConfigResponse,
+    EnvResponse,
+    ResultFile,
+    ResultsReceipt,
+)
+
+from .servers import serve_app
+
+__all__ = [
+    "LIFETIMES",
+    "Purpose",
+    "Redemption",
+    "TokenStore",
+    "Upload",
+    "WorkspaceServer",
+    "start_workspace",
+]
+
+Purpose = Literal["setup", "run", "upload"]
+
+LIFETIMES: dict[Purpose, float] = {"setup": 600.0, "run": 600.0, "upload": 3600.0}
+"""Token lifetimes in seconds (seed 003: 10 min / 10 min / 60 min)."""
+
+_ROUTE_PURPOSE: dict[str, Purpose] = {"env": "setup", "config": "run", "results": "upload"}
+
+
+@dataclass
+class _Token:
+    purpose: Purpose
+    expires_at: float
+    used: bool = False
+
+
+class TokenStore:
+    """One-time tokens, stored as SHA-256 hashes, with expiry and single use."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._tokens: dict[str, _Token] = {}
+
+    @staticmethod
+    def _hash(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def mint(self, purpose: Purpose, ttl: float | None = None) -> str:
+        """A new plaintext token for ``purpose``, valid ``ttl`` seconds (default lifetime)."""
+        token = f"otp_{purpose}_{secrets.token_urlsafe(24)}"
+        lifetime = LIFETIMES[purpose] if ttl is None else ttl
+        self._tokens[self._hash(token)] = _Token(purpose, self._clock() + lifetime)
+        return token
+
+    def expire(self, token: str) -> None:
+        """Make ``token`` expired now."""
+        self._tokens[self._hash(token)].expires_at = self._clock() - 1
+
+    def redeem(self, token: str | None, purpose: Purpose) -> str | None:
+        """Consume ``token`` for ``purpose``; return ``None`` if valid, else the reason."""
+        if not token:
+            return "missing token"
+        entry = self._tokens.get(self._hash(token))
+        if entry is None:
+            return "unknown token"
+        if entry.purpose != purpose:
+            return f"token is for {entry.purpose}, not {purpose}"
+        if entry.used:
+            return "token already used"
+        entry.used = True
+        if self._clock() >= entry.expires_at:
+            return "token expired"
+        return None
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file received on ``POST /results``."""
+
+    path: str
+    content: bytes
+    content_type: str
+
+
+@dataclass(frozen=True)
+class Redemption:
+    """One callback request: the route, the HTTP status answered and why if refused."""
+
+    route: str
+    status: int
+    reason: str | None = None
+
+
+Payload = EnvResponse | ConfigResponse | Mapping[str, Any] | bytes
+
+
+@dataclass
+class WorkspaceServer:
+    """The callback API of one workspace; the attributes are what tests set and read.
+
+    ``env`` and ``config`` are served as JSON (a msgspec Struct, a mapping, or raw
+    bytes for malformed-body tests). ``status`` forces a route's status after the
+    token is redeemed (e.g. ``{"env": 500}``); ``hang`` lists routes that never
+    answer. ``uploads`` and ``redemptions`` record what happened.
+    """
+
+    env: Payload = field(default_factory=EnvResponse)
+    config: Payload = field(default_factory=ConfigResponse)
+    prefix: str = "/api/sandbox/test-session"
+    status: dict[str, int] = field(default_factory=dict)
+    hang: set[str] = field(default_factory=set)
+    tokens: TokenStore = field(default_factory=TokenStore)
+    uploads: list[Upload] = field(default_factory=list)
+    redemptions: list[Redemption] = field(default_factory=list)
+    base_url: str = ""
+
+    @property
+    def url(self) -> str:
+        """The ``agent_url`` to dispatch with (base URL plus the session prefix)."""
+        if not self.base_url:
+            raise RuntimeError("the workspace server is not started")
+        return self.base_url + self.prefix
+
+    def mint_dispatch(
+        self,
+        prompt: str = "hello",
+        *,
+        upload: bool = True,
+        conversation: list[ChatTurn] | None = None,
+        ttl: Mapping[Purpose, float] | None = None,
+    ) -> dict[str, Any]:
+        """Mint fresh tokens and return the dispatch JSON object for this workspace."""
+        ttl = ttl or {}
+        dispatch: dict[str, Any] = {
+            "agent_url": self.url,
+            "otp_setup": self.tokens.mint("setup", ttl.get("setup")),
+            "otp_run": self.tokens.mint("run", ttl.get("run")),
+            "prompt": prompt,
+        }
+        if upload:
+            dispatch["otp_upload"] = self.tokens.mint("upload", ttl.get("upload"))
+        if conversation is not None:
+            dispatch["conversation"] = msgspec.to_builtins(conversation)
+        return dispatch
+
+    def redeemed(self, route: str) -> bool:
+        """Whether a valid token was presented on ``route`` (``env``/``config``/``results``)."""
+        return any(r.route == route and r.reason is None for r in self.redemptions)
+
+    def requests(self, route: str) -> list[Redemption]:
+        """Every request made to ``route``."""
+        return [r for r in self.redemptions if r.route == route]
+
+    def app(self) -> QuartTrio:
+        """The Quart-Trio application serving this workspace."""
+        app = QuartTrio(__name__)
+        app.config["MAX_CONTENT_LENGTH"] = 64 * 1024 * 1024
+
+        @app.get(f"{self.prefix}/env")
+        async def env() -> Response:
+            return await self._serve("env", self.env)
+
+        @app.get(f"{self.prefix}/config")
+        async def config() -> Response:
+            return await self._serve("config", self.config)
+
+        @app.post(f"{self.prefix}/results")
+        async def results() -> Response:
+            refused = await self._check("results")
+            if refused is not None:
+                return refused
+            files = await request.files
+            stored: list[Upload] = []
+            for item in files.getlist("files"):
+                stored.append(
+                    Upload(
+                        path=item.filename or "",
+                        content=item.read(),
+                        content_type=item.content_type or "",
+                    )
+                )
+            self.uploads.extend(stored)
+            receipt = ResultsReceipt(
+                files=[ResultFile(path=u.path, size=len(u.content)) for u in stored]
+            )
+            return _json(msgspec.to_builtins(receipt), 201)
+
+        return app
+
+    async def _check(self, route: str) -> Response | None:
+        header = request.headers.get("Authorization", "")
+        token = header[7:] if header.startswith("Bearer ") else None
+        reason = self.tokens.redeem(token, _ROUTE_PURPOSE[route])
+        if reason is not None:
+            self.redemptions.append(Redemption(route, 401, reason))
+            return _problem(401, "Unauthorized", reason)
+        forced = self.status.get(route)
+        self.redemptions.append(Redemption(route, forced or 200))
+        if route in self.hang:
+            await trio.sleep_forever()
+        if forced is not None:
+            return _problem(forced, "Forced failure", f"test forced {forced} on /{route}")
+        return None
+
+    async def _serve(self, route: str, payload: Payload) -> Response:
+        refused = await self._check(route)
+        if refused is not None:
+            return refused
+        if isinstance(payload, bytes):
+            return Response(payload, status=200, content_type="application/json")
+        return _json(msgspec.to_builtins(payload), 200)
+
+
+def _json(value: Any, status: int) -> Response:
+    return Response(msgspec.json.encode(value), status=status, content_type="application/json")
+
+
+def _problem(status: int, title: str, detail: str) -> Response:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    return Response(
+        msgspec.json.encode(body), status=status, content_type="application/problem+json"
+    )
+
+
+async def start_workspace(
+    nursery: trio.Nursery,
+    *,
+    env: Payload | None = None,
+    config: Payload | None = None,
+    **options: Any,
+) -> WorkspaceServer:
+    """Start a :class:`WorkspaceServer` on ``127.0.0.1:0`` in ``nursery``; return it."""
+    server = WorkspaceServer(**options)
+    if env is not None:
+        server.env = env
+    if config is not None:
+        server.config = config
+    server.base_url = await serve_app(nursery, server.app())
+    return server
