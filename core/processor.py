@@ -176,7 +176,6 @@ class StreamProcessor:
         sse = self.mode != "ndjson"
         seq = self._seq
         lineno = turn.lines
-        ended_before = turn.terminal is not None
         out: list[bytes] = []
         for line in lines:
             lineno += 1
@@ -224,14 +223,16 @@ class StreamProcessor:
             else:
                 seq += 1
                 out.append(SINGLE_LINE_FRAME % (seq, head, line))
+            if sse and turn.terminal is not None:
+                self._seq = seq
+                out.append(self._done())
+                seq = self._seq
         turn.lines = lineno
         self._seq = seq
         if not out:
             return b""
         if not sse:
             return b"\n".join(out) + b"\n"
-        if not ended_before and turn.terminal is not None:
-            out.append(self._done())
         return b"".join(out)
 
     def _reject(self, diagnostic: Diagnostic, out: list[bytes], seq: int) -> int:
@@ -245,7 +246,11 @@ class StreamProcessor:
             return seq
         turn.lines = diagnostic.line
         self._seq = seq
-        out.append(self._emit(self._synthesize_error("protocol_error", str(diagnostic))))
+        head, line = self._synthesize_error("protocol_error", str(diagnostic))
+        if self.mode == "ndjson":
+            out.append(line)
+        else:
+            out.append(self._frame(head, line) + self._done())
         return self._seq
 
     def _synthesize_error(self, code: str, message: str) -> tuple[bytes, bytes]:
