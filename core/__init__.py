@@ -6,14 +6,17 @@ clock. Depends on msgspec alone.
 
 from .envelope import Envelope, Error, Log, LogLevel, Result, Step, StepStatus, encode_line
 from .errors import ProcessorClosedError, SandstreamError
+from .persistence import ChatTurn, PersistedMessage, assistant_message, replay_window, user_message
 from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter, SplitterClosedError
 from .sse import PING, format_comment, format_event
+from .sse_parser import ServerSentEvent, SSEParseError, SSEParser
 from .turn import Diagnostic, DiagnosticCode, StepRow, Turn, decode_payload
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "PING",
+    "ChatTurn",
     "Diagnostic",
     "DiagnosticCode",
     "Envelope",
@@ -22,17 +25,24 @@ __all__ = [
     "LogLevel",
     "Mode",
     "NDJSONSplitter",
+    "PersistedMessage",
     "ProcessorClosedError",
     "Result",
+    "SSEParseError",
+    "SSEParser",
     "SandstreamError",
+    "ServerSentEvent",
     "SplitterClosedError",
     "Step",
     "StepRow",
     "StepStatus",
     "StreamProcessor",
     "Turn",
+    "assistant_message",
     "decode_payload",
     "encode_line",
     "format_comment",
     "format_event",
+    "replay_window",
+    "user_message",
 ]

@@ -198,6 +198,10 @@ class StreamProcessor:
                 if line.strip():
                     seq = self._reject(Diagnostic(lineno, "invalid_json", str(exc)), out, seq)
                 continue
+            except RecursionError:
+                reason = "JSON nested too deeply"
+                seq = self._reject(Diagnostic(lineno, "invalid_json", reason), out, seq)
+                continue
             except UnicodeDecodeError as exc:
                 seq = self._reject(Diagnostic(lineno, "invalid_utf8", str(exc)), out, seq)
                 continue

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sandstream.core.envelope import (
     Envelope,
     Error,

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from sandstream.core import Error, Log, Result, Step, StreamProcessor, decode_payload, encode_line
-
 from tests.core.helpers import events, line, run, step
 
 RESULT = line(type="result", message="done")
@@ -56,6 +55,13 @@ def test_a_valid_turn_folds_steps_and_ends_with_its_result() -> None:
         ),
         (b'{"type":"result","message":"x"} trailing\n', "invalid_json"),
         (b'{"type":"result","message":"x","type":"log"}\n', "invalid_line"),
+        (
+            b'{"type":"step","id":"s","name":"n","status":"running","args":'
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}\n",
+            "invalid_json",
+        ),
     ],
 )
 def test_a_bad_line_is_rejected_with_its_line_number_and_never_forwarded(
@@ -213,8 +219,8 @@ def test_chat_mode_filters_logs_and_trace_mode_keeps_them() -> None:
 
 def test_sse_frames_carry_monotonic_ids_and_the_lines_own_bytes() -> None:
     data = (
-        b'{"type":"step","id":"s","status":"running","name":"n", "args":{"u":"\\u2028\xe2\x80\xa8"}}\n'
-        + RESULT
+        b'{"type":"step","id":"s","status":"running","name":"n", '
+        b'"args":{"u":"\\u2028\xe2\x80\xa8"}}\n' + RESULT
     )
     out, _ = run(data)
     parsed = events(out)
@@ -226,7 +232,7 @@ def test_sse_frames_carry_monotonic_ids_and_the_lines_own_bytes() -> None:
 def test_a_cr_inside_a_line_never_breaks_the_sse_frame() -> None:
     data = b'{"type":"result",\r"message":"x"}\n'
     out, proc = run(data)
-    (result, done) = events(out)
+    result, _done = events(out)
     assert result.event == "result"
     assert json.loads(result.data) == {"type": "result", "message": "x"}
     assert proc.diagnostics == []

@@ -124,7 +124,7 @@ def test_splitter_matches_a_reference_split(data: bytes, cuts: list[int], bound:
     splitter = NDJSONSplitter(bound)
     got: list[bytes | None] = []
     start = 0
-    for cut in sorted(set(c % (len(data) + 1) for c in cuts)) + [len(data)]:
+    for cut in [*sorted({c % (len(data) + 1) for c in cuts}), len(data)]:
         got += splitter.feed(data[start:cut])
         start = cut
     got += splitter.close()
@@ -147,7 +147,7 @@ def test_memory_stays_bounded_on_an_endless_line() -> None:
     try:
         for _ in range(200):  # 50 MiB without a newline
             assert proc.feed(chunk) == b""
-        current, peak = tracemalloc.get_traced_memory()
+        _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert proc._splitter.buffered <= bound + 1

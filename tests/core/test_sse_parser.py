@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from sandstream.core.sse_parser import (
     Comment,
     ServerSentEvent,

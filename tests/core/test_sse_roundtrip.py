@@ -7,6 +7,7 @@ import re
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
 from sandstream.core.sse import PING, format_comment, format_event
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
