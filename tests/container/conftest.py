@@ -15,7 +15,6 @@ if _ROOT not in sys.path:  # pytest's `pythonpath = ["."]` normally does this
     sys.path.insert(0, _ROOT)
 
 from sandstream.container.schemas import ConfigResponse, ScriptedAgent  # noqa: E402
-
 from tests.support.model_server import ModelServer, start_model_server  # noqa: E402
 from tests.support.workspace import WorkspaceServer, start_workspace  # noqa: E402
 

@@ -10,7 +10,6 @@ from sandstream.container.schemas import (
     ScriptedAgent,
     ScriptedStep,
 )
-
 from tests.support.container import run_container
 from tests.support.workspace import WorkspaceServer
 

@@ -1,0 +1,62 @@
+"""The dispatch on stdin (or --dispatch FILE): invalid input ends with one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.container import run_container
+from tests.support.workspace import WorkspaceServer
+
+
+@pytest.mark.parametrize(
+    ("stdin", "needle"),
+    [
+        (b"", "empty dispatch"),
+        (b"{not json", "malformed"),
+        (b"[]", "Expected `object`"),
+        (json.dumps({"agent_url": "http://x", "otp_setup": "a"}).encode(), "otp_run"),
+        (
+            json.dumps(
+                {"agent_url": "ftp://x", "otp_setup": "a", "otp_run": "b", "prompt": "p"}
+            ).encode(),
+            "agent_url",
+        ),
+        (
+            json.dumps(
+                {"agent_url": "http://x", "otp_setup": "", "otp_run": "b", "prompt": "p"}
+            ).encode(),
+            "otp_setup",
+        ),
+    ],
+)
+async def test_invalid_dispatch_is_one_bad_dispatch_error(stdin: bytes, needle: str) -> None:
+    run = await run_container(stdin)
+    assert run.returncode == 2, run
+    assert run.terminal["type"] == "error"
+    assert run.terminal["code"] == "bad_dispatch"
+    assert needle in run.terminal["message"]
+    assert len(run.lines) == 1
+
+
+async def test_dispatch_from_file(workspace: WorkspaceServer, tmp_path: Path) -> None:
+    path = tmp_path / "dispatch.json"
+    path.write_text(json.dumps(workspace.mint_dispatch("from a file")))
+    run = await run_container(b"ignored", "--dispatch", str(path))
+    assert run.returncode == 0, run
+    assert run.terminal == {"type": "result", "message": "Done.", "ts": run.terminal["ts"]}
+
+
+async def test_unreadable_dispatch_file(tmp_path: Path) -> None:
+    run = await run_container(b"", "--dispatch", str(tmp_path / "missing.json"))
+    assert run.returncode == 2
+    assert run.terminal["code"] == "bad_dispatch"
+    assert "cannot read" in run.terminal["message"]
+
+
+async def test_unknown_dispatch_fields_are_ignored(workspace: WorkspaceServer) -> None:
+    dispatch = {**workspace.mint_dispatch(), "future_field": {"x": 1}}
+    run = await run_container(dispatch)
+    assert run.returncode == 0, run
