@@ -11,7 +11,7 @@ from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 
 def line(**fields: Any) -> bytes:
     """One NDJSON line (with its newline) from keyword fields."""
-    return json.dumps(fields, separators=(",", ":")).encode() + b"\n"
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def step(id: str, status: str, name: str = "files/read", **extra: Any) -> bytes:

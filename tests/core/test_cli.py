@@ -1,0 +1,73 @@
+"""The core's command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sandstream.core.sse_parser import SSEParser
+from tests.core.helpers import line, step
+
+SANDSTREAM = [sys.executable, "-m", "sandstream.core.cli"]
+TURN = step("s", "running") + b"oops\n" + step("s", "succeeded") + line(type="result", message="hi")
+
+
+def _run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*SANDSTREAM, *args], input=stdin, capture_output=True, timeout=60)
+
+
+def test_convert_writes_sse_frames() -> None:
+    done = _run("convert", stdin=TURN)
+    assert done.returncode == 0
+    events = SSEParser().feed(done.stdout)
+    assert [e.event for e in events] == ["step", "step", "result", "done"]
+
+
+def test_convert_ndjson_mode_forwards_only_valid_lines_and_a_terminal() -> None:
+    done = _run("convert", "--mode", "ndjson", stdin=step("s", "running") + b"junk\n")
+    assert done.returncode == 1
+    lines = [json.loads(raw) for raw in done.stdout.splitlines()]
+    assert [entry["type"] for entry in lines] == ["step", "error"]
+    assert lines[-1]["code"] == "upstream_closed"
+
+
+def test_convert_strict_ends_at_the_first_bad_line() -> None:
+    done = _run("convert", "--mode", "ndjson", "--strict", stdin=TURN)
+    lines = [json.loads(raw) for raw in done.stdout.splitlines()]
+    assert lines[-1]["code"] == "protocol_error"
+    assert len(lines) == 2
+
+
+def test_validate_reports_each_violation_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.ndjson"
+    path.write_bytes(TURN)
+    done = _run("validate", str(path))
+    assert done.returncode == 1
+    out = done.stdout.decode()
+    assert "4 lines, 1 steps (1 succeeded)" in out
+    assert "line 2: invalid_json" in out
+    assert "terminal: result at line 4" in out
+
+
+def test_validate_accepts_a_clean_run_and_flags_a_missing_terminal(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.ndjson"
+    clean.write_bytes(step("s", "succeeded") + line(type="result", message="ok"))
+    assert _run("validate", str(clean)).returncode == 0
+    open_ended = tmp_path / "open.ndjson"
+    open_ended.write_bytes(step("s", "running"))
+    done = _run("validate", str(open_ended))
+    assert done.returncode == 1
+    assert "no terminal" in done.stdout.decode()
+
+
+def test_validate_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    done = _run("validate", str(tmp_path / "nope.ndjson"))
+    assert done.returncode == 2
+    assert "No such file" in done.stderr.decode()
+
+
+def test_bad_arguments_exit_2() -> None:
+    assert _run("convert", "--mode", "xml").returncode == 2
+    assert _run("convert", "--max-line-bytes", "0").returncode == 2
