@@ -150,8 +150,11 @@ def _find(needle: bytes, session: int) -> list[int]:
             fields = stat[stat.rindex(b")") + 2 :].split()
             if fields[0] in (b"Z", b"X"):
                 continue
-            if int(fields[3]) == session:
+            sid = int(fields[3])
+            if sid == session:
                 found.append(pid)
+                continue
+            if sid == 0:  # kernel threads: no environment to read
                 continue
             with open(f"{_PROC}/{name}/environ", "rb") as file:
                 environ = file.read()

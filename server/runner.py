@@ -25,6 +25,7 @@ from typing import Literal
 
 import msgspec
 import trio
+
 from sandstream.container.schemas import Dispatch
 from sandstream.core import Mode
 

@@ -27,6 +27,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Quart, Response, current_app, request
 from quart.wrappers.response import ResponseBody
 from quart_trio.asgi import TrioASGIHTTPConnection
+
 from sandstream.container.schemas import Dispatch
 
 from .auth import check_bearer

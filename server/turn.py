@@ -45,6 +45,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 import trio
+
 from sandstream.core import Error, Mode, Result, StreamProcessor
 
 from .launcher import ContainerExit, ContainerHandle, ContainerLauncher, LaunchError
@@ -183,6 +184,7 @@ class TurnStream:
         self._end: tuple[EndCode, str] | None = None
         self._outcome: TurnOutcome | None = None
         self._read_scope: trio.CancelScope | None = None
+        self._discard_scope: trio.CancelScope | None = None
         self._read_deadline = float("inf")
         self._eof = False
         self._done = False
@@ -474,10 +476,31 @@ class TurnStream:
             self._stop_requested_at = time.monotonic()
         self._container_scope.cancel()
 
+    async def _discard_output(self) -> None:
+        """Read and drop stdout until the container is gone (shielded).
+
+        A container blocked writing to a full pipe could not act on ``SIGTERM``
+        (its last write never completes), and would be ``SIGKILL``-ed after the
+        grace. Reading on while it stops lets it exit at once. Bounded: the
+        container is gone within the kill grace, and that ends this.
+        """
+        assert self._stdout is not None
+        with trio.CancelScope(shield=True) as scope:
+            self._discard_scope = scope
+            try:
+                while await self._stdout.receive_some(self._settings.read_size):
+                    pass
+            except _RECEIVE_ERRORS:
+                pass
+            finally:
+                self._discard_scope = None
+
     def _mark_gone(self) -> None:
         if self._gone.is_set():
             return
         self._gone.set()
+        if self._discard_scope is not None:
+            self._discard_scope.cancel()
         # Whatever still sits in the pipe is given drain_timeout to arrive.
         self._read_deadline = trio.current_time() + self._settings.drain_timeout
         if self._read_scope is not None:
@@ -489,6 +512,8 @@ class TurnStream:
         """Close the nursery (shielded, so the container is always reaped), then record."""
         assert self._nursery is not None and self._nursery_manager is not None
         try:
+            if self._stdout is not None and not self._gone.is_set():
+                await self._discard_output()
             scope = self._nursery.cancel_scope
             scope.shield = True
             scope.cancel()
