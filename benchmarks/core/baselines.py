@@ -27,6 +27,7 @@ from typing import Annotated, Any, Final, Literal, Protocol
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
 from sandstream.core.envelope import new_wire_decoder
 
 __all__ = [
@@ -202,6 +203,9 @@ class NaiveProcessor:
                 obj = _json_decode(line.decode())
             except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError included
                 self.diagnostics.append((self.lineno, str(exc)))
+                continue
+            except RecursionError:
+                self.diagnostics.append((self.lineno, "JSON nested too deeply"))
                 continue
             problem = _check(obj)
             if problem is not None:

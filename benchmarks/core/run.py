@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import statistics
 import sys
@@ -330,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     except DisagreementError as exc:
         print(f"error: implementations disagree, not timing: {exc}", file=sys.stderr)
         return 1
+    load_before = os.getloadavg()[0]
     results = measure(names, chunks, args.lines, args.repeat, not args.no_gc)
+    load_after = os.getloadavg()[0]
     out = report(results)
     facade = next((r for r in out["results"] if r["implementation"] == FACADE), None)
     goals = None
@@ -349,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "gc": "disabled while timing" if args.no_gc else "enabled",
         "statistic": "median of rounds",
+        "cpus": os.cpu_count(),
+        "load_average_1m": [round(load_before, 2), round(load_after, 2)],
     }
     if args.json:
         doc = {
@@ -372,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"agreement checked ({agreed}): {first.frames:,} frames, {first.steps:,} steps, "
             f"terminal {first.terminal}"
+        )
+    # The benchmark itself keeps one CPU busy: a 1-minute load much above 1 means others ran.
+    if max(load_before, load_after) > 1.5:
+        print(
+            f"warning: machine busy (1-min load {load_before:.1f} → {load_after:.1f} on "
+            f"{os.cpu_count()} CPUs); timings are noisy"
         )
     print()
     print(format_table(out["results"]))
