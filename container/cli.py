@@ -17,8 +17,12 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from .run import RunOptions
+
+__all__ = ["build_parser", "main", "options_from_args"]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -51,7 +55,8 @@ class _EarlySignals:
             signal.signal(sig, previous)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser (``main`` parses with it)."""
     parser = argparse.ArgumentParser(
         prog="sandstream container",
         description="Run one sandbox dispatch and stream its NDJSON envelope on stdout.",
@@ -108,6 +113,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def options_from_args(args: argparse.Namespace, *, handle_signals: bool = True) -> RunOptions:
+    """The :class:`~.run.RunOptions` for parsed command-line arguments."""
+    from .http import HttpSettings
+    from .run import RunOptions
+
+    return RunOptions(
+        work_dir=args.work_dir,
+        keep_work_dir=args.keep_work_dir,
+        skill_dirs=tuple(path.resolve() for path in args.skills_dir),
+        max_runtime_sec=args.max_runtime,
+        http=HttpSettings(
+            timeout=args.http_timeout,
+            connect_retries=args.connect_retries,
+            retry_backoff=args.retry_backoff,
+        ),
+        handle_signals=handle_signals,
+    )
+
+
 def _claim_stdout() -> int:
     """Keep a private copy of fd 1 for envelope lines; send fd 1 to stderr."""
     sys.stdout.flush()
@@ -130,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None, early: _EarlySignals) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         out_fd = _claim_stdout()
     except OSError as exc:
@@ -138,13 +162,13 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         return 1
 
     import trio
+
     from sandstream.core.envelope import Error
 
     from .dispatch import decode_dispatch, read_dispatch
     from .errors import DispatchError, OutputClosedError
-    from .http import HttpSettings
     from .output import Emitter, FdSink
-    from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, RunOptions, run_container
+    from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
 
     emitter = Emitter(FdSink(out_fd))
     try:
@@ -154,17 +178,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             emitter.finish(Error(code=exc.code, message=exc.message))
             return EXIT_BAD_DISPATCH
         early.raising = False
-        options = RunOptions(
-            work_dir=args.work_dir,
-            keep_work_dir=args.keep_work_dir,
-            skill_dirs=tuple(path.resolve() for path in args.skills_dir),
-            max_runtime_sec=args.max_runtime,
-            http=HttpSettings(
-                timeout=args.http_timeout,
-                connect_retries=args.connect_retries,
-                retry_backoff=args.retry_backoff,
-            ),
-        )
+        options = options_from_args(args)
         return trio.run(run_container, dispatch, emitter, options, early.received)
     except _Interrupted as exc:
         if not emitter.finished:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import msgspec
+
 from sandstream.core.envelope import Envelope, Error, Log, LogLevel, Result, Step, encode_line
 
 from .errors import OutputClosedError

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Final
 
 import trio
+
 from sandstream.core.envelope import Error, Result
 
 from .agents import agent_for

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+
 from sandstream.core.envelope import Step
 
 from .output import Emitter, new_step_id

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Final
 
 import msgspec
+
 from sandstream.core.envelope import Envelope, Error, Result
 from sandstream.core.translators.claude_code import ClaudeCodeTranslator
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import trio
+
 from sandstream.core.envelope import Envelope, Log, Step
 
 from ..context import RunContext

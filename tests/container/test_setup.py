@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandstream.container.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
-from tests.support.container import run_container, wait_group_gone
+from tests.support.container import run_in_process, wait_group_gone
 from tests.support.workspace import WorkspaceServer
 
 
@@ -18,7 +18,7 @@ async def test_setup_output_becomes_log_lines(workspace: WorkspaceServer, work_d
     workspace.config = ConfigResponse(
         agent=ScriptedAgent(steps=[ScriptedStep(tool="read_file", args={"path": "prepared.flag"})])
     )
-    run = await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
     assert run.returncode == 0, run
     logs = [(line["level"], line["message"]) for line in run.lines if line["type"] == "log"]
     assert ("info", "setup: setting up demo") in logs
@@ -40,7 +40,7 @@ async def test_failing_setup_script_is_setup_failed(
             steps=[ScriptedStep(tool="write_file", args={"path": "output/x", "content": "x"})]
         )
     )
-    run = await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
     assert run.returncode == 1, run
     assert run.terminal["code"] == "setup_failed"
     assert "exited with status 100" in run.terminal["message"]
@@ -57,7 +57,7 @@ async def test_setup_script_timeout_kills_its_process_group(
         setup_script="sleep 300 &\necho $! > bg.pid\necho $$ > setup.pid\nwait\n",
         setup_timeout_sec=1.0,
     )
-    run = await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
     assert run.returncode == 1, run
     assert run.terminal["code"] == "setup_failed"
     assert "timed out after 1s" in run.terminal["message"]
@@ -69,6 +69,6 @@ async def test_setup_script_does_not_read_the_rest_of_itself_from_stdin(
     workspace: WorkspaceServer,
 ) -> None:
     workspace.env = EnvResponse(setup_script="cat\necho after-cat\n")
-    run = await run_container(workspace.mint_dispatch())
+    run = await run_in_process(workspace.mint_dispatch())
     assert run.returncode == 0, run
     assert "setup: after-cat" in run.logs

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandstream.container.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
-from tests.support.container import ContainerRun, run_container, wait_group_gone
+from tests.support.container import ContainerRun, run_in_process, wait_group_gone
 from tests.support.workspace import WorkspaceServer
 
 
@@ -25,7 +25,7 @@ async def _run_steps(
             steps=[ScriptedStep(tool=name, args=args) for name, args in steps], **agent
         )
     )
-    return await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir), *extra_args)
+    return await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir), *extra_args)
 
 
 def _terminal_steps(run: ContainerRun) -> list[dict[str, Any]]:
@@ -187,7 +187,7 @@ async def test_config_selects_skills(workspace: WorkspaceServer, work_dir: Path)
         agent=ScriptedAgent(steps=[ScriptedStep(tool="run_shell", args={"command": "true"})]),
         skills=["read_file"],
     )
-    run = await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
     assert run.returncode == 0, run
     assert "skills: read_file" in run.logs
     assert run.steps()[-1]["error"] == "unknown tool 'run_shell' (available: read_file)"
@@ -195,7 +195,7 @@ async def test_config_selects_skills(workspace: WorkspaceServer, work_dir: Path)
 
 async def test_unknown_configured_skill_is_bad_config(workspace: WorkspaceServer) -> None:
     workspace.config = ConfigResponse(agent=ScriptedAgent(), skills=["read_file", "fly"])
-    run = await run_container(workspace.mint_dispatch())
+    run = await run_in_process(workspace.mint_dispatch())
     assert run.returncode == 1, run
     assert run.terminal["code"] == "bad_config"
     assert run.terminal["message"].startswith("unknown skill(s) fly (available: ")
@@ -212,7 +212,7 @@ async def test_skills_path_from_the_env_and_setup(
     workspace.config = ConfigResponse(
         agent=ScriptedAgent(steps=[ScriptedStep(tool="echo", args={"n": 1})])
     )
-    run = await run_container(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
     assert run.returncode == 0, run
     assert run.steps()[-1]["result"] == {"echo": {"n": 1}}
 
@@ -221,6 +221,6 @@ async def test_broken_manifest_is_bad_config(workspace: WorkspaceServer, tmp_pat
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "manifest.json").write_text('{"skills": [{"name": "bad name!", "run": "x"}]}')
-    run = await run_container(workspace.mint_dispatch(), "--skills-dir", str(broken))
+    run = await run_in_process(workspace.mint_dispatch(), "--skills-dir", str(broken))
     assert run.terminal["code"] == "bad_config"
     assert "invalid skills manifest" in run.terminal["message"]

@@ -11,6 +11,9 @@ Every :class:`ContainerRun` is checked by :func:`check_stream` on creation: stdo
 holds only valid envelope lines (no diagnostics from the core), exactly one of them is
 a terminal, it is the last line, and it was in the stdout itself (not synthesized).
 For signal tests, :func:`start_container` gives a running process to poke at.
+:func:`run_in_process` runs the same code path in the test's own trio loop (same CLI
+arguments, stdout captured in memory, no signal handling): much faster, for the many
+tests that do not exercise the process boundary.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import msgspec
 import psutil
 import trio
+
 from sandstream.core import StreamProcessor, Turn
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "container_argv",
     "group_members",
     "run_container",
+    "run_in_process",
     "start_container",
     "wait_for_file",
     "wait_group_gone",
@@ -131,6 +136,35 @@ async def run_container(
             env=dict(env) if env is not None else None,
         )
     return ContainerRun(result.returncode, result.stdout, result.stderr)
+
+
+async def run_in_process(
+    dispatch: Mapping[str, Any] | bytes, *args: str, timeout: float = 60.0
+) -> ContainerRun:
+    """Run the container's code in this trio loop with CLI ``args``; capture its output.
+
+    The exit code is what ``main`` would return; ``stderr`` is empty (tracebacks of
+    internal errors go to this process's stderr).
+    """
+    from sandstream.container.cli import build_parser, options_from_args
+    from sandstream.container.dispatch import decode_dispatch
+    from sandstream.container.errors import DispatchError
+    from sandstream.container.output import Emitter
+    from sandstream.container.run import EXIT_BAD_DISPATCH
+    from sandstream.container.run import run_container as run
+    from sandstream.core.envelope import Error
+
+    options = options_from_args(build_parser().parse_args(list(args)), handle_signals=False)
+    out = bytearray()
+    emitter = Emitter(out.extend)
+    try:
+        decoded = decode_dispatch(_encode(dispatch))
+    except DispatchError as exc:
+        emitter.finish(Error(code=exc.code, message=exc.message))
+        return ContainerRun(EXIT_BAD_DISPATCH, bytes(out), b"")
+    with trio.fail_after(timeout):
+        code = await run(decoded, emitter, options)
+    return ContainerRun(code, bytes(out), b"")
 
 
 @dataclass

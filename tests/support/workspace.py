@@ -31,6 +31,7 @@ import msgspec
 import trio
 from quart import Response, request
 from quart_trio import QuartTrio
+
 from sandstream.container.schemas import (
     ChatTurn,
     ConfigResponse,

@@ -1,0 +1,208 @@
+"""The openai agent against a scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sandstream.container.schemas import ChatTurn, ConfigResponse, EnvResponse, OpenAIAgent
+from tests.support.container import ContainerRun, run_in_process
+from tests.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
+from tests.support.workspace import WorkspaceServer
+
+
+async def _run(
+    workspace: WorkspaceServer,
+    server: ModelServer,
+    work_dir: Path,
+    /,
+    *,
+    prompt: str = "hello",
+    env: dict[str, str] | None = None,
+    conversation: list[ChatTurn] | None = None,
+    **config: Any,
+) -> ContainerRun:
+    workspace.env = EnvResponse(vars=env if env is not None else server.env())
+    config.setdefault("agent", OpenAIAgent())
+    workspace.config = ConfigResponse(**config)
+    dispatch = workspace.mint_dispatch(prompt, conversation=conversation)
+    return await run_in_process(dispatch, "--work-dir", str(work_dir))
+
+
+async def test_tool_loop_runs_skills_and_answers(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(
+        tool_calls(
+            ("write_file", {"path": "output/plan.md", "content": "1. test\n"}),
+            ("list_files", {"path": "output"}),
+            content="Let me write the plan.",
+        ),
+        reply("The plan is in output/plan.md."),
+    )
+    run = await _run(
+        workspace,
+        model,
+        work_dir,
+        prompt="Write a plan",
+        system_prompt="You are terse.",
+        conversation=[
+            ChatTurn(role="user", content="earlier question", ts=1),
+            ChatTurn(role="assistant", content="earlier answer", ts=2),
+        ],
+    )
+    assert run.returncode == 0, run
+    assert run.terminal["message"] == "The plan is in output/plan.md."
+    assert [(row.name, row.status) for row in run.turn.steps] == [
+        ("write_file", "succeeded"),
+        ("list_files", "succeeded"),
+    ]
+    assert run.steps()[0]["args"] == {"path": "output/plan.md", "content": "1. test\n"}
+    assert [u.path for u in workspace.uploads] == ["plan.md"]
+
+    first, second = model.requests
+    assert first["model"] == "test-model"
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        "list_files",
+        "read_file",
+        "run_shell",
+        "write_file",
+    ]
+    assert first["tool_choice"] == "auto"
+    roles = [m["role"] for m in first["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert first["messages"][0]["content"].startswith("You are terse.\n\nYou work in ")
+    assert first["messages"][1]["content"] == "earlier question"
+    assert first["messages"][3]["content"] == "Write a plan"
+    # The second request carries the assistant's tool calls and one tool message each.
+    messages = second["messages"]
+    assert messages[4]["role"] == "assistant"
+    call_ids = [call["id"] for call in messages[4]["tool_calls"]]
+    assert [m["tool_call_id"] for m in messages[5:]] == call_ids
+    assert json.loads(messages[5]["content"]) == {"path": "output/plan.md", "bytes": 8, "size": 8}
+    assert json.loads(messages[6]["content"])["entries"][0]["path"] == "output/plan.md"
+
+
+async def test_malformed_tool_arguments_are_a_failed_step(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(
+        tool_calls(("read_file", '{"path": "a.txt"'), ("read_file", "[1, 2]")),
+        reply("Sorry, I garbled that."),
+    )
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 0, run
+    steps = [s for s in run.steps() if s["status"] != "running"]
+    assert [s["status"] for s in steps] == ["failed", "failed"]
+    assert steps[0]["error"].startswith("malformed tool arguments (not JSON")
+    assert steps[1]["error"] == "malformed tool arguments: expected a JSON object"
+    running = [s for s in run.steps() if s["status"] == "running"]
+    assert running[0]["args"] == '{"path": "a.txt"'
+    # The model is told about it and gets to answer.
+    tool_messages = [m for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_messages[0]["content"])["error"].startswith("malformed tool arguments")
+    assert run.terminal["message"] == "Sorry, I garbled that."
+
+
+async def test_model_timeout(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(Hang())
+    run = await _run(workspace, model, work_dir, agent=OpenAIAgent(request_timeout_sec=0.5))
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "model_timeout"
+    assert run.terminal["message"] == "model provider timed out after 0.5s"
+    assert len(model.requests) == 1
+    assert not workspace.requests("results")
+
+
+async def test_model_timeout_after_a_tool_call(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(tool_calls(("write_file", {"path": "output/a", "content": "a"})), Hang())
+    run = await _run(workspace, model, work_dir, agent=OpenAIAgent(request_timeout_sec=0.5))
+    assert run.terminal["code"] == "model_timeout"
+    assert [row.status for row in run.turn.steps] == ["succeeded"]
+    assert not workspace.requests("results")  # a failed run writes nothing back
+
+
+async def test_model_http_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(HttpError(503, '{"error": {"message": "overloaded"}}'))
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "model_error"
+    assert run.terminal["message"] == (
+        'model provider answered 503: {"error": {"message": "overloaded"}}'
+    )
+
+
+async def test_wrong_api_key_is_model_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    env = {**model.env(), "OPENAI_API_KEY": "sk-wrong"}
+    run = await _run(workspace, model, work_dir, env=env)
+    assert run.terminal["code"] == "model_error"
+    assert "answered 401" in run.terminal["message"]
+    assert "sk-wrong" not in run.stdout.decode()
+
+
+async def test_unusable_completion_is_model_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(Raw(b"<html>gateway</html>"))
+    run = await _run(workspace, model, work_dir)
+    assert run.terminal["code"] == "model_error"
+    assert run.terminal["message"].startswith("malformed completion from the model provider")
+
+
+async def test_no_choices_is_model_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add({"choices": []})
+    run = await _run(workspace, model, work_dir)
+    assert run.terminal["code"] == "model_error"
+    assert "without choices" in run.terminal["message"]
+
+
+async def test_iterations_are_bounded(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(*[tool_calls(("list_files", {})) for _ in range(3)])
+    run = await _run(workspace, model, work_dir, agent=OpenAIAgent(max_iterations=2))
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "max_iterations"
+    assert len(model.requests) == 2
+    assert len(run.turn.steps) == 2
+
+
+async def test_unknown_tool_from_the_model_is_a_failed_step(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(tool_calls(("delete_everything", {})), reply("ok"))
+    run = await _run(workspace, model, work_dir, skills=["read_file"])
+    assert run.returncode == 0, run
+    assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["read_file"]
+    assert run.steps()[-1]["error"] == ("unknown tool 'delete_everything' (available: read_file)")
+
+
+async def test_model_from_config_and_no_tools(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(reply(""))
+    run = await _run(workspace, model, work_dir, model="gpt-x", skills=[])
+    assert run.returncode == 0, run
+    assert run.terminal["message"] == ""
+    assert model.requests[0]["model"] == "gpt-x"
+    assert "tools" not in model.requests[0]
+
+
+async def test_missing_model_is_bad_config(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    env = {k: v for k, v in model.env().items() if k != "OPENAI_MODEL"}
+    run = await _run(workspace, model, work_dir, env=env)
+    assert run.terminal["code"] == "bad_config"
+    assert model.requests == []
