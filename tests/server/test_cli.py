@@ -1,0 +1,106 @@
+"""``sandstream runner`` as a real process: token policy, serving, SIGTERM shutdown."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+import msgspec
+import psutil
+import trio
+
+from sandstream.server.auth import TOKEN_ENV
+from tests.server.harness import Reader, parse_stream, scripted, shell, wait_gone
+from tests.support.workspace import WorkspaceServer
+
+CLI = [sys.executable, "-m", "sandstream.server.runner_cli"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    env.update(extra)
+    return env
+
+
+async def test_it_refuses_to_start_without_a_token() -> None:
+    result = await trio.run_process(
+        [*CLI, "--port", "0"], env=_env(), capture_stderr=True, check=False
+    )
+    assert result.returncode == 2
+    assert TOKEN_ENV.encode() in result.stderr
+    assert b"--insecure-no-token" in result.stderr
+
+
+async def test_it_serves_and_shuts_down_on_sigterm(workspace: WorkspaceServer) -> None:
+    process = await trio.lowlevel.open_process(
+        [*CLI, "--port", "0", "--container-stderr", "discard", "--kill-grace", "2"],
+        env=_env(**{TOKEN_ENV: "cli-token"}),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    stderr = bytearray()
+    bound = trio.Event()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        async with process.stderr:
+            while chunk := await process.stderr.receive_some():
+                stderr.extend(chunk)
+                if b"Running on http://" in stderr:
+                    bound.set()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read_stderr)
+            with trio.fail_after(30):
+                await bound.wait()
+            match = re.search(rb"Running on (http://[\d.]+:\d+)", stderr)
+            assert match is not None
+            url = match.group(1).decode()
+            workspace.config = scripted(shell("sleep 312"))
+            async with (
+                httpx.AsyncClient(base_url=url, timeout=30) as client,
+                client.stream(
+                    "POST",
+                    "/stream",
+                    json=workspace.mint_dispatch(),
+                    headers={"Authorization": "Bearer cli-token"},
+                ) as response,
+            ):
+                assert response.status_code == 200
+                reader = Reader(response)
+                await reader.until(lambda line: line.get("status") == "running")
+                with trio.fail_after(20):
+                    while not any("sleep 312" in " ".join(c.cmdline()) for c in _kids(process)):
+                        await trio.sleep(0.01)
+                pids = [child.pid for child in _kids(process)]
+                process.send_signal(signal.SIGTERM)
+                body = await reader.rest()
+            with trio.fail_after(30):
+                returncode = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert returncode == 0, stderr.decode(errors="replace")
+    lines = parse_stream(body)
+    assert (lines[-1]["type"], lines[-1]["code"]) == ("error", "shutdown")
+    await wait_gone(None, pids)
+    records = [
+        msgspec.json.decode(line)
+        for line in stderr.splitlines()
+        if line.startswith(b'{"event":"turn"')
+    ]
+    assert [record["outcome"] for record in records] == ["shutdown"]
+
+
+def _kids(process: trio.Process) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(process.pid).children(recursive=True))
+    except psutil.Error:
+        return []
