@@ -34,14 +34,15 @@ class _Interrupted(Exception):
 
 
 class _EarlySignals:
-    """Record SIGTERM/SIGINT before trio's receiver is installed (and after it exits).
+    """Record SIGTERM/SIGINT outside trio's signal receiver (before and after it).
 
-    While ``raising`` is set (reading the dispatch), a signal interrupts at once.
+    While ``raising`` is set (only while blocked reading the dispatch), a signal also
+    interrupts at once with :class:`_Interrupted`.
     """
 
     def __init__(self) -> None:
         self.received: list[int] = []
-        self.raising = True
+        self.raising = False
         self._previous = {sig: signal.signal(sig, self._handle) for sig in _SIGNALS}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -49,6 +50,11 @@ class _EarlySignals:
         if self.raising:
             self.raising = False
             raise _Interrupted(signum)
+
+    def interrupt_if_received(self) -> None:
+        """Raise :class:`_Interrupted` for a signal already received."""
+        if self.received:
+            raise _Interrupted(self.received[0])
 
     def restore(self) -> None:
         for sig, previous in self._previous.items():
@@ -173,11 +179,14 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
     emitter = Emitter(FdSink(out_fd))
     try:
         try:
-            dispatch = decode_dispatch(read_dispatch(args.dispatch))
+            early.raising = True
+            early.interrupt_if_received()
+            data = read_dispatch(args.dispatch)
+            early.raising = False
+            dispatch = decode_dispatch(data)
         except DispatchError as exc:
             emitter.finish(Error(code=exc.code, message=exc.message))
             return EXIT_BAD_DISPATCH
-        early.raising = False
         options = options_from_args(args)
         return trio.run(run_container, dispatch, emitter, options, early.received)
     except _Interrupted as exc:

@@ -5,17 +5,20 @@ emits ``step{status:"succeeded", result}`` or ``step{status:"failed", error}`` w
 ``durationMs``, and returns the outcome for the agent to feed back to its model.
 Bad input (unknown tool, unparseable or invalid arguments) is a failed step, never an
 exception. If the call is cancelled, a failed step (``error: "cancelled"``) closes the
-row before :class:`trio.Cancelled` propagates, so no step is left running.
+row before :class:`trio.Cancelled` propagates, so no step is left running (any other
+exception closes it too, as ``interrupted``, and propagates).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import trio
 
 from sandstream.core.envelope import Step
 
+from .errors import OutputClosedError
 from .output import Emitter, new_step_id
 from .skills import SkillOutcome, SkillRegistry, SkillRunner
 
@@ -51,8 +54,12 @@ class Toolbox:
                 outcome = SkillOutcome.failure(args_error)
             else:
                 outcome = await self.runner.run(name, args)
-        except trio.Cancelled:
-            self._finish(step_id, name, SkillOutcome.failure("cancelled"), started)
+        except BaseException as exc:
+            # Close the row whatever stops the call: cancellation (a signal, the
+            # runtime cap) arrives as Cancelled, possibly wrapped in a group.
+            reason = "cancelled" if _is_cancellation(exc) else f"interrupted: {exc!r}"
+            with contextlib.suppress(OutputClosedError):
+                self._finish(step_id, name, SkillOutcome.failure(reason), started)
             raise
         self._finish(step_id, name, outcome, started)
         return outcome
@@ -76,3 +83,9 @@ class Toolbox:
                 duration_ms=duration_ms,
             )
         self.emitter.emit(step)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(inner) for inner in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)

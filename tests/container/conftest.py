@@ -65,6 +65,20 @@ _TEST_SKILLS = {
         ),
         1.0,
     ),
+    "stubborn": (
+        "Ignore SIGTERM and never finish (writes its pid first).",
+        textwrap.dedent(
+            """\
+            import os, signal, sys, time
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            sys.stdin.read()
+            with open("stubborn.pid", "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(300)
+            """
+        ),
+        600,
+    ),
     "garbage": (
         "Print something that is not JSON.",
         "import sys\nsys.stdin.read()\nprint('<html>oops</html>')\n",
@@ -81,7 +95,7 @@ _TEST_SKILLS = {
 
 @pytest.fixture(scope="session")
 def test_skills(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A skills folder with misbehaving skills: echo, fail, hang, garbage, silent, flood."""
+    """A skills folder of misbehaving skills: echo, fail, hang, stubborn, garbage, silent, flood."""
     folder = tmp_path_factory.mktemp("skills")
     skills = []
     for name, (description, source, timeout) in _TEST_SKILLS.items():

@@ -14,7 +14,7 @@ from sandstream.container.schemas import (
     ScriptedAgent,
     ScriptedStep,
 )
-from tests.support.container import run_container
+from tests.support.container import run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 
 _FAST = ("--connect-retries", "1", "--retry-backoff", "0.01")
@@ -39,7 +39,7 @@ async def test_wrong_token_is_unauthorized(workspace: WorkspaceServer) -> None:
 
 async def test_expired_token_is_unauthorized(workspace: WorkspaceServer) -> None:
     dispatch = workspace.mint_dispatch(ttl={"run": 0})
-    run = await run_container(dispatch)
+    run = await run_in_process(dispatch)
     assert run.returncode == 1, run
     assert run.terminal["code"] == "unauthorized"
     assert "config token" in run.terminal["message"]
@@ -49,9 +49,9 @@ async def test_expired_token_is_unauthorized(workspace: WorkspaceServer) -> None
 
 async def test_replayed_tokens_are_unauthorized(workspace: WorkspaceServer) -> None:
     dispatch = workspace.mint_dispatch()
-    first = await run_container(dispatch)
+    first = await run_in_process(dispatch)
     assert first.returncode == 0, first
-    second = await run_container(dispatch)
+    second = await run_in_process(dispatch)
     assert second.returncode == 1, second
     assert second.terminal["code"] == "unauthorized"
     assert workspace.requests("env")[-1].reason == "token already used"
@@ -60,7 +60,7 @@ async def test_replayed_tokens_are_unauthorized(workspace: WorkspaceServer) -> N
 async def test_token_for_another_route_is_unauthorized(workspace: WorkspaceServer) -> None:
     dispatch = workspace.mint_dispatch()
     dispatch["otp_setup"], dispatch["otp_run"] = dispatch["otp_run"], dispatch["otp_setup"]
-    run = await run_container(dispatch)
+    run = await run_in_process(dispatch)
     assert run.terminal["code"] == "unauthorized"
     assert workspace.requests("env")[0].reason == "token is for run, not setup"
 
@@ -86,7 +86,7 @@ async def test_workspace_server_error_is_bootstrap_failed(
     workspace: WorkspaceServer, route: str
 ) -> None:
     workspace.status[route] = 500
-    run = await run_container(workspace.mint_dispatch(), *_FAST)
+    run = await run_in_process(workspace.mint_dispatch(), *_FAST)
     assert run.returncode == 1, run
     assert run.terminal["code"] == "bootstrap_failed"
     assert f"GET /{route} answered 500" in run.terminal["message"]
@@ -96,7 +96,7 @@ async def test_workspace_server_error_is_bootstrap_failed(
 async def test_hanging_workspace_times_out(workspace: WorkspaceServer) -> None:
     workspace.hang.add("config")
     with trio.fail_after(20):
-        run = await run_container(workspace.mint_dispatch(), "--http-timeout", "0.5")
+        run = await run_in_process(workspace.mint_dispatch(), "--http-timeout", "0.5")
     assert run.terminal["code"] == "bootstrap_failed"
     assert "timed out" in run.terminal["message"]
     assert len(workspace.requests("config")) == 1
@@ -115,7 +115,7 @@ async def test_malformed_config_is_bootstrap_failed(
     workspace: WorkspaceServer, body: bytes, needle: str
 ) -> None:
     workspace.config = body
-    run = await run_container(workspace.mint_dispatch())
+    run = await run_in_process(workspace.mint_dispatch())
     assert run.returncode == 1, run
     assert run.terminal["code"] == "bootstrap_failed"
     assert needle in run.terminal["message"]
@@ -123,7 +123,7 @@ async def test_malformed_config_is_bootstrap_failed(
 
 async def test_malformed_env_is_bootstrap_failed(workspace: WorkspaceServer) -> None:
     workspace.env = b'{"vars": {"A": 1}}'
-    run = await run_container(workspace.mint_dispatch())
+    run = await run_in_process(workspace.mint_dispatch())
     assert run.terminal["code"] == "bootstrap_failed"
     assert "invalid /env response" in run.terminal["message"]
     assert not workspace.requests("config")
@@ -135,7 +135,7 @@ async def test_config_prompt_and_conversation_override_the_dispatch(
     workspace.config = ConfigResponse(
         agent=ScriptedAgent(message="answering {prompt}"), prompt="the config's prompt"
     )
-    run = await run_container(workspace.mint_dispatch("the dispatch's prompt"))
+    run = await run_in_process(workspace.mint_dispatch("the dispatch's prompt"))
     assert run.terminal["message"] == "answering the config's prompt"
 
 
@@ -143,7 +143,7 @@ async def test_bootstrap_logs_no_secrets(workspace: WorkspaceServer, work_dir: P
     workspace.env = EnvResponse(vars={"API_TOKEN": "s3cr3t-value"})
     workspace.config = ConfigResponse(agent=ScriptedAgent(steps=[ScriptedStep(tool="list_files")]))
     dispatch = workspace.mint_dispatch()
-    run = await run_container(dispatch, "--work-dir", str(work_dir))
+    run = await run_in_process(dispatch, "--work-dir", str(work_dir))
     assert run.returncode == 0, run
     text = run.stdout.decode()
     assert "s3cr3t-value" not in text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.container import run_container
+from tests.support.container import run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 
 
@@ -33,12 +33,19 @@ from tests.support.workspace import WorkspaceServer
     ],
 )
 async def test_invalid_dispatch_is_one_bad_dispatch_error(stdin: bytes, needle: str) -> None:
-    run = await run_container(stdin)
+    run = await run_in_process(stdin)
     assert run.returncode == 2, run
     assert run.terminal["type"] == "error"
     assert run.terminal["code"] == "bad_dispatch"
     assert needle in run.terminal["message"]
     assert len(run.lines) == 1
+
+
+async def test_invalid_dispatch_exits_2() -> None:
+    run = await run_container(b"{not json")
+    assert run.returncode == 2, run
+    assert run.terminal["code"] == "bad_dispatch"
+    assert run.stderr == b""
 
 
 async def test_dispatch_from_file(workspace: WorkspaceServer, tmp_path: Path) -> None:
@@ -58,5 +65,5 @@ async def test_unreadable_dispatch_file(tmp_path: Path) -> None:
 
 async def test_unknown_dispatch_fields_are_ignored(workspace: WorkspaceServer) -> None:
     dispatch = {**workspace.mint_dispatch(), "future_field": {"x": 1}}
-    run = await run_container(dispatch)
+    run = await run_in_process(dispatch)
     assert run.returncode == 0, run

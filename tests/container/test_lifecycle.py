@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sandstream.container.schemas import (
     ConfigResponse,
     EnvResponse,
     ScriptedAgent,
     ScriptedStep,
 )
-from tests.support.container import run_container
+from tests.support.container import run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 
 
@@ -52,3 +54,34 @@ async def test_scripted_run_streams_steps_result_and_writes_back(
     assert [(u.path, u.content) for u in workspace.uploads] == [("notes/hello.md", b"# hi\n")]
     assert [r.route for r in workspace.redemptions] == ["env", "config", "results"]
     assert all(r.status in (200, 201) for r in workspace.redemptions)
+
+
+async def test_an_unexpected_exception_is_internal_error(
+    workspace: WorkspaceServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_agent(spec: object) -> object:
+        async def agent(ctx: object) -> str:
+            raise ValueError("boom")
+
+        return agent
+
+    monkeypatch.setattr("sandstream.container.run.agent_for", broken_agent)
+    run = await run_in_process(workspace.mint_dispatch())
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "internal_error"
+    assert run.terminal["message"] == "internal error: ValueError: boom"
+    assert not workspace.requests("results")
+
+
+async def test_work_dir_is_temporary_by_default(workspace: WorkspaceServer) -> None:
+    workspace.config = ConfigResponse(
+        agent=ScriptedAgent(
+            steps=[ScriptedStep(tool="run_shell", args={"command": "pwd"})],
+        )
+    )
+    run = await run_container(workspace.mint_dispatch())
+    assert run.returncode == 0, run
+    work = Path(run.steps()[-1]["result"]["stdout"].strip())
+    assert work.name == "work"
+    assert work.parent.name.startswith("sandstream-run-")
+    assert not work.parent.exists()  # removed after the run

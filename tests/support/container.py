@@ -37,6 +37,7 @@ from sandstream.core import StreamProcessor, Turn
 __all__ = [
     "ContainerRun",
     "RunningContainer",
+    "catches_signal",
     "check_stream",
     "container_argv",
     "group_members",
@@ -194,11 +195,14 @@ class RunningContainer:
 
 async def start_container(
     nursery: trio.Nursery,
-    dispatch: Mapping[str, Any] | bytes,
+    dispatch: Mapping[str, Any] | bytes | None,
     *args: str,
     env: Mapping[str, str] | None = None,
 ) -> RunningContainer:
-    """Start the container in the background; its output is collected as it comes."""
+    """Start the container in the background; its output is collected as it comes.
+
+    With ``dispatch=None`` stdin is left open (the container waits for its dispatch).
+    """
     process = await trio.lowlevel.open_process(
         container_argv(*args),
         stdin=subprocess.PIPE,
@@ -209,8 +213,9 @@ async def start_container(
     stdout, stderr, done = bytearray(), bytearray(), trio.Event()
     assert process.stdin is not None and process.stdout is not None
     assert process.stderr is not None
-    async with process.stdin:
-        await process.stdin.send_all(_encode(dispatch))
+    if dispatch is not None:
+        async with process.stdin:
+            await process.stdin.send_all(_encode(dispatch))
 
     async def pump(stream: trio.abc.ReceiveStream, sink: bytearray) -> None:
         async with stream:
@@ -225,6 +230,14 @@ async def start_container(
 
     nursery.start_soon(collect)
     return RunningContainer(process, stdout, stderr, done)
+
+
+def catches_signal(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler installed for ``sig`` (``SigCgt``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    return False
 
 
 async def wait_for_file(path: Path, timeout: float = 20.0) -> str:

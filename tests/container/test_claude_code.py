@@ -1,0 +1,151 @@
+"""The claude-code agent, against a fake ``claude`` replaying recorded transcripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sandstream.container.schemas import (
+    ChatTurn,
+    ClaudeCodeAgent,
+    ConfigResponse,
+    EnvResponse,
+    McpServer,
+)
+from tests.support import TRANSCRIPTS, fake_claude
+from tests.support.container import ContainerRun, run_in_process
+from tests.support.workspace import WorkspaceServer
+
+
+async def _run(
+    workspace: WorkspaceServer,
+    work_dir: Path,
+    transcript: str,
+    record: Path | None = None,
+    conversation: list[ChatTurn] | None = None,
+    **config: Any,
+) -> ContainerRun:
+    command = fake_claude.command(TRANSCRIPTS / transcript, record)
+    workspace.env = EnvResponse(vars={"ANTHROPIC_API_KEY": "sk-ant-test"})
+    workspace.config = ConfigResponse(agent=ClaudeCodeAgent(command=command), **config)
+    dispatch = workspace.mint_dispatch("Summarize the project", conversation=conversation)
+    return await run_in_process(dispatch, "--work-dir", str(work_dir))
+
+
+async def test_transcript_becomes_steps_and_result(
+    workspace: WorkspaceServer, work_dir: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "claude.json"
+    run = await _run(
+        workspace,
+        work_dir,
+        "success.jsonl",
+        record,
+        model="claude-sonnet-4-5",
+        system_prompt="Be brief.",
+        conversation=[
+            ChatTurn(role="user", content="hi"),
+            ChatTurn(role="assistant", content="hello"),
+        ],
+    )
+    assert run.returncode == 0, run
+    assert run.terminal["message"] == (
+        "The project has a README and a src folder; the summary is in output/summary.md."
+    )
+    assert [(row.id, row.name, row.status) for row in run.turn.steps] == [
+        ("toolu_01Bash", "Bash", "succeeded"),
+        ("toolu_02Write", "Write", "succeeded"),
+    ]
+    assert "I'll look at the project layout first." in run.logs
+    # The file the CLI wrote into output/ is written back.
+    assert [(u.path, u.content[:9]) for u in workspace.uploads] == [("summary.md", b"# Summary")]
+
+    recorded = json.loads(record.read_text())
+    assert recorded["argv"][-8:] == [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        "claude-sonnet-4-5",
+        "--system-prompt",
+        "Be brief.",
+    ]
+    assert recorded["rest"] == ["--model", "claude-sonnet-4-5", "--system-prompt", "Be brief."]
+    assert recorded["cwd"] == str(work_dir.resolve())
+    assert recorded["env"]["ANTHROPIC_API_KEY"] == "sk-ant-test"
+    assert recorded["env"]["SANDSTREAM_OUTPUT_DIR"] == str(work_dir.resolve() / "output")
+    assert recorded["prompt"] == (
+        "Earlier in this conversation:\n\n[user]\nhi\n\n[assistant]\nhello\n\n"
+        "[user]\nSummarize the project"
+    )
+
+
+async def test_failed_tool_in_transcript(workspace: WorkspaceServer, work_dir: Path) -> None:
+    run = await _run(workspace, work_dir, "tool_error.jsonl")
+    assert run.returncode == 0, run
+    (row,) = run.turn.steps
+    assert row.status == "failed"
+    assert row.error == "<tool_use_error>File does not exist.</tool_use_error>"
+    assert run.terminal["message"] == "There is no missing.txt in the project."
+
+
+async def test_error_result_is_the_terminal_error(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, "error_max_turns.jsonl")
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "max_turns"
+    assert run.terminal["message"] == "Claude Code reached its maximum number of turns (2)"
+    assert not workspace.requests("results")
+
+
+async def test_cli_dying_without_result_is_agent_failed(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, "no_result.jsonl")
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "agent_failed"
+    assert run.terminal["message"].startswith(
+        f"{sys.executable} exited with status 1 without a result: API Error: 529"
+    )
+
+
+async def test_garbage_lines_are_warnings(workspace: WorkspaceServer, work_dir: Path) -> None:
+    run = await _run(workspace, work_dir, "garbage.jsonl")
+    assert run.returncode == 0, run
+    warnings = [line["message"] for line in run.lines if line.get("level") == "warn"]
+    assert len(warnings) == 2
+    assert "not JSON" in warnings[0]
+    assert run.terminal["message"] == "All good."
+
+
+async def test_missing_cli_is_agent_failed(workspace: WorkspaceServer, work_dir: Path) -> None:
+    workspace.config = ConfigResponse(agent=ClaudeCodeAgent(command=["/nonexistent/claude"]))
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "agent_failed"
+    assert run.terminal["message"].startswith("cannot start /nonexistent/claude")
+
+
+async def test_mcp_servers_are_passed_as_mcp_config(
+    workspace: WorkspaceServer, work_dir: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "claude.json"
+    run = await _run(
+        workspace,
+        work_dir,
+        "tool_error.jsonl",
+        record,
+        mcp_servers=[
+            McpServer(name="files", command=["mcp-files", "--root", "."], env={"A": "1"}),
+            McpServer(name="search", url="http://127.0.0.1:9/mcp"),
+        ],
+    )
+    assert run.returncode == 0, run
+    rest = json.loads(record.read_text())["rest"]
+    assert rest[0] == "--mcp-config"
+    # The config file lives in the container's private state dir, removed after the run.
+    assert not Path(rest[1]).exists()

@@ -1,0 +1,82 @@
+"""Writeback of the output dir to /results with the upload token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
+from tests.support.container import ContainerRun, run_in_process
+from tests.support.workspace import Purpose, WorkspaceServer
+
+_MAKE_OUTPUT = ScriptedStep(
+    tool="run_shell",
+    args={
+        "command": "mkdir -p output/sub && printf 'alpha' > output/a.txt"
+        " && printf '\\000\\001\\377' > output/sub/bin.dat"
+        " && ln -s /etc/hostname output/link && echo scratch > not-output.txt"
+    },
+)
+
+
+async def _run(
+    workspace: WorkspaceServer,
+    work_dir: Path,
+    *steps: ScriptedStep,
+    upload: bool = True,
+    ttl: dict[Purpose, float] | None = None,
+) -> ContainerRun:
+    workspace.config = ConfigResponse(agent=ScriptedAgent(steps=list(steps)))
+    dispatch = workspace.mint_dispatch(upload=upload, ttl=ttl)
+    return await run_in_process(dispatch, "--work-dir", str(work_dir))
+
+
+async def test_output_files_are_uploaded_by_relative_path(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, _MAKE_OUTPUT)
+    assert run.returncode == 0, run
+    uploads = {u.path: (u.content, u.content_type) for u in workspace.uploads}
+    assert uploads == {
+        "a.txt": (b"alpha", "text/plain"),
+        "sub/bin.dat": (b"\x00\x01\xff", "application/octet-stream"),
+    }
+    assert "writeback: skipping link (not a regular file)" in run.logs
+    assert "writeback: 2 file(s), 8 bytes written back" in run.logs
+    # Writeback happens before the terminal: the result is the last line.
+    assert run.terminal["type"] == "result"
+
+
+async def test_no_output_no_upload_request(workspace: WorkspaceServer, work_dir: Path) -> None:
+    run = await _run(workspace, work_dir, ScriptedStep(tool="list_files"))
+    assert run.returncode == 0, run
+    assert workspace.requests("results") == []
+
+
+async def test_without_upload_token_files_are_only_logged(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, _MAKE_OUTPUT, upload=False)
+    assert run.returncode == 0, run
+    assert workspace.requests("results") == []
+    assert "writeback: 2 output file(s) not written back (no upload token)" in run.logs
+
+
+async def test_refused_upload_token_is_writeback_failed(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, _MAKE_OUTPUT, ttl={"upload": 0})
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "writeback_failed"
+    assert run.terminal["message"].startswith("workspace refused the upload token (401)")
+    assert workspace.requests("results")[0].reason == "token expired"
+    assert workspace.uploads == []
+
+
+async def test_results_server_error_is_writeback_failed(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    workspace.status["results"] = 507
+    run = await _run(workspace, work_dir, _MAKE_OUTPUT)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "writeback_failed"
+    assert run.terminal["message"].startswith("POST /results answered 507")
