@@ -8,7 +8,7 @@ a non-zero exit, a timeout (the manifest's ``timeout_sec``), output that is not 
 or output over the size bound. Failed calls are values (:class:`SkillOutcome`), not
 exceptions: the agent loop goes on.
 
-Built-in skills ship in this package's ``skills/`` folder: ``read_file``,
+Built-in skills ship in this package's ``builtin_skills/`` folder: ``read_file``,
 ``write_file``, ``list_files`` (confined to the work dir) and ``run_shell``.
 """
 
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 MANIFEST_NAME: Final = "manifest.json"
-BUILTIN_SKILLS_DIR: Final = Path(__file__).resolve().parent / "skills"
+BUILTIN_SKILLS_DIR: Final = Path(__file__).resolve().parent / "builtin_skills"
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1 << 20
 _STDERR_TAIL: Final = 2000
 

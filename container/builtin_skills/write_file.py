@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from container.skills._skilllib import confine, fail, read_args, relative, reply, work_dir
+    from container.builtin_skills._skilllib import (
+        confine,
+        fail,
+        read_args,
+        relative,
+        reply,
+        work_dir,
+    )
 else:  # run as a script: the skill's folder is sys.path[0]
     from _skilllib import confine, fail, read_args, relative, reply, work_dir
 

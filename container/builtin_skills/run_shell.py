@@ -15,7 +15,7 @@ import tempfile
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from container.skills._skilllib import fail, read_args, reply, work_dir
+    from container.builtin_skills._skilllib import fail, read_args, reply, work_dir
 else:  # run as a script: the skill's folder is sys.path[0]
     from _skilllib import fail, read_args, reply, work_dir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from container.skills._skilllib import confine, fail, read_args, relative, reply
+    from container.builtin_skills._skilllib import confine, fail, read_args, relative, reply
 else:  # run as a script: the skill's folder is sys.path[0]
     from _skilllib import confine, fail, read_args, relative, reply
 

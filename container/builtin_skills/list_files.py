@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from container.skills._skilllib import confine, fail, read_args, relative, reply
+    from container.builtin_skills._skilllib import confine, fail, read_args, relative, reply
 else:  # run as a script: the skill's folder is sys.path[0]
     from _skilllib import confine, fail, read_args, relative, reply
 
