@@ -1,0 +1,1 @@
+"""End-to-end runner benchmarks: throughput, concurrent streams, memory per stream."""

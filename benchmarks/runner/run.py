@@ -1,0 +1,321 @@
+"""Runner benchmarks: throughput vs. the pipe ceiling, concurrent streams, memory per stream.
+
+``python -m benchmarks.runner.run [throughput] [concurrency] [--json] [options]``
+
+**throughput** — lines/s from a container in load mode (``--lines`` lines of
+``--payload`` bytes, unpaced), measured from the first byte to the last:
+
+- *ceiling*: the same container command piped straight into a reader in this process
+  (trio, 256 KiB reads, counting newlines) — nothing can beat it;
+- *runner*: ``sandstream runner`` as its own process, the container's stdout through the
+  core to Hypercorn, over loopback to an httpx client (HTTP/1.1) in this process.
+
+Each is run ``--repeat`` times, interleaved; the median is reported. Goal: the runner
+delivers at least 50% of the ceiling.
+
+**concurrency** — N streams at ``--rate`` lines/s each (default 100), for N on a
+ladder (``--ladder``); per line, latency = client receive time - the line's ``ts``
+(stamped by the container as it emits it). After all N streams are flowing and a
+warm-up, ``--duration`` seconds are measured. The answer is the largest N whose p99
+stays under 50 ms. Each level runs on a fresh runner process, whose RSS is sampled
+idle (after one warm-up turn) and with the N streams live: the difference over N is the
+runner's memory per live stream (the containers' own RSS is reported separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Final
+
+import httpx
+import msgspec
+import psutil
+import trio
+
+from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from tests.support.workspace import WorkspaceServer, start_workspace
+
+from .support import CONTAINER_ARGV, TOKEN, environment, percentile, start_runner_process
+
+GOAL_RATIO: Final = 0.5
+GOAL_P99_MS: Final = 50.0
+AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _load_config(lines: int, rate: float, payload: int) -> ConfigResponse:
+    spec = LoadSpec(lines=lines, rate=rate, payload_bytes=payload)
+    return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
+
+
+# -- throughput ----------------------------------------------------------------------
+
+
+async def _ceiling(workspace: WorkspaceServer) -> tuple[int, float]:
+    """Lines and seconds (first byte → EOF) of the container piped into a reader."""
+    process = await trio.lowlevel.open_process(
+        list(CONTAINER_ARGV),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    async with process.stdin:
+        await process.stdin.send_all(msgspec.json.encode(workspace.mint_dispatch()))
+    lines = 0
+    first = 0.0
+    async with process.stdout:
+        while chunk := await process.stdout.receive_some(256 * 1024):
+            if not first:
+                first = time.perf_counter()
+            lines += chunk.count(b"\n")
+    elapsed = time.perf_counter() - first
+    await process.wait()
+    return lines, elapsed
+
+
+async def _through_runner(url: str, workspace: WorkspaceServer) -> tuple[int, float]:
+    """Lines and seconds (first byte → end) through the runner to an httpx client."""
+    lines = 0
+    first = 0.0
+    async with (
+        httpx.AsyncClient(base_url=url, headers=AUTH, timeout=120) as client,
+        client.stream("POST", "/stream", json=workspace.mint_dispatch()) as response,
+    ):
+        async for chunk in response.aiter_raw():
+            if not first:
+                first = time.perf_counter()
+            lines += chunk.count(b"\n")
+    return lines, time.perf_counter() - first
+
+
+async def throughput(lines: int, payload: int, repeat: int) -> dict[str, Any]:
+    ceiling: list[float] = []
+    runner: list[float] = []
+    counts: set[int] = set()
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load_config(lines, 0.0, payload))
+        proc = await start_runner_process(nursery, "--max-live", "8")
+        try:
+            for _ in range(repeat):
+                n, seconds = await _ceiling(workspace)
+                counts.add(n)
+                ceiling.append(n / seconds)
+                n, seconds = await _through_runner(proc.url, workspace)
+                counts.add(n)
+                runner.append(n / seconds)
+        finally:
+            await proc.stop()
+        nursery.cancel_scope.cancel()
+    ceiling_rate = statistics.median(ceiling)
+    runner_rate = statistics.median(runner)
+    return {
+        "lines_per_turn": sorted(counts),
+        "payload_bytes": payload,
+        "repeat": repeat,
+        "ceiling_lines_per_s": round(ceiling_rate),
+        "runner_lines_per_s": round(runner_rate),
+        "ratio": round(runner_rate / ceiling_rate, 3),
+        "ceiling_runs": [round(x) for x in ceiling],
+        "runner_runs": [round(x) for x in runner],
+    }
+
+
+# -- concurrency ----------------------------------------------------------------------
+
+
+async def _level(
+    streams: int, rate: float, duration: float, warmup: float, payload: int
+) -> dict[str, Any]:
+    """N concurrent streams at ``rate`` lines/s: p99 latency and memory."""
+    latencies: list[float] = []
+    flowing = 0
+    all_flowing = trio.Event()
+    measuring = False
+    total_lines = int(rate * (duration + warmup + 120))
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load_config(total_lines, rate, payload))
+        proc = await start_runner_process(nursery, "--max-live", str(streams + 8))
+        runner_ps = psutil.Process(proc.process.pid)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=streams + 8)
+        async with httpx.AsyncClient(
+            base_url=proc.url, headers=AUTH, timeout=300, limits=limits
+        ) as client:
+            # one warm-up turn so that the idle RSS includes every lazy import
+            workspace.config = _load_config(10, 0.0, payload)
+            await client.post("/stream", json=workspace.mint_dispatch())
+            workspace.config = _load_config(total_lines, rate, payload)
+            await trio.sleep(0.5)
+            idle_rss = runner_ps.memory_info().rss
+
+            async def stream() -> None:
+                nonlocal flowing
+                decoder = msgspec.json.Decoder()
+                started = False
+                pending = b""
+                async with client.stream(
+                    "POST", "/stream", json=workspace.mint_dispatch()
+                ) as response:
+                    async for chunk in response.aiter_raw():
+                        now_ms = time.time() * 1000
+                        if not started:
+                            started = True
+                            flowing += 1
+                            if flowing == streams:
+                                all_flowing.set()
+                        if not measuring:
+                            continue
+                        *complete, pending = (pending + chunk).split(b"\n")
+                        for line in complete:
+                            ts = decoder.decode(line).get("ts")
+                            if ts is not None:
+                                latencies.append(now_ms - ts)
+
+            async with trio.open_nursery() as streams_nursery:
+                for _ in range(streams):
+                    streams_nursery.start_soon(stream)
+                with trio.fail_after(600):
+                    await all_flowing.wait()
+                await trio.sleep(warmup)
+                measuring = True
+                load_before = os.getloadavg()[0]
+                me = psutil.Process()
+                cpu_before = _cpu(runner_ps), _cpu(me), _children_cpu(runner_ps)
+                rss_samples = []
+                end = trio.current_time() + duration
+                while trio.current_time() < end:
+                    rss_samples.append(runner_ps.memory_info().rss)
+                    await trio.sleep(0.5)
+                measuring = False
+                cpu_after = _cpu(runner_ps), _cpu(me), _children_cpu(runner_ps)
+                cpu_pct = [
+                    round((after - before) / duration * 100)
+                    for before, after in zip(cpu_before, cpu_after, strict=True)
+                ]
+                containers = [c for c in runner_ps.children() if c.is_running()]
+                container_rss = [c.memory_info().rss for c in containers]
+                streams_nursery.cancel_scope.cancel()
+        await proc.stop()
+        nursery.cancel_scope.cancel()
+    live_rss = statistics.median(rss_samples)
+    return {
+        "streams": streams,
+        "lines_measured": len(latencies),
+        "expected_lines": int(streams * rate * duration),
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+            "p99": round(percentile(latencies, 99), 2),
+            "max": round(max(latencies), 2) if latencies else None,
+        },
+        "runner_rss_idle_mb": round(idle_rss / 2**20, 1),
+        "runner_rss_live_mb": round(live_rss / 2**20, 1),
+        "runner_kib_per_stream": round((live_rss - idle_rss) / streams / 1024, 1),
+        "container_rss_mb_mean": (
+            round(statistics.mean(container_rss) / 2**20, 1) if container_rss else None
+        ),
+        "cpu_percent": dict(zip(("runner", "client", "containers"), cpu_pct, strict=True)),
+        "load_average_1m": round(load_before, 2),
+    }
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def _children_cpu(process: psutil.Process) -> float:
+    """CPU seconds of the runner's live containers (their own processes, not children)."""
+    total = 0.0
+    for child in process.children():
+        try:
+            total += _cpu(child)
+        except psutil.Error:
+            continue
+    return total
+
+
+async def concurrency(
+    ladder: list[int], rate: float, duration: float, warmup: float, payload: int
+) -> dict[str, Any]:
+    levels = []
+    best = 0
+    for streams in ladder:
+        level = await _level(streams, rate, duration, warmup, payload)
+        levels.append(level)
+        _print_level(level)
+        if level["latency_ms"]["p99"] <= GOAL_P99_MS:
+            best = streams
+        else:
+            break
+    return {"rate_per_stream": rate, "duration_s": duration, "levels": levels, "max_streams": best}
+
+
+def _print_level(level: dict[str, Any]) -> None:
+    lat = level["latency_ms"]
+    print(
+        f"  {level['streams']:4d} streams: p50 {lat['p50']:7.2f} p95 {lat['p95']:7.2f} "
+        f"p99 {lat['p99']:7.2f} ms; lines {level['lines_measured']}/{level['expected_lines']}; "
+        f"runner RSS {level['runner_rss_idle_mb']} -> {level['runner_rss_live_mb']} MiB "
+        f"({level['runner_kib_per_stream']} KiB/stream); container RSS "
+        f"{level['container_rss_mb_mean']} MiB each; CPU % {level['cpu_percent']}; "
+        f"load {level['load_average_1m']}",
+        flush=True,
+    )
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "parts", nargs="*", choices=("throughput", "concurrency"), default=[], metavar="PART"
+    )
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--payload", type=int, default=64, help="payload bytes per line")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=100.0, help="lines/s per stream")
+    parser.add_argument("--ladder", default="10,25,50,75,100,150,200,300")
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    parts = args.parts or ["throughput", "concurrency"]
+    doc: dict[str, Any] = {"environment": environment()}
+    if "throughput" in parts:
+        result = trio.run(throughput, args.lines, args.payload, args.repeat)
+        doc["throughput"] = result
+        if not args.json:
+            met = "met" if result["ratio"] >= GOAL_RATIO else "NOT met"
+            print(
+                f"throughput ({result['lines_per_turn']} lines of {args.payload} B): "
+                f"ceiling {result['ceiling_lines_per_s']:,} lines/s, "
+                f"runner {result['runner_lines_per_s']:,} lines/s, "
+                f"ratio {result['ratio']:.2f} (goal >= {GOAL_RATIO}: {met})\n"
+                f"  runs: ceiling {result['ceiling_runs']}, runner {result['runner_runs']}",
+                flush=True,
+            )
+    if "concurrency" in parts:
+        ladder = [int(x) for x in args.ladder.split(",") if x]
+        if not args.json:
+            print(f"concurrency at {args.rate:g} lines/s per stream (p99 goal {GOAL_P99_MS} ms):")
+        result = trio.run(concurrency, ladder, args.rate, args.duration, args.warmup, args.payload)
+        doc["concurrency"] = result
+        if not args.json:
+            print(f"  max streams with p99 <= {GOAL_P99_MS:g} ms: {result['max_streams']}")
+    doc["load_average_after"] = round(os.getloadavg()[0], 2)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(f"environment: {doc['environment']}; load after {doc['load_average_after']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Shared pieces of the runner benchmarks: servers, percentiles, the machine's state."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from hypercorn.config import Config
+
+from sandstream.server import (
+    ContainerLauncher,
+    Runner,
+    RunnerSettings,
+    TurnRecord,
+    TurnStream,
+    create_app,
+    get_runner,
+    serve,
+)
+
+CONTAINER_ARGV = (sys.executable, "-m", "sandstream.container")
+TOKEN = "benchmark-token"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` (0-100) of ``values``."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/max/mean of ``values``."""
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values) if values else math.nan,
+        "mean": sum(values) / len(values) if values else math.nan,
+    }
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Non-zombie processes in group ``pgid`` (orphaned zombies are dead already)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return []
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(name))
+    return members
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+@dataclass
+class InProcessRunner:
+    """A runner served by Hypercorn inside this trio run (for exact timestamps)."""
+
+    url: str
+    runner: Runner
+    closed: list[tuple[TurnStream, TurnRecord]] = field(default_factory=list)
+    stop: trio.Event = field(default_factory=trio.Event)
+
+
+async def start_in_process(
+    nursery: trio.Nursery, settings: RunnerSettings, launcher: ContainerLauncher
+) -> InProcessRunner:
+    app = create_app(settings, launcher=launcher)
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    runner = get_runner(app)
+    handle = InProcessRunner(url="", runner=runner)
+    runner.add_listener(lambda turn, record: handle.closed.append((turn, record)))
+
+    async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        await serve(app, config, shutdown_trigger=handle.stop.wait, task_status=task_status)
+
+    binds: list[str] = await nursery.start(run)
+    handle.url = binds[0].rstrip("/")
+    return handle
+
+
+@dataclass
+class RunnerProcess:
+    """``sandstream runner`` as a separate process (the production shape)."""
+
+    process: trio.Process
+    url: str
+
+    async def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(30):
+            return await self.process.wait()
+        self.process.kill()
+        return await self.process.wait()
+
+
+async def start_runner_process(nursery: trio.Nursery, *args: str) -> RunnerProcess:
+    """Start the runner CLI on a free port; return once it listens."""
+    env = dict(os.environ, SANDSTREAM_RUNNER_TOKEN=TOKEN)
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-m",
+            "sandstream.server.runner_cli",
+            "--port",
+            "0",
+            "--container-stderr",
+            "discard",
+            "--log-level",
+            "warning",
+            *args,
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    stderr = process.stderr
+    seen = bytearray()
+    bound = trio.Event()
+
+    async def pump() -> None:
+        async with stderr:
+            while chunk := await stderr.receive_some():
+                if not bound.is_set():
+                    seen.extend(chunk)
+                    if re.search(rb"Running on http://\S+", seen):
+                        bound.set()
+
+    nursery.start_soon(pump)
+    with trio.fail_after(30):
+        await bound.wait()
+    match = re.search(rb"Running on (http://[\d.]+:\d+)", seen)
+    assert match is not None
+    return RunnerProcess(process, match.group(1).decode())

@@ -1,0 +1,1 @@
+"""Teardown latency: client close → the container's process group reaped."""

@@ -1,0 +1,152 @@
+"""Teardown latency: from the client closing a live stream to the container reaped.
+
+``python -m benchmarks.teardown.run [--trials 200] [--container real|shell|both] [--json]``
+
+Each trial posts a turn to a runner (Hypercorn on loopback, served in this process so
+that its timestamps share our clock), reads until the container is streaming (paced
+load mode, 100 lines/s), then closes the response and times:
+
+- **total**: client close → the container's leader reaped (its group killed and empty);
+- **reaction**: client close → ``SIGTERM`` sent to the group (Hypercorn notices the
+  disconnect, quart-trio cancels the response task, the turn's ``__aexit__`` runs);
+- **container exit**: ``SIGTERM`` → reaped (the container's own shutdown).
+
+``real`` is ``python -m sandstream.container`` (the scripted agent in load mode, boot
+and callbacks included); ``shell`` is a minimal container (``sh`` printing an envelope
+line every 10 ms) that dies on ``SIGTERM`` at once, which isolates the runner's part.
+After each trial the group is checked to hold no live process (zombies of orphaned
+grandchildren are dead; reaping them is init's job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Final
+
+import httpx
+import trio
+
+from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.server import LocalContainer, LocalSubprocessLauncher, RunnerSettings
+from tests.support.workspace import start_workspace
+
+from ..runner.support import (
+    TOKEN,
+    environment,
+    live_group_members,
+    start_in_process,
+    summary,
+)
+
+GOAL_P99_MS: Final = 20.0
+
+SHELL_CONTAINER: Final = (
+    "cat >/dev/null; "
+    'while :; do echo \'{"type":"log","level":"info","message":"tick"}\'; '
+    "sleep 0.01; done"
+)
+
+
+async def _trials(kind: str, trials: int, warmup: int) -> dict[str, Any]:
+    if kind == "real":
+        launcher = LocalSubprocessLauncher(stderr="discard")
+    else:
+        launcher = LocalSubprocessLauncher(argv=["sh", "-c", SHELL_CONTAINER], stderr="discard")
+    settings = RunnerSettings(token=TOKEN, max_live=4)
+    totals: list[float] = []
+    reactions: list[float] = []
+    exits: list[float] = []
+    escalated = 0
+    leftovers = 0
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(
+            nursery,
+            config=ConfigResponse(agent=ScriptedAgent(load=LoadSpec(lines=10_000_000, rate=100.0))),
+        )
+        server = await start_in_process(nursery, settings, launcher)
+        async with httpx.AsyncClient(
+            base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+        ) as client:
+            for index in range(warmup + trials):
+                before = len(server.closed)
+                async with client.stream(
+                    "POST", "/stream", json=workspace.mint_dispatch()
+                ) as response:
+                    chunks = response.aiter_raw()
+                    received = 0
+                    while received < 5:  # streaming: several lines arrived
+                        received += (await chunks.__anext__()).count(b"\n")
+                    closed_at = time.monotonic()
+                # leaving the block closed the connection
+                with trio.fail_after(30):
+                    while len(server.closed) == before:
+                        await trio.sleep(0.001)
+                turn, record = server.closed[-1]
+                exit_ = turn.container_exit
+                assert exit_ is not None and exit_.stopped_at is not None, record
+                assert isinstance(turn.container, LocalContainer)
+                if live_group_members(turn.container.pgid):
+                    leftovers += 1
+                if index < warmup:
+                    continue
+                totals.append((exit_.reaped_at - closed_at) * 1000)
+                reactions.append((exit_.stopped_at - closed_at) * 1000)
+                exits.append((exit_.reaped_at - exit_.stopped_at) * 1000)
+                escalated += exit_.escalated
+        server.stop.set()
+        nursery.cancel_scope.cancel()
+    return {
+        "container": kind,
+        "total_ms": summary(totals),
+        "reaction_ms": summary(reactions),
+        "container_exit_ms": summary(exits),
+        "escalated_to_sigkill": escalated,
+        "groups_left_behind": leftovers,
+    }
+
+
+def _row(name: str, stats: dict[str, float]) -> str:
+    return (
+        f"  {name:<18} p50 {stats['p50']:8.2f}  p95 {stats['p95']:8.2f}  "
+        f"p99 {stats['p99']:8.2f}  max {stats['max']:8.2f}  (ms, n={stats['n']})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--container", choices=("real", "shell", "both"), default="both")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    kinds = ["shell", "real"] if args.container == "both" else [args.container]
+    results = []
+    env_before = environment()
+    for kind in kinds:
+        results.append(trio.run(_trials, kind, args.trials, args.warmup))
+    doc = {"environment": env_before, "load_after": os.getloadavg()[0], "results": results}
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(f"teardown: client close -> container reaped; {env_before}")
+    for result in results:
+        total = result["total_ms"]
+        met = "met" if total["p99"] < GOAL_P99_MS else "NOT met"
+        print(f"container={result['container']}: goal p99 < {GOAL_P99_MS:g} ms {met}")
+        print(_row("total", total))
+        print(_row("reaction", result["reaction_ms"]))
+        print(_row("container exit", result["container_exit_ms"]))
+        print(
+            f"  escalated to SIGKILL: {result['escalated_to_sigkill']}, "
+            f"groups left behind: {result['groups_left_behind']}"
+        )
+    print(f"load average after: {doc['load_after']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
