@@ -211,8 +211,9 @@ async def start_container(
         env=dict(env) if env is not None else None,
     )
     stdout, stderr, done = bytearray(), bytearray(), trio.Event()
-    assert process.stdin is not None and process.stdout is not None
-    assert process.stderr is not None
+    assert process.stdin is not None
+    out_stream, err_stream = process.stdout, process.stderr
+    assert out_stream is not None and err_stream is not None
     if dispatch is not None:
         async with process.stdin:
             await process.stdin.send_all(_encode(dispatch))
@@ -224,8 +225,8 @@ async def start_container(
 
     async def collect() -> None:
         async with trio.open_nursery() as inner:
-            inner.start_soon(pump, process.stdout, stdout)
-            inner.start_soon(pump, process.stderr, stderr)
+            inner.start_soon(pump, out_stream, stdout)
+            inner.start_soon(pump, err_stream, stderr)
         done.set()
 
     nursery.start_soon(collect)
