@@ -127,6 +127,18 @@ class Emitter:
             self._sink(b"".join(blocks))
             self.lines_written += len(blocks)
 
+    def emit_encoded(self, block: bytes, lines: int) -> None:
+        """Write pre-encoded, known-valid, non-terminal lines (the benchmark load path).
+
+        ``block`` must be whole envelope lines, each ending in ``\n``, each under the
+        line bound; nothing is checked here, so only trusted encoders may call this.
+        """
+        if self.terminal is not None:
+            _note("dropping lines emitted after the terminal")
+            return
+        self._sink(block)
+        self.lines_written += lines
+
     def log(self, level: LogLevel, message: str) -> None:
         """Write a ``log`` line."""
         self.emit(Log(level=level, message=message))

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Literal
 
+import pytest
 import trio
 
+from sandstream.container.agents.scripted import encode_load_lines, load_lines
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
+from sandstream.core.envelope import encode_line
 from tests.support.container import container_argv, run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 
@@ -83,3 +87,16 @@ async def test_reader_going_away_ends_the_container(workspace: WorkspaceServer) 
     assert process.returncode == 1
     assert b"Traceback" not in stderr
     assert not workspace.requests("results")
+
+
+@pytest.mark.parametrize("line_type", ["log", "step"])
+@pytest.mark.parametrize("payload_bytes", [0, 1, 5, 300])
+def test_fast_load_encoding_is_byte_identical_to_the_envelopes(
+    line_type: Literal["log", "step"], payload_bytes: int
+) -> None:
+    spec = LoadSpec(lines=301, payload_bytes=payload_bytes, line_type=line_type)
+    reference = b"".join(encode_line(line) for line in load_lines(0, 301, spec, 1700000000123))
+    assert encode_load_lines(0, 301, spec, 1700000000123) == reference
+    assert encode_load_lines(17, 40, spec, 5) == b"".join(
+        encode_line(line) for line in load_lines(17, 40, spec, 5)
+    )
