@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,25 @@ async def test_missing_model_is_bad_config(
     run = await _run(workspace, model, work_dir, env=env)
     assert run.terminal["code"] == "bad_config"
     assert model.requests == []
+
+
+async def test_unreachable_model_is_model_error(workspace: WorkspaceServer, work_dir: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    workspace.env = EnvResponse(
+        vars={"OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_MODEL": "m"}
+    )
+    workspace.config = ConfigResponse(agent=OpenAIAgent())
+    run = await run_in_process(
+        workspace.mint_dispatch(),
+        "--work-dir",
+        str(work_dir),
+        "--connect-retries",
+        "1",
+        "--retry-backoff",
+        "0.01",
+    )
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "model_error"
+    assert run.terminal["message"].startswith("model provider unreachable")
