@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -195,6 +196,12 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             emitter.finish(Error(code="cancelled", message=f"run cancelled by {name}"))
         return 128 + exc.signum
     except OutputClosedError:
+        return EXIT_ERROR
+    except Exception as exc:  # a bug outside the run's own guard: still one terminal
+        traceback.print_exc()
+        if not emitter.finished:
+            with contextlib.suppress(OutputClosedError):
+                emitter.finish(Error(code="internal_error", message=f"internal error: {exc!r}"))
         return EXIT_ERROR
     finally:
         os.close(out_fd)

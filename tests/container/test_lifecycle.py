@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 from sandstream.container.schemas import (
     ConfigResponse,
@@ -12,7 +15,7 @@ from sandstream.container.schemas import (
     ScriptedAgent,
     ScriptedStep,
 )
-from tests.support.container import run_container, run_in_process
+from tests.support.container import ContainerRun, run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 
 
@@ -85,3 +88,33 @@ async def test_work_dir_is_temporary_by_default(workspace: WorkspaceServer) -> N
     assert work.name == "work"
     assert work.parent.name.startswith("sandstream-run-")
     assert not work.parent.exists()  # removed after the run
+
+
+_BROKEN_MAIN = """
+import sys
+import sandstream.container.run as run
+
+async def broken(*args, **kwargs):
+    print("noise on stdout must not reach the envelope")
+    raise RuntimeError("bug outside the run's guard")
+
+run.run_container = broken
+from sandstream.container.cli import main
+raise SystemExit(main())
+"""
+
+
+async def test_a_bug_anywhere_still_ends_with_one_terminal(workspace: WorkspaceServer) -> None:
+    result = await trio.run_process(
+        [sys.executable, "-c", _BROKEN_MAIN],
+        stdin=json.dumps(workspace.mint_dispatch()).encode(),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    run = ContainerRun(result.returncode, result.stdout, result.stderr)
+    assert run.returncode == 1
+    assert run.terminal["code"] == "internal_error"
+    assert "bug outside the run's guard" in run.terminal["message"]
+    assert b"Traceback" in run.stderr
+    assert b"noise on stdout" in run.stderr  # a stray print goes to stderr
