@@ -16,12 +16,21 @@ Usage (pytest-trio)::
 
 Routes live under :attr:`WorkspaceServer.prefix` (``/api/sandbox/<session>``), so
 ``agent_url`` has a path, as in production.
+
+By hand (dev checkout), to run containers against it from another terminal::
+
+    python -m tests.support.workspace --config config.json --dispatches 3 > dispatches.ndjson
+    head -1 dispatches.ndjson | python -m sandstream.container
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import hashlib
+import json
 import secrets
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -146,6 +155,7 @@ class WorkspaceServer:
     uploads: list[Upload] = field(default_factory=list)
     redemptions: list[Redemption] = field(default_factory=list)
     base_url: str = ""
+    echo: bool = False
 
     @property
     def url(self) -> str:
@@ -213,6 +223,8 @@ class WorkspaceServer:
                     )
                 )
             self.uploads.extend(stored)
+            for upload in stored:
+                self._echo(f"stored {upload.path} ({len(upload.content)} bytes)")
             receipt = ResultsReceipt(
                 files=[ResultFile(path=u.path, size=len(u.content)) for u in stored]
             )
@@ -226,14 +238,20 @@ class WorkspaceServer:
         reason = self.tokens.redeem(token, _ROUTE_PURPOSE[route])
         if reason is not None:
             self.redemptions.append(Redemption(route, 401, reason))
+            self._echo(f"/{route}: 401 ({reason})")
             return _problem(401, "Unauthorized", reason)
         forced = self.status.get(route)
         self.redemptions.append(Redemption(route, forced or 200))
+        self._echo(f"/{route}: token redeemed")
         if route in self.hang:
             await trio.sleep_forever()
         if forced is not None:
             return _problem(forced, "Forced failure", f"test forced {forced} on /{route}")
         return None
+
+    def _echo(self, message: str) -> None:
+        if self.echo:
+            print(f"workspace: {message}", file=sys.stderr, flush=True)
 
     async def _serve(self, route: str, payload: Payload) -> Response:
         refused = await self._check(route)
@@ -270,3 +288,36 @@ async def start_workspace(
         server.config = config
     server.base_url = await serve_app(nursery, server.app())
     return server
+
+
+def _load(path: str | None, schema: type[EnvResponse] | type[ConfigResponse]) -> Payload:
+    if path is None:
+        return schema()
+    with open(path, "rb") as handle:
+        return msgspec.json.decode(handle.read(), type=schema)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a workspace until interrupted; print fresh dispatches, one JSON per line."""
+    parser = argparse.ArgumentParser(prog="python -m tests.support.workspace")
+    parser.add_argument("--env", metavar="FILE", help="the /env answer (EnvResponse JSON)")
+    parser.add_argument("--config", metavar="FILE", help="the /config answer (ConfigResponse)")
+    parser.add_argument("--prompt", default="hello", help="the dispatches' prompt")
+    parser.add_argument("--dispatches", type=int, default=1, help="how many to mint")
+    args = parser.parse_args(argv)
+    env = _load(args.env, EnvResponse)
+    config = _load(args.config, ConfigResponse)
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            server = await start_workspace(nursery, env=env, config=config, echo=True)
+            for _ in range(args.dispatches):
+                print(json.dumps(server.mint_dispatch(args.prompt)), flush=True)
+            print(f"workspace: serving {server.url} (Ctrl-C to stop)", file=sys.stderr)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        trio.run(serve)
+
+
+if __name__ == "__main__":
+    main()
