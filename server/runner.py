@@ -155,8 +155,9 @@ class Runner:
         (their containers get ``SIGTERM``, then ``SIGKILL`` after the grace) and have
         ``timeout`` seconds (default ``settings.shutdown_timeout``) to deliver their
         last line; the connections of those that cannot (a client not reading) are
-        then cut. Returns when every turn is closed and every container reaped.
-        Idempotent. Cancellation: stops waiting; the turns carry on ending.
+        then cut, and they get ``timeout`` more seconds to close. Returns when every
+        container is reaped (and, unless a write could not be freed, every turn
+        closed). Idempotent. Cancellation: stops waiting; the turns carry on ending.
         """
         self.draining = True
         if timeout is None:
@@ -173,7 +174,16 @@ class Runner:
                 turn.abort_client()
             else:
                 turn.discard()
-        await self._wait(lambda: not self._open and not self._holding)
+        with trio.move_on_after(timeout):
+            await self._wait(lambda: not self._open)
+        if self._open:
+            log.error(
+                "shutdown: %d response(s) still blocked on their clients; "
+                "their containers are stopped",
+                len(self._open),
+            )
+        # Containers were stopped at the start; each is gone within the kill grace.
+        await self._wait(lambda: not self._holding)
 
     # -- internals ------------------------------------------------------------------
 
