@@ -43,7 +43,8 @@ class StepRow(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     """One step of the agent loop, folded from every line carrying its ``id``.
 
     Each field holds the latest value any of those lines gave it. ``args`` and
-    ``result`` hold the raw JSON the producer sent (``None`` when absent);
+    ``result`` hold the raw JSON the producer sent (``None`` when absent), copied
+    out of the line so a turn's state never pins whole lines in memory;
     :func:`decode_payload` turns them into Python values.
     """
 
@@ -125,8 +126,8 @@ class Turn:
                 step.id,
                 step.name,
                 step.status,
-                step.args,
-                step.result,
+                None if step.args is None else step.args.copy(),
+                None if step.result is None else step.result.copy(),
                 step.error,
                 step.duration_ms,
                 step.ts,
@@ -141,9 +142,9 @@ class Turn:
             )
         row.status = step.status
         if step.args is not None:
-            row.args = step.args
+            row.args = step.args.copy()
         if step.result is not None:
-            row.result = step.result
+            row.result = step.result.copy()
         if step.error is not None:
             row.error = step.error
         if step.duration_ms is not None:
