@@ -18,6 +18,7 @@ Every turn ends with exactly one terminal event, sent upstream or synthesized by
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import count, repeat
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
@@ -46,6 +47,8 @@ class StreamProcessor:
     __slots__ = (
         "_closed",
         "_decoder",
+        "_diagnostics_at_terminal",
+        "_done_sent",
         "_frame_heads",
         "_seq",
         "_splitter",
@@ -70,6 +73,8 @@ class StreamProcessor:
         self._splitter = NDJSONSplitter(max_line_bytes)
         self._decoder = new_wire_decoder()
         self._closed = False
+        self._done_sent = False
+        self._diagnostics_at_terminal = 0
         self._seq = 0
         # Per line type, the bytes that precede its data in an output frame;
         # None where the type is not forwarded (logs in chat mode).
@@ -147,7 +152,10 @@ class StreamProcessor:
         self._closed = True
         if self.turn.terminal is not None:
             return b""
-        return self._emit(self._synthesize_error(code, message)) + self._done()
+        head, line = self._synthesize_error(code, message, self.turn.lines)
+        if self.mode == "ndjson":
+            return line + b"\n"
+        return self._render([head], [line])
 
     # -- output helpers ---------------------------------------------------------
 
@@ -168,21 +176,25 @@ class StreamProcessor:
     # -- internals -------------------------------------------------------------
 
     def _process(self, lines: list[bytes | None]) -> bytes:
-        # The hot path: one pass, frames formatted in place from the line's own bytes.
+        # The hot path. Pass one validates and folds each line in Python; pass two
+        # renders every accepted line at C speed, reusing the line's own bytes.
         turn = self.turn
         decode = self._decoder.decode
         fold_step = turn.fold_step
         heads = self._frame_heads
-        sse = self.mode != "ndjson"
-        seq = self._seq
-        lineno = turn.lines
-        out: list[bytes] = []
-        for line in lines:
-            lineno += 1
+        forwarded: list[bytes] = []
+        forwarded_heads: list[bytes] = []
+        forward = forwarded.append
+        forward_head = forwarded_heads.append
+        first = turn.lines + 1
+        turn.lines += len(lines)
+        for lineno, line in enumerate(lines, first):
             if not line:
                 if line is None:
                     reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
-                    seq = self._reject(Diagnostic(lineno, "line_too_long", reason), out, seq)
+                    self._reject(
+                        Diagnostic(lineno, "line_too_long", reason), forwarded, forwarded_heads
+                    )
                 continue
             if turn.terminal is not None:
                 turn.record(Diagnostic(lineno, "after_terminal", "line after the terminal event"))
@@ -192,86 +204,84 @@ class StreamProcessor:
                 if not line.isascii():
                     line.decode()
             except msgspec.ValidationError as exc:
-                seq = self._reject(Diagnostic(lineno, "invalid_line", str(exc)), out, seq)
+                self._reject(
+                    Diagnostic(lineno, "invalid_line", str(exc)), forwarded, forwarded_heads
+                )
                 continue
             except msgspec.DecodeError as exc:
                 if line.strip():
-                    seq = self._reject(Diagnostic(lineno, "invalid_json", str(exc)), out, seq)
+                    self._reject(
+                        Diagnostic(lineno, "invalid_json", str(exc)), forwarded, forwarded_heads
+                    )
                 continue
             except RecursionError:
                 reason = "JSON nested too deeply"
-                seq = self._reject(Diagnostic(lineno, "invalid_json", reason), out, seq)
+                self._reject(Diagnostic(lineno, "invalid_json", reason), forwarded, forwarded_heads)
                 continue
             except UnicodeDecodeError as exc:
-                seq = self._reject(Diagnostic(lineno, "invalid_utf8", str(exc)), out, seq)
+                self._reject(
+                    Diagnostic(lineno, "invalid_utf8", str(exc)), forwarded, forwarded_heads
+                )
                 continue
             kind = type(envelope)
             if kind is Step:
                 violation = fold_step(envelope, lineno)  # type: ignore[arg-type]
                 if violation is not None:
-                    seq = self._reject(violation, out, seq)
+                    self._reject(violation, forwarded, forwarded_heads)
                     continue
             elif kind is Log:
                 turn.logs += 1
             else:
                 turn.terminal = envelope  # type: ignore[assignment]
                 turn.terminal_line = lineno
+                self._diagnostics_at_terminal = turn.diagnostic_count
             head = heads[kind]
-            if head is None:
-                continue
-            if not sse:
-                out.append(line)
-            elif 13 in line:  # JSON whitespace CR: the frame needs one data: line per part
-                seq += 1
-                out.append(b"id: %d\n%b%b\n" % (seq, head, data_fields(line)))
-            else:
-                seq += 1
-                out.append(SINGLE_LINE_FRAME % (seq, head, line))
-            if sse and turn.terminal is not None:
-                self._seq = seq
-                out.append(self._done())
-                seq = self._seq
-        turn.lines = lineno
-        self._seq = seq
-        if not out:
+            if head is not None:
+                forward(line)
+                forward_head(head)
+        if not forwarded:
             return b""
-        if not sse:
-            return b"\n".join(out) + b"\n"
-        return b"".join(out)
+        if self.mode == "ndjson":
+            return b"\n".join(forwarded) + b"\n"
+        return self._render(forwarded_heads, forwarded)
 
-    def _reject(self, diagnostic: Diagnostic, out: list[bytes], seq: int) -> int:
-        """Record a rejected line; in strict mode it also ends the turn.
+    def _render(self, heads: list[bytes], lines: list[bytes]) -> bytes:
+        """SSE frames for consecutive lines, then ``done`` if the last one ended the turn."""
+        seq = self._seq
+        self._seq += len(lines)
+        if any(map(bytes.__contains__, lines, repeat(13))):  # a CR: JSON whitespace
+            frames = b"".join(
+                [
+                    b"id: %d\n%b%b\n" % (n, h, data_fields(d))
+                    for n, h, d in zip(count(seq + 1), heads, lines)
+                ]
+            )
+        else:
+            frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
+        if self.turn.terminal is not None and self._done_sent is False:
+            self._done_sent = True
+            frames += self._done()
+        return frames
 
-        Returns the frame sequence number after any frame added to ``out``.
-        """
+    def _reject(self, diagnostic: Diagnostic, lines: list[bytes], heads: list[bytes]) -> None:
+        """Record a rejected line; in strict mode it also ends the turn there."""
         turn = self.turn
         turn.record(diagnostic)
-        if not self.strict or turn.terminal is not None:
-            return seq
-        turn.lines = diagnostic.line
-        self._seq = seq
-        head, line = self._synthesize_error("protocol_error", str(diagnostic))
-        if self.mode == "ndjson":
-            out.append(line)
-        else:
-            out.append(self._frame(head, line) + self._done())
-        return self._seq
+        if self.strict and turn.terminal is None:
+            head, line = self._synthesize_error("protocol_error", str(diagnostic), diagnostic.line)
+            lines.append(line)
+            heads.append(head)
 
-    def _synthesize_error(self, code: str, message: str) -> tuple[bytes, bytes]:
+    def _synthesize_error(self, code: str, message: str, line: int) -> tuple[bytes, bytes]:
         turn = self.turn
         error = Error(code=code, message=message)
         turn.terminal = error
-        turn.terminal_line = turn.lines
+        turn.terminal_line = line
         turn.synthesized = True
+        self._diagnostics_at_terminal = turn.diagnostic_count
         head = self._frame_heads[Error]
         assert head is not None
         return head, encode_line(error)[:-1]
-
-    def _emit(self, item: tuple[bytes, bytes]) -> bytes:
-        head, line = item
-        if self.mode == "ndjson":
-            return line + b"\n"
-        return self._frame(head, line)
 
     def _frame(self, head: bytes, data: bytes) -> bytes:
         self._seq += 1
@@ -282,5 +292,8 @@ class StreamProcessor:
             return b""
         turn = self.turn
         kind = "result" if turn.result is not None else "error"
-        payload = b'{"terminal":"%s","diagnostics":%d}' % (kind.encode(), turn.diagnostic_count)
+        payload = b'{"terminal":"%s","diagnostics":%d}' % (
+            kind.encode(),
+            self._diagnostics_at_terminal,
+        )
         return self._frame(event_field("done"), payload)
