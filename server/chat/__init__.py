@@ -1,0 +1,72 @@
+"""The chat backend (the Assistant side of seeds 000, 002 and 003) on Quart-Trio.
+
+- :class:`ChatService` starts turns: lock, user message, session and hashed one-time
+  tokens in one transaction, then the dispatch to the embedded or a remote runner;
+- :class:`RelayBody` streams a turn: the runner's NDJSON through the core to SSE
+  (or validated NDJSON for the Agents block), one nursery per turn, settled once;
+- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` the embedded
+  default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
+  content-addressed bytes;
+- :func:`create_chat_app` / :func:`serve_chat` mount and serve it all;
+  ``sandstream serve`` (:mod:`sandstream.server.serve_cli`) runs it on embedded
+  defaults.
+"""
+
+from .agent import AgentProfile, load_agent_profile
+from .app import ChatAwareHTTPConnection, create_chat_app, serve_chat
+from .app_state import get_service
+from .bag import BlobStore, sanitize_name
+from .config import ChatSettings
+from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, TargetError, resolve_target
+from .errors import (
+    AttachmentError,
+    ChatBusyError,
+    ChatConfigError,
+    ChatError,
+    ChatNotFoundError,
+    FileNotFoundInBagError,
+    StoreError,
+    TokenRejectedError,
+    UploadError,
+    UploadTooLargeError,
+)
+from .live import LiveAgentsRun, LiveChatTurn, LiveTurn, LiveTurns
+from .relay import RelayBody
+from .service import ChatService
+from .sqlite_store import SQLiteChatStore
+from .store import ChatStore
+
+__all__ = [
+    "AgentProfile",
+    "AttachmentError",
+    "BlobStore",
+    "ChatAwareHTTPConnection",
+    "ChatBusyError",
+    "ChatConfigError",
+    "ChatError",
+    "ChatNotFoundError",
+    "ChatService",
+    "ChatSettings",
+    "ChatStore",
+    "EmbeddedUpstream",
+    "FileNotFoundInBagError",
+    "LiveAgentsRun",
+    "LiveChatTurn",
+    "LiveTurn",
+    "LiveTurns",
+    "RelayBody",
+    "RemoteUpstream",
+    "SQLiteChatStore",
+    "StoreError",
+    "Target",
+    "TargetError",
+    "TokenRejectedError",
+    "UploadError",
+    "UploadTooLargeError",
+    "create_chat_app",
+    "get_service",
+    "load_agent_profile",
+    "resolve_target",
+    "sanitize_name",
+    "serve_chat",
+]

@@ -1,0 +1,127 @@
+"""What a turn's sandbox is told: the ``/env`` and ``/config`` answers.
+
+An :class:`AgentProfile` is the server's agent: a :class:`ConfigResponse` template
+(agent kind, system prompt, model, skills, MCP servers, runtime cap) and the env vars
+the agent needs (``OPENAI_*``). Per session it fills in the turn's prompt and
+conversation. :func:`load_agent_profile` picks, in order:
+
+1. ``--agent-config FILE`` / ``SANDSTREAM_AGENT_CONFIG``: a ``ConfigResponse`` JSON
+   file (docs/container.md), used as the template;
+2. ``OPENAI_MODEL`` set: the OpenAI-compatible agent (``OPENAI_BASE_URL``,
+   ``OPENAI_API_KEY``, ``OPENAI_MODEL`` go to the sandbox through ``/env``);
+3. otherwise the offline demo: the ``scripted`` agent with the bundled skills, which
+   lists the work dir, writes the prompt to ``output/echo.md`` (so it comes back as
+   an attachment) and answers with the prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from sandstream.container.schemas import (
+    ChatTurn,
+    ConfigResponse,
+    EnvResponse,
+    OpenAIAgent,
+    ScriptedAgent,
+    ScriptedStep,
+    agent_kind,
+)
+
+from .errors import ChatConfigError
+from .models import Environment, Session
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "OPENAI_ENV_VARS",
+    "AgentProfile",
+    "demo_plan",
+    "load_agent_profile",
+]
+
+OPENAI_ENV_VARS: Final = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are the sandstream assistant. You work in a sandbox with tools; files you "
+    "write under output/ are returned to the user."
+)
+DEMO_MESSAGE: Final = (
+    "You said: {prompt}\n\n"
+    "(This answer comes from sandstream's offline scripted agent. Set OPENAI_MODEL, "
+    "OPENAI_BASE_URL and OPENAI_API_KEY to talk to a real model.)"
+)
+
+
+def demo_plan(prompt: str) -> ScriptedAgent:
+    """The offline demo's plan for one turn: two real skill calls, then the answer."""
+    return ScriptedAgent(
+        steps=[
+            ScriptedStep(tool="list_files", args={"path": "."}),
+            ScriptedStep(
+                tool="write_file",
+                args={"path": "output/echo.md", "content": f"# You said\n\n{prompt}\n"},
+            ),
+        ],
+        message=DEMO_MESSAGE,
+    )
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """The server's agent. ``demo``: replace the template's agent by :func:`demo_plan`."""
+
+    template: ConfigResponse
+    env_vars: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    demo: bool = False
+
+    def config_for(self, session: Session) -> ConfigResponse:
+        """The ``/config`` answer for a session: the template with its prompt and history."""
+        conversation = [ChatTurn(t.role, t.content, t.ts) for t in session.conversation]
+        config = msgspec.structs.replace(
+            self.template, prompt=session.prompt, conversation=conversation
+        )
+        if self.demo:
+            config = msgspec.structs.replace(config, agent=demo_plan(session.prompt))
+        return config
+
+    def env_for(self, environment: Environment | None) -> EnvResponse:
+        """The ``/env`` answer: the agent's vars, then the workflow environment's."""
+        variables = dict(self.env_vars)
+        setup_script = ""
+        if environment is not None:
+            variables.update(environment.vars)
+            setup_script = environment.setup_script
+        return EnvResponse(vars=variables, setup_script=setup_script)
+
+
+def load_agent_profile(
+    environ: Mapping[str, str], agent_config: Path | None = None
+) -> AgentProfile:
+    """The agent profile from a config file or the environment (module docstring).
+
+    Raises :class:`ChatConfigError` for an unreadable or invalid config file.
+    """
+    openai_vars = {name: environ[name] for name in OPENAI_ENV_VARS if environ.get(name)}
+    system_prompt = environ.get("SANDSTREAM_SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT)
+    if agent_config is not None:
+        try:
+            template = msgspec.json.decode(agent_config.read_bytes(), type=ConfigResponse)
+        except OSError as exc:
+            raise ChatConfigError(f"cannot read the agent config {agent_config}: {exc}") from exc
+        except msgspec.DecodeError as exc:
+            raise ChatConfigError(f"invalid agent config {agent_config}: {exc}") from exc
+        kind = agent_kind(template.agent)
+        variables = openai_vars if kind == "openai" else {}
+        return AgentProfile(template, variables, f"{kind} agent from {agent_config}")
+    model = environ.get("OPENAI_MODEL")
+    if model:
+        template = ConfigResponse(agent=OpenAIAgent(), system_prompt=system_prompt, model=model)
+        base = openai_vars.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        return AgentProfile(template, openai_vars, f"openai agent: model {model} at {base}")
+    template = ConfigResponse(agent=ScriptedAgent(), system_prompt=system_prompt)
+    return AgentProfile(template, {}, "scripted demo agent (offline, bundled skills)", demo=True)

@@ -1,0 +1,124 @@
+"""The chat backend's settings: :class:`ChatSettings`, validated on construction.
+
+``sandstream serve`` builds them from flags and environment variables
+(:mod:`sandstream.server.serve_cli`; docs/chat.md lists them all). Times are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from .agent import AgentProfile, load_agent_profile
+from .dispatch import normalize_url
+from .errors import ChatConfigError
+from .models import Purpose
+from .tokens import DEFAULT_LIFETIMES, PURPOSES
+
+__all__ = ["ChatSettings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatSettings:
+    """How the chat backend stores, locks, dispatches and streams.
+
+    ``data_dir``: the database and the bag's blobs. ``api_token``: the bearer the
+    chat API requires. ``public_url``: the base URL sandboxes call back
+    (``{public_url}/api/sandbox/{session}``); ``None`` derives it from the address
+    the server is bound to. ``sandbox_url``: the server's remote runner (``None``:
+    the embedded runner); ``runner_token`` is sent to remote runners.
+    ``allowed_sandbox_urls``: other runners a request or a workflow environment may
+    name. ``embedded_runner``: whether this process runs turns itself.
+
+    ``lock_lease``: how long a chat lock lives without a heartbeat;
+    ``lock_heartbeat``: how often a live turn renews it. ``ping_interval``: an idle
+    SSE stream gets ``: ping`` this often. ``stall_timeout``: a client that has not
+    taken a chunk for this long is cut off (``None``: never). ``replay_limit``:
+    past messages sent to the sandbox. ``token_lifetimes``: per purpose.
+    """
+
+    data_dir: Path
+    api_token: str
+    agent: AgentProfile = field(default_factory=lambda: load_agent_profile({}))
+    public_url: str | None = None
+    sandbox_url: str | None = None
+    runner_token: str | None = None
+    allowed_sandbox_urls: frozenset[str] = frozenset()
+    embedded_runner: bool = True
+    lock_lease: float = 30.0
+    lock_heartbeat: float = 10.0
+    ping_interval: float = 15.0
+    stall_timeout: float | None = 60.0
+    replay_limit: int = 20
+    token_lifetimes: Mapping[Purpose, float] = field(
+        default_factory=lambda: dict(DEFAULT_LIFETIMES)
+    )
+    max_message_chars: int = 100_000
+    max_json_bytes: int = 1024 * 1024
+    max_upload_bytes: int = 32 * 1024 * 1024
+    max_upload_files: int = 20
+    max_results_bytes: int = 128 * 1024 * 1024
+    max_results_files: int = 1000
+    max_chats_listed: int = 500
+    remote_connect_timeout: float = 10.0
+    shutdown_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.api_token.strip():
+            raise ChatConfigError("the chat API token must not be blank")
+        for name in (
+            "lock_lease",
+            "lock_heartbeat",
+            "ping_interval",
+            "remote_connect_timeout",
+            "shutdown_timeout",
+        ):
+            _positive(name, getattr(self, name))
+        if self.stall_timeout is not None:
+            _positive("stall_timeout", self.stall_timeout)
+        if self.lock_heartbeat >= self.lock_lease:
+            raise ChatConfigError(
+                f"the lock heartbeat ({self.lock_heartbeat:g} s) must be shorter than "
+                f"its lease ({self.lock_lease:g} s)"
+            )
+        if self.replay_limit < 0:
+            raise ChatConfigError(f"replay_limit must be >= 0, got {self.replay_limit}")
+        for name in (
+            "max_message_chars",
+            "max_json_bytes",
+            "max_upload_bytes",
+            "max_upload_files",
+            "max_results_bytes",
+            "max_results_files",
+            "max_chats_listed",
+        ):
+            if getattr(self, name) < 1:
+                raise ChatConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        missing = [p for p in PURPOSES if p not in self.token_lifetimes]
+        if missing:
+            raise ChatConfigError(f"token_lifetimes lacks {missing}")
+        for purpose in PURPOSES:
+            _positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
+        object.__setattr__(self, "token_lifetimes", MappingProxyType(dict(self.token_lifetimes)))
+        try:
+            if self.public_url is not None:
+                object.__setattr__(self, "public_url", normalize_url(self.public_url))
+            if self.sandbox_url is not None:
+                object.__setattr__(self, "sandbox_url", normalize_url(self.sandbox_url))
+            allowed = frozenset(normalize_url(u) for u in self.allowed_sandbox_urls)
+        except ValueError as exc:
+            raise ChatConfigError(str(exc)) from exc
+        object.__setattr__(self, "allowed_sandbox_urls", allowed)
+        if not self.embedded_runner and self.sandbox_url is None:
+            raise ChatConfigError(
+                "the Assistant has no runner: set SANDBOX_URL (--sandbox-url) to a "
+                "runner's base URL, or run the embedded runner (drop --no-embedded-runner)"
+            )
+
+
+def _positive(name: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise ChatConfigError(f"{name} must be a finite number > 0, got {value}")

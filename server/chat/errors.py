@@ -1,0 +1,88 @@
+"""The chat backend's exception types. Routes turn each into one problem JSON answer."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AttachmentError",
+    "ChatBusyError",
+    "ChatConfigError",
+    "ChatError",
+    "ChatNotFoundError",
+    "FileNotFoundInBagError",
+    "StoreError",
+    "TokenRejectedError",
+    "UploadError",
+    "UploadTooLargeError",
+]
+
+
+class ChatError(Exception):
+    """Base class of the chat backend's errors."""
+
+
+class ChatConfigError(ChatError):
+    """The server's configuration cannot work (raised at start-up, never per turn)."""
+
+
+class StoreError(ChatError):
+    """The store cannot be opened or migrated (unknown schema version, bad data dir)."""
+
+
+class ChatNotFoundError(ChatError):
+    """No such chat in this workspace (or it was deleted)."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"no chat {chat_id!r} in this workspace")
+        self.chat_id = chat_id
+
+
+class ChatBusyError(ChatError):
+    """The chat has a turn in flight: its lock is held and its lease has not expired.
+
+    ``active_message_id`` is the assistant message being produced,
+    ``active_user_message_id`` the user message that started it, ``expires_at`` the
+    lease's expiry (Unix epoch ms).
+    """
+
+    def __init__(
+        self,
+        chat_id: str,
+        active_message_id: str | None,
+        active_user_message_id: str | None,
+        expires_at: int | None,
+    ) -> None:
+        super().__init__(f"chat {chat_id!r} has a turn in flight")
+        self.chat_id = chat_id
+        self.active_message_id = active_message_id
+        self.active_user_message_id = active_user_message_id
+        self.expires_at = expires_at
+
+
+class AttachmentError(ChatError):
+    """Attachment ids that are unknown, deleted, or belong to another chat."""
+
+    def __init__(self, unknown: list[str]) -> None:
+        super().__init__(
+            "unknown attachment id(s) for this chat: " + ", ".join(repr(i) for i in unknown)
+        )
+        self.unknown = unknown
+
+
+class FileNotFoundInBagError(ChatError):
+    """No such file in this chat's bag (or it was deleted)."""
+
+    def __init__(self, file_id: str) -> None:
+        super().__init__(f"no file {file_id!r} in this chat")
+        self.file_id = file_id
+
+
+class TokenRejectedError(ChatError):
+    """A one-time token was missing, unknown, used, expired, or for another purpose/session."""
+
+
+class UploadError(ChatError):
+    """An upload body could not be read: not multipart, malformed, or without files."""
+
+
+class UploadTooLargeError(UploadError):
+    """An upload exceeded a size or count limit; nothing was kept."""

@@ -1,0 +1,101 @@
+"""The chat backend's exceptions as problem JSON (RFC 9457), one handler per type."""
+
+from __future__ import annotations
+
+import logging
+
+from quart import Quart, Response
+
+from sandstream.server.problems import AT_CAPACITY, SHUTTING_DOWN, problem
+from sandstream.server.runner import AtCapacityError, RunnerUnavailableError
+
+from .dispatch import TargetError
+from .errors import (
+    AttachmentError,
+    ChatBusyError,
+    ChatNotFoundError,
+    FileNotFoundInBagError,
+    TokenRejectedError,
+    UploadError,
+    UploadTooLargeError,
+)
+from .http import (
+    BAD_RUNNER,
+    CHAT_BUSY,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNKNOWN_ATTACHMENT,
+    UNSUPPORTED_MEDIA_TYPE,
+    BadRequestError,
+    invalid,
+    unauthorized,
+)
+
+__all__ = ["install_chat_error_handlers"]
+
+log = logging.getLogger("sandstream.chat")
+
+
+def install_chat_error_handlers(app: Quart) -> None:
+    """Register a problem answer for each chat exception on ``app``."""
+
+    @app.errorhandler(BadRequestError)
+    async def _bad_request(error: BadRequestError) -> Response:
+        return error.response
+
+    @app.errorhandler(ChatNotFoundError)
+    async def _chat_not_found(error: ChatNotFoundError) -> Response:
+        return problem(404, "Chat not found", str(error), type=NOT_FOUND, chatId=error.chat_id)
+
+    @app.errorhandler(FileNotFoundInBagError)
+    async def _file_not_found(error: FileNotFoundInBagError) -> Response:
+        return problem(404, "File not found", str(error), type=NOT_FOUND, fileId=error.file_id)
+
+    @app.errorhandler(ChatBusyError)
+    async def _busy(error: ChatBusyError) -> Response:
+        return problem(
+            409,
+            "Chat busy",
+            "a turn is in flight on this chat; wait for it to settle",
+            type=CHAT_BUSY,
+            chatId=error.chat_id,
+            activeMessageId=error.active_message_id,
+            activeUserMessageId=error.active_user_message_id,
+            lockExpiresAt=error.expires_at,
+        )
+
+    @app.errorhandler(AttachmentError)
+    async def _attachment(error: AttachmentError) -> Response:
+        return problem(
+            422, "Unknown attachment", str(error), type=UNKNOWN_ATTACHMENT, unknownIds=error.unknown
+        )
+
+    @app.errorhandler(TargetError)
+    async def _target(error: TargetError) -> Response:
+        return problem(422, "Runner not usable", str(error), type=BAD_RUNNER)
+
+    @app.errorhandler(RunnerUnavailableError)
+    async def _unavailable(error: RunnerUnavailableError) -> Response:
+        at_capacity = isinstance(error, AtCapacityError)
+        return problem(
+            503,
+            "Runner at capacity" if at_capacity else "Shutting down",
+            str(error),
+            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
+            headers={"Retry-After": str(error.retry_after)},
+        )
+
+    @app.errorhandler(TokenRejectedError)
+    async def _token(error: TokenRejectedError) -> Response:
+        log.warning("sandbox callback refused: %s", error)
+        return unauthorized("the one-time token is invalid, expired or already used", "sandbox")
+
+    @app.errorhandler(UploadTooLargeError)
+    async def _too_large(error: UploadTooLargeError) -> Response:
+        return problem(413, "Payload Too Large", str(error), type=PAYLOAD_TOO_LARGE)
+
+    @app.errorhandler(UploadError)
+    async def _upload(error: UploadError) -> Response:
+        if "multipart/form-data" in str(error):
+            return problem(415, "Unsupported Media Type", str(error), type=UNSUPPORTED_MEDIA_TYPE)
+        return invalid(str(error))

@@ -1,0 +1,215 @@
+"""Live turns: what is in flight, and how each one settles exactly once.
+
+A :class:`LiveTurn` is one dispatch between its start (the route) and its settle:
+the core's :class:`~sandstream.core.StreamProcessor` for it, its
+:class:`~.dispatch.Upstream`, and what to persist. :meth:`LiveTurn.settle` runs once
+however the turn ends — a terminal line, the client gone, shutdown, a body that was
+never started — under a shielded cancel scope, so a cancelled caller still persists.
+
+- :class:`LiveChatTurn` persists the assistant message folded from the processor's
+  turn state (a turn that did not end is ended first as ``cancelled``, keeping the
+  steps so far) and releases the chat lock, in one store transaction; while it
+  streams, its lease is renewed (:func:`~.lease.keep_lease`).
+- :class:`LiveAgentsRun` settles its session (unused tokens die).
+
+:class:`LiveTurns` tracks them for shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from sandstream.core import StreamProcessor
+from sandstream.core.persistence import PersistedMessage, assistant_message
+
+from .dispatch import Upstream
+from .errors import StoreError
+from .ids import now_ms
+from .lease import keep_lease
+from .models import TurnFinish
+from .store import ChatStore
+
+__all__ = ["LiveAgentsRun", "LiveChatTurn", "LiveTurn", "LiveTurns"]
+
+log = logging.getLogger("sandstream.chat")
+
+
+class LiveTurn:
+    """One dispatch in flight. Subclasses say what a start frame and a settle are."""
+
+    def __init__(self, *, session_id: str, processor: StreamProcessor, upstream: Upstream) -> None:
+        self.session_id = session_id
+        self.processor = processor
+        self.upstream = upstream
+        self.entered = False
+        """True once the response body started (its nursery owns the turn from then)."""
+        self.settled = trio.Event()
+        self._settling = False
+        self._registry: LiveTurns | None = None
+
+    def start_frame(self) -> bytes:
+        """The first bytes of the response (SSE ``start``), if any."""
+        return b""
+
+    async def background(self) -> None:
+        """Work that lives as long as the stream (run in the body's nursery)."""
+
+    async def _persist(self) -> None:
+        """Write the settled turn (called once, shielded)."""
+
+    def end(self, message: str) -> None:
+        """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``."""
+        self.upstream.end("shutdown", message)
+
+    async def settle(self, reason: str = "the client disconnected") -> None:
+        """Persist the turn once; later calls wait for the first to finish.
+
+        A turn whose stream has not ended is ended as cancelled, with ``reason``.
+        Shielded from cancellation; a store failure is logged, never raised (the
+        chat lock then expires with its lease).
+        """
+        if self._settling:
+            with trio.CancelScope(shield=True):
+                await self.settled.wait()
+            return
+        self._settling = True
+        try:
+            with trio.CancelScope(shield=True):
+                if not self.processor.ended:
+                    self.processor.cancel(reason)
+                try:
+                    await self._persist()
+                except (sqlite3.Error, StoreError, OSError):
+                    log.exception("session %s: persisting the settled turn failed", self.session_id)
+        finally:
+            self.settled.set()
+            if self._registry is not None:
+                self._registry.discard(self)
+
+    async def abandon(self) -> None:
+        """Settle a turn whose response body never started (the client left first)."""
+        if self.entered:
+            return
+        self.upstream.discard()
+        await self.settle("the client went away before the stream started")
+
+
+class LiveChatTurn(LiveTurn):
+    """An Assistant turn: SSE out, the assistant message persisted, the lock released."""
+
+    def __init__(
+        self,
+        *,
+        store: ChatStore,
+        session_id: str,
+        chat_id: str,
+        holder: str,
+        user_message_id: str,
+        assistant_message_id: str,
+        start: Mapping[str, Any],
+        upstream: Upstream,
+        max_line_bytes: int,
+        lock_lease: float,
+        lock_heartbeat: float,
+    ) -> None:
+        super().__init__(
+            session_id=session_id,
+            processor=StreamProcessor("sse", max_line_bytes=max_line_bytes),
+            upstream=upstream,
+        )
+        self.store = store
+        self.chat_id = chat_id
+        self.holder = holder
+        self.user_message_id = user_message_id
+        self.assistant_message_id = assistant_message_id
+        self._start = dict(start)
+        self._lock_lease = lock_lease
+        self._lock_heartbeat = lock_heartbeat
+        self.message: PersistedMessage | None = None
+        """The assistant message as stored, once settled."""
+
+    def start_frame(self) -> bytes:
+        return self.processor.start(self._start)
+
+    async def background(self) -> None:
+        await keep_lease(
+            self.store,
+            self.chat_id,
+            self.holder,
+            lease=self._lock_lease,
+            heartbeat=self._lock_heartbeat,
+        )
+
+    async def _persist(self) -> None:
+        now = now_ms()
+        folded = assistant_message(
+            self.processor.turn, message_id=self.assistant_message_id, created_at=now
+        )
+        self.message = await self.store.finish_turn(
+            TurnFinish(
+                chat_id=self.chat_id,
+                session_id=self.session_id,
+                holder=self.holder,
+                message=folded,
+                now=now,
+            )
+        )
+
+
+class LiveAgentsRun(LiveTurn):
+    """An Agents-block run: validated NDJSON out, the session settled at the end."""
+
+    def __init__(
+        self, *, store: ChatStore, session_id: str, upstream: Upstream, max_line_bytes: int
+    ) -> None:
+        super().__init__(
+            session_id=session_id,
+            processor=StreamProcessor("ndjson", max_line_bytes=max_line_bytes),
+            upstream=upstream,
+        )
+        self.store = store
+
+    async def _persist(self) -> None:
+        await self.store.settle_session(self.session_id, now=now_ms())
+
+
+class LiveTurns:
+    """The live turns of one app, for :meth:`shutdown`."""
+
+    def __init__(self) -> None:
+        self._turns: set[LiveTurn] = set()
+        self._changed = trio.Event()
+        self.draining = False
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def add(self, turn: LiveTurn) -> None:
+        turn._registry = self
+        self._turns.add(turn)
+
+    def discard(self, turn: LiveTurn) -> None:
+        self._turns.discard(turn)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def turns(self) -> list[LiveTurn]:
+        return list(self._turns)
+
+    async def shutdown(self, timeout: float) -> None:
+        """End every live turn with ``error{code:"shutdown"}``; wait up to ``timeout``
+        for them to settle (a turn whose body never starts is settled when its
+        connection closes). Cancellation: stops waiting; the turns go on ending."""
+        self.draining = True
+        for turn in self.turns():
+            turn.end("the server is shutting down")
+        with trio.move_on_after(timeout):
+            while self._turns:
+                await self._changed.wait()
+        if self._turns:
+            log.error("shutdown: %d turn(s) did not settle in time", len(self._turns))

@@ -1,0 +1,184 @@
+"""Versioned schema migrations for the SQLite store.
+
+Each :class:`Migration` has a version (1, 2, ...) and the statements that take the
+schema from the previous version to it. :func:`migrate` applies the missing ones in
+order, each in its own ``BEGIN IMMEDIATE`` transaction together with its row in
+``schema_version``, so that two processes opening the same database at once apply
+each migration exactly once. A database newer than this code is refused with
+:class:`~.errors.StoreError` rather than used.
+
+Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
+column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import StoreError
+
+__all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        1,
+        "chats, messages, bag files, sessions, one-time tokens, workflow environments",
+        (
+            """
+            CREATE TABLE chats (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL,
+                workflow_id TEXT,
+                type TEXT NOT NULL DEFAULT 'assistant_sandbox',
+                title TEXT,
+                conversation_id TEXT,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                deleted_at INTEGER,
+                lock_holder TEXT,
+                lock_message_id TEXT,
+                lock_user_message_id TEXT,
+                lock_session_id TEXT,
+                lock_expires_at INTEGER
+            )
+            """,
+            "CREATE INDEX chats_by_workspace ON chats (workspace_id, updated_at)",
+            """
+            CREATE TABLE messages (
+                chat_id TEXT NOT NULL REFERENCES chats (id),
+                seq INTEGER NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+                created_at INTEGER NOT NULL,
+                body BLOB NOT NULL,
+                PRIMARY KEY (chat_id, seq)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE bag_files (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL,
+                chat_id TEXT REFERENCES chats (id),
+                session_id TEXT,
+                message_id TEXT,
+                name TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                content_type TEXT NOT NULL,
+                sha256 TEXT NOT NULL,
+                source TEXT NOT NULL CHECK (source IN ('upload', 'result')),
+                created_at INTEGER NOT NULL,
+                deleted_at INTEGER
+            )
+            """,
+            "CREATE INDEX bag_files_by_chat ON bag_files (chat_id, created_at)",
+            "CREATE INDEX bag_files_by_session ON bag_files (session_id)",
+            "CREATE INDEX bag_files_by_sha256 ON bag_files (sha256)",
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL CHECK (kind IN ('chat', 'agents')),
+                workspace_id TEXT NOT NULL,
+                chat_id TEXT REFERENCES chats (id),
+                workflow_id TEXT,
+                user_message_id TEXT,
+                assistant_message_id TEXT,
+                prompt TEXT NOT NULL,
+                conversation BLOB NOT NULL,
+                created_at INTEGER NOT NULL,
+                settled_at INTEGER
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                hash TEXT PRIMARY KEY,
+                purpose TEXT NOT NULL CHECK (purpose IN ('setup', 'run', 'upload')),
+                session_id TEXT NOT NULL REFERENCES sessions (id),
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                used_at INTEGER
+            )
+            """,
+            "CREATE INDEX tokens_by_session ON tokens (session_id)",
+            """
+            CREATE TABLE workflow_environments (
+                workspace_id TEXT NOT NULL,
+                workflow_id TEXT NOT NULL,
+                vars BLOB NOT NULL,
+                setup_script TEXT NOT NULL,
+                updated_at INTEGER NOT NULL,
+                PRIMARY KEY (workspace_id, workflow_id)
+            )
+            """,
+        ),
+    ),
+)
+
+
+def _ensure_version_table(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+    )
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    """The highest migration applied (0 for a new database)."""
+    _ensure_version_table(conn)
+    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+    return int(row[0])
+
+
+def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+    """Apply the missing migrations; return the versions applied (often none).
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Raises
+    :class:`StoreError` if the database is newer than ``migrations``.
+    """
+    latest = migrations[-1].version if migrations else 0
+    applied: list[int] = []
+    for migration in migrations:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = current_version(conn)
+            if version > latest:
+                raise StoreError(
+                    f"the database has schema version {version}, newer than this "
+                    f"sandstream ({latest}); upgrade sandstream"
+                )
+            if migration.version <= version:
+                conn.execute("COMMIT")
+                continue
+            if migration.version != version + 1:
+                raise StoreError(f"migration {migration.version} follows {version}: a gap")
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.description, int(time.time() * 1000)),
+            )
+            conn.execute("COMMIT")
+            applied.append(migration.version)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    if not migrations:
+        return applied
+    final = current_version(conn)
+    if final > latest:
+        raise StoreError(
+            f"the database has schema version {final}, newer than this sandstream "
+            f"({latest}); upgrade sandstream"
+        )
+    return applied

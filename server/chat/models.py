@@ -1,0 +1,186 @@
+"""The chat backend's records: what the store keeps and what the API returns.
+
+JSON field names are camelCase (the browser's side, as in
+:class:`~sandstream.core.persistence.PersistedMessage`); the store's columns are
+snake_case. Times are Unix epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from sandstream.core.persistence import ChatTurn, PersistedFileAttachment, PersistedMessage
+
+__all__ = [
+    "BagFile",
+    "BagSource",
+    "Chat",
+    "Environment",
+    "NewBlob",
+    "Purpose",
+    "Session",
+    "SessionKind",
+    "TokenMint",
+    "TurnFinish",
+    "TurnRequest",
+    "TurnStart",
+]
+
+Purpose: TypeAlias = Literal["setup", "run", "upload"]
+"""What a one-time token redeems: ``GET /env``, ``GET /config``, ``POST /results``."""
+
+SessionKind: TypeAlias = Literal["chat", "agents"]
+BagSource: TypeAlias = Literal["upload", "result"]
+
+
+class Chat(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """A conversation (seed 002's ``copilotChats`` row, type ``assistant_sandbox``).
+
+    ``conversation_id`` is the first user message's id. ``active_message_id`` is set
+    while a turn holds the chat's lock: the assistant message being produced.
+    """
+
+    id: str
+    workspace_id: str
+    created_at: int
+    updated_at: int
+    workflow_id: str | None = None
+    title: str | None = None
+    conversation_id: str | None = None
+    message_count: int = 0
+    active_message_id: str | None = None
+    active_user_message_id: str | None = None
+    lock_expires_at: int | None = None
+
+
+class BagFile(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """A chat-bag file: bytes on disk under their SHA-256, metadata in the database.
+
+    ``source`` is ``upload`` (the user's) or ``result`` (written back by a run, then
+    attached to that turn's assistant message). ``chat_id`` is ``None`` for files of
+    an Agents-block run (the workspace's bag).
+    """
+
+    id: str
+    workspace_id: str
+    name: str
+    size: int
+    content_type: str
+    sha256: str
+    source: BagSource
+    created_at: int
+    chat_id: str | None = None
+    session_id: str | None = None
+    message_id: str | None = None
+
+    def attachment(self) -> PersistedFileAttachment:
+        """The reference a message holds to this file."""
+        return PersistedFileAttachment(
+            id=self.id,
+            name=self.name,
+            size=self.size,
+            content_type=self.content_type,
+            sha256=self.sha256,
+        )
+
+
+class Session(msgspec.Struct, kw_only=True):
+    """One dispatch: what the container's callbacks are answered from.
+
+    A chat turn's session names its chat and messages; an Agents-block run's has no
+    chat. ``conversation`` is what was replayed to the sandbox.
+    """
+
+    id: str
+    kind: SessionKind
+    workspace_id: str
+    prompt: str
+    created_at: int
+    conversation: list[ChatTurn] = msgspec.field(default_factory=list)
+    chat_id: str | None = None
+    workflow_id: str | None = None
+    user_message_id: str | None = None
+    assistant_message_id: str | None = None
+    settled_at: int | None = None
+
+
+class TokenMint(msgspec.Struct, frozen=True, kw_only=True):
+    """A one-time token as stored: its SHA-256 (hex), purpose and expiry."""
+
+    hash: str
+    purpose: Purpose
+    expires_at: int
+
+
+class NewBlob(msgspec.Struct, frozen=True, kw_only=True):
+    """A file already stored in the blob store, to be recorded in the bag."""
+
+    name: str
+    size: int
+    content_type: str
+    sha256: str
+
+
+class Environment(msgspec.Struct, rename="camel", kw_only=True):
+    """A workflow's named environment: variables and a setup script (seed 003).
+
+    Served to the sandbox by ``GET /env``; its ``SANDBOX_URL`` variable, if any,
+    picks the runner for the workflow's turns.
+    """
+
+    workspace_id: str
+    workflow_id: str
+    vars: dict[str, str] = msgspec.field(default_factory=dict)
+    setup_script: str = ""
+    updated_at: int = 0
+
+
+class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything :meth:`ChatStore.begin_turn` writes, with ids chosen by the caller.
+
+    ``chat_id`` ``None`` creates the chat. ``holder`` and ``lease_expires_at`` are the
+    lock's lease; ``tokens`` the session's hashed one-time tokens.
+    """
+
+    workspace_id: str
+    chat_id: str | None
+    workflow_id: str | None
+    text: str
+    attachment_ids: list[str]
+    user_message_id: str
+    assistant_message_id: str
+    session_id: str
+    holder: str
+    lease_expires_at: int
+    tokens: list[TokenMint]
+    now: int
+    replay_limit: int
+
+
+class TurnStart(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`ChatStore.begin_turn` wrote: the chat, the user message, the session.
+
+    ``created`` is true when this turn created the chat. ``session.conversation`` is
+    the replay window (the messages before this one, at most ``replay_limit``).
+    ``recovered_message_id`` names an assistant message written for a turn whose
+    server died (its lock had expired), if this turn took such a lock over.
+    """
+
+    chat: Chat
+    created: bool
+    user_message: PersistedMessage
+    session: Session
+    holder: str
+    recovered_message_id: str | None = None
+
+
+class TurnFinish(msgspec.Struct, frozen=True, kw_only=True):
+    """The settled turn: the assistant message (attachments are added by the store)."""
+
+    chat_id: str
+    session_id: str
+    holder: str
+    message: PersistedMessage
+    now: int

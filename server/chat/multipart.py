@@ -1,0 +1,180 @@
+"""Receive a ``multipart/form-data`` upload straight into the blob store.
+
+:func:`receive_files` reads the request body chunk by chunk (werkzeug's sans-IO
+``MultipartDecoder``), writes each file part to a temp file (in worker threads) while
+hashing it, enforces the limits as the bytes arrive, and finally moves each file to
+its content address. Memory stays bounded by a chunk, whatever the upload's size.
+Non-file fields are ignored.
+
+On any failure (malformed body, a limit exceeded, cancellation) the temp files are
+removed and nothing is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.http import parse_options_header
+from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
+
+from .bag import BlobStore, content_type_for, sanitize_name
+from .errors import UploadError, UploadTooLargeError
+from .models import NewBlob
+
+__all__ = ["PART_OVERHEAD", "ReceivedFile", "UploadLimits", "receive_files"]
+
+PART_OVERHEAD: Final = 4096
+"""Bytes of multipart framing allowed per part on top of the file data."""
+_DECODER_BUFFER: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class UploadLimits:
+    """``max_bytes``: file bytes in one request; ``max_files``: file parts in one request."""
+
+    max_bytes: int
+    max_files: int
+
+
+@dataclass(slots=True)
+class ReceivedFile:
+    """A file part, stored: ``blob`` is what the bag records."""
+
+    blob: NewBlob
+    path: Path
+
+
+@dataclass(slots=True)
+class _Part:
+    name: str
+    content_type: str
+    temp: Path
+    file: Any
+    hasher: Any
+    size: int = 0
+
+
+async def receive_files(
+    body: AsyncIterable[bytes],
+    content_type: str | None,
+    *,
+    blobs: BlobStore,
+    limits: UploadLimits,
+    keep_dirs: bool = False,
+) -> list[ReceivedFile]:
+    """Store every file part of the body; return them in order.
+
+    ``keep_dirs`` keeps a relative path as the file's name (results), else only the
+    base name is kept (user uploads). Raises :class:`UploadError` for a body that is
+    not multipart or is malformed, :class:`UploadTooLargeError` past ``limits``.
+    Cancellation: temp files are removed, then :class:`trio.Cancelled` propagates.
+    """
+    mimetype, options = parse_options_header(content_type or "")
+    boundary = options.get("boundary", "")
+    if mimetype != "multipart/form-data" or not boundary:
+        raise UploadError("the body must be multipart/form-data with a boundary")
+    decoder = MultipartDecoder(boundary.encode("latin-1"), _DECODER_BUFFER, max_parts=None)
+    raw_limit = limits.max_bytes + (limits.max_files + 1) * PART_OVERHEAD
+    raw = 0
+    temps: list[Path] = []
+    done: list[_Part] = []
+    current: _Part | None = None
+    file_bytes = 0
+    try:
+        async for chunk in body:
+            raw += len(chunk)
+            if raw > raw_limit:
+                raise UploadTooLargeError(f"the upload exceeds {limits.max_bytes} bytes")
+            try:
+                decoder.receive_data(chunk)
+                current, file_bytes = await _drain(
+                    decoder, current, done, temps, blobs, limits, keep_dirs, file_bytes
+                )
+            except RequestEntityTooLarge as exc:
+                raise UploadTooLargeError("a multipart header or field is too large") from exc
+            except ValueError as exc:
+                raise UploadError(f"malformed multipart body: {exc}") from exc
+        try:
+            decoder.receive_data(None)
+            current, file_bytes = await _drain(
+                decoder, current, done, temps, blobs, limits, keep_dirs, file_bytes
+            )
+        except ValueError as exc:
+            raise UploadError(f"malformed multipart body: {exc}") from exc
+        if current is not None:
+            raise UploadError("the multipart body ended inside a part")
+        received = []
+        for part in done:
+            sha256 = part.hasher.hexdigest()
+            path = await blobs.commit(part.temp, sha256)
+            blob = NewBlob(
+                name=part.name, size=part.size, content_type=part.content_type, sha256=sha256
+            )
+            received.append(ReceivedFile(blob=blob, path=path))
+        return received
+    finally:
+        if current is not None:
+            with trio.CancelScope(shield=True):
+                await current.file.aclose()
+        for part in done:
+            if not part.file.closed:
+                with trio.CancelScope(shield=True):
+                    await part.file.aclose()
+        await blobs.discard([t for t in temps if t.exists()])
+
+
+async def _drain(
+    decoder: MultipartDecoder,
+    current: _Part | None,
+    done: list[_Part],
+    temps: list[Path],
+    blobs: BlobStore,
+    limits: UploadLimits,
+    keep_dirs: bool,
+    file_bytes: int,
+) -> tuple[_Part | None, int]:
+    """Handle every event the decoder has; return the open part and the byte count."""
+    skipping = current is None
+    while True:
+        event = decoder.next_event()
+        if isinstance(event, (NeedData, Epilogue)):
+            return current, file_bytes
+        if isinstance(event, File):
+            if len(done) + 1 > limits.max_files:
+                raise UploadTooLargeError(f"more than {limits.max_files} files in one upload")
+            name = sanitize_name(event.filename, keep_dirs=keep_dirs)
+            temp = blobs.new_temp_path()
+            temps.append(temp)
+            handle = await trio.open_file(temp, "wb")
+            current = _Part(
+                name=name,
+                content_type=content_type_for(name, event.headers.get("content-type")),
+                temp=temp,
+                file=handle,
+                hasher=hashlib.sha256(),
+            )
+            skipping = False
+        elif isinstance(event, Field):
+            current = None
+            skipping = True
+        elif isinstance(event, Data):
+            if not skipping and current is not None:
+                if event.data:
+                    file_bytes += len(event.data)
+                    if file_bytes > limits.max_bytes:
+                        raise UploadTooLargeError(f"the upload exceeds {limits.max_bytes} bytes")
+                    current.hasher.update(event.data)
+                    current.size += len(event.data)
+                    await current.file.write(event.data)
+                if not event.more_data:
+                    await current.file.aclose()
+                    done.append(current)
+                    current = None
+            if not event.more_data:
+                skipping = True

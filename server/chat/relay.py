@@ -1,0 +1,222 @@
+"""The streaming response of a turn: runner NDJSON → the core → the client, one nursery.
+
+:class:`RelayBody` is a ``quart.wrappers.response.ResponseBody``. Quart runs ``async
+with body: async for chunk in body: await send(chunk)`` in one task, so:
+
+- ``__aenter__`` opens the turn's nursery and starts, inside it, the **pump** (the
+  upstream read: the embedded runner's turn, whose own nursery owns the container,
+  or the remote runner's HTTP response), the turn's background work (the chat
+  lock's heartbeat) and the stall watchdog;
+- ``__anext__`` (the caller's task, inside the nursery's cancel scope) takes the next
+  chunk from the pump through a zero-buffer memory channel, feeds it to the core
+  and returns the frames; when nothing was sent for ``ping_interval`` it returns a
+  ``: ping`` comment. When the core's turn ends (upstream terminal, or the
+  synthesized ``upstream_closed``/runner error) the turn is **settled first** (the
+  assistant message persisted, the lock released), then the terminal frames go
+  out: a client that has seen ``done`` finds the message stored and the chat free;
+- ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
+  left cancels the pump, which stops the container (or closes the remote request)
+  before the nursery closes; then the turn is settled if it was not (as cancelled,
+  with the steps so far).
+
+No nursery or cancel scope is held across a ``yield``: there is no generator at all.
+A client that stops reading blocks the write forever (Hypercorn shields socket writes);
+the stall watchdog then cuts the connection and cancels the nursery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import Final
+
+import trio
+from quart.wrappers.response import ResponseBody
+
+from .dispatch import UpstreamEnd
+from .live import LiveTurn
+
+__all__ = ["FINISH_GRACE", "RelayBody"]
+
+log = logging.getLogger("sandstream.chat")
+
+FINISH_GRACE: Final = 10.0
+"""After the terminal, how long the runner side may take to wind down by itself."""
+
+
+class RelayBody(ResponseBody):
+    """The response body of one live turn (see the module docstring).
+
+    ``ping_interval``: idle time before a ``: ping`` (``None``: never, for NDJSON).
+    ``stall_timeout``: a chunk not taken by the client for this long ends the turn
+    and cuts the connection with ``abort_client`` (``None``: never).
+    """
+
+    def __init__(
+        self,
+        turn: LiveTurn,
+        *,
+        ping_interval: float | None,
+        stall_timeout: float | None,
+        abort_client: Callable[[], object] | None = None,
+        finish_grace: float = FINISH_GRACE,
+    ) -> None:
+        self.turn = turn
+        self._ping_interval = ping_interval
+        self._stall_timeout = stall_timeout
+        self._abort_client = abort_client
+        self._finish_grace = finish_grace
+        self._manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._receive: trio.MemoryReceiveChannel[bytes] | None = None
+        self._upstream_end: UpstreamEnd | None = None
+        self._pump_done = trio.Event()
+        self._pending = b""
+        self._finished = False
+        self._last_out = 0.0
+        self._sending_since: float | None = None
+        self._send_begun = trio.Event()
+        self.stalled = False
+
+    # -- context manager -------------------------------------------------------------
+
+    async def __aenter__(self) -> RelayBody:
+        """Open the nursery; start the pump, the background work and the watchdog."""
+        turn = self.turn
+        turn.entered = True
+        self._last_out = trio.current_time()
+        if turn.settled.is_set():  # abandoned before the body started (shutdown)
+            self._finished = True
+            return self
+        self._manager = trio.open_nursery()
+        nursery = await self._manager.__aenter__()
+        self._nursery = nursery
+        send, self._receive = trio.open_memory_channel[bytes](0)
+        nursery.start_soon(self._pump, send)
+        nursery.start_soon(turn.background)
+        if self._stall_timeout is not None:
+            nursery.start_soon(self._watch_stall, self._stall_timeout)
+        self._pending = turn.start_frame()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the nursery (shielded), then settle the turn if it has not settled.
+
+        After a normal end the runner side gets ``finish_grace`` seconds to wind down
+        by itself (the container exits after its terminal line); otherwise (the
+        client left) it is torn down at once. Never suppresses the exception.
+        """
+        try:
+            if self._manager is not None and self._nursery is not None:
+                if exc_type is None and self._finished:
+                    with trio.CancelScope(shield=True) as grace:
+                        grace.deadline = trio.current_time() + self._finish_grace
+                        await self._pump_done.wait()
+                # The nursery's own scope, shielded: a cancelled caller still waits
+                # until the pump (and so the container) is gone.
+                scope = self._nursery.cancel_scope
+                scope.shield = True
+                scope.cancel()
+                await self._manager.__aexit__(None, None, None)
+        finally:
+            reason = (
+                f"the client did not read for {self._stall_timeout:g} s"
+                if self.stalled
+                else "the client disconnected"
+            )
+            await self.turn.settle(reason)
+
+    # -- iteration ----------------------------------------------------------------------
+
+    def __aiter__(self) -> RelayBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        """The next frames: start, core output, a ping, or the terminal frames.
+
+        Cancellation-safe (a chunk taken from the channel is fed before any later
+        checkpoint; the pending start frame stays pending).
+        """
+        self._sending_since = None  # the previous chunk was written
+        if self._pending:
+            out, self._pending = self._pending, b""
+            return self._hand_out(out)
+        processor = self.turn.processor
+        receive = self._receive
+        while not self._finished and receive is not None:
+            deadline = (
+                self._last_out + self._ping_interval
+                if self._ping_interval is not None
+                else float("inf")
+            )
+            chunk: bytes | None = None
+            with trio.move_on_at(deadline) as idle:
+                try:
+                    chunk = await receive.receive()
+                except trio.EndOfChannel:
+                    chunk = None
+            if idle.cancelled_caught:
+                return self._hand_out(processor.ping())
+            if chunk is None:  # the pump returned: its outcome is set
+                end = self._upstream_end
+                out = processor.fail(end.code, end.message) if end else processor.close()
+            else:
+                out = processor.feed(chunk)
+            if processor.ended:
+                self._finished = True
+                await self.turn.settle()
+            if out:
+                return self._hand_out(out)
+        raise StopAsyncIteration
+
+    def _hand_out(self, out: bytes) -> bytes:
+        now = trio.current_time()
+        self._last_out = now
+        self._sending_since = now
+        self._send_begun.set()
+        return out
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def _pump(self, send: trio.MemorySendChannel[bytes]) -> None:
+        async with send:
+            try:
+                self._upstream_end = await self.turn.upstream.pump(send)
+            except Exception as exc:  # a bug: the turn still ends with one terminal
+                log.exception("session %s: the upstream failed", self.turn.session_id)
+                self._upstream_end = UpstreamEnd("internal_error", f"the upstream failed: {exc!r}")
+            finally:
+                self._pump_done.set()
+
+    async def _watch_stall(self, timeout: float) -> None:
+        """End the turn when a chunk has been in the client's hands for ``timeout``."""
+        while True:
+            since = self._sending_since
+            if since is None:
+                self._send_begun = trio.Event()
+                await self._send_begun.wait()
+                continue
+            if trio.current_time() < since + timeout:
+                await trio.sleep_until(since + timeout)
+                continue
+            log.warning(
+                "session %s: the client did not read for %g s; cutting it off",
+                self.turn.session_id,
+                timeout,
+            )
+            self.stalled = True
+            if self._abort_client is not None:
+                try:
+                    self._abort_client()
+                except OSError as exc:
+                    log.warning("cutting the client connection failed: %r", exc)
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+            return

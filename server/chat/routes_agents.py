@@ -1,0 +1,95 @@
+"""The Agents block and workflow environments.
+
+``POST /api/agents/run`` dispatches a workflow's agent run and forwards the runner's
+NDJSON straight through: validated by the core (invalid lines dropped) and ending
+with exactly one terminal line, whatever the runner does. The client closing the
+response (the workflow cancelled) cancels the upstream read, which stops the
+container. ``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
+named environment (vars and setup script, served to its sandboxes by ``/env``; its
+``SANDBOX_URL`` picks the runner). All need the chat API token.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+from typing import Any
+
+from quart import Blueprint, Response, request
+
+from sandstream.server.connection import abort_scope_connection
+from sandstream.server.problems import problem
+from sandstream.server.runner_routes import NDJSON_CONTENT_TYPE
+
+from .app_state import get_service, require_api_token
+from .http import NOT_FOUND, BadRequestError, invalid, json_response, read_json, require_query
+from .ids import now_ms
+from .models import Environment
+from .relay import RelayBody
+from .schemas import ID_PATTERN, AgentsRunRequest, EnvironmentRequest
+
+__all__ = ["agents_blueprint"]
+
+agents_blueprint = Blueprint("agents", __name__, url_prefix="/api")
+require_api_token(agents_blueprint)
+
+_ID = re.compile(ID_PATTERN)
+
+
+def _workflow_id(value: str) -> str:
+    if not _ID.match(value):
+        raise BadRequestError(invalid(f"invalid workflow id {value!r}"))
+    return value
+
+
+@agents_blueprint.post("/agents/run")
+async def agents_run() -> Response:
+    """One Agents-block run → ``200 application/x-ndjson`` (validated, one terminal)."""
+    service = get_service()
+    settings = service.settings
+    body = await read_json(AgentsRunRequest, settings.max_json_bytes)
+    if len(body.prompt) > settings.max_message_chars:
+        return invalid(f"prompt is limited to {settings.max_message_chars} characters")
+    scope: dict[str, Any] = request.scope  # type: ignore[assignment]
+    run = await service.start_agents_run(body, scope)
+    relay = RelayBody(
+        run,
+        ping_interval=None,
+        stall_timeout=settings.stall_timeout,
+        abort_client=partial(abort_scope_connection, scope),
+    )
+    response = Response(relay, status=200, content_type=NDJSON_CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    response.headers["X-Session-Id"] = run.session_id
+    response.timeout = None
+    return response
+
+
+@agents_blueprint.put("/workflows/<workflow_id>/environment")
+async def put_environment(workflow_id: str) -> Response:
+    """Create or replace the workflow's environment → 200 with it."""
+    service = get_service()
+    body = await read_json(EnvironmentRequest, service.settings.max_json_bytes)
+    environment = Environment(
+        workspace_id=body.workspace_id,
+        workflow_id=_workflow_id(workflow_id),
+        vars=body.vars,
+        setup_script=body.setup_script,
+        updated_at=now_ms(),
+    )
+    await service.store.put_environment(environment)
+    return json_response(environment)
+
+
+@agents_blueprint.get("/workflows/<workflow_id>/environment")
+async def get_environment(workflow_id: str) -> Response:
+    """The workflow's environment, or 404."""
+    service = get_service()
+    workspace_id = require_query("workspaceId")
+    environment = await service.store.get_environment(workspace_id, _workflow_id(workflow_id))
+    if environment is None:
+        return problem(
+            404, "Environment not found", "this workflow has no environment", type=NOT_FOUND
+        )
+    return json_response(environment)

@@ -1,0 +1,76 @@
+"""The sandbox callbacks: ``GET /api/sandbox/{sessionId}/env``, ``…/config``, ``POST …/results``.
+
+The container redeems each of its one-time tokens here (``Authorization: Bearer
+<otp>``). A token is checked by hash, purpose, session and expiry and consumed in one
+conditional ``UPDATE``; anything else is 401 and nothing is written (for ``/results``
+the body is not even read). The answers are exactly the container's schemas
+(:mod:`sandstream.container.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
+:class:`ResultsReceipt`. Written-back files land in the chat bag (size and count
+limits, sanitized relative names) and become attachments of the turn's assistant
+message when it settles.
+"""
+
+from __future__ import annotations
+
+from quart import Blueprint, Response, request
+
+from sandstream.container.schemas import ResultFile, ResultsReceipt
+
+from .app_state import get_service
+from .errors import TokenRejectedError
+from .http import json_response
+from .ids import now_ms
+from .models import Purpose, Session
+from .multipart import UploadLimits, receive_files
+from .tokens import bearer_token, hash_token
+
+__all__ = ["callbacks_blueprint"]
+
+callbacks_blueprint = Blueprint("sandbox_callbacks", __name__, url_prefix="/api/sandbox")
+
+
+async def _redeem(purpose: Purpose, session_id: str) -> Session:
+    """Consume the request's bearer token for ``purpose`` on ``session_id``."""
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        raise TokenRejectedError(f"no bearer token on /{purpose}")
+    service = get_service()
+    return await service.store.consume_token(
+        hash_token(token), purpose=purpose, session_id=session_id, now=now_ms()
+    )
+
+
+@callbacks_blueprint.get("/<session_id>/env")
+async def env(session_id: str) -> Response:
+    """The named environment (setup token): ``EnvResponse``."""
+    session = await _redeem("setup", session_id)
+    service = get_service()
+    environment = None
+    if session.workflow_id is not None:
+        environment = await service.store.get_environment(session.workspace_id, session.workflow_id)
+    return json_response(service.settings.agent.env_for(environment))
+
+
+@callbacks_blueprint.get("/<session_id>/config")
+async def config(session_id: str) -> Response:
+    """The agent and the turn (run token): ``ConfigResponse``."""
+    session = await _redeem("run", session_id)
+    return json_response(get_service().settings.agent.config_for(session))
+
+
+@callbacks_blueprint.post("/<session_id>/results")
+async def results(session_id: str) -> Response:
+    """Files written back (upload token) → 201 ``ResultsReceipt``."""
+    session = await _redeem("upload", session_id)
+    service = get_service()
+    settings = service.settings
+    received = await receive_files(
+        request.body,
+        request.headers.get("Content-Type"),
+        blobs=service.blobs,
+        limits=UploadLimits(settings.max_results_bytes, settings.max_results_files),
+        keep_dirs=True,
+    )
+    files = await service.store.add_results(session, [r.blob for r in received], now=now_ms())
+    receipt = ResultsReceipt(files=[ResultFile(path=f.name, size=f.size) for f in files])
+    return json_response(receipt, 201)

@@ -1,0 +1,164 @@
+"""SQLite connections driven from trio: every call runs in a worker thread.
+
+:class:`SQLiteDatabase` keeps one writer connection (writes are serialized: one
+worker thread at a time, ``BEGIN IMMEDIATE`` transactions) and a small pool of reader
+connections (WAL mode lets them read while a write is in progress). No database call
+ever runs on the trio event loop.
+
+Cancellation: a call that has started runs to completion in its thread; the caller
+then sees :class:`trio.Cancelled` at its next checkpoint. A transaction is never left
+half-way, but a cancelled caller does not learn its outcome, so callers that must
+(the start and the settle of a turn) shield the call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+import trio
+
+from .migrations import migrate
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteDatabase"]
+
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT_MS: Final = 10_000
+"""How long a connection waits for another process's write lock before failing."""
+
+
+def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+class SQLiteDatabase:
+    """A SQLite database file in WAL mode, migrated to the current schema.
+
+    Open it with :meth:`open` (connects and migrates in a worker thread). ``readers``
+    bounds the reader connections (and so the concurrent reads).
+    """
+
+    def __init__(
+        self, path: Path, *, readers: int = 4, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    ) -> None:
+        if readers < 1:
+            raise ValueError(f"readers must be >= 1, got {readers}")
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer: sqlite3.Connection | None = None
+        self._write_lock = threading.Lock()
+        self._write_limiter = trio.CapacityLimiter(1)
+        self._read_limiter = trio.CapacityLimiter(readers)
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path, **options: int) -> SQLiteDatabase:
+        """Create or open the database at ``path``, switch it to WAL, migrate it.
+
+        Raises :class:`~.errors.StoreError` for a database newer than this code and
+        :class:`sqlite3.Error` / :class:`OSError` if it cannot be opened.
+        """
+        db = cls(path, **options)
+        await trio.to_thread.run_sync(db._open_sync)
+        return db
+
+    def _open_sync(self) -> None:
+        conn = _connect(self.path, self._busy_timeout_ms)
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise sqlite3.OperationalError(f"cannot switch {self.path} to WAL (got {mode})")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = conn
+
+    # -- calls -----------------------------------------------------------------------
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, in a worker thread.
+
+        Committed if ``fn`` returns, rolled back if it raises (the exception
+        propagates). Writes run one at a time.
+        """
+        return await trio.to_thread.run_sync(self._write_sync, fn, limiter=self._write_limiter)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
+        return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
+
+    def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._write_lock:
+            conn = self._writer
+            if conn is None or self._closed:
+                raise sqlite3.ProgrammingError("the database is closed")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+    def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._take_reader()
+        try:
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+        finally:
+            self._give_back(conn)
+
+    def _take_reader(self) -> sqlite3.Connection:
+        with self._pool_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the database is closed")
+            if self._idle_readers:
+                return self._idle_readers.pop()
+        conn = _connect(self.path, self._busy_timeout_ms)
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        with self._pool_lock:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle_readers.append(conn)
+
+    # -- closing -----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every connection (waiting for a write in progress). Idempotent."""
+        await trio.to_thread.run_sync(self._close_sync)
+
+    def _close_sync(self) -> None:
+        with self._write_lock, self._pool_lock:
+            if self._closed:
+                return
+            self._closed = True
+            for conn in self._idle_readers:
+                conn.close()
+            self._idle_readers.clear()
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None

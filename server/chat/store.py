@@ -1,0 +1,154 @@
+"""The storage interface of the chat backend: :class:`ChatStore`.
+
+The embedded default is :class:`~.sqlite_store.SQLiteChatStore`; a PostgreSQL store
+implements the same protocol. Every method is a coroutine that does its blocking work
+off the trio event loop; every query is scoped by workspace where a workspace is
+named. Methods raise the specific errors of :mod:`.errors`.
+
+Cancellation: a store call runs to completion once started (a transaction is never
+left half-way); a cancelled caller gets :class:`trio.Cancelled` after it returns, so
+callers that must know the outcome (the turn's start and settle) shield the call.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sandstream.core.persistence import PersistedMessage
+
+from .models import (
+    BagFile,
+    Chat,
+    Environment,
+    NewBlob,
+    Purpose,
+    Session,
+    TokenMint,
+    TurnFinish,
+    TurnRequest,
+    TurnStart,
+)
+
+__all__ = ["ChatStore"]
+
+
+class ChatStore(Protocol):
+    """Chats, messages, the chat bag's metadata, sessions and one-time tokens."""
+
+    # -- chats -------------------------------------------------------------------
+
+    async def create_chat(
+        self, *, workspace_id: str, workflow_id: str | None, title: str | None, now: int
+    ) -> Chat:
+        """A new, empty chat (its first turn sets ``conversationId``)."""
+        ...
+
+    async def list_chats(self, workspace_id: str, *, limit: int, now: int) -> list[Chat]:
+        """The workspace's chats, most recently updated first, deleted ones excluded."""
+        ...
+
+    async def get_chat(self, workspace_id: str, chat_id: str, *, now: int) -> Chat:
+        """One chat. Raises :class:`~.errors.ChatNotFoundError`."""
+        ...
+
+    async def get_messages(
+        self, workspace_id: str, chat_id: str, *, limit: int | None = None
+    ) -> list[PersistedMessage]:
+        """The chat's messages in ``seq`` order (the last ``limit`` if given).
+
+        Raises :class:`~.errors.ChatNotFoundError`.
+        """
+        ...
+
+    async def delete_chat(self, workspace_id: str, chat_id: str, *, now: int) -> None:
+        """Soft-delete the chat and its bag files.
+
+        Raises :class:`~.errors.ChatNotFoundError`, and
+        :class:`~.errors.ChatBusyError` while a turn holds its lock.
+        """
+        ...
+
+    # -- turns ---------------------------------------------------------------------
+
+    async def begin_turn(self, request: TurnRequest) -> TurnStart:
+        """In one transaction: create or load the chat, take its lock, resolve the
+        attachments, append the user message, record the session and its tokens.
+
+        A lock whose lease has expired is taken over; the assistant message of the
+        turn that held it is written as failed (``turn_lost``) if it is missing.
+        Raises :class:`~.errors.ChatNotFoundError`, :class:`~.errors.ChatBusyError`
+        or :class:`~.errors.AttachmentError`, having written nothing.
+        """
+        ...
+
+    async def abort_turn(self, start: TurnStart) -> None:
+        """Undo :meth:`begin_turn` for a turn that was never dispatched (runner full)."""
+        ...
+
+    async def renew_lock(self, chat_id: str, holder: str, expires_at: int) -> bool:
+        """Extend the lease of a lock ``holder`` holds; False if it no longer does."""
+        ...
+
+    async def finish_turn(self, finish: TurnFinish) -> PersistedMessage:
+        """In one transaction: append the assistant message with the files the run
+        wrote back as its attachments, settle the session (its unused tokens die),
+        and release the lock if ``holder`` still holds it. Returns the message stored.
+        """
+        ...
+
+    # -- sessions and tokens -----------------------------------------------------------
+
+    async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
+        """Record a session without a chat (an Agents-block run) and its tokens."""
+        ...
+
+    async def settle_session(self, session_id: str, *, now: int) -> None:
+        """Mark a session settled; its unused tokens can no longer be redeemed."""
+        ...
+
+    async def consume_token(
+        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+    ) -> Session:
+        """Redeem a one-time token atomically and return its session.
+
+        The token must exist with this hash, purpose and session, be unused and
+        unexpired; it is then marked used. Raises
+        :class:`~.errors.TokenRejectedError` otherwise, having changed nothing.
+        """
+        ...
+
+    # -- the chat bag ----------------------------------------------------------------
+
+    async def add_uploads(
+        self, workspace_id: str, chat_id: str, blobs: list[NewBlob], *, now: int
+    ) -> list[BagFile]:
+        """Record user uploads in a chat's bag. Raises ChatNotFoundError."""
+        ...
+
+    async def add_results(
+        self, session: Session, blobs: list[NewBlob], *, now: int
+    ) -> list[BagFile]:
+        """Record the files a run wrote back (the chat's bag, or the workspace's)."""
+        ...
+
+    async def list_files(self, workspace_id: str, chat_id: str) -> list[BagFile]:
+        """The chat's bag files, oldest first. Raises ChatNotFoundError."""
+        ...
+
+    async def get_file(self, workspace_id: str, chat_id: str, file_id: str) -> BagFile:
+        """One bag file. Raises ChatNotFoundError or FileNotFoundInBagError."""
+        ...
+
+    # -- workflow environments -----------------------------------------------------------
+
+    async def get_environment(self, workspace_id: str, workflow_id: str) -> Environment | None:
+        """The workflow's named environment, if one was set."""
+        ...
+
+    async def put_environment(self, environment: Environment) -> None:
+        """Create or replace a workflow's named environment."""
+        ...
+
+    async def close(self) -> None:
+        """Release the store's connections. Idempotent."""
+        ...

@@ -1,0 +1,78 @@
+"""One-time tokens (seed 003): minted per dispatch, stored hashed, redeemed once.
+
+A dispatch gets three tokens: ``setup`` (``GET /env``, 10 min), ``run``
+(``GET /config``, 10 min) and ``upload`` (``POST /results``, 60 min). The plaintext
+goes to the sandbox in the dispatch and is never stored: the store keeps
+``sha256(token)`` with the purpose, the session and the expiry, and redeems it with
+one conditional ``UPDATE`` (so a token is consumed at most once, even across
+processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from .models import Purpose, TokenMint
+
+__all__ = [
+    "DEFAULT_LIFETIMES",
+    "PURPOSES",
+    "MintedTokens",
+    "bearer_token",
+    "hash_token",
+    "mint_tokens",
+]
+
+PURPOSES: Final[tuple[Purpose, ...]] = ("setup", "run", "upload")
+
+DEFAULT_LIFETIMES: Final[Mapping[Purpose, float]] = MappingProxyType(
+    {"setup": 600.0, "run": 600.0, "upload": 3600.0}
+)
+"""Seconds each token is valid (seed 003: 10 min / 10 min / 60 min)."""
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: its SHA-256, hex."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class MintedTokens:
+    """A dispatch's three plaintext tokens and their stored (hashed) forms."""
+
+    setup: str
+    run: str
+    upload: str
+    stored: tuple[TokenMint, ...]
+
+
+def mint_tokens(
+    now_ms: int, lifetimes: Mapping[Purpose, float] = DEFAULT_LIFETIMES
+) -> MintedTokens:
+    """Three fresh tokens (256 random bits each) valid from ``now_ms`` for their lifetimes."""
+    plain = {purpose: f"otp_{purpose}_{secrets.token_urlsafe(32)}" for purpose in PURPOSES}
+    stored = tuple(
+        TokenMint(
+            hash=hash_token(plain[purpose]),
+            purpose=purpose,
+            expires_at=now_ms + int(lifetimes[purpose] * 1000),
+        )
+        for purpose in PURPOSES
+    )
+    return MintedTokens(plain["setup"], plain["run"], plain["upload"], stored)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The credentials of an ``Authorization: Bearer <token>`` header, else ``None``."""
+    if not authorization:
+        return None
+    scheme, _, credentials = authorization.strip().partition(" ")
+    credentials = credentials.strip()
+    if scheme.lower() != "bearer" or not credentials:
+        return None
+    return credentials
