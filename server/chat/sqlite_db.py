@@ -76,6 +76,7 @@ class SQLiteDatabase:
         return db
 
     def _open_sync(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(self.path, self._busy_timeout_ms)
         try:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]

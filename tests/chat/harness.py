@@ -1,0 +1,416 @@
+"""Test harness for the chat backend: the real app on Hypercorn at 127.0.0.1:0.
+
+::
+
+    server = await start_chat_server(nursery, tmp_path, agent=scripted(shell("echo hi")))
+    run = await server.turn("hello")                  # POST /api/assistant/chat/stream, to the end
+    run.kinds == ["start", "step", "step", "result", "done"]
+    stored = await server.chat(run.chat_id)           # GET /api/assistant/chats/{id}
+    assert persisted_form(run, stored["messages"][-1]) == stored["messages"][-1]
+
+SSE is parsed with the core's :class:`~sandstream.core.sse_parser.SSEParser`; the live
+stream is folded with the core's :class:`~sandstream.core.StreamProcessor`, exactly as
+a browser-side consumer would. Everything is real: SQLite in ``tmp_path``, the
+embedded runner spawning containers, httpx over HTTP/1.1. Waiting is done by polling
+under deadlines, never by sleeping a fixed time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import psutil
+import trio
+from hypercorn.config import Config
+
+from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
+from sandstream.core import StreamProcessor, Turn
+from sandstream.core.persistence import PersistedFileAttachment, assistant_message
+from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
+from sandstream.server import LocalSubprocessLauncher, Runner, RunnerSettings
+from sandstream.server.chat import (
+    AgentProfile,
+    BlobStore,
+    ChatService,
+    ChatSettings,
+    SQLiteChatStore,
+    create_chat_app,
+    serve_chat,
+)
+from sandstream.server.chat.models import Session
+from sandstream.server.procs import TURN_MARKER_ENV
+
+API_TOKEN = "test-api-token"
+RUNNER_TOKEN = "test-runner-token"
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+WORKSPACE = "ws_test"
+DEADLINE = 60.0
+"""Seconds any single wait may take on a loaded CI machine."""
+
+
+# -- agents ------------------------------------------------------------------------------
+
+
+def scripted(*steps: ScriptedStep, message: str = "Done: {prompt}", **kw: Any) -> AgentProfile:
+    """A profile running the scripted agent with these steps."""
+    agent = ScriptedAgent(steps=list(steps), message=message, **kw)
+    return AgentProfile(ConfigResponse(agent=agent), {}, "scripted test agent")
+
+
+@dataclass(frozen=True)
+class PlanByPrompt(AgentProfile):
+    """A scripted profile whose plan is chosen by the prompt's first word.
+
+    ``plans["slow"]`` runs for a prompt like ``"slow please"``; other prompts get the
+    template's plan. Lets one server run fast and slow turns side by side.
+    """
+
+    plans: dict[str, ScriptedAgent] = field(default_factory=dict)
+
+    def config_for(self, session: Session) -> ConfigResponse:
+        config = super().config_for(session)
+        words = session.prompt.split()
+        plan = self.plans.get(words[0]) if words else None
+        return config if plan is None else msgspec.structs.replace(config, agent=plan)
+
+
+def plans(**by_word: ScriptedAgent) -> PlanByPrompt:
+    """A :class:`PlanByPrompt`: ``plans(slow=sleeping(300))``; others answer "Done: …"."""
+    template = ConfigResponse(agent=ScriptedAgent(message="Done: {prompt}"))
+    return PlanByPrompt(template, {}, "test plans", plans=by_word)
+
+
+def sleeping(seconds: float, *before: ScriptedStep) -> ScriptedAgent:
+    """A plan that runs ``before`` then sleeps in a tool for ``seconds``."""
+    return ScriptedAgent(steps=[*before, shell(f"sleep {seconds:g}")], message="slept")
+
+
+def shell(command: str, timeout_sec: float = 300) -> ScriptedStep:
+    return ScriptedStep(tool="run_shell", args={"command": command, "timeout_sec": timeout_sec})
+
+
+def write(path: str, content: str) -> ScriptedStep:
+    return ScriptedStep(tool="write_file", args={"path": path, "content": content})
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+@dataclass
+class TurnRun:
+    """One chat turn read from the wire: status, headers, events, comments."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    events: list[ServerSentEvent] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [e.event for e in self.events]
+
+    @property
+    def start(self) -> dict[str, Any]:
+        assert self.events and self.events[0].event == "start", self.kinds
+        data: dict[str, Any] = msgspec.json.decode(self.events[0].data)
+        return data
+
+    @property
+    def chat_id(self) -> str:
+        return str(self.start["chatId"])
+
+    @property
+    def problem(self) -> dict[str, Any]:
+        assert self.headers.get("content-type") == "application/problem+json", self.headers
+        data: dict[str, Any] = msgspec.json.decode(self.body)
+        return data
+
+    def data(self, kind: str) -> list[dict[str, Any]]:
+        return [msgspec.json.decode(e.data) for e in self.events if e.event == kind]
+
+    def folded(self) -> Turn:
+        """The live stream folded by the core, as a browser would render it."""
+        return fold(self.events)
+
+
+def parse_sse(body: bytes) -> tuple[list[ServerSentEvent], list[str]]:
+    """Events and comments of an SSE body (the core's parser, arbitrary chunking)."""
+    parser = SSEParser(include_comments=True)
+    items: list[ServerSentEvent | Comment] = []
+    for i in range(0, len(body), 7):  # odd chunks: the parser must not care
+        items += parser.feed(body[i : i + 7])
+    items += parser.close()
+    events = [item for item in items if isinstance(item, ServerSentEvent)]
+    comments = [item.text for item in items if isinstance(item, Comment)]
+    return events, comments
+
+
+def fold(events: list[ServerSentEvent]) -> Turn:
+    """Feed the step/result/error events' data through a fresh core processor."""
+    processor = StreamProcessor("ndjson")
+    for event in events:
+        if event.event in ("step", "result", "error", "log"):
+            processor.feed(event.data.encode() + b"\n")
+    processor.close()
+    return processor.turn
+
+
+def persisted_form(
+    events: list[ServerSentEvent], stored: dict[str, Any], *, cancelled: bool = False
+) -> dict[str, Any]:
+    """The assistant message the live ``events`` fold to, with ``stored``'s id, time and
+    attachments (the stream does not carry those), as plain JSON."""
+    processor = StreamProcessor("ndjson")
+    for event in events:
+        if event.event in ("step", "result", "error"):
+            processor.feed(event.data.encode() + b"\n")
+    if cancelled:
+        processor.cancel("the client disconnected")
+    else:
+        processor.close()
+    attachments = msgspec.convert(stored.get("fileAttachments", []), list[PersistedFileAttachment])
+    message = assistant_message(
+        processor.turn,
+        message_id=stored["id"],
+        created_at=stored["createdAt"],
+        attachments=attachments,
+    )
+    plain: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(message))
+    return plain
+
+
+@dataclass
+class ChatServer:
+    """A running chat backend: URL, service, store; shut down with :meth:`shutdown`."""
+
+    url: str
+    service: ChatService
+    data_dir: Path
+    _stop: trio.Event = field(default_factory=trio.Event)
+    _stopped: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def store(self) -> SQLiteChatStore:
+        store = self.service.store
+        assert isinstance(store, SQLiteChatStore)
+        return store
+
+    @property
+    def runner(self) -> Runner:
+        assert self.service.runner is not None
+        return self.service.runner
+
+    def client(self, *, auth: bool = True, timeout: float = DEADLINE) -> httpx.AsyncClient:
+        """An HTTP/1.1 httpx client for this server (with the API token)."""
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers=AUTH if auth else {},
+            timeout=timeout,
+            http1=True,
+            http2=False,
+        )
+
+    @asynccontextmanager
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """The turn's streamed response; leaving the block disconnects."""
+        async with (
+            self.client() as client,
+            client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+        ):
+            yield response
+
+    async def turn(
+        self, message: str = "hello", *, chat_id: str | None = None, **fields: Any
+    ) -> TurnRun:
+        """Post one turn and read the whole answer."""
+        body: dict[str, Any] = {"workspaceId": WORKSPACE, "message": message, **fields}
+        if chat_id is not None:
+            body["chatId"] = chat_id
+        with trio.fail_after(DEADLINE):
+            async with self.stream(body) as response:
+                raw = await response.aread()
+        run = TurnRun(response.status_code, response.headers, raw)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            run.events, run.comments = parse_sse(raw)
+        return run
+
+    async def chat(self, chat_id: str, workspace: str = WORKSPACE) -> dict[str, Any]:
+        """``GET /api/assistant/chats/{id}`` (asserts 200)."""
+        async with self.client() as client:
+            response = await client.get(
+                f"/api/assistant/chats/{chat_id}", params={"workspaceId": workspace}
+            )
+        assert response.status_code == 200, response.text
+        data: dict[str, Any] = response.json()
+        return data
+
+    async def wait_chat(
+        self, chat_id: str, predicate: Callable[[dict[str, Any]], bool]
+    ) -> dict[str, Any]:
+        """Poll the chat until ``predicate`` holds (deadline :data:`DEADLINE`)."""
+        with trio.fail_after(DEADLINE):
+            while True:
+                chat = await self.chat(chat_id)
+                if predicate(chat):
+                    return chat
+                await trio.sleep(0.05)
+
+    async def shutdown(self, timeout: float = DEADLINE) -> None:
+        """Run the serve loop's shutdown path and wait for it."""
+        self._stop.set()
+        with trio.fail_after(timeout):
+            await self._stopped.wait()
+
+
+def chat_settings(data_dir: Path, **overrides: Any) -> ChatSettings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "api_token": API_TOKEN,
+        "agent": scripted(),
+        "runner_token": RUNNER_TOKEN,
+        "shutdown_timeout": 10.0,
+    }
+    values.update(overrides)
+    return ChatSettings(**values)
+
+
+async def start_chat_server(
+    nursery: trio.Nursery,
+    data_dir: Path,
+    *,
+    embedded: bool = True,
+    runner_settings: RunnerSettings | None = None,
+    kill_grace: float = 1.0,
+    **overrides: Any,
+) -> ChatServer:
+    """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
+    settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
+    store = await SQLiteChatStore.open(data_dir)
+    blobs = BlobStore(data_dir / "bag")
+    await trio.to_thread.run_sync(blobs.ensure_dirs_sync)
+    runner = None
+    if embedded:
+        runner = Runner(
+            runner_settings
+            or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
+            LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
+        )
+    service = ChatService(settings, store, blobs, runner)
+    app = create_chat_app(service)
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5.0
+    server = ChatServer(url="", service=service, data_dir=data_dir)
+
+    async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await serve_chat(
+                app, config, shutdown_trigger=server._stop.wait, task_status=task_status
+            )
+            server._stopped.set()
+            await trio.sleep_forever()  # the store stays readable until the test ends
+        finally:
+            server._stopped.set()
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    binds: list[str] = await nursery.start(run)
+    server.url = binds[0].rstrip("/")
+    return server
+
+
+# -- reading streams ----------------------------------------------------------------------
+
+
+class EventReader:
+    """Reads a streamed SSE response event by event, keeping one byte iterator alive."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._chunks = response.aiter_bytes()
+        self._parser = SSEParser()
+        self._ready: list[ServerSentEvent] = []
+        self.events: list[ServerSentEvent] = []
+
+    async def next(self) -> ServerSentEvent | None:
+        while not self._ready:
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+            self._ready += self._parser.feed(chunk)
+        event = self._ready.pop(0)
+        self.events.append(event)
+        return event
+
+    async def until(self, predicate: Callable[[ServerSentEvent], bool]) -> ServerSentEvent:
+        while (event := await self.next()) is not None:
+            if predicate(event):
+                return event
+        raise AssertionError(f"the stream ended first: {[e.event for e in self.events]}")
+
+
+def running_step(event: ServerSentEvent) -> bool:
+    return event.event == "step" and '"status":"running"' in event.data
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+def marked(marker_value: str) -> list[int]:
+    """Live processes whose environment carries ``SANDSTREAM_TURN_ID=<marker_value>``."""
+    wanted = f"{TURN_MARKER_ENV}={marker_value}".encode()
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+                if wanted in handle.read().split(b"\0"):
+                    found.append(proc.pid)
+        except OSError:
+            continue
+    return found
+
+
+async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
+    """Poll until no live process carries the turn marker; fail at the deadline."""
+    with trio.move_on_after(timeout):
+        while marked(marker_value):
+            await trio.sleep(0.05)
+    assert marked(marker_value) == [], f"turn {marker_value}: processes left"
+
+
+def kill_marked(marker_value: str) -> None:
+    """SIGKILL every process (and its group) carrying the turn marker (test cleanup)."""
+    for pid in marked(marker_value):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Live (non-zombie) descendants of ``pid``."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    alive = []
+    for child in children:
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive

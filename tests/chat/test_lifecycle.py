@@ -1,0 +1,189 @@
+"""How turns settle: single flight, client disconnect, crash, shutdown, capacity, pings."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from sandstream.server import LocalContainer, RunnerSettings
+from tests.chat.harness import (
+    RUNNER_TOKEN,
+    WORKSPACE,
+    ChatServer,
+    EventReader,
+    persisted_form,
+    plans,
+    running_step,
+    sleeping,
+    start_chat_server,
+    wait_no_process,
+)
+
+
+def _assistant(chat: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = chat["messages"][-1]
+    return message
+
+
+def _settled(chat: dict[str, Any]) -> bool:
+    return (
+        "activeMessageId" not in chat
+        and bool(chat["messages"])
+        and chat["messages"][-1]["role"] == "assistant"
+    )
+
+
+async def _container(server: ChatServer, session_id: str) -> LocalContainer:
+    with trio.fail_after(60):
+        while True:
+            for turn in server.runner.turns():
+                if turn.id == session_id and isinstance(turn.container, LocalContainer):
+                    return turn.container
+            await trio.sleep(0.01)
+
+
+async def test_concurrent_dispatches_on_one_chat_run_exactly_one(server: ChatServer) -> None:
+    first = await server.turn("create the chat")
+    chat_id = first.chat_id
+    count = 12
+    statuses: list[int] = []
+    problems: list[dict[str, Any]] = []
+    winner: dict[str, Any] = {}
+    answered = trio.Event()
+
+    async def dispatch() -> None:
+        body = {"workspaceId": WORKSPACE, "chatId": chat_id, "message": "slow turn"}
+        async with server.stream(body) as response:
+            statuses.append(response.status_code)
+            if response.status_code == 200:
+                reader = EventReader(response)
+                start = await reader.next()
+                assert start is not None and start.event == "start"
+                winner.update(msgspec.json.decode(start.data))
+            else:
+                problems.append(msgspec.json.decode(await response.aread()))
+                assert response.headers["content-type"] == "application/problem+json"
+            if len(statuses) == count:
+                answered.set()
+            await answered.wait()  # the winner holds its turn until everyone was answered
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            for _ in range(count):
+                nursery.start_soon(dispatch)
+    assert sorted(statuses) == [200] + [409] * (count - 1)
+    for problem in problems:
+        assert problem["status"] == 409
+        assert problem["type"] == "urn:sandstream:problem:chat-busy"
+        assert problem["activeMessageId"] == winner["assistantMessageId"]
+        assert problem["activeUserMessageId"] == winner["userMessageId"]
+    # The winner's client left: its turn settles as cancelled and the chat is free.
+    chat = await server.wait_chat(chat_id, _settled)
+    assert [m["role"] for m in chat["messages"]] == ["user", "assistant"] * 2
+    assert _assistant(chat)["status"] == "cancelled"
+
+
+async def test_client_disconnect_stops_the_container_and_persists_cancelled(
+    server: ChatServer,
+) -> None:
+    body = {"workspaceId": WORKSPACE, "message": "slow and steady"}
+    async with server.stream(body) as response:
+        assert response.status_code == 200
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        container = await _container(server, session_id)
+        assert container.exit is None
+    # Leaving the block closed the connection mid-turn.
+    await wait_no_process(session_id)
+    chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+    chat = await server.wait_chat(chat_id, _settled)
+    assistant = _assistant(chat)
+    assert assistant["status"] == "cancelled"
+    assert {"type": "error", "code": "cancelled", "message": "the client disconnected"} in (
+        assistant["content"]
+    )
+    steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
+    assert [s["name"] for s in steps] == ["run_shell"] and steps[0]["status"] == "running"
+    assert assistant == persisted_form(reader.events, assistant, cancelled=True)
+    assert container.exit is not None
+    # The lock was released: the next turn runs.
+    run = await server.turn("again", chat_id=chat_id)
+    assert run.status == 200 and run.kinds[-2:] == ["result", "done"]
+
+
+async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: ChatServer) -> None:
+    body = {"workspaceId": WORKSPACE, "message": "slow crash"}
+    async with server.stream(body) as response:
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        container = await _container(server, session_id)
+        os.kill(container.pid, signal.SIGKILL)
+        error = await reader.until(lambda e: e.event == "error")
+        done = await reader.next()
+        assert done is not None and done.event == "done"
+    assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
+    assert "SIGKILL" in msgspec.json.decode(error.data)["message"]
+    chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+    chat = await server.wait_chat(chat_id, _settled)
+    assistant = _assistant(chat)
+    assert assistant["status"] == "failed"
+    assert assistant == persisted_form(reader.events, assistant)
+    await wait_no_process(session_id)
+
+
+async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) -> None:
+    body = {"workspaceId": WORKSPACE, "message": "slow until shutdown"}
+    async with trio.open_nursery() as nursery, server.stream(body) as response:
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        nursery.start_soon(server.shutdown)
+        error = await reader.until(lambda e: e.event == "error")
+        done = await reader.next()
+    assert msgspec.json.decode(error.data)["code"] == "shutdown"
+    assert done is not None and done.event == "done"
+    await wait_no_process(session_id)
+    chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+    messages = await server.store.get_messages(WORKSPACE, chat_id)
+    assert messages[-1].status == "failed"
+    chat = await server.store.get_chat(WORKSPACE, chat_id, now=0)
+    assert chat.active_message_id is None  # released (now=0: any lease would count)
+
+
+async def test_pings_keep_an_idle_stream_alive(nursery: trio.Nursery, tmp_path: Path) -> None:
+    agent = plans(nap=sleeping(1.5))
+    server = await start_chat_server(nursery, tmp_path, agent=agent, ping_interval=0.2)
+    run = await server.turn("nap a little")
+    assert run.status == 200
+    assert "ping" in run.comments
+    assert b"\n: ping\n\n" in run.body or run.body.count(b": ping\n\n") >= 1
+    assert run.kinds[-2:] == ["result", "done"]
+    assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
+
+
+async def test_a_full_runner_answers_503_and_writes_nothing(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(
+        nursery,
+        tmp_path,
+        agent=plans(slow=sleeping(300)),
+        runner_settings=RunnerSettings(token=RUNNER_TOKEN, max_live=1, retry_after=7),
+    )
+    async with server.stream({"workspaceId": WORKSPACE, "message": "slow one"}) as response:
+        reader = EventReader(response)
+        await reader.until(running_step)
+        refused = await server.turn("another chat")
+        assert refused.status == 503
+        assert refused.headers["retry-after"] == "7"
+        assert refused.problem["type"] == "urn:sandstream:problem:at-capacity"
+        listed = await server.store.list_chats(WORKSPACE, limit=10, now=0)
+        assert len(listed) == 1  # the refused turn's chat was not kept
+        assert listed[0].message_count == 1

@@ -1,0 +1,142 @@
+"""A whole turn over a real socket: SSE frames, persistence, history, replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from tests.chat.harness import (
+    WORKSPACE,
+    ChatServer,
+    persisted_form,
+    scripted,
+    shell,
+    start_chat_server,
+    write,
+)
+
+
+def _assistant(chat: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = chat["messages"][-1]
+    assert message["role"] == "assistant"
+    return message
+
+
+async def test_a_full_turn_streams_and_persists_what_it_streamed(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    agent = scripted(
+        shell("echo hi"), write("output/notes/summary.md", "# notes\n"), message="ok {prompt}"
+    )
+    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    run = await server.turn("hello there")
+    assert run.status == 200
+    assert run.headers["content-type"].startswith("text/event-stream")
+    assert run.headers["cache-control"] == "no-cache"
+    assert run.headers["x-accel-buffering"] == "no"
+    assert run.kinds == ["start", "step", "step", "step", "step", "result", "done"]
+    assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
+    start = run.start
+    assert set(start) >= {"chatId", "userMessageId", "assistantMessageId"}
+    assert start["conversationId"] == start["userMessageId"]  # the first turn
+    assert run.data("result")[0]["message"] == "ok hello there"
+    assert msgspec.json.decode(run.events[-1].data) == {"terminal": "result", "diagnostics": 0}
+
+    chat = await server.chat(run.chat_id)
+    assert chat["conversationId"] == start["userMessageId"]
+    assert chat["title"] == "hello there"
+    assert "activeMessageId" not in chat  # the lock was released
+    user, assistant = chat["messages"]
+    assert user["id"] == start["userMessageId"]
+    assert user["content"] == [{"type": "text", "text": "hello there"}]
+    assert assistant["id"] == start["assistantMessageId"]
+    assert assistant["status"] == "complete"
+    # The persisted message is exactly what the live stream folds to.
+    assert assistant == persisted_form(run.events, assistant)
+    # The written-back file is the assistant message's attachment.
+    [attachment] = assistant["fileAttachments"]
+    assert attachment["name"] == "notes/summary.md" and attachment["size"] == 8
+    assert attachment["contentType"] == "text/markdown"
+
+
+async def test_history_reload_equals_the_live_streams(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    agent = scripted(shell("echo one; echo two"))
+    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    first = await server.turn("first")
+    second = await server.turn("second", chat_id=first.chat_id)
+    assert second.status == 200
+    assert second.start["conversationId"] == first.start["userMessageId"]  # unchanged
+    chat = await server.chat(first.chat_id)
+    messages = chat["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert [m["id"] for m in messages] == [
+        first.start["userMessageId"],
+        first.start["assistantMessageId"],
+        second.start["userMessageId"],
+        second.start["assistantMessageId"],
+    ]
+    assert messages[1] == persisted_form(first.events, messages[1])
+    assert messages[3] == persisted_form(second.events, messages[3])
+    # The second dispatch replayed the first exchange to the sandbox.
+    session = await _session_conversation(server, second.start["assistantMessageId"])
+    assert [(t["role"], t["content"]) for t in session] == [
+        ("user", "first"),
+        ("assistant", "Done: first"),
+    ]
+    listed = await _list(server)
+    assert [c["id"] for c in listed] == [first.chat_id]
+    assert listed[0]["messageCount"] == 4
+
+
+async def test_an_error_terminal_is_persisted_as_failed(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    agent = scripted(
+        shell("echo partial"), message="", error={"code": "model_timeout", "message": "too slow"}
+    )
+    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    run = await server.turn("fail please")
+    assert run.kinds[-2:] == ["error", "done"]
+    assert run.data("error")[0]["code"] == "model_timeout"
+    assistant = _assistant(await server.chat(run.chat_id))
+    assert assistant["status"] == "failed"
+    assert {"type": "error", "code": "model_timeout", "message": "too slow"} in assistant["content"]
+    assert assistant == persisted_form(run.events, assistant)
+
+
+async def test_logs_are_filtered_and_the_chat_list_is_scoped(server: ChatServer) -> None:
+    run = await server.turn("x")
+    assert "log" not in run.kinds  # the container logs its lifecycle; the chat hides it
+    async with server.client() as client:
+        other = await client.get("/api/assistant/chats", params={"workspaceId": "ws_other"})
+        assert other.json() == {"chats": []}
+        hidden = await client.get(
+            f"/api/assistant/chats/{run.chat_id}", params={"workspaceId": "ws_other"}
+        )
+        assert hidden.status_code == 404
+        assert hidden.headers["content-type"] == "application/problem+json"
+
+
+async def _list(server: ChatServer) -> list[dict[str, Any]]:
+    async with server.client() as client:
+        response = await client.get("/api/assistant/chats", params={"workspaceId": WORKSPACE})
+    assert response.status_code == 200
+    chats: list[dict[str, Any]] = response.json()["chats"]
+    return chats
+
+
+async def _session_conversation(server: ChatServer, assistant_id: str) -> list[dict[str, Any]]:
+    def query(conn: Any) -> bytes:
+        row = conn.execute(
+            "SELECT conversation FROM sessions WHERE assistant_message_id = ?", (assistant_id,)
+        ).fetchone()
+        return bytes(row[0])
+
+    raw = await server.store.db.read(query)
+    turns: list[dict[str, Any]] = msgspec.json.decode(raw)
+    return turns
