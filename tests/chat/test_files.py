@@ -6,6 +6,7 @@ import hashlib
 from typing import Any
 
 import httpx
+import msgspec
 
 from tests.chat.harness import WORKSPACE, ChatServer, EventReader, running_step
 
@@ -154,8 +155,6 @@ async def test_upload_limits_and_media_type(server: ChatServer) -> None:
 
 
 async def _conversation(server: ChatServer, assistant_id: str) -> list[dict[str, Any]]:
-    import msgspec
-
     raw = await server.store.db.read(
         lambda conn: conn.execute(
             "SELECT conversation FROM sessions WHERE assistant_message_id = ?", (assistant_id,)
