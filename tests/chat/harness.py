@@ -414,3 +414,79 @@ def descendants(pid: int) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+# -- a separate runner process ------------------------------------------------------------
+
+
+@dataclass
+class RunnerProcess:
+    """``sandstream runner`` as a real subprocess; ``stderr`` collects its log lines."""
+
+    process: trio.Process
+    url: str = ""
+    stderr: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def records(self) -> list[dict[str, Any]]:
+        """The runner's access-log records (one JSON line per turn)."""
+        found = []
+        for line in self.stderr:
+            if line.startswith('{"event":"turn"'):
+                found.append(msgspec.json.decode(line))
+        return found
+
+
+async def start_runner_process(
+    nursery: trio.Nursery, *args: str, token: str = RUNNER_TOKEN
+) -> RunnerProcess:
+    """Start ``python -m sandstream.server.runner_cli --port 0``; return once it listens.
+
+    Stopped with SIGTERM (its real shutdown path) when ``nursery`` is cancelled.
+    """
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SANDSTREAM_RUNNER_TOKEN": token}
+    argv = [sys.executable, "-m", "sandstream.server.runner_cli", "--port", "0", *args]
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+    )
+    runner = RunnerProcess(process)
+    listening = trio.Event()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        pending = b""
+        async for chunk in process.stderr:
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                runner.stderr.append(line)
+                if not runner.url and "Running on http://" in line:
+                    runner.url = line.split("Running on ", 1)[1].split()[0].rstrip("/")
+                    listening.set()
+
+    async def supervise() -> None:
+        try:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(read_stderr)
+                await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.send_signal(signal.SIGTERM)
+                    with trio.move_on_after(DEADLINE):
+                        await process.wait()
+                    if process.returncode is None:
+                        process.kill()
+                        await process.wait()
+
+    nursery.start_soon(supervise)
+    with trio.fail_after(DEADLINE):
+        await listening.wait()
+    return runner

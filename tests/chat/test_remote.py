@@ -1,0 +1,128 @@
+"""Remote mode: the chat backend dispatches to a separate ``sandstream runner`` process."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from tests.chat.harness import (
+    DEADLINE,
+    WORKSPACE,
+    EventReader,
+    RunnerProcess,
+    descendants,
+    persisted_form,
+    plans,
+    running_step,
+    sleeping,
+    start_chat_server,
+    start_runner_process,
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _wait_no_children(runner: RunnerProcess) -> None:
+    with trio.fail_after(DEADLINE):
+        while descendants(runner.pid):
+            await trio.sleep(0.05)
+
+
+async def test_a_remote_turn_and_a_remote_disconnect(nursery: trio.Nursery, tmp_path: Path) -> None:
+    runner = await start_runner_process(nursery)
+    server = await start_chat_server(
+        nursery,
+        tmp_path,
+        embedded=False,
+        sandbox_url=runner.url,
+        agent=plans(slow=sleeping(300)),
+    )
+    run = await server.turn("hello remote")
+    assert run.status == 200 and run.kinds[-2:] == ["result", "done"]
+    assert run.data("result")[0]["message"] == "Done: hello remote"
+    chat = await server.chat(run.chat_id)
+    assert chat["messages"][-1] == persisted_form(run.events, chat["messages"][-1])
+    with trio.fail_after(DEADLINE):
+        while not runner.records():
+            await trio.sleep(0.05)
+    assert runner.records()[0]["outcome"] == "result"  # the runner process ran it
+
+    # The client leaves mid-turn: the upstream read is cancelled, the runner sees the
+    # disconnect and tears its container down; the turn persists as cancelled.
+    body = {"workspaceId": WORKSPACE, "chatId": run.chat_id, "message": "slow remote"}
+    async with server.stream(body) as response:
+        reader = EventReader(response)
+        await reader.until(running_step)
+        assert descendants(runner.pid)  # the container runs in the runner process
+    await _wait_no_children(runner)
+    chat = await server.wait_chat(
+        run.chat_id, lambda c: len(c["messages"]) == 4 and "activeMessageId" not in c
+    )
+    assert chat["messages"][-1]["status"] == "cancelled"
+    with trio.fail_after(DEADLINE):
+        while len(runner.records()) < 2:
+            await trio.sleep(0.05)
+    assert runner.records()[1]["outcome"] == "client_disconnected"
+    again = await server.turn("still there?", chat_id=run.chat_id)
+    assert again.status == 200 and again.kinds[-2:] == ["result", "done"]
+
+
+async def test_an_unreachable_or_refusing_runner_fails_the_turn_cleanly(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(
+        nursery, tmp_path, embedded=False, sandbox_url=f"http://127.0.0.1:{_free_port()}"
+    )
+    run = await server.turn("anyone?")
+    assert run.status == 200
+    [error] = run.data("error")
+    assert error["code"] == "runner_unavailable"
+    chat = await server.chat(run.chat_id)
+    assert chat["messages"][-1]["status"] == "failed"
+    assert "activeMessageId" not in chat
+
+    runner = await start_runner_process(nursery, token="another-token")
+    refusing = await start_chat_server(
+        nursery, tmp_path / "second", embedded=False, sandbox_url=runner.url
+    )
+    run = await refusing.turn("let me in")
+    [error] = run.data("error")
+    assert error["code"] == "runner_refused" and "401" in error["message"]
+
+
+async def test_the_workflow_environment_picks_the_runner(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    runner = await start_runner_process(nursery)
+    server = await start_chat_server(nursery, tmp_path, allowed_sandbox_urls={runner.url})
+    async with server.client() as client:
+        put = await client.put(
+            "/api/workflows/wf_remote/environment",
+            json={"workspaceId": WORKSPACE, "vars": {"SANDBOX_URL": runner.url, "A": "1"}},
+        )
+        assert put.status_code == 200, put.text
+        got = await client.get(
+            "/api/workflows/wf_remote/environment", params={"workspaceId": WORKSPACE}
+        )
+        assert got.json()["vars"] == {"SANDBOX_URL": runner.url, "A": "1"}
+    run = await server.turn("via the workflow", workflowId="wf_remote")
+    assert run.status == 200 and run.kinds[-2:] == ["result", "done"]
+    with trio.fail_after(DEADLINE):
+        while not runner.records():
+            await trio.sleep(0.05)
+    # A runner nobody allowed is refused before anything is written.
+    refused = await server.turn("elsewhere", sandboxUrl="http://evil.example:9")
+    assert refused.status == 422
+    assert refused.problem["type"] == "urn:sandstream:problem:bad-runner"
+    chats: list[Any] = await server.store.list_chats(WORKSPACE, limit=10, now=0)
+    assert len(chats) == 1
+    assert msgspec.json.decode(run.events[0].data)["chatId"] == chats[0].id

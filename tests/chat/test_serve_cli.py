@@ -1,0 +1,225 @@
+"""`sandstream serve` as a real process: tokens, SIGKILL and stale locks, SIGTERM, bad config."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import trio
+
+from sandstream.server.chat import SQLiteChatStore
+from tests.chat.harness import (
+    DEADLINE,
+    WORKSPACE,
+    EventReader,
+    kill_marked,
+    running_step,
+    wait_no_process,
+)
+
+SLOW = {
+    "agent": {
+        "kind": "scripted",
+        "steps": [{"tool": "run_shell", "args": {"command": "sleep 120", "timeout_sec": 300}}],
+        "message": "slept",
+    }
+}
+QUICK = {"agent": {"kind": "scripted", "message": "quick: {prompt}"}}
+
+
+@dataclass
+class ServeProcess:
+    process: trio.Process
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    url: str = ""
+    exited: trio.Event = field(default_factory=trio.Event)
+
+    def client(self, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=DEADLINE,
+            http1=True,
+            http2=False,
+        )
+
+
+async def _serve(
+    nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
+) -> ServeProcess:
+    """``sandstream serve --port 0`` with short leases; returns once it listens."""
+    agent_config = data_dir.parent / f"agent-{len(list(data_dir.parent.iterdir()))}.json"
+    agent_config.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))}
+    argv = [
+        str(Path(sys.executable).parent / "sandstream"),
+        "serve",
+        "--port", "0",
+        "--data-dir", str(data_dir),
+        "--agent-config", str(agent_config),
+        "--lock-lease", "2",
+        "--lock-heartbeat", "0.5",
+        "--kill-grace", "0.5",
+        *extra,
+    ]  # fmt: skip
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    served = ServeProcess(process)
+    listening = trio.Event()
+
+    async def read(stream: Any, into: list[str]) -> None:
+        pending = b""
+        async for chunk in stream:
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                into.append(line)
+                if "listening on http://" in line and not served.url:
+                    served.url = line.split("listening on ", 1)[1].split()[0]
+                    listening.set()
+
+    async def supervise() -> None:
+        try:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(read, process.stdout, served.stdout)
+                inner.start_soon(read, process.stderr, served.stderr)
+                await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            served.exited.set()
+
+    nursery.start_soon(supervise)
+    with trio.fail_after(DEADLINE):
+        while not listening.is_set():
+            if served.exited.is_set():
+                raise AssertionError(f"serve exited early: {served.stderr[-20:]}")
+            await trio.sleep(0.02)
+    return served
+
+
+async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = await _serve(nursery, data_dir, SLOW)
+    # First start: a token was generated, saved (0600) and printed.
+    token_file = data_dir / "api-token"
+    token = token_file.read_text().strip()
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    assert any(token in line for line in first.stdout)
+    body = {"workspaceId": WORKSPACE, "message": "slow and doomed"}
+    async with (
+        first.client(token) as client,
+        client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+    ):
+        assert response.status_code == 200
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        start = msgspec.json.decode(reader.events[0].data)
+        first.process.send_signal(signal.SIGKILL)
+        with trio.fail_after(DEADLINE):
+            await first.exited.wait()
+    assert first.process.returncode == -signal.SIGKILL
+    # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
+    kill_marked(session_id)
+    await wait_no_process(session_id)
+
+    second = await _serve(nursery, data_dir, QUICK)
+    assert not any(token in line for line in second.stdout)  # not printed again
+    assert any("api-token" in line for line in second.stdout)
+    refusals = 0
+    async with second.client(token) as client:
+        with trio.fail_after(DEADLINE):
+            while True:
+                response = await client.post(
+                    "/api/assistant/chat/stream",
+                    json={"workspaceId": WORKSPACE, "chatId": start["chatId"], "message": "again"},
+                )
+                if response.status_code == 200:
+                    break
+                assert response.status_code == 409, response.text
+                assert response.json()["activeMessageId"] == start["assistantMessageId"]
+                refusals += 1
+                await trio.sleep(0.1)
+        assert response.text.rstrip().endswith('"diagnostics":0}')
+        chat = (
+            await client.get(
+                f"/api/assistant/chats/{start['chatId']}", params={"workspaceId": WORKSPACE}
+            )
+        ).json()
+    roles = [(m["role"], m.get("status")) for m in chat["messages"]]
+    assert roles == [
+        ("user", None),
+        ("assistant", "failed"),
+        ("user", None),
+        ("assistant", "complete"),
+    ]
+    lost = chat["messages"][1]
+    assert lost["id"] == start["assistantMessageId"]
+    assert lost["content"][-1]["code"] == "turn_lost"
+    assert chat["messages"][3]["content"][0]["text"] == "quick: again"
+    second.process.send_signal(signal.SIGTERM)
+    with trio.fail_after(DEADLINE):
+        await second.exited.wait()
+    assert second.process.returncode == 0
+
+
+async def test_sigterm_ends_live_turns_and_persists_them(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    served = await _serve(nursery, data_dir, SLOW)
+    token = (data_dir / "api-token").read_text().strip()
+    body = {"workspaceId": WORKSPACE, "message": "slow until SIGTERM"}
+    async with (
+        served.client(token) as client,
+        client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+    ):
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        served.process.send_signal(signal.SIGTERM)
+        error = await reader.until(lambda e: e.event == "error")
+        done = await reader.next()
+    assert msgspec.json.decode(error.data)["code"] == "shutdown"
+    assert done is not None and done.event == "done"
+    with trio.fail_after(DEADLINE):
+        await served.exited.wait()
+    assert served.process.returncode == 0
+    await wait_no_process(session_id)
+    store = await SQLiteChatStore.open(data_dir)
+    try:
+        chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+        messages = await store.get_messages(WORKSPACE, chat_id)
+        chat = await store.get_chat(WORKSPACE, chat_id, now=0)
+    finally:
+        await store.close()
+    assert messages[-1].status == "failed"
+    assert chat.active_message_id is None
+
+
+async def test_no_runner_is_a_start_up_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SANDBOX_URL"}
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve"]
+    argv += ["--data-dir", str(tmp_path), "--no-embedded-runner", "--port", "0"]
+    result = await trio.run_process(
+        argv, capture_stdout=True, capture_stderr=True, env=env, check=False
+    )
+    assert result.returncode == 2
+    assert b"SANDBOX_URL" in result.stderr
+    assert b"listening" not in result.stdout
