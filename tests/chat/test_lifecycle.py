@@ -10,8 +10,12 @@ from typing import Any
 import msgspec
 import trio
 
+from sandstream.container.schemas import LoadSpec, ScriptedAgent
 from sandstream.server import LocalContainer, RunnerSettings
+from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import (
+    API_TOKEN,
+    DEADLINE,
     RUNNER_TOKEN,
     WORKSPACE,
     ChatServer,
@@ -187,3 +191,37 @@ async def test_a_full_runner_answers_503_and_writes_nothing(
         listed = await server.store.list_chats(WORKSPACE, limit=10, now=0)
         assert len(listed) == 1  # the refused turn's chat was not kept
         assert listed[0].message_count == 1
+
+
+async def test_a_client_that_stops_reading_is_cut_off(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    flood = ScriptedAgent(load=LoadSpec(lines=40_000, payload_bytes=1024, line_type="step"))
+    server = await start_chat_server(nursery, tmp_path, agent=plans(flood=flood), stall_timeout=1.0)
+    body = msgspec.json.encode({"workspaceId": WORKSPACE, "message": "flood me"})
+    host, port = server.url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    request = (
+        b"POST /api/assistant/chat/stream HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (API_TOKEN.encode(), len(body), body)
+    )
+    await stream.send_all(request)
+    # Never read: the server's writes block once the socket buffers are full.
+    with trio.fail_after(DEADLINE):
+        while not (chats := await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())):
+            await trio.sleep(0.05)
+        chat = await server.wait_chat(chats[0].id, _settled)
+    assistant = _assistant(chat)
+    assert assistant["status"] == "cancelled"
+    error = assistant["content"][-1]
+    assert error == {
+        "type": "error",
+        "code": "cancelled",
+        "message": "the client did not read for 1 s",
+    }
+    session_id = await server.store.db.read(
+        lambda conn: conn.execute("SELECT id FROM sessions").fetchone()[0]
+    )
+    await wait_no_process(session_id)
+    await stream.aclose()

@@ -82,6 +82,9 @@ async def test_an_unreachable_or_refusing_runner_fails_the_turn_cleanly(
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=f"http://127.0.0.1:{_free_port()}"
     )
+    async with server.client(auth=False) as client:
+        health = await client.get("/healthz")  # the chat backend's own: no runner here
+    assert health.status_code == 200 and health.json() == {"status": "ok", "live": 0}
     run = await server.turn("anyone?")
     assert run.status == 200
     [error] = run.data("error")

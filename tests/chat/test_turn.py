@@ -9,6 +9,7 @@ import msgspec
 import trio
 
 from tests.chat.harness import (
+    AUTH,
     WORKSPACE,
     ChatServer,
     persisted_form,
@@ -112,6 +113,12 @@ async def test_an_error_terminal_is_persisted_as_failed(
 async def test_logs_are_filtered_and_the_chat_list_is_scoped(server: ChatServer) -> None:
     run = await server.turn("x")
     assert "log" not in run.kinds  # the container logs its lifecycle; the chat hides it
+    async with server.client(auth=False) as client:
+        health = await client.get("/healthz")  # the embedded runner's
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        unknown = await client.get("/api/assistant/nope")
+        assert unknown.status_code == 404
+        assert unknown.headers["content-type"] == "application/problem+json"
     async with server.client() as client:
         other = await client.get("/api/assistant/chats", params={"workspaceId": "ws_other"})
         assert other.json() == {"chats": []}
@@ -140,3 +147,30 @@ async def _session_conversation(server: ChatServer, assistant_id: str) -> list[d
     raw = await server.store.db.read(query)
     turns: list[dict[str, Any]] = msgspec.json.decode(raw)
     return turns
+
+
+async def test_every_refusal_is_problem_json_and_writes_nothing(server: ChatServer) -> None:
+    url = "/api/assistant/chat/stream"
+    hi = b'{"workspaceId":"w","message":"hi"}'
+    huge = b'{"workspaceId":"w","message":"' + b"x" * 2_000_000 + b'"}'
+    cases: list[tuple[dict[str, str], bytes, int, str]] = [
+        ({}, hi, 401, "unauthorized"),
+        ({"Authorization": "Bearer wrong"}, hi, 401, "unauthorized"),
+        (AUTH, b"{not json", 422, "invalid-body"),
+        (AUTH, b'{"message":"no workspace"}', 422, "invalid-body"),
+        (AUTH, b'{"workspaceId":"bad id!","message":"x"}', 422, "invalid-body"),
+        (AUTH, b'{"workspaceId":"w","message":"   "}', 422, "invalid-body"),
+        (AUTH, b'{"workspaceId":"w","message":"x","chatId":"chat_nope"}', 404, "not-found"),
+        (AUTH, huge, 413, "payload-too-large"),
+    ]  # fmt: skip
+    async with server.client(auth=False) as client:
+        for headers, body, status, kind in cases:
+            response = await client.post(url, content=body, headers=headers)
+            assert response.status_code == status, (body[:60], response.text)
+            assert response.headers["content-type"] == "application/problem+json"
+            problem = response.json()
+            assert problem["type"] == f"urn:sandstream:problem:{kind}"
+            assert problem["status"] == status and problem["title"]
+            if status == 401:
+                assert response.headers["www-authenticate"].startswith("Bearer")
+    assert await server.store.list_chats("w", limit=10, now=0) == []
