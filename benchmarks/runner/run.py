@@ -17,7 +17,9 @@ delivers at least 50% of the ceiling.
 ladder (``--ladder``); per line, latency = client receive time - the line's ``ts``
 (stamped by the container as it emits it). After all N streams are flowing and a
 warm-up, ``--duration`` seconds are measured. The answer is the largest N whose p99
-stays under 50 ms. Each level runs on a fresh runner process, whose RSS is sampled
+stays under 50 ms. For reference, each level also runs the same N containers read
+straight from their pipes by this process (*direct*: no runner, no HTTP), which is the
+machine's own limit. Each level runs on a fresh runner process, whose RSS is sampled
 idle (after one warm-up turn) and with the N streams live: the difference over N is the
 runner's memory per live stream (the containers' own RSS is reported separately).
 """
@@ -240,6 +242,70 @@ def _children_cpu(process: psutil.Process) -> float:
     return total
 
 
+async def _direct_level(
+    streams: int, rate: float, duration: float, warmup: float, payload: int
+) -> dict[str, Any]:
+    """The same N containers read straight from their pipes (no runner, no HTTP)."""
+    latencies: list[float] = []
+    flowing = 0
+    all_flowing = trio.Event()
+    measuring = False
+    total_lines = int(rate * (duration + warmup + 120))
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load_config(total_lines, rate, payload))
+
+        async def stream() -> None:
+            nonlocal flowing
+            process = await trio.lowlevel.open_process(
+                list(CONTAINER_ARGV),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+            assert process.stdin is not None and process.stdout is not None
+            try:
+                async with process.stdin:
+                    await process.stdin.send_all(msgspec.json.encode(workspace.mint_dispatch()))
+                decoder = msgspec.json.Decoder()
+                started = False
+                pending = b""
+                while chunk := await process.stdout.receive_some(65536):
+                    now_ms = time.time() * 1000
+                    if not started:
+                        started = True
+                        flowing += 1
+                        if flowing == streams:
+                            all_flowing.set()
+                    if not measuring:
+                        continue
+                    *complete, pending = (pending + chunk).split(b"\n")
+                    for line in complete:
+                        ts = decoder.decode(line).get("ts")
+                        if ts is not None:
+                            latencies.append(now_ms - ts)
+            finally:
+                with trio.CancelScope(shield=True):
+                    process.kill()
+                    await process.wait()
+
+        async with trio.open_nursery() as streams_nursery:
+            for _ in range(streams):
+                streams_nursery.start_soon(stream)
+            with trio.fail_after(600):
+                await all_flowing.wait()
+            await trio.sleep(warmup)
+            measuring = True
+            await trio.sleep(duration)
+            measuring = False
+            streams_nursery.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+    return {
+        "p50": round(percentile(latencies, 50), 2),
+        "p95": round(percentile(latencies, 95), 2),
+        "p99": round(percentile(latencies, 99), 2),
+    }
+
+
 async def concurrency(
     ladder: list[int], rate: float, duration: float, warmup: float, payload: int
 ) -> dict[str, Any]:
@@ -247,6 +313,7 @@ async def concurrency(
     best = 0
     for streams in ladder:
         level = await _level(streams, rate, duration, warmup, payload)
+        level["direct_latency_ms"] = await _direct_level(streams, rate, duration, warmup, payload)
         levels.append(level)
         _print_level(level)
         if level["latency_ms"]["p99"] <= GOAL_P99_MS:
@@ -258,9 +325,11 @@ async def concurrency(
 
 def _print_level(level: dict[str, Any]) -> None:
     lat = level["latency_ms"]
+    direct = level["direct_latency_ms"]
     print(
         f"  {level['streams']:4d} streams: p50 {lat['p50']:7.2f} p95 {lat['p95']:7.2f} "
-        f"p99 {lat['p99']:7.2f} ms; lines {level['lines_measured']}/{level['expected_lines']}; "
+        f"p99 {lat['p99']:7.2f} ms (direct p50 {direct['p50']:.2f} p99 {direct['p99']:.2f}); "
+        f"lines {level['lines_measured']}/{level['expected_lines']}; "
         f"runner RSS {level['runner_rss_idle_mb']} -> {level['runner_rss_live_mb']} MiB "
         f"({level['runner_kib_per_stream']} KiB/stream); container RSS "
         f"{level['container_rss_mb_mean']} MiB each; CPU % {level['cpu_percent']}; "

@@ -9,7 +9,9 @@ load mode, 100 lines/s), then closes the response and times:
 - **total**: client close → the container's leader reaped (its group killed and empty);
 - **reaction**: client close → ``SIGTERM`` sent to the group (Hypercorn notices the
   disconnect, quart-trio cancels the response task, the turn's ``__aexit__`` runs);
-- **container exit**: ``SIGTERM`` → reaped (the container's own shutdown).
+- **container exit**: ``SIGTERM`` → reaped (the container's own shutdown), and within
+  it **stdout closed**: ``SIGTERM`` → EOF on the container's stdout (its last line is
+  out; what follows is the container process finishing).
 
 ``real`` is ``python -m sandstream.container`` (the scripted agent in load mode, boot
 and callbacks included); ``shell`` is a minimal container (``sh`` printing an envelope
@@ -31,7 +33,13 @@ import httpx
 import trio
 
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
-from sandstream.server import LocalContainer, LocalSubprocessLauncher, RunnerSettings
+from sandstream.server import (
+    ContainerExit,
+    ContainerHandle,
+    LocalContainer,
+    LocalSubprocessLauncher,
+    RunnerSettings,
+)
 from tests.support.workspace import start_workspace
 
 from ..runner.support import (
@@ -51,15 +59,69 @@ SHELL_CONTAINER: Final = (
 )
 
 
+class _TimedStdout(trio.abc.ReceiveStream):
+    """The container's stdout, noting when it reached EOF."""
+
+    def __init__(self, inner: trio.abc.ReceiveStream) -> None:
+        self.inner = inner
+        self.eof_at: float | None = None
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self.inner.receive_some(max_bytes)
+        if not data and self.eof_at is None:
+            self.eof_at = time.monotonic()
+        return data
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _TimedHandle:
+    """A :class:`LocalContainer` whose stdout is a :class:`_TimedStdout`."""
+
+    def __init__(self, inner: LocalContainer) -> None:
+        self.inner = inner
+        self.stdout = _TimedStdout(inner.stdout)
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def exit(self) -> ContainerExit | None:
+        return self.inner.exit
+
+
+class _TimedLauncher(LocalSubprocessLauncher):
+    """Hands the turn a :class:`_TimedHandle` (to see when the container closed stdout)."""
+
+    async def run(
+        self,
+        dispatch: bytes,
+        turn_id: str,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        outer = task_status
+
+        class _Status:
+            def started(self, handle: ContainerHandle | None = None) -> None:
+                assert isinstance(handle, LocalContainer)
+                outer.started(_TimedHandle(handle))
+
+        return await super().run(dispatch, turn_id, task_status=_Status())
+
+
 async def _trials(kind: str, trials: int, warmup: int) -> dict[str, Any]:
     if kind == "real":
-        launcher = LocalSubprocessLauncher(stderr="discard")
+        launcher = _TimedLauncher(stderr="discard")
     else:
-        launcher = LocalSubprocessLauncher(argv=["sh", "-c", SHELL_CONTAINER], stderr="discard")
+        launcher = _TimedLauncher(argv=["sh", "-c", SHELL_CONTAINER], stderr="discard")
     settings = RunnerSettings(token=TOKEN, max_live=4)
     totals: list[float] = []
     reactions: list[float] = []
     exits: list[float] = []
+    eofs: list[float] = []
     escalated = 0
     leftovers = 0
     async with trio.open_nursery() as nursery:
@@ -88,14 +150,17 @@ async def _trials(kind: str, trials: int, warmup: int) -> dict[str, Any]:
                 turn, record = server.closed[-1]
                 exit_ = turn.container_exit
                 assert exit_ is not None and exit_.stopped_at is not None, record
-                assert isinstance(turn.container, LocalContainer)
-                if live_group_members(turn.container.pgid):
+                handle = turn.container
+                assert isinstance(handle, _TimedHandle)
+                if live_group_members(handle.inner.pgid):
                     leftovers += 1
                 if index < warmup:
                     continue
                 totals.append((exit_.reaped_at - closed_at) * 1000)
                 reactions.append((exit_.stopped_at - closed_at) * 1000)
                 exits.append((exit_.reaped_at - exit_.stopped_at) * 1000)
+                if handle.stdout.eof_at is not None:
+                    eofs.append((handle.stdout.eof_at - exit_.stopped_at) * 1000)
                 escalated += exit_.escalated
         server.stop.set()
         nursery.cancel_scope.cancel()
@@ -104,6 +169,7 @@ async def _trials(kind: str, trials: int, warmup: int) -> dict[str, Any]:
         "total_ms": summary(totals),
         "reaction_ms": summary(reactions),
         "container_exit_ms": summary(exits),
+        "sigterm_to_stdout_closed_ms": summary(eofs),
         "escalated_to_sigkill": escalated,
         "groups_left_behind": leftovers,
     }
@@ -140,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_row("total", total))
         print(_row("reaction", result["reaction_ms"]))
         print(_row("container exit", result["container_exit_ms"]))
+        print(_row("  stdout closed", result["sigterm_to_stdout_closed_ms"]))
         print(
             f"  escalated to SIGKILL: {result['escalated_to_sigkill']}, "
             f"groups left behind: {result['groups_left_behind']}"
