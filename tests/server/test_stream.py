@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import msgspec
+import pytest
 import trio
 
 from sandstream.container.schemas import ScriptedError, ScriptedStep
+from sandstream.server import LocalSubprocessLauncher
 from tests.server.harness import (
     RunnerServer,
     load,
@@ -204,3 +209,28 @@ async def test_healthz_and_unknown_routes(server: RunnerServer) -> None:
         assert wrong_method.status_code == 405
         assert wrong_method.headers["content-type"] == PROBLEM
         assert "POST" in wrong_method.headers["allow"]
+
+
+async def test_container_stderr_goes_to_the_log_with_the_turn_id(
+    nursery: trio.Nursery, workspace: WorkspaceServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrapper = f"echo 'a line on stderr' >&2; exec {sys.executable} -m sandstream.container"
+    launcher = LocalSubprocessLauncher(argv=["sh", "-c", wrapper], stderr="log")
+    server = await start_runner(nursery, launcher=launcher)
+    with caplog.at_level(logging.INFO, logger="sandstream.container"):
+        async with server.client() as client:
+            response = await client.post("/stream", json=workspace.mint_dispatch())
+        await server.wait_records(1)
+    turn_id = response.headers["x-turn-id"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "sandstream.container"]
+    assert f"[{turn_id}] a line on stderr" in messages
+    assert parse_stream(response.content)[-1]["type"] == "result"
+
+
+async def test_the_runner_token_is_not_in_the_container_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SANDSTREAM_RUNNER_TOKEN", "secret")
+    env = LocalSubprocessLauncher().container_env("turn_x")
+    assert "SANDSTREAM_RUNNER_TOKEN" not in env
+    assert env["SANDSTREAM_TURN_ID"] == "turn_x"
