@@ -186,7 +186,8 @@ class LocalSubprocessLauncher:
     ``SANDSTREAM_TURN_ID``. ``stderr``: ``"log"`` reads it into the
     ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
     ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
-    fast producer blocks less often.
+    fast producer blocks less often (kept modest: an unprivileged user's pipes share a
+    budget, ``/proc/sys/fs/pipe-user-pages-soft``, 64 MiB by default).
     """
 
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
@@ -195,7 +196,7 @@ class LocalSubprocessLauncher:
     scrub_env: frozenset[str] = DEFAULT_SCRUBBED_ENV
     cwd: str | None = None
     stderr: StderrMode = "log"
-    pipe_size: int | None = 1 << 20
+    pipe_size: int | None = 256 * 1024
     sweep_stragglers: bool = True
 
     def __post_init__(self) -> None:
