@@ -27,6 +27,7 @@ from .errors import (
     FileNotFoundInBagError,
     StoreError,
     TokenRejectedError,
+    UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Target",
     "TargetError",
     "TokenRejectedError",
+    "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
     "create_chat_app",

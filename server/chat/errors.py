@@ -11,6 +11,7 @@ __all__ = [
     "FileNotFoundInBagError",
     "StoreError",
     "TokenRejectedError",
+    "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
 ]
@@ -82,6 +83,10 @@ class TokenRejectedError(ChatError):
 
 class UploadError(ChatError):
     """An upload body could not be read: not multipart, malformed, or without files."""
+
+
+class UnsupportedMediaTypeError(UploadError):
+    """An upload that is not ``multipart/form-data`` (with a boundary)."""
 
 
 class UploadTooLargeError(UploadError):

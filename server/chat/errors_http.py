@@ -16,6 +16,7 @@ from .errors import (
     ChatNotFoundError,
     FileNotFoundInBagError,
     TokenRejectedError,
+    UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
 )
@@ -110,10 +111,12 @@ def install_chat_error_handlers(app: Quart) -> None:
             problem(413, "Payload Too Large", str(error), type=PAYLOAD_TOO_LARGE)
         )
 
+    @app.errorhandler(UnsupportedMediaTypeError)
+    async def _media_type(error: UnsupportedMediaTypeError) -> Response:
+        return close_if_body_unread(
+            problem(415, "Unsupported Media Type", str(error), type=UNSUPPORTED_MEDIA_TYPE)
+        )
+
     @app.errorhandler(UploadError)
     async def _upload(error: UploadError) -> Response:
-        if "multipart/form-data" in str(error):
-            return close_if_body_unread(
-                problem(415, "Unsupported Media Type", str(error), type=UNSUPPORTED_MEDIA_TYPE)
-            )
         return close_if_body_unread(invalid(str(error)))

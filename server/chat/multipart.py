@@ -24,7 +24,7 @@ from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
 from .bag import BlobStore, content_type_for, sanitize_name
-from .errors import UploadError, UploadTooLargeError
+from .errors import UnsupportedMediaTypeError, UploadError, UploadTooLargeError
 from .models import NewBlob
 
 __all__ = ["PART_OVERHEAD", "ReceivedFile", "UploadLimits", "receive_files"]
@@ -71,14 +71,15 @@ async def receive_files(
     """Store every file part of the body; return them in order.
 
     ``keep_dirs`` keeps a relative path as the file's name (results), else only the
-    base name is kept (user uploads). Raises :class:`UploadError` for a body that is
-    not multipart or is malformed, :class:`UploadTooLargeError` past ``limits``.
+    base name is kept (user uploads). Raises :class:`UnsupportedMediaTypeError` for a
+    body that is not multipart, :class:`UploadError` for a malformed one,
+    :class:`UploadTooLargeError` past ``limits``.
     Cancellation: temp files are removed, then :class:`trio.Cancelled` propagates.
     """
     mimetype, options = parse_options_header(content_type or "")
     boundary = options.get("boundary", "")
     if mimetype != "multipart/form-data" or not boundary:
-        raise UploadError("the body must be multipart/form-data with a boundary")
+        raise UnsupportedMediaTypeError("the body must be multipart/form-data with a boundary")
     decoder = MultipartDecoder(boundary.encode("latin-1"), _DECODER_BUFFER, max_parts=None)
     raw_limit = limits.max_bytes + (limits.max_files + 1) * PART_OVERHEAD
     raw = 0
@@ -126,7 +127,7 @@ async def receive_files(
             if not part.file.closed:
                 with trio.CancelScope(shield=True):
                     await part.file.aclose()
-        await blobs.discard([t for t in temps if t.exists()])
+        await blobs.discard(temps)  # those committed were moved away already
 
 
 async def _drain(
