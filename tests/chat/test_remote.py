@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -129,3 +132,29 @@ async def test_the_workflow_environment_picks_the_runner(
     chats: list[Any] = await server.store.list_chats(WORKSPACE, limit=10, now=0)
     assert len(chats) == 1
     assert msgspec.json.decode(run.events[0].data)["chatId"] == chats[0].id
+
+
+async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    runner = await start_runner_process(nursery)
+    server = await start_chat_server(
+        nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=plans(slow=sleeping(300))
+    )
+    body = {"workspaceId": WORKSPACE, "message": "slow then the runner dies"}
+    async with server.stream(body) as response:
+        reader = EventReader(response)
+        await reader.until(running_step)
+        orphans = descendants(runner.pid)
+        runner.process.send_signal(signal.SIGKILL)
+        error = await reader.until(lambda e: e.event == "error")
+        done = await reader.next()
+    for pid in orphans:  # nobody reaps a SIGKILLed runner's containers: clean up
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    assert done is not None and done.event == "done"
+    assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
+    chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+    chat = await server.wait_chat(chat_id, lambda c: "activeMessageId" not in c)
+    assert chat["messages"][-1]["status"] == "failed"
+    assert chat["messages"][-1] == persisted_form(reader.events, chat["messages"][-1])
