@@ -1,0 +1,1 @@
+"""Benchmark harnesses for sandstream (run each as ``python -m benchmarks.<name>.run``)."""

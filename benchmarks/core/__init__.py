@@ -1,0 +1,4 @@
+"""Line throughput of the sans-IO core: the façade against baselines and a decode ceiling.
+
+Run ``python -m benchmarks.core.run --help``.
+"""

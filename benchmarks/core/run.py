@@ -9,7 +9,9 @@ implementations interleaved within each round, and reports the median (and best)
 the rounds. Every timed run starts after a full ``gc.collect()`` with the collector in
 the same state for all (enabled by default; ``--no-gc`` disables it while timing).
 Timing covers ``feed`` of every chunk plus ``close``; building the processor, and
-freeing it, do not count.
+freeing it, do not count. Rates and ratios use wall time (``time.perf_counter``); the
+``CPU lines/s`` column (``time.process_time``, median) is less sensitive to other
+processes on a shared machine. ``spread`` is (slowest - fastest) / median round.
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ class Measurement:
 
     name: str
     seconds: list[float]
+    cpu_seconds: list[float]
     lines: int
     bytes: int
 
@@ -205,6 +208,10 @@ class Measurement:
         return min(self.seconds)
 
     @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_seconds)
+
+    @property
     def lines_per_s(self) -> float:
         return self.lines / self.median
 
@@ -213,24 +220,28 @@ class Measurement:
         return self.bytes / self.median / 1e6
 
 
-def time_once(factory: Callable[[], Processor], chunks: list[bytes], gc_enabled: bool) -> float:
-    """Seconds to feed every chunk to a fresh processor and close it."""
+def time_once(
+    factory: Callable[[], Processor], chunks: list[bytes], gc_enabled: bool
+) -> tuple[float, float]:
+    """Wall and CPU seconds to feed every chunk to a fresh processor and close it."""
     proc = factory()
     gc.collect()
     if not gc_enabled:
         gc.disable()
     try:
-        start = time.perf_counter()
         feed = proc.feed
+        cpu_start = time.process_time()
+        start = time.perf_counter()
         for chunk in chunks:
             feed(chunk)
         proc.close()
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
     finally:
         gc.enable()
     del proc, feed
     gc.collect()
-    return elapsed
+    return elapsed, cpu
 
 
 def measure(
@@ -238,14 +249,16 @@ def measure(
 ) -> dict[str, Measurement]:
     """Time each implementation ``repeat`` times, interleaved, after one warm-up run each."""
     size = sum(map(len, chunks))
-    results = {name: Measurement(name, [], lines, size) for name in names}
+    results = {name: Measurement(name, [], [], lines, size) for name in names}
     for name in names:  # warm-up: imports, caches, allocator arenas
         time_once(IMPLEMENTATIONS[name], chunks[: max(1, len(chunks) // 10)], gc_enabled)
     for round_ in range(repeat):
         # Rotate the order each round so no implementation always runs first.
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
-            results[name].seconds.append(time_once(IMPLEMENTATIONS[name], chunks, gc_enabled))
+            wall, cpu = time_once(IMPLEMENTATIONS[name], chunks, gc_enabled)
+            results[name].seconds.append(wall)
+            results[name].cpu_seconds.append(cpu)
     return results
 
 
@@ -261,9 +274,11 @@ def report(results: dict[str, Measurement]) -> dict[str, Any]:
                 "lines_per_s": m.lines_per_s,
                 "mb_per_s": m.mb_per_s,
                 "best_lines_per_s": m.lines / m.best,
+                "cpu_lines_per_s": m.lines / m.cpu_median,
                 "vs_naive": naive.median / m.median if naive else None,
                 "vs_ceiling": ceiling.median / m.median if ceiling else None,
                 "seconds": m.seconds,
+                "cpu_seconds": m.cpu_seconds,
             }
         )
     return {"results": rows}
@@ -271,7 +286,16 @@ def report(results: dict[str, Measurement]) -> dict[str, Any]:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The results as a fixed-width text table."""
-    header = ("implementation", "lines/s", "MB/s", "best lines/s", "x naive", "x ceiling", "spread")
+    header = (
+        "implementation",
+        "lines/s",
+        "MB/s",
+        "best lines/s",
+        "CPU lines/s",
+        "x naive",
+        "x ceiling",
+        "spread",
+    )
     body = []
     for row in rows:
         secs = row["seconds"]
@@ -282,6 +306,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 f"{row['lines_per_s']:,.0f}",
                 f"{row['mb_per_s']:.1f}",
                 f"{row['best_lines_per_s']:,.0f}",
+                f"{row['cpu_lines_per_s']:,.0f}",
                 "-" if row["vs_naive"] is None else f"{row['vs_naive']:.2f}",
                 "-" if row["vs_ceiling"] is None else f"{row['vs_ceiling']:.2f}",
                 f"{spread:.0%}",
