@@ -66,18 +66,17 @@ class _LineBuffer:
         self._discarding = False
 
     def feed(self, data: bytes) -> list[bytes | None]:
-        lines: list[bytes | None] = (self._tail + data).split(b"\n")
-        tail = lines.pop()
-        if self._discarding and lines:
-            lines[0] = None
-            self._discarding = False
+        parts = (self._tail + data).split(b"\n")
+        tail = parts.pop()
         limit = self._max
-        for i, line in enumerate(lines):
-            if line is not None:
-                if line.endswith(b"\r"):
-                    line = lines[i] = line[:-1]
-                if len(line) > limit:
-                    lines[i] = None
+        lines: list[bytes | None] = []
+        for line in parts:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            lines.append(None if len(line) > limit else line)
+        if self._discarding and lines:
+            lines[0] = None  # the rest of the line already found too long
+            self._discarding = False
         if self._discarding or len(tail) > limit + 1:  # +1: a "\r" before the "\n"
             self._discarding = True
             tail = b""

@@ -44,7 +44,7 @@ from .generate import DEFAULT_LINES, DEFAULT_SEED, generate_trace, trace_stats
 try:
     from sandstream.core import StreamProcessor
 except ImportError:  # the façade is not there yet (or broken): baselines only
-    StreamProcessor = None  # type: ignore[assignment,misc]
+    StreamProcessor = None  # type: ignore[assignment,misc,unused-ignore]
 
 __all__ = ["IMPLEMENTATIONS", "Measurement", "OutputSummary", "main", "summarize"]
 
