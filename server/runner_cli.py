@@ -73,6 +73,12 @@ def build_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
         default=10.0,
         help="seconds live turns get to deliver their last line on shutdown",
     )
+    limits.add_argument(
+        "--read-size",
+        type=int,
+        default=256 * 1024,
+        help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
+    )
     container = parser.add_argument_group("container")
     container.add_argument(
         "--container-cmd",
@@ -106,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runtime_cap=args.runtime_cap,
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
+            read_size=args.read_size,
         )
         launcher = LocalSubprocessLauncher(
             argv=shlex.split(args.container_cmd),

@@ -96,13 +96,15 @@ async def _through_runner(url: str, workspace: WorkspaceServer) -> tuple[int, fl
     return lines, time.perf_counter() - first
 
 
-async def throughput(lines: int, payload: int, repeat: int) -> dict[str, Any]:
+async def throughput(
+    lines: int, payload: int, repeat: int, runner_args: list[str]
+) -> dict[str, Any]:
     ceiling: list[float] = []
     runner: list[float] = []
     counts: set[int] = set()
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load_config(lines, 0.0, payload))
-        proc = await start_runner_process(nursery, "--max-live", "8")
+        proc = await start_runner_process(nursery, "--max-live", "8", *runner_args)
         try:
             for _ in range(repeat):
                 n, seconds = await _ceiling(workspace)
@@ -353,12 +355,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ladder", default="10,25,50,75,100,150,200,300")
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument(
+        "--runner-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra runner argument (throughput), e.g. --runner-arg=--read-size=65536",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     parts = args.parts or ["throughput", "concurrency"]
     doc: dict[str, Any] = {"environment": environment()}
     if "throughput" in parts:
-        result = trio.run(throughput, args.lines, args.payload, args.repeat)
+        result = trio.run(throughput, args.lines, args.payload, args.repeat, args.runner_arg)
         doc["throughput"] = result
         if not args.json:
             met = "met" if result["ratio"] >= GOAL_RATIO else "NOT met"
