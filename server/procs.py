@@ -109,9 +109,10 @@ def sweep(marker: str, session: int, *, rounds: int = 3) -> int:
     container's pid: it was started as a session leader) or when its environment holds
     ``marker`` (``"SANDSTREAM_TURN_ID=<id>"``), which finds processes that started
     sessions of their own. Zombies are skipped (they hold no resources; their parent
-    or init reaps them). Blocking: reads ``/proc``, so call it from a worker thread.
-    Linux only; elsewhere it returns 0. A process that forks while being swept is
-    caught by a later round (up to ``rounds``).
+    or init reaps them), and so are members of the container's own group, which the
+    group ``SIGKILL`` has already reached. Blocking: reads ``/proc``, so call it from
+    a worker thread. Linux only; elsewhere it returns 0. A process that forks while
+    being swept is caught by a later round (up to ``rounds``).
     """
     if not sys.platform.startswith("linux") or not os.path.isdir(_PROC):
         return 0
@@ -150,6 +151,8 @@ def _find(needle: bytes, session: int) -> list[int]:
             fields = stat[stat.rindex(b")") + 2 :].split()
             if fields[0] in (b"Z", b"X"):
                 continue
+            if int(fields[2]) == session:
+                continue  # in the container's own group: already SIGKILL-ed, dying
             sid = int(fields[3])
             if sid == session:
                 found.append(pid)
