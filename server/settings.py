@@ -28,7 +28,9 @@ class RunnerSettings:
     (held by a leftover process) before the turn ends without it. ``read_size``:
     bytes asked of the container's stdout per read; what one read returns goes out
     in one write. ``shutdown_timeout``: on shutdown, how long live turns get to
-    deliver their final line before their connections are cut.
+    deliver their final line before their connections are cut. ``strict``: the core's
+    strict mode, where the first invalid line ends the turn with
+    ``error{code:"protocol_error"}`` (and stops the container) instead of being dropped.
     """
 
     token: str | None
@@ -42,6 +44,7 @@ class RunnerSettings:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     read_size: int = 256 * 1024
     max_body_bytes: int = 4 * 1024 * 1024
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():

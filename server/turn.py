@@ -161,7 +161,9 @@ class TurnStream:
         on_closed: Callable[[TurnStream, TurnRecord], object] | None = None,
     ) -> None:
         self.id = turn_id or new_turn_id()
-        self.processor = StreamProcessor(mode, max_line_bytes=settings.max_line_bytes)
+        self.processor = StreamProcessor(
+            mode, strict=settings.strict, max_line_bytes=settings.max_line_bytes
+        )
         """The core's state for this turn: ``processor.turn`` has steps and terminal."""
         self._dispatch = dispatch
         self._launcher = launcher

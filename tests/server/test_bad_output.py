@@ -64,3 +64,21 @@ async def test_garbage_and_a_50_mb_line_never_reach_the_client(
     # The 50 MB line was never held whole: the runner's memory stayed bounded
     # (read size + the 1 MiB line bound, plus noise).
     assert peak - baseline < 24 * 1024 * 1024, (peak - baseline) / 1e6
+
+
+async def test_strict_mode_ends_the_turn_at_the_first_invalid_line(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    from tests.server.harness import settings
+
+    wrapper = f"printf 'garbage\\n'; exec {sys.executable} -m sandstream.container"
+    launcher = LocalSubprocessLauncher(argv=["sh", "-c", wrapper], stderr="discard")
+    server = await start_runner(nursery, runner_settings=settings(strict=True), launcher=launcher)
+    workspace.config = scripted(shell("sleep 315"))
+    async with server.client() as client:
+        response = await client.post("/stream", json=workspace.mint_dispatch())
+    (line,) = parse_stream(response.content)
+    assert (line["type"], line["code"]) == ("error", "protocol_error")
+    (record,) = await server.wait_records(1)
+    assert record.outcome == "protocol_error"
+    assert record.teardown_ms is not None  # the container was stopped, not waited for
