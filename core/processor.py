@@ -127,16 +127,17 @@ class StreamProcessor:
             return b""
         return self._process(lines)
 
-    def close(self) -> bytes:
+    def close(self, message: str = "upstream ended without a result or error") -> bytes:
         """End of upstream: flush a final unterminated line, then guarantee a terminal.
 
-        Without a terminal from upstream, synthesizes ``error{code:"upstream_closed"}``.
-        Idempotent: later calls return ``b""``.
+        Without a terminal from upstream, synthesizes ``error{code:"upstream_closed"}``
+        carrying ``message`` (e.g. the container's exit status). Idempotent: later
+        calls return ``b""``.
         """
         if self._closed:
             return b""
         out = self._process(self._splitter.close())
-        return out + self.fail("upstream_closed", "upstream ended without a result or error")
+        return out + self.fail("upstream_closed", message)
 
     def cancel(self, message: str = "the turn was cancelled") -> bytes:
         """End the turn with ``error{code:"cancelled"}`` unless it already ended."""

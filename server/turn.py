@@ -422,17 +422,14 @@ class TurnStream:
                 self._stop_container()
                 await self._gone.wait()
         self._done = True
-        processor = self.processor
-        # A final line without "\n" still counts: terminate it, then end the turn.
-        out = processor.feed(b"\n")
-        if processor.ended:
-            return out + processor.close()
         exit_ = self.container_exit
         status = exit_.describe() if exit_ is not None else "ended"
-        self._outcome = "container_exited"
-        return out + processor.fail(
-            "upstream_closed", f"the container {status} without sending a result or error"
-        )
+        processor = self.processor
+        ended_before = processor.ended
+        out = processor.close(f"the container {status} without sending a result or error")
+        if not ended_before and processor.turn.synthesized:
+            self._outcome = "container_exited"
+        return out
 
     # -- internals: tasks ------------------------------------------------------------
 

@@ -273,3 +273,13 @@ def test_encoded_envelopes_round_trip_through_the_processor() -> None:
 def test_unknown_mode_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="mode"):
         StreamProcessor("xml")  # type: ignore[arg-type]
+
+
+def test_close_carries_the_callers_message_and_flushes_a_final_line() -> None:
+    proc = StreamProcessor("ndjson")
+    out = proc.feed(step("s", "running").rstrip(b"\n"))
+    assert out == b""
+    out = proc.close("the container exited with status 3")
+    first, last = out.splitlines()
+    assert json.loads(first)["id"] == "s"
+    assert json.loads(last)["message"] == "the container exited with status 3"
