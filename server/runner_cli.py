@@ -28,7 +28,13 @@ from .launcher import DEFAULT_CONTAINER_ARGV, DEFAULT_KILL_GRACE, LocalSubproces
 from .serve import serve, wait_for_signals
 from .settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "add_container_arguments",
+    "build_parser",
+    "hypercorn_config",
+    "launcher_from_args",
+    "main",
+]
 
 DEFAULT_PORT = 8765
 
@@ -62,12 +68,6 @@ def build_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
         help="end a turn whose client has not read for this many seconds (0: never)",
     )
     limits.add_argument(
-        "--kill-grace",
-        type=float,
-        default=DEFAULT_KILL_GRACE,
-        help="seconds between SIGTERM and SIGKILL when a container is stopped",
-    )
-    limits.add_argument(
         "--shutdown-timeout",
         type=float,
         default=10.0,
@@ -79,20 +79,48 @@ def build_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
         default=256 * 1024,
         help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
     )
-    container = parser.add_argument_group("container")
-    container.add_argument(
+    add_container_arguments(parser.add_argument_group("container"))
+    parser.add_argument("--log-level", default="info", help="server log level (default: info)")
+    return parser
+
+
+def add_container_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how containers are launched and stopped."""
+    group.add_argument(
         "--container-cmd",
         default=shlex.join(DEFAULT_CONTAINER_ARGV),
         help="command that runs one container; dispatch JSON on its stdin (default: %(default)s)",
     )
-    container.add_argument(
+    group.add_argument(
         "--container-stderr",
         choices=("log", "inherit", "discard"),
         default="log",
         help="what to do with a container's stderr (default: %(default)s)",
     )
-    parser.add_argument("--log-level", default="info", help="server log level (default: info)")
-    return parser
+    group.add_argument(
+        "--kill-grace",
+        type=float,
+        default=DEFAULT_KILL_GRACE,
+        help="seconds between SIGTERM and SIGKILL when a container is stopped",
+    )
+
+
+def launcher_from_args(args: argparse.Namespace) -> LocalSubprocessLauncher:
+    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad)."""
+    return LocalSubprocessLauncher(
+        argv=shlex.split(args.container_cmd),
+        kill_grace=args.kill_grace,
+        stderr=args.container_stderr,
+    )
+
+
+def hypercorn_config(host: str, port: int) -> Config:
+    """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None  # one structured record per turn instead (sandstream.access)
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,11 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutdown_timeout=args.shutdown_timeout,
             read_size=args.read_size,
         )
-        launcher = LocalSubprocessLauncher(
-            argv=shlex.split(args.container_cmd),
-            kill_grace=args.kill_grace,
-            stderr=args.container_stderr,
-        )
+        launcher = launcher_from_args(args)
     except (MissingTokenError, ValueError) as exc:
         print(f"sandstream runner: {exc}", file=sys.stderr)
         return 2
@@ -127,11 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "running WITHOUT authentication (--insecure-no-token): anyone who can reach "
             "this port can run containers"
         )
-    config = Config()
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    config.bind = [f"{host}:{args.port}"]
-    config.accesslog = None  # one structured record per turn instead (sandstream.access)
-    config.errorlog = "-"
+    config = hypercorn_config(args.host, args.port)
     app = create_app(settings, launcher=launcher)
     try:
         trio.run(partial(serve, app, config, shutdown_trigger=wait_for_signals))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
@@ -44,8 +43,9 @@ from .chat.config import ChatSettings
 from .chat.errors import ChatConfigError, StoreError
 from .chat.service import ChatService
 from .chat.sqlite_store import SQLiteChatStore
-from .launcher import DEFAULT_CONTAINER_ARGV, DEFAULT_KILL_GRACE, LocalSubprocessLauncher
+from .launcher import LocalSubprocessLauncher
 from .runner import Runner
+from .runner_cli import add_container_arguments, hypercorn_config, launcher_from_args
 from .serve import wait_for_signals
 from .settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 
@@ -105,23 +105,7 @@ def build_parser(
     runner.add_argument(
         "--runtime-cap", type=float, default=DEFAULT_RUNTIME_CAP, help="seconds per turn (8 h)"
     )
-    runner.add_argument(
-        "--kill-grace",
-        type=float,
-        default=DEFAULT_KILL_GRACE,
-        help="seconds between SIGTERM and SIGKILL of a stopped container",
-    )
-    runner.add_argument(
-        "--container-cmd",
-        default=shlex.join(DEFAULT_CONTAINER_ARGV),
-        help="command that runs one container (default: %(default)s)",
-    )
-    runner.add_argument(
-        "--container-stderr",
-        choices=("log", "inherit", "discard"),
-        default="log",
-        help="what to do with a container's stderr (%(default)s)",
-    )
+    add_container_arguments(runner)
     agent = parser.add_argument_group("agent")
     agent.add_argument(
         "--agent-config",
@@ -231,17 +215,10 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
         )
-        launcher = LocalSubprocessLauncher(
-            argv=shlex.split(args.container_cmd),
-            kill_grace=args.kill_grace,
-            stderr=args.container_stderr,
-        )
-    config = Config()
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    config.bind = [f"{host}:{args.port}"]
-    config.accesslog = None  # one structured record per turn instead (sandstream.access)
-    config.errorlog = logging.getLogger("hypercorn.error")  # through the root handler, once
-    return _Plan(settings, runner_settings, launcher, api_token, config)
+        launcher = launcher_from_args(args)
+    return _Plan(
+        settings, runner_settings, launcher, api_token, hypercorn_config(args.host, args.port)
+    )
 
 
 def _announce_token(token: ApiToken) -> None:
