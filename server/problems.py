@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
-from quart import Quart, Response
+from quart import Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 __all__ = [
@@ -34,6 +34,8 @@ AT_CAPACITY: Final = "urn:sandstream:problem:at-capacity"
 SHUTTING_DOWN: Final = "urn:sandstream:problem:shutting-down"
 INTERNAL: Final = "urn:sandstream:problem:internal-error"
 
+_METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
+
 
 def problem(
     status: int,
@@ -51,6 +53,11 @@ def problem(
     body.update(extensions)
     response = Response(msgspec.json.encode(body), status=status, content_type=PROBLEM_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-store"
+    if has_request_context() and request.method in _METHODS_WITH_BODY:
+        # A refusal may come before the body is read. h11 cannot start the next
+        # request on this connection until that body is drained, and nobody drains
+        # it, so a client reusing the connection would hang: close it instead.
+        response.headers["Connection"] = "close"
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from quart import Quart, Response, request
+from quart import Quart, Response
 
 from sandstream.server.problems import AT_CAPACITY, SHUTTING_DOWN, problem
 from sandstream.server.runner import AtCapacityError, RunnerUnavailableError
@@ -37,24 +37,12 @@ __all__ = ["install_chat_error_handlers"]
 log = logging.getLogger("sandstream.chat")
 
 
-def close_if_body_unread(response: Response) -> Response:
-    """``Connection: close`` on a refusal of a request that carries a body.
-
-    The body may be left unread (the refusal came first); h11 cannot start the next
-    request on that connection until it is drained, and nobody drains it, so a client
-    reusing the connection would hang.
-    """
-    if request.method in ("POST", "PUT", "PATCH"):
-        response.headers["Connection"] = "close"
-    return response
-
-
 def install_chat_error_handlers(app: Quart) -> None:
     """Register a problem answer for each chat exception on ``app``."""
 
     @app.errorhandler(BadRequestError)
     async def _bad_request(error: BadRequestError) -> Response:
-        return close_if_body_unread(error.response)
+        return error.response
 
     @app.errorhandler(ChatNotFoundError)
     async def _chat_not_found(error: ChatNotFoundError) -> Response:
@@ -101,22 +89,16 @@ def install_chat_error_handlers(app: Quart) -> None:
     @app.errorhandler(TokenRejectedError)
     async def _token(error: TokenRejectedError) -> Response:
         log.warning("sandbox callback refused: %s", error)
-        return close_if_body_unread(
-            unauthorized("the one-time token is invalid, expired or already used", "sandbox")
-        )
+        return unauthorized("the one-time token is invalid, expired or already used", "sandbox")
 
     @app.errorhandler(UploadTooLargeError)
     async def _too_large(error: UploadTooLargeError) -> Response:
-        return close_if_body_unread(
-            problem(413, "Payload Too Large", str(error), type=PAYLOAD_TOO_LARGE)
-        )
+        return problem(413, "Payload Too Large", str(error), type=PAYLOAD_TOO_LARGE)
 
     @app.errorhandler(UnsupportedMediaTypeError)
     async def _media_type(error: UnsupportedMediaTypeError) -> Response:
-        return close_if_body_unread(
-            problem(415, "Unsupported Media Type", str(error), type=UNSUPPORTED_MEDIA_TYPE)
-        )
+        return problem(415, "Unsupported Media Type", str(error), type=UNSUPPORTED_MEDIA_TYPE)
 
     @app.errorhandler(UploadError)
     async def _upload(error: UploadError) -> Response:
-        return close_if_body_unread(invalid(str(error)))
+        return invalid(str(error))

@@ -117,6 +117,8 @@ async def test_missing_or_wrong_token_is_401_problem_json(
             assert response.status_code == 401, headers
             assert response.headers["content-type"] == PROBLEM
             assert response.headers["www-authenticate"].startswith("Bearer")
+            # Refused before its body was read: the connection is not reused.
+            assert response.headers["connection"] == "close"
             body = response.json()
             assert body["status"] == 401
             assert body["type"] == "urn:sandstream:problem:unauthorized"
