@@ -243,7 +243,8 @@ class StreamProcessor:
         if not forwarded:
             return b""
         if self.mode == "ndjson":
-            return b"\n".join(forwarded) + b"\n"
+            forwarded.append(b"")  # the last line's "\n", without copying the output again
+            return b"\n".join(forwarded)
         return self._render(forwarded_heads, forwarded)
 
     def _render(self, heads: list[bytes], lines: list[bytes]) -> bytes:
