@@ -18,12 +18,12 @@ Every turn ends with exactly one terminal event, sent upstream or synthesized by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import count, repeat
+from itertools import count, filterfalse
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import Error, Log, Result, Step, encode_line, new_wire_decoder
+from .envelope import Error, Log, Result, Step, WireEnvelope, encode_line, new_wire_decoder
 from .errors import ProcessorClosedError
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field
@@ -35,6 +35,8 @@ Mode: TypeAlias = Literal["sse", "ndjson", "trace"]
 """``sse``: SSE without logs (chat). ``trace``: SSE with logs. ``ndjson``: passthrough."""
 
 _MODES: Final = ("sse", "ndjson", "trace")
+_decode: Final = new_wire_decoder().decode  # immutable and thread-safe: one serves all
+_Decoded: TypeAlias = WireEnvelope | Diagnostic | None
 _json_encoder: Final = msgspec.json.Encoder()
 
 
@@ -46,7 +48,6 @@ class StreamProcessor:
 
     __slots__ = (
         "_closed",
-        "_decoder",
         "_diagnostics_at_terminal",
         "_done_sent",
         "_frame_heads",
@@ -71,7 +72,6 @@ class StreamProcessor:
         self.strict = strict
         self.turn = Turn(max_diagnostics)
         self._splitter = NDJSONSplitter(max_line_bytes)
-        self._decoder = new_wire_decoder()
         self._closed = False
         self._done_sent = False
         self._diagnostics_at_terminal = 0
@@ -177,68 +177,43 @@ class StreamProcessor:
     # -- internals -------------------------------------------------------------
 
     def _process(self, lines: list[bytes | None]) -> bytes:
-        # The hot path. Pass one validates and folds each line in Python; pass two
-        # renders every accepted line at C speed, reusing the line's own bytes.
+        # The hot path, in three passes over the batch so that each stays in the CPU's
+        # caches: decode every line (C speed), fold them in order (Python), render
+        # the accepted ones (C speed, reusing each line's own bytes).
         turn = self.turn
-        decode = self._decoder.decode
+        first = turn.lines + 1
+        turn.lines += len(lines)
+        decoded = self._decode_batch(lines, first)
         fold_step = turn.fold_step
         heads = self._frame_heads
         forwarded: list[bytes] = []
         forwarded_heads: list[bytes] = []
         forward = forwarded.append
         forward_head = forwarded_heads.append
-        first = turn.lines + 1
-        turn.lines += len(lines)
-        for lineno, line in enumerate(lines, first):
-            if not line:
-                if line is None:
-                    reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
-                    self._reject(
-                        Diagnostic(lineno, "line_too_long", reason), forwarded, forwarded_heads
-                    )
+        for lineno, line, item in zip(count(first), lines, decoded):
+            if item is None:  # a blank line
                 continue
             if turn.terminal is not None:
                 turn.record(Diagnostic(lineno, "after_terminal", "line after the terminal event"))
                 continue
-            try:
-                envelope = decode(line)
-                if not line.isascii():
-                    line.decode()
-            except msgspec.ValidationError as exc:
-                self._reject(
-                    Diagnostic(lineno, "invalid_line", str(exc)), forwarded, forwarded_heads
-                )
-                continue
-            except msgspec.DecodeError as exc:
-                if line.strip():
-                    self._reject(
-                        Diagnostic(lineno, "invalid_json", str(exc)), forwarded, forwarded_heads
-                    )
-                continue
-            except RecursionError:
-                reason = "JSON nested too deeply"
-                self._reject(Diagnostic(lineno, "invalid_json", reason), forwarded, forwarded_heads)
-                continue
-            except UnicodeDecodeError as exc:
-                self._reject(
-                    Diagnostic(lineno, "invalid_utf8", str(exc)), forwarded, forwarded_heads
-                )
-                continue
-            kind = type(envelope)
+            kind = type(item)
             if kind is Step:
-                violation = fold_step(envelope, lineno)  # type: ignore[arg-type]
+                violation = fold_step(item, lineno)  # type: ignore[arg-type]
                 if violation is not None:
                     self._reject(violation, forwarded, forwarded_heads)
                     continue
             elif kind is Log:
                 turn.logs += 1
+            elif kind is Diagnostic:
+                self._reject(item, forwarded, forwarded_heads)  # type: ignore[arg-type]
+                continue
             else:
-                turn.terminal = envelope  # type: ignore[assignment]
+                turn.terminal = item  # type: ignore[assignment]
                 turn.terminal_line = lineno
                 self._diagnostics_at_terminal = turn.diagnostic_count
             head = heads[kind]
             if head is not None:
-                forward(line)
+                forward(line)  # type: ignore[arg-type]
                 forward_head(head)
         if not forwarded:
             return b""
@@ -247,19 +222,48 @@ class StreamProcessor:
             return b"\n".join(forwarded)
         return self._render(forwarded_heads, forwarded)
 
+    def _decode_batch(self, lines: list[bytes | None], first: int) -> list[_Decoded]:
+        """Each line's envelope, or the :class:`Diagnostic` rejecting it (None: blank)."""
+        try:
+            decoded: list[_Decoded] = list(map(_decode, lines))  # type: ignore[arg-type]
+            # Payloads are kept as raw JSON, which msgspec does not check for UTF-8.
+            # Joined with "\n", two broken lines cannot pass for one valid sequence.
+            b"\n".join(filterfalse(bytes.isascii, lines)).decode()  # type: ignore[arg-type]
+            return decoded
+        except (ValueError, TypeError, RecursionError):
+            pass  # some line is blank, too long or bad: find out which, line by line
+        return [self._decode_line(line, lineno) for lineno, line in enumerate(lines, first)]
+
+    def _decode_line(self, line: bytes | None, lineno: int) -> _Decoded:
+        if line is None:
+            reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
+            return Diagnostic(lineno, "line_too_long", reason)
+        try:
+            envelope = _decode(line)
+            if not line.isascii():
+                line.decode()
+            return envelope
+        except msgspec.ValidationError as exc:
+            return Diagnostic(lineno, "invalid_line", str(exc))
+        except msgspec.DecodeError as exc:
+            return Diagnostic(lineno, "invalid_json", str(exc)) if line.strip() else None
+        except RecursionError:
+            return Diagnostic(lineno, "invalid_json", "JSON nested too deeply")
+        except UnicodeDecodeError as exc:
+            return Diagnostic(lineno, "invalid_utf8", str(exc))
+
     def _render(self, heads: list[bytes], lines: list[bytes]) -> bytes:
         """SSE frames for consecutive lines, then ``done`` if the last one ended the turn."""
         seq = self._seq
         self._seq += len(lines)
-        if any(map(bytes.__contains__, lines, repeat(13))):  # a CR: JSON whitespace
+        frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
+        if 13 in frames:  # a CR inside a line (JSON whitespace): one data: line per part
             frames = b"".join(
                 [
-                    b"id: %d\n%b%b\n" % (n, h, data_fields(d))
-                    for n, h, d in zip(count(seq + 1), heads, lines)
+                    b"id: %d\n%b%b\n" % (n, head, data_fields(line))
+                    for n, head, line in zip(count(seq + 1), heads, lines)
                 ]
             )
-        else:
-            frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
         if self.turn.terminal is not None and self._done_sent is False:
             self._done_sent = True
             frames += self._done()
