@@ -6,26 +6,20 @@ A correctness check of ``benchmarks/core``, not a timing test.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # `benchmarks` is a top-level folder, not an installed package
-    sys.path.insert(0, _ROOT)
-
-from benchmarks.core.baselines import (  # noqa: E402
+from benchmarks.core.baselines import (
     NaiveProcessor,
     PydanticProcessor,
     TypedDecodeCeiling,
     UntypedDecodeCeiling,
 )
-from benchmarks.core.generate import generate_trace, trace_stats  # noqa: E402
-from benchmarks.core.run import chunked, parse_frames  # noqa: E402
-from sandstream.core import StreamProcessor  # noqa: E402
+from benchmarks.core.generate import generate_trace, trace_stats
+from benchmarks.core.run import chunked, parse_frames
+from sandstream.core import StreamProcessor
 
 Factory = Callable[..., Any]
 PROCESSORS: dict[str, Factory] = {

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # pytest's `pythonpath = ["."]` normally does this
-    sys.path.insert(0, _ROOT)
-
-from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server  # noqa: E402
+from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server
 
 
 @pytest.fixture

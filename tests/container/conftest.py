@@ -1,28 +1,18 @@
-"""Fixtures for the container tests: real servers on loopback and test skills."""
+"""Fixtures for the container tests: a model server and test skills.
+
+The workspace fixture is in tests/conftest.py.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import trio
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # pytest's `pythonpath = ["."]` normally does this
-    sys.path.insert(0, _ROOT)
-
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent  # noqa: E402
-from tests.support.model_server import ModelServer, start_model_server  # noqa: E402
-from tests.support.workspace import WorkspaceServer, start_workspace  # noqa: E402
-
-
-@pytest.fixture
-async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
-    """A workspace serving an empty env and a scripted agent that answers "Done."."""
-    return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
+from tests.support.model_server import ModelServer, start_model_server
 
 
 @pytest.fixture

@@ -1,26 +1,11 @@
-"""Fixtures for the runner tests: a workspace and a runner, both real servers on loopback."""
+"""Fixtures for the runner tests: a real runner on loopback (the workspace: tests/conftest.py)."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 import trio
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:  # pytest's `pythonpath = ["."]` normally does this
-    sys.path.insert(0, _ROOT)
-
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent  # noqa: E402
-from tests.server.harness import RunnerServer, start_runner  # noqa: E402
-from tests.support.workspace import WorkspaceServer, start_workspace  # noqa: E402
-
-
-@pytest.fixture
-async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
-    """A workspace serving an empty env and a scripted agent that answers "Done."."""
-    return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
+from tests.server.harness import RunnerServer, start_runner
 
 
 @pytest.fixture
