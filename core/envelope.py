@@ -9,12 +9,11 @@ decodes: the core decodes ``Step[msgspec.Raw]`` so that nested ``args`` and
 
 from __future__ import annotations
 
-from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar
 
 import msgspec
 
 __all__ = [
-    "TERMINAL_CODES",
     "Envelope",
     "Error",
     "Log",
@@ -30,8 +29,8 @@ StepStatus: TypeAlias = Literal["running", "succeeded", "failed"]
 
 Payload = TypeVar("Payload")
 
-_NonEmpty = msgspec.Meta(min_length=1)
-_EpochMs = msgspec.Meta(ge=0)
+NonEmptyStr: TypeAlias = Annotated[str, msgspec.Meta(min_length=1)]
+EpochMs: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class Log(msgspec.Struct, tag_field="type", tag="log", omit_defaults=True, gc=False):
@@ -39,7 +38,7 @@ class Log(msgspec.Struct, tag_field="type", tag="log", omit_defaults=True, gc=Fa
 
     level: LogLevel
     message: str
-    ts: int | None = None
+    ts: EpochMs | None = None
 
 
 class Step(
@@ -57,29 +56,29 @@ class Step(
     JSON value; ``error`` carries the message of a failed step.
     """
 
-    id: str
-    name: str
+    id: NonEmptyStr
+    name: NonEmptyStr
     status: StepStatus
     args: Payload = None  # type: ignore[assignment]
     result: Payload = None  # type: ignore[assignment]
     error: str | None = None
     duration_ms: int | float | None = None
-    ts: int | None = None
+    ts: EpochMs | None = None
 
 
 class Result(msgspec.Struct, tag_field="type", tag="result", omit_defaults=True, gc=False):
     """The final assistant message: exactly one terminal per turn."""
 
     message: str
-    ts: int | None = None
+    ts: EpochMs | None = None
 
 
 class Error(msgspec.Struct, tag_field="type", tag="error", omit_defaults=True, gc=False):
     """Terminal failure, in place of ``Result``. ``code`` is machine-readable."""
 
-    code: str
+    code: NonEmptyStr
     message: str
-    ts: int | None = None
+    ts: EpochMs | None = None
 
 
 Envelope: TypeAlias = Log | Step[Any] | Result | Error
@@ -87,18 +86,6 @@ Envelope: TypeAlias = Log | Step[Any] | Result | Error
 
 WireEnvelope: TypeAlias = Log | Step[msgspec.Raw] | Result | Error
 """Any envelope line, as the core decodes it (step payloads kept as raw JSON)."""
-
-TERMINAL_CODES: Final = frozenset(
-    {
-        "upstream_closed",
-        "cancelled",
-        "protocol_error",
-        "runtime_exceeded",
-        "shutdown",
-        "stalled",
-    }
-)
-"""Error codes the sandstream pipeline itself may synthesize (producers add their own)."""
 
 _encoder = msgspec.json.Encoder()
 

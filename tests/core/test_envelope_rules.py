@@ -44,6 +44,10 @@ def test_a_valid_turn_folds_steps_and_ends_with_its_result() -> None:
         (b'{"type":"result","message":"x","ts":"soon"}\n', "invalid_line"),
         (b'{"type":"result","message":"x","ts":1.5}\n', "invalid_line"),
         (b'{"type":"error","message":"no code"}\n', "invalid_line"),
+        (b'{"type":"error","code":"","message":"empty code"}\n', "invalid_line"),
+        (b'{"type":"step","id":"","name":"n","status":"running"}\n', "invalid_line"),
+        (b'{"type":"step","id":"s","name":"","status":"running"}\n', "invalid_line"),
+        (b'{"type":"log","level":"info","message":"x","ts":-1}\n', "invalid_line"),
         (b'{"type":"log","level":"info","message":"\xff"}\n', "invalid_utf8"),
         (
             b'{"type":"step","id":"s","name":"n","status":"running","args":{"k":"\xc3"}}\n',
