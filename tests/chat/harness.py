@@ -47,6 +47,7 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.models import Session
 from sandstream.server.procs import TURN_MARKER_ENV
+from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
 RUNNER_TOKEN = "test-runner-token"
@@ -211,13 +212,7 @@ class ChatServer:
 
     def client(self, *, auth: bool = True, timeout: float = DEADLINE) -> httpx.AsyncClient:
         """An HTTP/1.1 httpx client for this server (with the API token)."""
-        return httpx.AsyncClient(
-            base_url=self.url,
-            headers=AUTH if auth else {},
-            timeout=timeout,
-            http1=True,
-            http2=False,
-        )
+        return http1_client(self.url, headers=AUTH if auth else None, timeout=timeout)
 
     @asynccontextmanager
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:

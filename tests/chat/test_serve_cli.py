@@ -24,6 +24,7 @@ from tests.chat.harness import (
     running_step,
     wait_no_process,
 )
+from tests.support.servers import http1_client
 
 SLOW = {
     "agent": {
@@ -44,12 +45,8 @@ class ServeProcess:
     exited: trio.Event = field(default_factory=trio.Event)
 
     def client(self, token: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=DEADLINE,
-            http1=True,
-            http2=False,
+        return http1_client(
+            self.url, headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE
         )
 
 

@@ -41,6 +41,7 @@ from sandstream.server import (
     serve,
 )
 from sandstream.server.procs import TURN_MARKER_ENV
+from tests.support.servers import http1_client
 
 TOKEN = "test-runner-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -66,13 +67,7 @@ class RunnerServer:
 
     def client(self, *, auth: bool = True, timeout: float = 30.0) -> httpx.AsyncClient:
         """An HTTP/1.1 httpx client for this server."""
-        return httpx.AsyncClient(
-            base_url=self.url,
-            headers=AUTH if auth else {},
-            timeout=timeout,
-            http1=True,
-            http2=False,
-        )
+        return http1_client(self.url, headers=AUTH if auth else None, timeout=timeout)
 
     @asynccontextmanager
     async def stream(self, dispatch: dict[str, Any]) -> AsyncIterator[httpx.Response]:

@@ -1,14 +1,16 @@
-"""Serve a Quart-Trio app on a real loopback port inside a trio nursery."""
+"""Serve a Quart-Trio app on a real loopback port inside a trio nursery, and talk to it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import hypercorn.config
 import hypercorn.trio
 import trio
 
-__all__ = ["serve_app"]
+__all__ = ["http1_client", "serve_app"]
 
 
 async def serve_app(nursery: trio.Nursery, app: Any) -> str:
@@ -23,3 +25,12 @@ async def serve_app(nursery: trio.Nursery, app: Any) -> str:
     config.graceful_timeout = 0.1
     binds: list[str] = await nursery.start(hypercorn.trio.serve, app, config)
     return binds[0].rstrip("/")
+
+
+def http1_client(
+    base_url: str, *, headers: Mapping[str, str] | None = None, timeout: float = 30.0
+) -> httpx.AsyncClient:
+    """An httpx client speaking HTTP/1.1 only, as the runner contract requires."""
+    return httpx.AsyncClient(
+        base_url=base_url, headers=dict(headers or {}), timeout=timeout, http1=True, http2=False
+    )
