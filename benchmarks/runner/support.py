@@ -140,7 +140,7 @@ async def start_runner_process(nursery: trio.Nursery, *args: str) -> RunnerProce
             "--container-stderr",
             "discard",
             "--log-level",
-            "warning",
+            "info",  # the "Running on" line that gives the port is an info record
             *args,
         ],
         env=env,
