@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import httpx
@@ -133,14 +134,57 @@ async def throughput(
 # -- concurrency ----------------------------------------------------------------------
 
 
+class _LatencyMeter:
+    """Line latencies (receipt time minus the line's ``ts``) across concurrent streams.
+
+    Each stream feeds its raw chunks to the observer :meth:`stream` gives it;
+    :attr:`all_flowing` is set once every stream has delivered something; lines count
+    only while ``measuring``.
+    """
+
+    def __init__(self, streams: int) -> None:
+        self.streams = streams
+        self.flowing = 0
+        self.all_flowing = trio.Event()
+        self.measuring = False
+        self.latencies: list[float] = []
+
+    def stream(self) -> Callable[[bytes], None]:
+        """An observer for one stream's chunks."""
+        decoder = msgspec.json.Decoder()
+        started = False
+        pending = b""
+
+        def observe(chunk: bytes) -> None:
+            nonlocal started, pending
+            now_ms = time.time() * 1000
+            if not started:
+                started = True
+                self.flowing += 1
+                if self.flowing == self.streams:
+                    self.all_flowing.set()
+            if not self.measuring:
+                return
+            *complete, pending = (pending + chunk).split(b"\n")
+            for line in complete:
+                ts = decoder.decode(line).get("ts")
+                if ts is not None:
+                    self.latencies.append(now_ms - ts)
+
+        return observe
+
+    def percentiles(self) -> dict[str, float]:
+        return {q: round(percentile(self.latencies, n), 2) for q, n in _QUANTILES}
+
+
+_QUANTILES = (("p50", 50), ("p95", 95), ("p99", 99))
+
+
 async def _level(
     streams: int, rate: float, duration: float, warmup: float, payload: int
 ) -> dict[str, Any]:
     """N concurrent streams at ``rate`` lines/s: p99 latency and memory."""
-    latencies: list[float] = []
-    flowing = 0
-    all_flowing = trio.Event()
-    measuring = False
+    meter = _LatencyMeter(streams)
     total_lines = int(rate * (duration + warmup + 120))
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load_config(total_lines, rate, payload))
@@ -158,35 +202,20 @@ async def _level(
             idle_rss = runner_ps.memory_info().rss
 
             async def stream() -> None:
-                nonlocal flowing
-                decoder = msgspec.json.Decoder()
-                started = False
-                pending = b""
+                observe = meter.stream()
                 async with client.stream(
                     "POST", "/stream", json=workspace.mint_dispatch()
                 ) as response:
                     async for chunk in response.aiter_raw():
-                        now_ms = time.time() * 1000
-                        if not started:
-                            started = True
-                            flowing += 1
-                            if flowing == streams:
-                                all_flowing.set()
-                        if not measuring:
-                            continue
-                        *complete, pending = (pending + chunk).split(b"\n")
-                        for line in complete:
-                            ts = decoder.decode(line).get("ts")
-                            if ts is not None:
-                                latencies.append(now_ms - ts)
+                        observe(chunk)
 
             async with trio.open_nursery() as streams_nursery:
                 for _ in range(streams):
                     streams_nursery.start_soon(stream)
                 with trio.fail_after(600):
-                    await all_flowing.wait()
+                    await meter.all_flowing.wait()
                 await trio.sleep(warmup)
-                measuring = True
+                meter.measuring = True
                 load_before = os.getloadavg()[0]
                 me = psutil.Process()
                 cpu_before = _cpu(runner_ps), _cpu(me), _children_cpu(runner_ps)
@@ -195,7 +224,7 @@ async def _level(
                 while trio.current_time() < end:
                     rss_samples.append(runner_ps.memory_info().rss)
                     await trio.sleep(0.5)
-                measuring = False
+                meter.measuring = False
                 cpu_after = _cpu(runner_ps), _cpu(me), _children_cpu(runner_ps)
                 cpu_pct = [
                     round((after - before) / duration * 100)
@@ -209,13 +238,11 @@ async def _level(
     live_rss = statistics.median(rss_samples)
     return {
         "streams": streams,
-        "lines_measured": len(latencies),
+        "lines_measured": len(meter.latencies),
         "expected_lines": int(streams * rate * duration),
         "latency_ms": {
-            "p50": round(percentile(latencies, 50), 2),
-            "p95": round(percentile(latencies, 95), 2),
-            "p99": round(percentile(latencies, 99), 2),
-            "max": round(max(latencies), 2) if latencies else None,
+            **meter.percentiles(),
+            "max": round(max(meter.latencies), 2) if meter.latencies else None,
         },
         "runner_rss_idle_mb": round(idle_rss / 2**20, 1),
         "runner_rss_live_mb": round(live_rss / 2**20, 1),
@@ -248,16 +275,12 @@ async def _direct_level(
     streams: int, rate: float, duration: float, warmup: float, payload: int
 ) -> dict[str, Any]:
     """The same N containers read straight from their pipes (no runner, no HTTP)."""
-    latencies: list[float] = []
-    flowing = 0
-    all_flowing = trio.Event()
-    measuring = False
+    meter = _LatencyMeter(streams)
     total_lines = int(rate * (duration + warmup + 120))
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load_config(total_lines, rate, payload))
 
         async def stream() -> None:
-            nonlocal flowing
             process = await trio.lowlevel.open_process(
                 list(CONTAINER_ARGV),
                 stdin=subprocess.PIPE,
@@ -268,23 +291,9 @@ async def _direct_level(
             try:
                 async with process.stdin:
                     await process.stdin.send_all(msgspec.json.encode(workspace.mint_dispatch()))
-                decoder = msgspec.json.Decoder()
-                started = False
-                pending = b""
+                observe = meter.stream()
                 while chunk := await process.stdout.receive_some(65536):
-                    now_ms = time.time() * 1000
-                    if not started:
-                        started = True
-                        flowing += 1
-                        if flowing == streams:
-                            all_flowing.set()
-                    if not measuring:
-                        continue
-                    *complete, pending = (pending + chunk).split(b"\n")
-                    for line in complete:
-                        ts = decoder.decode(line).get("ts")
-                        if ts is not None:
-                            latencies.append(now_ms - ts)
+                    observe(chunk)
             finally:
                 with trio.CancelScope(shield=True):
                     process.kill()
@@ -294,18 +303,14 @@ async def _direct_level(
             for _ in range(streams):
                 streams_nursery.start_soon(stream)
             with trio.fail_after(600):
-                await all_flowing.wait()
+                await meter.all_flowing.wait()
             await trio.sleep(warmup)
-            measuring = True
+            meter.measuring = True
             await trio.sleep(duration)
-            measuring = False
+            meter.measuring = False
             streams_nursery.cancel_scope.cancel()
         nursery.cancel_scope.cancel()
-    return {
-        "p50": round(percentile(latencies, 50), 2),
-        "p95": round(percentile(latencies, 95), 2),
-        "p99": round(percentile(latencies, 99), 2),
-    }
+    return meter.percentiles()
 
 
 async def concurrency(

@@ -41,6 +41,7 @@ from sandstream.server import (
     serve,
 )
 from sandstream.server.procs import TURN_MARKER_ENV
+from tests.support.container import alive
 from tests.support.servers import http1_client
 
 TOKEN = "test-runner-token"
@@ -179,18 +180,6 @@ def descendants(pid: int) -> list[int]:
         return [child.pid for child in psutil.Process(pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
-
-
-def alive(pids: Sequence[int]) -> list[int]:
-    """The ``pids`` that exist and are not zombies."""
-    living = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                living.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return living
 
 
 def group_alive(pgid: int) -> list[int]:
