@@ -21,11 +21,11 @@ __all__ = ["main"]
 
 _READ_SIZE: Final = 64 * 1024
 
-# Subcommands served by the extras: name -> (module, extra, one-line help).
+# Subcommands served by the extras: name -> (module, function, extra, one-line help).
 _DELEGATED: Final = {
-    "container": ("sandstream.container.__main__", "container", "run one sandbox dispatch"),
-    "runner": ("sandstream.server.runner_cli", "server", "serve POST /stream"),
-    "serve": ("sandstream.server.serve_cli", "server", "serve the chat backend and runner"),
+    "container": ("sandstream.container.__main__", "main", "container", "run one sandbox dispatch"),
+    "runner": ("sandstream.server.cli", "runner_main", "server", "serve POST /stream"),
+    "serve": ("sandstream.server.cli", "serve_main", "server", "serve the chat backend and runner"),
 }
 
 
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(validate)
     validate.set_defaults(handler=_validate)
 
-    for name, (_, extra, summary) in _DELEGATED.items():
+    for name, (_, _, extra, summary) in _DELEGATED.items():
         commands.add_parser(name, help=f"{summary} (needs sandstream[{extra}])", add_help=False)
     return parser
 
@@ -141,7 +141,7 @@ def _describe(proc: StreamProcessor) -> str:
 
 
 def _delegate(name: str, argv: list[str]) -> int:
-    module_name, extra, _ = _DELEGATED[name]
+    module_name, function, extra, _ = _DELEGATED[name]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -151,7 +151,7 @@ def _delegate(name: str, argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    entry = cast(Callable[[list[str]], int], module.main)
+    entry = cast(Callable[[list[str]], int], getattr(module, function))
     return entry(argv)
 
 

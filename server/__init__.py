@@ -1,17 +1,19 @@
-"""sandstream's server: the runner (``POST /stream``) on Quart-Trio and Hypercorn.
+"""sandstream's server: a Quart-Trio application on Hypercorn, one subpackage per role.
 
-- :class:`Runner` admits turns against a capacity limit and shuts them down;
-- :class:`TurnStream` is one turn: a container, its stdout through the core, bytes
-  out, all owned by one nursery (usable in-process as well as behind HTTP);
-- :func:`create_app` / :func:`install_runner` mount ``POST /stream`` and
-  ``GET /healthz`` on a Quart-Trio app; :func:`serve` runs it on Hypercorn;
-- :class:`ContainerLauncher` is the sandbox-backend interface,
-  :class:`LocalSubprocessLauncher` the local-subprocess one.
+- :mod:`sandstream.server.runner`: ``POST /stream``, one nursery per turn ties the
+  container, the upstream read and the client write;
+- :mod:`sandstream.server.chat`: the chat backend (persisted conversations, one-time
+  tokens, the sandbox callbacks, SSE to the browser);
+- :mod:`sandstream.server.http`: the HTTP plumbing both share;
+- :mod:`sandstream.server.cli`: ``sandstream runner`` and ``sandstream serve``.
+
+The runner's public API is re-exported here, with :func:`serve`.
 """
 
-from .access_log import AccessLog, configure_access_log
-from .app import create_app
-from .launcher import (
+from .http.serve import serve
+from .runner.access_log import AccessLog, configure_access_log
+from .runner.app import create_app
+from .runner.launcher import (
     ContainerExit,
     ContainerHandle,
     ContainerLauncher,
@@ -19,11 +21,10 @@ from .launcher import (
     LocalContainer,
     LocalSubprocessLauncher,
 )
-from .runner import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
-from .runner_routes import get_runner, install_runner, runner_blueprint
-from .serve import serve
-from .settings import RunnerSettings
-from .turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
+from .runner.routes import get_runner, install_runner, runner_blueprint
+from .runner.service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
+from .runner.settings import RunnerSettings
+from .runner.turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
 
 __all__ = [
     "AccessLog",

@@ -105,7 +105,13 @@ async def start_in_process(
     runner.add_listener(lambda turn, record: handle.closed.append((turn, record)))
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve(app, config, shutdown_trigger=handle.stop.wait, task_status=task_status)
+        await serve(
+            app,
+            config,
+            shutdown_trigger=handle.stop.wait,
+            drain=runner.shutdown,
+            task_status=task_status,
+        )
 
     binds: list[str] = await nursery.start(run)
     handle.url = binds[0].rstrip("/")
@@ -134,7 +140,8 @@ async def start_runner_process(nursery: trio.Nursery, *args: str) -> RunnerProce
         [
             sys.executable,
             "-m",
-            "sandstream.server.runner_cli",
+            "sandstream.server.cli",
+            "runner",
             "--port",
             "0",
             "--container-stderr",

@@ -8,7 +8,7 @@
   default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
   content-addressed bytes;
 - :func:`create_chat_app` / :func:`serve_chat` mount and serve it all;
-  ``sandstream serve`` (:mod:`sandstream.server.serve_cli`) runs it on embedded
+  ``sandstream serve`` (:mod:`sandstream.server.cli`) runs it on embedded
   defaults.
 """
 

@@ -1,6 +1,6 @@
 """The application factory: the chat backend on a Quart-Trio app, with or without a runner.
 
-:func:`create_chat_app` builds on :func:`sandstream.server.app.create_app` when the
+:func:`create_chat_app` builds on :func:`sandstream.server.runner.app.create_app` when the
 service has an embedded runner (so one process serves ``POST /stream`` and the chat
 API and runs turns in-process), or on a bare Quart-Trio app when every turn goes to a
 remote runner. It mounts:
@@ -19,23 +19,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
 
-import hypercorn.trio
 import trio
 from hypercorn.config import Config
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Response
 from quart_trio import QuartTrio
 
-from sandstream.server.app import create_app
-from sandstream.server.problems import SHUTTING_DOWN, install_problem_handlers, problem
-from sandstream.server.runner_routes import TurnAwareHTTPConnection
-from sandstream.server.serve import serve
+from sandstream.server.http.problems import SHUTTING_DOWN, install_problem_handlers, problem
+from sandstream.server.http.requests import json_response
+from sandstream.server.http.serve import serve
+from sandstream.server.runner.app import create_app
+from sandstream.server.runner.routes import TurnAwareHTTPConnection
 
 from .app_state import CHAT_EXTENSION, get_service
 from .errors_http import install_chat_error_handlers
-from .http import json_response
 from .live import LiveTurn
 from .multipart import PART_OVERHEAD
 from .routes_agents import agents_blueprint
@@ -123,20 +122,7 @@ async def serve_chat(
     (shielded) and containers are still reaped.
     """
     service = get_service(app)
-
-    async def trigger() -> None:
-        if shutdown_trigger is None:
-            await trio.sleep_forever()
-        else:
-            await shutdown_trigger()
-        await service.shutdown()
-
-    async def start(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> Any:
-        if service.runner is not None:
-            return await serve(app, config, shutdown_trigger=trigger, task_status=task_status)
-        return await hypercorn.trio.serve(
-            app, config, shutdown_trigger=trigger, task_status=task_status
-        )
+    start = partial(serve, app, config, shutdown_trigger=shutdown_trigger, drain=service.shutdown)
 
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(start)

@@ -6,7 +6,7 @@ into a memory channel until the stream ends, then returns how it ended. The call
 client that goes away cancels the pump, and:
 
 - **embedded** (:class:`EmbeddedUpstream`): the pump owns the runner's
-  :class:`~sandstream.server.turn.TurnStream` (``async with turn: async for chunk in
+  :class:`~sandstream.server.runner.turn.TurnStream` (``async with turn: async for chunk in
   turn``), whose nursery owns the container: cancelling the pump stops the container
   (its process group is killed and reaped before the pump returns);
 - **remote** (:class:`RemoteUpstream`): the pump owns an httpx HTTP/1.1 streaming
@@ -29,7 +29,7 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.server.turn import TurnStream
+from sandstream.server.runner.turn import TurnStream
 
 __all__ = [
     "EmbeddedUpstream",

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from quart import Quart, Response
 
-from sandstream.server.problems import AT_CAPACITY, SHUTTING_DOWN, problem
-from sandstream.server.runner import AtCapacityError, RunnerUnavailableError
+from sandstream.server.http.problems import (
+    AT_CAPACITY,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    SHUTTING_DOWN,
+    UNSUPPORTED_MEDIA_TYPE,
+    BadRequestError,
+    invalid,
+    problem,
+    unauthorized,
+)
+from sandstream.server.runner.service import AtCapacityError, RunnerUnavailableError
 
 from .dispatch import TargetError
 from .errors import (
@@ -20,19 +31,12 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .http import (
-    BAD_RUNNER,
-    CHAT_BUSY,
-    NOT_FOUND,
-    PAYLOAD_TOO_LARGE,
-    UNKNOWN_ATTACHMENT,
-    UNSUPPORTED_MEDIA_TYPE,
-    BadRequestError,
-    invalid,
-    unauthorized,
-)
 
 __all__ = ["install_chat_error_handlers"]
+
+CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
+UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
+BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
 
 log = logging.getLogger("sandstream.chat")
 

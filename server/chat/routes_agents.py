@@ -17,12 +17,12 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
-from sandstream.server.connection import abort_scope_connection
-from sandstream.server.problems import problem
-from sandstream.server.runner_routes import NDJSON_CONTENT_TYPE
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.http.problems import NOT_FOUND, BadRequestError, invalid, problem
+from sandstream.server.http.requests import json_response, read_json, require_query
+from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 
 from .app_state import get_service, require_api_token
-from .http import NOT_FOUND, BadRequestError, invalid, json_response, read_json, require_query
 from .ids import now_ms
 from .models import Environment
 from .relay import RelayBody

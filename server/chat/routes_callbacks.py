@@ -15,10 +15,10 @@ from __future__ import annotations
 from quart import Blueprint, Response, request
 
 from sandstream.container.schemas import ResultFile, ResultsReceipt
+from sandstream.server.http.requests import json_response
 
 from .app_state import get_service
 from .errors import TokenRejectedError
-from .http import json_response
 from .ids import now_ms
 from .models import Purpose, Session
 from .multipart import UploadLimits, receive_files

@@ -13,11 +13,12 @@ from typing import Any
 import msgspec
 from quart import Blueprint, Response, request
 
-from sandstream.server.connection import abort_scope_connection
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.http.problems import invalid
+from sandstream.server.http.requests import int_query, json_response, read_json, require_query
 
 from .app_state import get_service, require_api_token
 from .files import FileBody, file_response
-from .http import int_query, invalid, json_response, read_json, require_query
 from .ids import now_ms
 from .multipart import UploadLimits, receive_files
 from .relay import RelayBody

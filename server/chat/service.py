@@ -18,8 +18,8 @@ import trio
 from sandstream.container.schemas import ChatTurn, Dispatch
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
 from sandstream.core.persistence import ChatTurn as CoreChatTurn
-from sandstream.server.connection import abort_scope_connection
-from sandstream.server.runner import Runner, ShuttingDownError
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.runner.service import Runner, ShuttingDownError
 
 from .bag import BlobStore
 from .config import ChatSettings

@@ -46,7 +46,7 @@ from sandstream.server.chat import (
     serve_chat,
 )
 from sandstream.server.chat.models import Session
-from sandstream.server.procs import TURN_MARKER_ENV
+from sandstream.server.runner.procs import TURN_MARKER_ENV
 from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
@@ -438,7 +438,7 @@ class RunnerProcess:
 async def start_runner_process(
     nursery: trio.Nursery, *args: str, token: str = RUNNER_TOKEN
 ) -> RunnerProcess:
-    """Start ``python -m sandstream.server.runner_cli --port 0``; return once it listens.
+    """Start ``python -m sandstream.server.cli runner --port 0``; return once it listens.
 
     Stopped with SIGTERM (its real shutdown path) when ``nursery`` is cancelled.
     """
@@ -446,7 +446,7 @@ async def start_runner_process(
     import sys
 
     env = {**os.environ, "SANDSTREAM_RUNNER_TOKEN": token}
-    argv = [sys.executable, "-m", "sandstream.server.runner_cli", "--port", "0", *args]
+    argv = [sys.executable, "-m", "sandstream.server.cli", "runner", "--port", "0", *args]
     process = await trio.lowlevel.open_process(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
     )

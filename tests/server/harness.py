@@ -40,7 +40,7 @@ from sandstream.server import (
     get_runner,
     serve,
 )
-from sandstream.server.procs import TURN_MARKER_ENV
+from sandstream.server.runner.procs import TURN_MARKER_ENV
 from tests.support.container import alive
 from tests.support.servers import http1_client
 
@@ -126,7 +126,13 @@ async def start_runner(
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            await serve(app, config, shutdown_trigger=server._stop.wait, task_status=task_status)
+            await serve(
+                app,
+                config,
+                shutdown_trigger=server._stop.wait,
+                drain=runner.shutdown,
+                task_status=task_status,
+            )
         finally:
             server._stopped.set()
 

@@ -13,11 +13,11 @@ import msgspec
 import psutil
 import trio
 
-from sandstream.server.auth import TOKEN_ENV
+from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import Reader, parse_stream, scripted, shell, wait_gone
 from tests.support.workspace import WorkspaceServer
 
-CLI = [sys.executable, "-m", "sandstream.server.runner_cli"]
+CLI = [sys.executable, "-m", "sandstream.server.cli", "runner"]
 
 
 def _env(**extra: str) -> dict[str, str]:

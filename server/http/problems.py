@@ -19,11 +19,17 @@ from werkzeug.exceptions import HTTPException
 __all__ = [
     "AT_CAPACITY",
     "INVALID_BODY",
+    "NOT_FOUND",
+    "PAYLOAD_TOO_LARGE",
     "PROBLEM_CONTENT_TYPE",
     "SHUTTING_DOWN",
     "UNAUTHORIZED",
+    "UNSUPPORTED_MEDIA_TYPE",
+    "BadRequestError",
     "install_problem_handlers",
+    "invalid",
     "problem",
+    "unauthorized",
 ]
 
 PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
@@ -33,6 +39,9 @@ INVALID_BODY: Final = "urn:sandstream:problem:invalid-body"
 AT_CAPACITY: Final = "urn:sandstream:problem:at-capacity"
 SHUTTING_DOWN: Final = "urn:sandstream:problem:shutting-down"
 INTERNAL: Final = "urn:sandstream:problem:internal-error"
+NOT_FOUND: Final = "urn:sandstream:problem:not-found"
+PAYLOAD_TOO_LARGE: Final = "urn:sandstream:problem:payload-too-large"
+UNSUPPORTED_MEDIA_TYPE: Final = "urn:sandstream:problem:unsupported-media-type"
 
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 
@@ -80,3 +89,25 @@ def install_problem_handlers(app: Quart) -> None:
     async def _unexpected(error: Exception) -> Response:
         app.logger.exception("unhandled error", exc_info=error)
         return problem(500, "Internal Server Error", type=INTERNAL)
+
+
+class BadRequestError(Exception):
+    """A request that cannot be served as sent; ``response`` is its problem answer."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def unauthorized(detail: str, realm: str) -> Response:
+    return problem(
+        401,
+        "Unauthorized",
+        detail,
+        type=UNAUTHORIZED,
+        headers={"WWW-Authenticate": f'Bearer realm="{realm}"'},
+    )
+
+
+def invalid(detail: str, **extensions: Any) -> Response:
+    return problem(422, "Invalid request", detail, type=INVALID_BODY, **extensions)

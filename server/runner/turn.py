@@ -133,7 +133,7 @@ class _LaunchStatus:
 class TurnStream:
     """One turn's container, stream and teardown. See the module docstring.
 
-    Build it with :meth:`Runner.open_turn <sandstream.server.runner.Runner.open_turn>`
+    Build it with :meth:`Runner.open_turn <sandstream.server.runner.service.Runner.open_turn>`
     (which admits it against the capacity limit), or directly with a launcher.
     ``dispatch`` is the JSON the container reads on stdin. ``mode`` is the core's
     output mode: ``"ndjson"`` passthrough for the runner, ``"sse"`` for a chat

@@ -1,46 +1,17 @@
-"""HTTP helpers of the chat routes: problem types, JSON in and out, query parameters."""
+"""Reading requests and answering JSON: bounded JSON bodies, query parameters, JSON out."""
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from quart import Response, request
 
-from sandstream.server.problems import INVALID_BODY, UNAUTHORIZED, problem
+from .problems import PAYLOAD_TOO_LARGE, BadRequestError, invalid, problem
 
-__all__ = [
-    "BAD_RUNNER",
-    "CHAT_BUSY",
-    "NOT_FOUND",
-    "PAYLOAD_TOO_LARGE",
-    "UNKNOWN_ATTACHMENT",
-    "UNSUPPORTED_MEDIA_TYPE",
-    "BadRequestError",
-    "int_query",
-    "invalid",
-    "json_response",
-    "read_json",
-    "require_query",
-    "unauthorized",
-]
+__all__ = ["int_query", "json_response", "read_json", "require_query"]
 
 T = TypeVar("T")
-
-CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
-NOT_FOUND: Final = "urn:sandstream:problem:not-found"
-UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
-PAYLOAD_TOO_LARGE: Final = "urn:sandstream:problem:payload-too-large"
-UNSUPPORTED_MEDIA_TYPE: Final = "urn:sandstream:problem:unsupported-media-type"
-BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
-
-
-class BadRequestError(Exception):
-    """A request that cannot be served as sent; ``response`` is its problem answer."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status)
-        self.response = response
 
 
 def json_response(value: Any, status: int = 200) -> Response:
@@ -48,20 +19,6 @@ def json_response(value: Any, status: int = 200) -> Response:
     response = Response(msgspec.json.encode(value), status=status, content_type="application/json")
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-def unauthorized(detail: str, realm: str) -> Response:
-    return problem(
-        401,
-        "Unauthorized",
-        detail,
-        type=UNAUTHORIZED,
-        headers={"WWW-Authenticate": f'Bearer realm="{realm}"'},
-    )
-
-
-def invalid(detail: str, **extensions: Any) -> Response:
-    return problem(422, "Invalid request", detail, type=INVALID_BODY, **extensions)
 
 
 async def read_json(schema: type[T], limit: int) -> T:

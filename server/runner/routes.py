@@ -29,11 +29,17 @@ from quart.wrappers.response import ResponseBody
 from quart_trio.asgi import TrioASGIHTTPConnection
 
 from sandstream.container.schemas import Dispatch
+from sandstream.server.http.auth import check_bearer
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.http.problems import (
+    AT_CAPACITY,
+    INVALID_BODY,
+    SHUTTING_DOWN,
+    UNAUTHORIZED,
+    problem,
+)
 
-from .auth import check_bearer
-from .connection import abort_scope_connection
-from .problems import AT_CAPACITY, INVALID_BODY, SHUTTING_DOWN, UNAUTHORIZED, problem
-from .runner import AtCapacityError, Runner, RunnerUnavailableError
+from .service import AtCapacityError, Runner, RunnerUnavailableError
 from .turn import TurnStream
 
 __all__ = [

@@ -1,8 +1,8 @@
 """The application factory: a Quart-Trio app with the runner mounted.
 
 ``create_app(settings)`` gives the runner alone (``sandstream runner``). A chat
-backend builds its own app and calls :func:`~sandstream.server.runner_routes.install_runner`
-on it with a :class:`~sandstream.server.runner.Runner`, so one process serves both and
+backend builds its own app and calls :func:`~sandstream.server.runner.routes.install_runner`
+on it with a :class:`~sandstream.server.runner.service.Runner`, so one process serves both and
 uses the same runner in-process.
 """
 
@@ -12,10 +12,11 @@ import os
 
 from quart_trio import QuartTrio
 
+from sandstream.server.http.problems import install_problem_handlers
+
 from .launcher import ContainerLauncher
-from .problems import install_problem_handlers
-from .runner import Runner
-from .runner_routes import install_runner
+from .routes import install_runner
+from .service import Runner
 from .settings import RunnerSettings
 
 __all__ = ["create_app"]
@@ -31,8 +32,8 @@ def create_app(
 
     Pass ``runner`` to share one with other code (it then wins over ``settings`` and
     ``launcher``); otherwise one is made from ``settings`` and ``launcher`` (default:
-    :class:`~sandstream.server.launcher.LocalSubprocessLauncher`). Every error is
-    problem JSON. Serve it with :func:`sandstream.server.serve.serve` so that shutdown
+    :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`). Every error is
+    problem JSON. Serve it with :func:`sandstream.server.http.serve.serve` so that shutdown
     ends live turns with ``error{code:"shutdown"}`` before connections close.
     """
     # Explicit paths: Flask's package discovery fails on an editable namespace install.

@@ -1,6 +1,6 @@
 """The structured access log: one JSON record per turn, on the ``sandstream.access`` logger.
 
-Each record is one line of JSON (see :class:`~sandstream.server.turn.TurnRecord`)::
+Each record is one line of JSON (see :class:`~sandstream.server.runner.turn.TurnRecord`)::
 
     {"event":"turn","turn_id":"turn_…","outcome":"client_disconnected","terminal":null,
      "duration_ms":812.4,"lines":37,"bytes":5120,"writes":9,"diagnostics":0,

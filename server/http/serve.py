@@ -1,11 +1,12 @@
-"""Serving the app on Hypercorn's trio worker, with a shutdown that ends turns first.
+"""Serving an app on Hypercorn's trio worker, with a shutdown that drains it first.
 
 Hypercorn's own graceful shutdown waits ``graceful_timeout`` for open connections and
 then cancels them, so a live stream would end without a terminal line. :func:`serve`
-puts the runner's shutdown *inside* the trigger: when ``shutdown_trigger`` returns,
-every live turn is ended with ``error{code:"shutdown"}``, its container reaped and its
-last line delivered; only then does Hypercorn stop. The app's ``after_serving`` hook
-shuts the runner down again (a no-op by then) in case it is served some other way.
+puts the role's ``drain`` *inside* the trigger: when ``shutdown_trigger`` returns,
+``drain`` runs (the runner ends every live turn with ``error{code:"shutdown"}``, reaps
+its container and delivers its last line; the chat backend also settles its turns);
+only then does Hypercorn stop. Each role's ``after_serving`` hook drains again (a
+no-op by then) in case the app is served some other way.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 from quart import Quart
-
-from .runner_routes import get_runner
 
 __all__ = ["serve", "wait_for_signals"]
 
@@ -39,22 +38,23 @@ async def serve(
     config: Config,
     *,
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
+    drain: Callable[[], Awaitable[object]] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` until ``shutdown_trigger`` returns (default: never), then drain.
+    """Serve ``app`` until ``shutdown_trigger`` returns (default: never), then ``drain``.
 
     ``task_status.started`` gets the bound addresses (``["http://127.0.0.1:43117"]``),
     so ``await nursery.start(serve, app, config)`` works with port 0. Cancellation:
     Hypercorn stops at once; each turn's container is still stopped and reaped (the
     turn's teardown is shielded), but clients get no terminal line.
     """
-    runner = get_runner(app)
 
     async def trigger() -> None:
         if shutdown_trigger is None:
             await trio.sleep_forever()
         else:
             await shutdown_trigger()
-        await runner.shutdown()
+        if drain is not None:
+            await drain()
 
     await hypercorn.trio.serve(app, config, shutdown_trigger=trigger, task_status=task_status)

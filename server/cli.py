@@ -1,20 +1,32 @@
-"""``sandstream serve``: the whole system in one process, on embedded defaults.
+"""``sandstream runner`` and ``sandstream serve``: the server's two command lines.
+
+``sandstream runner`` serves ``POST /stream`` alone on Hypercorn's trio worker::
+
+    SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765
+
+The token comes from ``--token`` or ``$SANDSTREAM_RUNNER_TOKEN`` (prefer the
+environment: a flag is visible in ``ps``); the runner refuses to start without one
+unless ``--insecure-no-token`` is given. The access log (one JSON line per turn) goes
+to stderr.
+
+``sandstream serve`` is the whole system in one process, on embedded defaults::
 
     sandstream serve --host 127.0.0.1 --port 8080 --data-dir ./sandstream-data
 
-One Quart-Trio app on Hypercorn serves the chat backend (``/api/assistant/...``,
+One Quart-Trio app serves the chat backend (``/api/assistant/...``,
 ``/api/agents/run``, the sandbox callbacks) and the runner (``POST /stream``), with
 SQLite and the chat bag in the data dir and turns run by the in-process runner. The
 agent is the offline scripted demo with the bundled skills, or the OpenAI-compatible
 agent when ``OPENAI_MODEL`` is set (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``), or the
-``ConfigResponse`` of ``--agent-config``.
-
-The chat API token is ``$SANDSTREAM_API_TOKEN``, or generated on the first start,
-saved in the data dir and printed once. ``$SANDSTREAM_RUNNER_TOKEN`` (else a token
-saved in the data dir) guards ``POST /stream`` and is sent to remote runners.
-SIGINT/SIGTERM: live turns end with ``error{code:"shutdown"}`` and are persisted,
-containers are reaped, then the server exits. Every flag and variable is in
+``ConfigResponse`` of ``--agent-config``. The chat API token is
+``$SANDSTREAM_API_TOKEN``, or generated on the first start, saved in the data dir and
+printed once. ``$SANDSTREAM_RUNNER_TOKEN`` (else a token saved in the data dir) guards
+``POST /stream`` and is sent to remote runners. Every flag and variable is in
 docs/chat.md.
+
+Both: SIGINT/SIGTERM end live turns with ``error{code:"shutdown"}`` (the chat backend
+persists them), every container is reaped, then the process exits.
+``python -m sandstream.server.cli runner|serve ...`` runs them without the script.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,25 +46,167 @@ from typing import Final
 import trio
 from hypercorn.config import Config
 
-from .access_log import configure_access_log
-from .auth import TOKEN_ENV
-from .chat.agent import load_agent_profile
-from .chat.app import create_chat_app, serve_chat
-from .chat.auth import ApiToken, read_or_create_secret, resolve_api_token
-from .chat.bag import BlobStore
-from .chat.config import ChatSettings
-from .chat.errors import ChatConfigError, StoreError
-from .chat.service import ChatService
-from .chat.sqlite_store import SQLiteChatStore
-from .launcher import LocalSubprocessLauncher
-from .runner import Runner
-from .runner_cli import add_container_arguments, hypercorn_config, launcher_from_args
-from .serve import wait_for_signals
-from .settings import DEFAULT_RUNTIME_CAP, RunnerSettings
+from sandstream.server.chat.agent import load_agent_profile
+from sandstream.server.chat.app import create_chat_app, serve_chat
+from sandstream.server.chat.auth import ApiToken, read_or_create_secret, resolve_api_token
+from sandstream.server.chat.bag import BlobStore
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.errors import ChatConfigError, StoreError
+from sandstream.server.chat.service import ChatService
+from sandstream.server.chat.sqlite_store import SQLiteChatStore
+from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
+from sandstream.server.http.serve import serve, wait_for_signals
+from sandstream.server.runner.access_log import configure_access_log
+from sandstream.server.runner.app import create_app
+from sandstream.server.runner.launcher import (
+    DEFAULT_CONTAINER_ARGV,
+    DEFAULT_KILL_GRACE,
+    LocalSubprocessLauncher,
+)
+from sandstream.server.runner.routes import get_runner
+from sandstream.server.runner.service import Runner
+from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "add_container_arguments",
+    "build_runner_parser",
+    "build_serve_parser",
+    "hypercorn_config",
+    "launcher_from_args",
+    "main",
+    "runner_main",
+    "serve_main",
+]
 
-DEFAULT_PORT: Final = 8080
+DEFAULT_RUNNER_PORT: Final = 8765
+
+
+def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run sandbox containers and stream their NDJSON envelope (POST /stream).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_RUNNER_PORT, help="port (default %(default)s)"
+    )
+    auth = parser.add_argument_group("authentication")
+    auth.add_argument(
+        "--token", help="runner bearer token (default: $SANDSTREAM_RUNNER_TOKEN; visible in ps)"
+    )
+    auth.add_argument(
+        "--insecure-no-token",
+        action="store_true",
+        help="accept POST /stream without a token (local development only)",
+    )
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--max-live", type=int, default=64, help="containers at once (503 beyond)")
+    limits.add_argument("--retry-after", type=int, default=5, help="Retry-After seconds on 503")
+    limits.add_argument(
+        "--runtime-cap", type=float, default=DEFAULT_RUNTIME_CAP, help="seconds per turn (8 h)"
+    )
+    limits.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        help="end a turn whose client has not read for this many seconds (0: never)",
+    )
+    limits.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=10.0,
+        help="seconds live turns get to deliver their last line on shutdown",
+    )
+    limits.add_argument(
+        "--read-size",
+        type=int,
+        default=256 * 1024,
+        help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
+    )
+    add_container_arguments(parser.add_argument_group("container"))
+    parser.add_argument("--log-level", default="info", help="server log level (default: info)")
+    return parser
+
+
+def add_container_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how containers are launched and stopped."""
+    group.add_argument(
+        "--container-cmd",
+        default=shlex.join(DEFAULT_CONTAINER_ARGV),
+        help="command that runs one container; dispatch JSON on its stdin (default: %(default)s)",
+    )
+    group.add_argument(
+        "--container-stderr",
+        choices=("log", "inherit", "discard"),
+        default="log",
+        help="what to do with a container's stderr (default: %(default)s)",
+    )
+    group.add_argument(
+        "--kill-grace",
+        type=float,
+        default=DEFAULT_KILL_GRACE,
+        help="seconds between SIGTERM and SIGKILL when a container is stopped",
+    )
+
+
+def launcher_from_args(args: argparse.Namespace) -> LocalSubprocessLauncher:
+    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad)."""
+    return LocalSubprocessLauncher(
+        argv=shlex.split(args.container_cmd),
+        kill_grace=args.kill_grace,
+        stderr=args.container_stderr,
+    )
+
+
+def hypercorn_config(host: str, port: int) -> Config:
+    """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None  # one structured record per turn instead (sandstream.access)
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
+
+
+def runner_main(argv: Sequence[str] | None = None) -> int:
+    """``sandstream runner`` until SIGINT/SIGTERM; the exit status (2: bad configuration)."""
+    parser = build_runner_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    configure_access_log()
+    try:
+        token = resolve_token(args.token, insecure_no_token=args.insecure_no_token)
+        settings = RunnerSettings(
+            token=token,
+            max_live=args.max_live,
+            retry_after=args.retry_after,
+            runtime_cap=args.runtime_cap,
+            stall_timeout=args.stall_timeout or None,
+            shutdown_timeout=args.shutdown_timeout,
+            read_size=args.read_size,
+        )
+        launcher = launcher_from_args(args)
+    except (MissingTokenError, ValueError) as exc:
+        print(f"sandstream runner: {exc}", file=sys.stderr)
+        return 2
+    if token is None:
+        logging.getLogger("sandstream.runner").warning(
+            "running WITHOUT authentication (--insecure-no-token): anyone who can reach "
+            "this port can run containers"
+        )
+    config = hypercorn_config(args.host, args.port)
+    app = create_app(settings, launcher=launcher)
+    try:
+        drain = get_runner(app).shutdown
+        trio.run(partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain))
+    except OSError as exc:
+        print(f"sandstream runner: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+DEFAULT_SERVE_PORT: Final = 8080
 DEFAULT_DATA_DIR: Final = "sandstream-data"
 RUNNER_TOKEN_FILE: Final = "runner-token"
 
@@ -61,7 +216,7 @@ def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
     return default if raw in (None, "") else float(raw)
 
 
-def build_parser(
+def build_serve_parser(
     environ: Mapping[str, str] | None = None, prog: str = "sandstream serve"
 ) -> argparse.ArgumentParser:
     """The command line; defaults come from ``environ`` (docs/chat.md)."""
@@ -71,7 +226,7 @@ def build_parser(
         description="Serve the chat backend and the runner on embedded defaults.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (%(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_SERVE_PORT, help="port (%(default)s)")
     parser.add_argument(
         "--data-dir",
         default=env.get("SANDSTREAM_DATA_DIR", DEFAULT_DATA_DIR),
@@ -264,9 +419,9 @@ async def _serve(plan: _Plan) -> None:
             await store.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server until SIGINT/SIGTERM; the exit status (2: bad configuration)."""
-    args = build_parser().parse_args(argv)
+def serve_main(argv: Sequence[str] | None = None) -> int:
+    """``sandstream serve`` until SIGINT/SIGTERM; the exit status (2: bad configuration)."""
+    args = build_serve_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -286,6 +441,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sandstream serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+COMMANDS: Final = {"runner": runner_main, "serve": serve_main}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sandstream.server.cli runner|serve ARGS``; 2 on an unknown command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        print("usage: python -m sandstream.server.cli {runner,serve} ...", file=sys.stderr)
+        return 2
+    return COMMANDS[args[0]](args[1:])
 
 
 if __name__ == "__main__":

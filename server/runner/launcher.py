@@ -1,6 +1,6 @@
 """Container launch behind a small interface: :class:`ContainerLauncher`.
 
-The streaming code (:mod:`sandstream.server.turn`) only needs three things from a
+The streaming code (:mod:`sandstream.server.runner.turn`) only needs three things from a
 sandbox backend: start it with the dispatch JSON, read its stdout, and know that when
 the launch task ends the sandbox is gone. That is the whole protocol, in the trio
 idiom of ``nursery.start``::

@@ -1,0 +1,10 @@
+"""HTTP plumbing shared by every role of the server.
+
+- :mod:`.problems`: RFC 9457 problem JSON for every error answer;
+- :mod:`.auth`: bearer tokens, compared in constant time;
+- :mod:`.requests`: bounded JSON bodies, query parameters, JSON answers;
+- :mod:`.connection`: cutting a client's connection whose write can never finish;
+- :mod:`.serve`: Hypercorn's trio worker with a shutdown that drains the role first.
+
+Roles (``runner``, ``chat``) import from here; nothing here imports a role.
+"""

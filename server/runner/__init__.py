@@ -1,0 +1,49 @@
+"""The runner role: ``POST /stream``, one nursery per turn (seed 000/003).
+
+- :class:`Runner` (:mod:`.service`) admits turns against a capacity limit and shuts
+  them all down;
+- :class:`TurnStream` (:mod:`.turn`) is one turn: a container, its stdout through the
+  core, bytes out, all owned by one nursery (usable in-process as well as over HTTP);
+- :mod:`.launcher` and :mod:`.procs` start containers and reap their process groups;
+- :mod:`.routes` mounts ``POST /stream`` and ``GET /healthz``, :func:`create_app`
+  (:mod:`.app`) builds the runner's app; :mod:`.access_log` writes one record per turn.
+"""
+
+from .access_log import AccessLog, configure_access_log
+from .app import create_app
+from .launcher import (
+    ContainerExit,
+    ContainerHandle,
+    ContainerLauncher,
+    LaunchError,
+    LocalContainer,
+    LocalSubprocessLauncher,
+)
+from .routes import get_runner, install_runner, runner_blueprint
+from .service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
+from .settings import RunnerSettings
+from .turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
+
+__all__ = [
+    "AccessLog",
+    "AtCapacityError",
+    "ContainerExit",
+    "ContainerHandle",
+    "ContainerLauncher",
+    "LaunchError",
+    "LocalContainer",
+    "LocalSubprocessLauncher",
+    "Runner",
+    "RunnerSettings",
+    "RunnerUnavailableError",
+    "ShuttingDownError",
+    "TurnOutcome",
+    "TurnRecord",
+    "TurnStateError",
+    "TurnStream",
+    "configure_access_log",
+    "create_app",
+    "get_runner",
+    "install_runner",
+    "runner_blueprint",
+]
