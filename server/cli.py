@@ -58,11 +58,14 @@ from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_to
 from sandstream.server.http.serve import serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
 from sandstream.server.runner.app import create_app
+from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
 from sandstream.server.runner.launcher import (
     DEFAULT_CONTAINER_ARGV,
     DEFAULT_KILL_GRACE,
+    ContainerLauncher,
     LocalSubprocessLauncher,
 )
+from sandstream.server.runner.limits import ResourceLimits, parse_size
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
@@ -129,7 +132,49 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
 
 
 def add_container_arguments(group: argparse._ActionsContainer) -> None:
-    """The flags that say how containers are launched and stopped."""
+    """The flags that say how containers are sandboxed, launched and stopped."""
+    default_limits = ResourceLimits()
+    group.add_argument(
+        "--sandbox",
+        choices=("bwrap", "local"),
+        default=None,
+        help="bwrap: each container in a bubblewrap sandbox (the default on Linux when "
+        "bwrap is installed); local: a bare subprocess that isolates nothing (development)",
+    )
+    group.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        default="on",
+        help="bwrap: the host's network, or loopback only (default: %(default)s)",
+    )
+    group.add_argument(
+        "--memory-limit",
+        type=parse_size,
+        default=default_limits.memory_bytes,
+        metavar="SIZE",
+        help="bwrap: memory of one sandbox, e.g. 512M, 2G, none (default: 2G)",
+    )
+    group.add_argument(
+        "--process-limit",
+        type=_optional_int,
+        default=default_limits.processes,
+        metavar="N",
+        help="bwrap: processes alive at once in one sandbox, or none (default: %(default)s)",
+    )
+    group.add_argument(
+        "--cpu-limit",
+        type=_optional_float,
+        default=default_limits.cpu_seconds,
+        metavar="SECONDS",
+        help="bwrap: CPU time of one sandbox, or none (default: none)",
+    )
+    group.add_argument(
+        "--disk-limit",
+        type=parse_size,
+        default=default_limits.disk_bytes,
+        metavar="SIZE",
+        help="bwrap: size of a sandbox's writable /tmp (work dir), or none (default: 1G)",
+    )
     group.add_argument(
         "--container-cmd",
         default=shlex.join(DEFAULT_CONTAINER_ARGV),
@@ -145,14 +190,57 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
         "--kill-grace",
         type=float,
         default=DEFAULT_KILL_GRACE,
-        help="seconds between SIGTERM and SIGKILL when a container is stopped",
+        help="local: seconds between SIGTERM and SIGKILL when a container is stopped",
     )
 
 
-def launcher_from_args(args: argparse.Namespace) -> LocalSubprocessLauncher:
-    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad)."""
+def _optional_int(text: str) -> int | None:
+    return None if text.strip().lower() in ("none", "0", "unlimited") else int(text)
+
+
+def _optional_float(text: str) -> float | None:
+    return None if text.strip().lower() in ("none", "0", "unlimited") else float(text)
+
+
+def launcher_from_args(
+    args: argparse.Namespace, *, hidden_paths: Sequence[str] = ()
+) -> ContainerLauncher:
+    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad).
+
+    ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox. Without
+    ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
+    ``local`` launcher is announced with a warning: it isolates nothing.
+    """
+    argv = shlex.split(args.container_cmd)
+    sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
+    if sandbox == "bwrap":
+        limits = ResourceLimits(
+            memory_bytes=args.memory_limit,
+            processes=args.process_limit,
+            cpu_seconds=args.cpu_limit,
+            disk_bytes=args.disk_limit,
+        )
+        launcher = BwrapLauncher(
+            argv=argv,
+            network=args.sandbox_network == "on",
+            limits=limits,
+            hidden_paths=hidden_paths,
+            stderr=args.container_stderr,
+        )
+        logging.getLogger("sandstream.runner").info(
+            "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
+            args.sandbox_network,
+            limits,
+            "cgroup v%d" % launcher.cgroups.version if launcher.cgroups else "/proc polling",
+        )
+        return launcher
+    logging.getLogger("sandstream.runner").warning(
+        "sandbox: local — containers run as plain subprocesses with this server's user, "
+        "files and network; they are NOT isolated and can outlive their turn "
+        "(development only; install bubblewrap and use --sandbox bwrap)"
+    )
     return LocalSubprocessLauncher(
-        argv=shlex.split(args.container_cmd),
+        argv=argv,
         kill_grace=args.kill_grace,
         stderr=args.container_stderr,
     )
@@ -325,7 +413,7 @@ def build_serve_parser(
 class _Plan:
     settings: ChatSettings
     runner_settings: RunnerSettings | None
-    launcher: LocalSubprocessLauncher | None
+    launcher: ContainerLauncher | None
     api_token: ApiToken
     config: Config
 
@@ -370,7 +458,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
         )
-        launcher = launcher_from_args(args)
+        launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     return _Plan(
         settings, runner_settings, launcher, api_token, hypercorn_config(args.host, args.port)
     )

@@ -1,0 +1,239 @@
+"""The bubblewrap sandbox: nothing a turn starts outlives it, however the turn ends.
+
+Real bwrap, the real container (scripted agent, real ``run_shell`` skill), a real
+runner on loopback. Each test starts processes that try to escape — a ``setsid``
+daemon, a double fork, a ``SIGTERM`` ignorer, one that renames itself and clears its
+environment — sees them alive in the sandbox's PID namespace, ends the turn, and
+checks that nothing of the namespace is left.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psutil
+import pytest
+import trio
+
+from sandstream.container.schemas import EnvResponse, ScriptedError
+from tests.server.harness import (
+    Reader,
+    RunnerServer,
+    bwrap_launcher,
+    load,
+    namespace_members,
+    parse_stream,
+    scripted,
+    settings,
+    shell,
+    start_runner,
+)
+from tests.support.container import alive
+from tests.support.workspace import WorkspaceServer
+
+PY = sys.executable
+
+ESCAPES = (
+    "setsid nohup sleep 1001 >/dev/null 2>&1 &\n"
+    "(setsid sh -c 'sleep 1002 & exit 0' >/dev/null 2>&1 &)\n"
+    f"setsid {PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+    " time.sleep(1003)' >/dev/null 2>&1 &\n"
+    f"setsid env -i {PY} -c 'import ctypes, sys, time; sys.argv[0] = \"innocent\";"
+    ' ctypes.CDLL(None).prctl(15, b"innocent", 0, 0, 0); time.sleep(1004)\''
+    " >/dev/null 2>&1 &\n"
+)
+"""Four processes that leave the skill's process group and session, one way each."""
+
+WAIT_ESCAPED = "sleep 2"
+"""Long enough for the test to see the four escapees from the host."""
+
+
+def _escapee(pid: int) -> str | None:
+    """Which of the four escapees ``pid`` is (not the shell that started them)."""
+    try:
+        process = psutil.Process(pid)
+        name, cmdline = process.name(), process.cmdline()
+    except psutil.Error:
+        return None
+    if name == "innocent":
+        return "innocent"
+    if name == "sleep" and cmdline[1:] in (["1001"], ["1002"]):
+        return f"sleep {cmdline[1]}"
+    if name.startswith("python") and any("SIG_IGN" in arg for arg in cmdline):
+        return "SIG_IGN"
+    return None
+
+
+class Watcher:
+    """Polls a sandbox's namespace while the turn runs; remembers every escapee seen."""
+
+    def __init__(self) -> None:
+        self.namespace = 0
+        self.seen: dict[str, int] = {}
+        self.all_seen = trio.Event()
+
+    async def run(self, server: RunnerServer) -> None:
+        _, sandbox = await server.wait_sandbox()
+        self.namespace = sandbox.pid_namespace
+        while True:
+            for pid in namespace_members(self.namespace):
+                kind = _escapee(pid)
+                if kind is not None:
+                    self.seen.setdefault(kind, pid)
+            if len(self.seen) == 4:
+                self.all_seen.set()
+            await trio.sleep(0.005)
+
+
+async def _assert_sandbox_empty(server: RunnerServer, watcher: Watcher) -> None:
+    assert sorted(watcher.seen) == ["SIG_IGN", "innocent", "sleep 1001", "sleep 1002"]
+    await server.wait_records(1)
+    # The launcher returned only after bwrap was reaped: the namespace is empty *now*.
+    assert namespace_members(watcher.namespace) == []
+    assert alive(list(watcher.seen.values())) == []
+    assert server.runner.live == 0
+
+
+async def _turn(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    end: Callable[[RunnerServer, Reader, Watcher], Awaitable[None]],
+    *,
+    config: Any,
+    **setting: Any,
+) -> tuple[RunnerServer, Watcher]:
+    server = await start_runner(
+        nursery, runner_settings=settings(**setting), launcher=bwrap_launcher()
+    )
+    workspace.config = config
+    watcher = Watcher()
+    async with trio.open_nursery() as inner:
+        inner.start_soon(watcher.run, server)
+        async with server.stream(workspace.mint_dispatch()) as response:
+            assert response.status_code == 200
+            await end(server, Reader(response), watcher)
+        await server.wait_records(1)
+        inner.cancel_scope.cancel()
+    return server, watcher
+
+
+ESCAPE_STEP = shell(ESCAPES + WAIT_ESCAPED, timeout_sec=60)
+
+
+async def test_escapees_die_when_the_turn_ends_with_its_result(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    ended: list[dict[str, Any]] = []
+
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        await reader.rest()
+        ended.append(parse_stream(reader.body)[-1])
+
+    server, watcher = await _turn(nursery, workspace, end, config=scripted(ESCAPE_STEP))
+    assert ended[0]["type"] == "result"
+    assert server.records[0].outcome == "result"
+    await _assert_sandbox_empty(server, watcher)
+
+
+async def test_escapees_die_when_the_turn_ends_with_an_error(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    ended: list[dict[str, Any]] = []
+
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        await reader.rest()
+        ended.append(parse_stream(reader.body)[-1])
+
+    config = scripted(ESCAPE_STEP, error=ScriptedError(code="boom", message="scripted"))
+    server, watcher = await _turn(nursery, workspace, end, config=config)
+    assert ended[0]["code"] == "boom"
+    await _assert_sandbox_empty(server, watcher)
+
+
+HOLD = shell("sleep 600", timeout_sec=600)
+
+
+async def test_escapees_die_when_the_client_disconnects(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        with trio.fail_after(30):
+            await watcher.all_seen.wait()
+        # leaving the block closes the connection
+
+    server, watcher = await _turn(nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD))
+    assert server.records[0].outcome == "client_disconnected"
+    await _assert_sandbox_empty(server, watcher)
+
+
+async def test_escapees_die_at_the_runtime_cap(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    ended: list[dict[str, Any]] = []
+
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        await reader.rest()
+        ended.append(parse_stream(reader.body)[-1])
+
+    server, watcher = await _turn(
+        nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD), runtime_cap=4.0
+    )
+    assert ended[0]["code"] == "runtime_exceeded"
+    await _assert_sandbox_empty(server, watcher)
+
+
+async def test_escapees_die_when_the_client_stalls(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        with trio.fail_after(30):
+            await watcher.all_seen.wait()
+        # The client reads nothing more; the container keeps writing until it fills
+        # the socket buffers, then the stall watchdog ends the turn.
+        await server.wait_records(1, timeout=60)
+
+    # The setup script starts the escapees, then the agent floods its stdout.
+    workspace.env = EnvResponse(setup_script=ESCAPES + WAIT_ESCAPED)
+    server, watcher = await _turn(
+        nursery, workspace, end, config=load(1_000_000, payload_bytes=1024), stall_timeout=1.0
+    )
+    assert server.records[0].outcome == "stalled", server.records
+    await _assert_sandbox_empty(server, watcher)
+
+
+async def test_escapees_die_on_shutdown(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:
+    ended: list[dict[str, Any]] = []
+
+    async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        with trio.fail_after(30):
+            await watcher.all_seen.wait()
+        async with trio.open_nursery() as inner:
+            inner.start_soon(server.shutdown)
+            await reader.rest()
+        ended.append(parse_stream(reader.body)[-1])
+
+    server, watcher = await _turn(nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD))
+    assert ended[0]["code"] == "shutdown"
+    await _assert_sandbox_empty(server, watcher)
+
+
+async def test_a_failing_sandbox_start_is_a_launch_error(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    launcher = bwrap_launcher(argv=["/nonexistent/sandstream-container"])
+    server = await start_runner(nursery, launcher=launcher)
+    async with server.stream(workspace.mint_dispatch()) as response:
+        body = await response.aread()
+    line = parse_stream(body)[-1]
+    assert line["code"] == "launch_failed"
+    assert "/nonexistent/sandstream-container" in line["message"]
+
+
+def test_the_sandbox_command_is_checked() -> None:
+    with pytest.raises(ValueError, match="bubblewrap is not installed"):
+        bwrap_launcher(bwrap="no-such-bwrap")
+    with pytest.raises(ValueError, match="argv"):
+        bwrap_launcher(argv=[])
+
