@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -18,6 +19,7 @@ import pytest
 import trio
 
 from sandstream.container.schemas import EnvResponse, ScriptedError
+from sandstream.server import ResourceLimits
 from tests.server.harness import (
     Reader,
     RunnerServer,
@@ -31,7 +33,7 @@ from tests.server.harness import (
     start_runner,
 )
 from tests.support.container import alive
-from tests.support.workspace import WorkspaceServer
+from tests.support.workspace import WorkspaceServer, start_workspace
 
 PY = sys.executable
 
@@ -237,3 +239,151 @@ def test_the_sandbox_command_is_checked() -> None:
     with pytest.raises(ValueError, match="argv"):
         bwrap_launcher(argv=[])
 
+
+
+# -- limits -----------------------------------------------------------------------------
+
+FORK_BOMB = "bomb() { bomb | bomb & }; bomb; sleep 60"
+MEMORY_HOG = f"{PY} -c 'import time; x = [b\"x\" * (8 << 20) for _ in range(4096)]; time.sleep(60)'"
+
+
+async def _limited_turn_beside_a_normal_one(
+    nursery: trio.Nursery, workspace: WorkspaceServer, command: str, **limits: Any
+) -> tuple[dict[str, Any], dict[str, Any], RunnerServer]:
+    """Run ``command`` in one turn and a normal turn beside it; return both terminals."""
+    launcher = bwrap_launcher(limits=ResourceLimits(**limits))
+    server = await start_runner(nursery, launcher=launcher)
+    workspace.config = scripted(shell(command, timeout_sec=120))
+    other = await start_workspace(nursery, config=scripted(shell("sleep 1; echo fine")))
+    terminals: dict[str, dict[str, Any]] = {}
+
+    async def run(name: str, dispatch: dict[str, Any]) -> None:
+        async with server.stream(dispatch) as response:
+            terminals[name] = parse_stream(await response.aread())[-1]
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(run, "limited", workspace.mint_dispatch())
+        await server.wait_sandbox()
+        inner.start_soon(run, "normal", other.mint_dispatch())
+    return terminals["limited"], terminals["normal"], server
+
+
+async def test_a_fork_bomb_ends_its_turn_with_process_limit(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    limited, normal, server = await _limited_turn_beside_a_normal_one(
+        nursery, workspace, FORK_BOMB, processes=64
+    )
+    assert limited["code"] == "process_limit", limited
+    assert "64 processes" in limited["message"]
+    assert normal["type"] == "result"
+    records = {record.terminal: record for record in await server.wait_records(2)}
+    assert records["process_limit"].outcome == "limit_exceeded"
+
+
+async def test_a_memory_hog_ends_its_turn_with_memory_limit(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    limited, normal, _ = await _limited_turn_beside_a_normal_one(
+        nursery, workspace, MEMORY_HOG, memory_bytes=256 << 20
+    )
+    assert limited["code"] == "memory_limit", limited
+    assert "256 MiB" in limited["message"]
+    assert normal["type"] == "result"
+
+
+async def test_a_full_work_dir_ends_its_turn_with_disk_limit(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    limited, normal, _ = await _limited_turn_beside_a_normal_one(
+        nursery, workspace, "head -c 100M /dev/zero > big; sleep 60", disk_bytes=16 << 20
+    )
+    assert limited["code"] == "disk_limit", limited
+    assert normal["type"] == "result"
+
+
+async def test_a_cpu_spinner_ends_its_turn_with_cpu_limit(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    limited, normal, _ = await _limited_turn_beside_a_normal_one(
+        nursery, workspace, f"{PY} -c 'while True: pass'", cpu_seconds=1.5
+    )
+    assert limited["code"] == "cpu_limit", limited
+    assert normal["type"] == "result"
+
+
+async def test_limits_are_enforced_from_proc_without_cgroups(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    launcher = bwrap_launcher(
+        use_cgroups=False, limits=ResourceLimits(memory_bytes=256 << 20, processes=20)
+    )
+    assert launcher.cgroups is None
+    server = await start_runner(nursery, launcher=launcher)
+    many = "for i in $(seq 40); do sleep 60 & done; wait"
+    for command, code in ((MEMORY_HOG, "memory_limit"), (many, "process_limit")):
+        workspace.config = scripted(shell(command, timeout_sec=120))
+        async with server.stream(workspace.mint_dispatch()) as response:
+            assert parse_stream(await response.aread())[-1]["code"] == code
+
+
+# -- what a sandbox can reach -----------------------------------------------------------------
+
+
+async def test_the_server_secrets_are_out_of_reach(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SANDSTREAM_API_TOKEN", "api-secret-123")
+    monkeypatch.setenv("SANDSTREAM_RUNNER_TOKEN", "runner-secret-456")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "api-token").write_text("api-secret-123")
+    (data / "runner-token").write_text("runner-secret-456")
+    (data / "chat.sqlite3").write_text("database-secret-789")
+    (tmp_path / "visible.txt").write_text("a file the sandbox may read")
+    # tmp_path (holding the data dir) is made visible on purpose: the data dir must
+    # stay hidden even under a directory the sandbox sees.
+    launcher = bwrap_launcher(hidden_paths=[str(data)], extra_paths=[str(tmp_path)])
+    server = await start_runner(nursery, launcher=launcher)
+    probe = (
+        f"cat {tmp_path}/visible.txt; ls -A {data}; cat {data}/api-token {data}/runner-token"
+        f" {data}/chat.sqlite3; env; cat /proc/*/environ | tr '\\0' '\\n'; ls /proc;"
+        f" grep -r secret /etc /tmp 2>/dev/null; echo probed"
+    )
+    workspace.config = scripted(shell(probe))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        body = await response.aread()
+    lines = parse_stream(body)
+    (step,) = [line for line in lines if line["type"] == "step" and line["status"] == "succeeded"]
+    out = step["result"]["stdout"]
+    assert "a file the sandbox may read" in out and "probed" in out
+    for secret in ("api-secret-123", "runner-secret-456", "database-secret-789"):
+        assert secret not in out
+        assert secret.encode() not in body
+    assert "SANDSTREAM_API_TOKEN" not in out and "SANDSTREAM_RUNNER_TOKEN" not in out
+    assert "No such file" in step["result"]["stderr"]
+
+
+async def test_the_network_switch(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:
+    """Network off: the container cannot even reach its workspace on loopback."""
+    server = await start_runner(nursery, launcher=bwrap_launcher(network=False))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line["code"] == "bootstrap_failed", line
+
+
+async def test_a_custom_command_under_tmp_sees_what_it_names(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "container.sh"
+    reply = tmp_path / "reply.ndjson"
+    reply.write_text('{"type":"result","message":"from a file"}\n')
+    script.write_text('#!/bin/sh\ncat >/dev/null\ncat "$1"\n')
+    script.chmod(0o755)
+    server = await start_runner(nursery, launcher=bwrap_launcher(argv=[str(script), str(reply)]))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line == {"type": "result", "message": "from a file"}
