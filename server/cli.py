@@ -149,7 +149,7 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
     )
     group.add_argument(
         "--memory-limit",
-        type=parse_size,
+        type=_size,
         default=default_limits.memory_bytes,
         metavar="SIZE",
         help="bwrap: memory of one sandbox, e.g. 512M, 2G, none (default: 2G)",
@@ -170,7 +170,7 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
     )
     group.add_argument(
         "--disk-limit",
-        type=parse_size,
+        type=_size,
         default=default_limits.disk_bytes,
         metavar="SIZE",
         help="bwrap: size of a sandbox's writable /tmp (work dir), or none (default: 1G)",
@@ -194,12 +194,29 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
     )
 
 
+def _size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _optional_int(text: str) -> int | None:
-    return None if text.strip().lower() in ("none", "0", "unlimited") else int(text)
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (use e.g. 512, or none)") from None
 
 
 def _optional_float(text: str) -> float | None:
-    return None if text.strip().lower() in ("none", "0", "unlimited") else float(text)
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not seconds: {text!r} (use e.g. 60, or none)") from None
 
 
 def launcher_from_args(
@@ -231,7 +248,7 @@ def launcher_from_args(
             "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
             args.sandbox_network,
             limits,
-            "cgroup v%d" % launcher.cgroups.version if launcher.cgroups else "/proc polling",
+            f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
         )
         return launcher
     logging.getLogger("sandstream.runner").warning(

@@ -267,7 +267,9 @@ class BwrapLauncher:
 
         Cancellation: the sandbox's init is ``SIGKILL``-ed at once (no grace: nothing
         of a cancelled run is kept), and this returns once bwrap, and so every process
-        of the sandbox, is gone.
+        of the sandbox, is gone. ``exit.reaped_at`` is then the moment the init's exit
+        was seen (its pidfd), which the kernel allows only once the rest of the
+        namespace is gone; bwrap is reaped right after.
         """
         cgroup = self._create_cgroup(turn_id)
         try:
@@ -332,7 +334,9 @@ class BwrapLauncher:
                 try:
                     cgroup.attach(init_pid)
                 except OSError as exc:
-                    raise LaunchError(exc.errno, f"cannot enter the sandbox's cgroup: {exc}") from exc
+                    raise LaunchError(
+                        exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
+                    ) from exc
             os.write(block_w, b"1")
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -358,7 +362,9 @@ class BwrapLauncher:
         async def enforce_limits() -> None:
             nonlocal limit
             disk = f"/proc/{init_pid}/root{SANDBOX_TMP}"
-            hit = await watch_limits(meter, self.limits, disk_path=disk, interval=self.poll_interval)
+            hit = await watch_limits(
+                meter, self.limits, disk_path=disk, interval=self.poll_interval
+            )
             limit = hit
             log.warning("turn %s: %s; ending the sandbox", turn_id, hit.message)
             kill_sandbox()
@@ -386,16 +392,22 @@ class BwrapLauncher:
                 nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
         finally:
             with trio.CancelScope(shield=True):
+                emptied_at: float | None = None
                 if not exited:
                     stopped_at = time.monotonic()
                     kill_sandbox()
                     with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
+                        if init_pidfd is not None:
+                            # The init exits last, once the kernel has ended every
+                            # other process of its namespace: the sandbox is empty.
+                            await trio.lowlevel.wait_readable(init_pidfd)
+                            emptied_at = time.monotonic()
                         await process.wait_exited()
                     if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
                         escalated = True
                         signal_group(process.pid, signal.SIGKILL)
                 returncode = await process.wait()
-                reaped_at = time.monotonic()
+                reaped_at = emptied_at or time.monotonic()
                 close_pidfd(init_pidfd)
                 container.exit = ContainerExit(
                     returncode=returncode,
@@ -405,6 +417,7 @@ class BwrapLauncher:
                     reaped_at=reaped_at,
                     limit=limit,
                 )
+        assert container.exit is not None
         return container.exit
 
     async def _startup_failure(self, process: SpawnedProcess) -> str:

@@ -46,13 +46,13 @@ from .procs import (
 __all__ = [
     "DEFAULT_CONTAINER_ARGV",
     "DEFAULT_KILL_GRACE",
+    "PASSED_ENV",
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
     "LaunchError",
     "LocalContainer",
     "LocalSubprocessLauncher",
-    "PASSED_ENV",
     "StderrMode",
     "feed_dispatch",
     "grow_pipe",
@@ -195,8 +195,8 @@ class LocalSubprocessLauncher:
     only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
     environment is not the runner's: only the ``pass_env`` variables of the runner
     (``PATH``, ``HOME``, locale, ``TMPDIR``), plus ``env`` and the turn marker
-    ``SANDSTREAM_TURN_ID``; no token of the server reaches it. ``stderr``: ``"log"`` reads it into the
-    ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
+    ``SANDSTREAM_TURN_ID``; no token of the server reaches it. ``stderr``: ``"log"``
+    reads it into the ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
     ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
     fast producer blocks less often (kept modest: an unprivileged user's pipes share a
     budget, ``/proc/sys/fs/pipe-user-pages-soft``, 64 MiB by default).

@@ -41,6 +41,8 @@ __all__ = [
     "ProcMeter",
     "ResourceLimits",
     "Usage",
+    "disk_full",
+    "exceeded",
     "find_cgroup_root",
     "parse_size",
     "watch_limits",
@@ -123,7 +125,9 @@ def exceeded(usage: Usage, limits: ResourceLimits) -> LimitExceeded | None:
     """The first limit ``usage`` is over (memory, processes, CPU), or ``None``."""
     memory = limits.memory_bytes
     if usage.oom_kills or (memory is not None and usage.memory_bytes > memory):
-        return LimitExceeded("memory_limit", f"the sandbox went over its memory limit of {_human(memory)}")
+        return LimitExceeded(
+            "memory_limit", f"the sandbox went over its memory limit of {_human(memory)}"
+        )
     processes = limits.processes
     if usage.refused_forks or (processes is not None and usage.processes > processes):
         return LimitExceeded(
@@ -158,11 +162,11 @@ async def watch_limits(
     while True:
         await trio.sleep(interval)
         hit = exceeded(meter.sample(), limits)
-        if hit is None and disk_path is not None and limits.disk_bytes is not None:
-            if disk_full(disk_path):
-                hit = LimitExceeded(
-                    "disk_limit", f"the sandbox filled its disk limit of {_human(limits.disk_bytes)}"
-                )
+        disk = limits.disk_bytes
+        if hit is None and disk is not None and disk_path is not None and disk_full(disk_path):
+            hit = LimitExceeded(
+                "disk_limit", f"the sandbox filled its disk limit of {_human(disk)}"
+            )
         if hit is not None:
             return hit
 
@@ -298,7 +302,11 @@ def find_cgroup_root(
         base = _under(v2, own[""])
         if base is not None and _enable_v2(base):
             candidates.append(CgroupRoot(2, base, base, base))
-    v1 = {key: _under(mounts[key], own[key]) for key in ("memory", "pids", "cpuacct") if key in mounts and key in own}
+    v1 = {
+        key: _under(mounts[key], own[key])
+        for key in ("memory", "pids", "cpuacct")
+        if key in mounts and key in own
+    }
     if len(v1) == 3 and all(path is not None for path in v1.values()):
         memory, pids, cpu = (v1[key] for key in ("memory", "pids", "cpuacct"))
         assert memory is not None and pids is not None and cpu is not None
@@ -422,7 +430,7 @@ class ProcMeter:
     """
 
     def __init__(self, init_pid: int) -> None:
-        self._init = init_pid
+        self._namespace: str | None
         try:
             self._namespace = os.readlink(f"/proc/{init_pid}/ns/pid")
         except OSError:

@@ -35,7 +35,7 @@ from sandstream.container.schemas import ConfigResponse, ScriptedAgent, Scripted
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
-from sandstream.server import LocalSubprocessLauncher, Runner, RunnerSettings
+from sandstream.server import BwrapLauncher, Runner, RunnerSettings
 from sandstream.server.chat import (
     AgentProfile,
     BlobStore,
@@ -284,7 +284,6 @@ async def start_chat_server(
     *,
     embedded: bool = True,
     runner_settings: RunnerSettings | None = None,
-    kill_grace: float = 1.0,
     **overrides: Any,
 ) -> ChatServer:
     """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
@@ -297,7 +296,7 @@ async def start_chat_server(
         runner = Runner(
             runner_settings
             or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
-            LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
+            BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)]),
         )
     service = ChatService(settings, store, blobs, runner)
     app = create_chat_app(service)

@@ -11,7 +11,7 @@ import msgspec
 import trio
 
 from sandstream.container.schemas import LoadSpec, ScriptedAgent
-from sandstream.server import LocalContainer, RunnerSettings
+from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import (
     API_TOKEN,
@@ -42,11 +42,13 @@ def _settled(chat: dict[str, Any]) -> bool:
     )
 
 
-async def _container(server: ChatServer, session_id: str) -> LocalContainer:
+async def _container(server: ChatServer, session_id: str) -> LocalContainer | BwrapContainer:
     with trio.fail_after(60):
         while True:
             for turn in server.runner.turns():
-                if turn.id == session_id and isinstance(turn.container, LocalContainer):
+                if turn.id == session_id and isinstance(
+                    turn.container, (LocalContainer, BwrapContainer)
+                ):
                     return turn.container
             await trio.sleep(0.01)
 

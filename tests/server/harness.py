@@ -122,24 +122,6 @@ def bwrap_launcher(**overrides: Any) -> BwrapLauncher:
     return BwrapLauncher(**values)
 
 
-def namespace_members(namespace: int) -> list[int]:
-    """Live (non-zombie) processes of the PID namespace with inode ``namespace``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}/ns/pid").st_ino != namespace:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:
-            continue
-        if stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
 async def start_runner(
     nursery: trio.Nursery,
     *,

@@ -9,6 +9,7 @@ checks that nothing of the namespace is left.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,14 +26,13 @@ from tests.server.harness import (
     RunnerServer,
     bwrap_launcher,
     load,
-    namespace_members,
     parse_stream,
     scripted,
     settings,
     shell,
     start_runner,
 )
-from tests.support.container import alive
+from tests.support.container import namespace_members
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 PY = sys.executable
@@ -42,7 +42,7 @@ ESCAPES = (
     "(setsid sh -c 'sleep 1002 & exit 0' >/dev/null 2>&1 &)\n"
     f"setsid {PY} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
     " time.sleep(1003)' >/dev/null 2>&1 &\n"
-    f"setsid env -i {PY} -c 'import ctypes, sys, time; sys.argv[0] = \"innocent\";"
+    f'setsid env -i {PY} -c \'import ctypes, sys, time; sys.argv[0] = "innocent";'
     ' ctypes.CDLL(None).prctl(15, b"innocent", 0, 0, 0); time.sleep(1004)\''
     " >/dev/null 2>&1 &\n"
 )
@@ -52,10 +52,9 @@ WAIT_ESCAPED = "sleep 2"
 """Long enough for the test to see the four escapees from the host."""
 
 
-def _escapee(pid: int) -> str | None:
-    """Which of the four escapees ``pid`` is (not the shell that started them)."""
+def _escapee(process: psutil.Process) -> str | None:
+    """Which of the four escapees ``process`` is (not the shell that started them)."""
     try:
-        process = psutil.Process(pid)
         name, cmdline = process.name(), process.cmdline()
     except psutil.Error:
         return None
@@ -73,7 +72,7 @@ class Watcher:
 
     def __init__(self) -> None:
         self.namespace = 0
-        self.seen: dict[str, int] = {}
+        self.seen: dict[str, psutil.Process] = {}
         self.all_seen = trio.Event()
 
     async def run(self, server: RunnerServer) -> None:
@@ -81,9 +80,11 @@ class Watcher:
         self.namespace = sandbox.pid_namespace
         while True:
             for pid in namespace_members(self.namespace):
-                kind = _escapee(pid)
-                if kind is not None:
-                    self.seen.setdefault(kind, pid)
+                with contextlib.suppress(psutil.Error):
+                    process = psutil.Process(pid)
+                    kind = _escapee(process)
+                    if kind is not None:
+                        self.seen.setdefault(kind, process)
             if len(self.seen) == 4:
                 self.all_seen.set()
             await trio.sleep(0.005)
@@ -94,7 +95,8 @@ async def _assert_sandbox_empty(server: RunnerServer, watcher: Watcher) -> None:
     await server.wait_records(1)
     # The launcher returned only after bwrap was reaped: the namespace is empty *now*.
     assert namespace_members(watcher.namespace) == []
-    assert alive(list(watcher.seen.values())) == []
+    # (is_running compares the start time too: a reused pid is not the escapee.)
+    assert [kind for kind, process in watcher.seen.items() if process.is_running()] == []
     assert server.runner.live == 0
 
 
@@ -238,7 +240,6 @@ def test_the_sandbox_command_is_checked() -> None:
         bwrap_launcher(bwrap="no-such-bwrap")
     with pytest.raises(ValueError, match="argv"):
         bwrap_launcher(argv=[])
-
 
 
 # -- limits -----------------------------------------------------------------------------

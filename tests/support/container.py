@@ -41,6 +41,7 @@ __all__ = [
     "check_stream",
     "container_argv",
     "group_members",
+    "namespace_members",
     "run_container",
     "run_in_process",
     "start_container",
@@ -283,3 +284,21 @@ async def wait_group_gone(pgid: int, pids: Sequence[int] = (), timeout: float = 
             await trio.sleep(0.02)
     assert group_members(pgid) == [], f"process group {pgid} still has {group_members(pgid)}"
     assert alive(pids) == [], f"still alive: {alive(pids)}"
+
+
+def namespace_members(namespace: int) -> list[int]:
+    """Live (non-zombie) processes of the PID namespace with inode ``namespace``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/pid").st_ino != namespace:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
