@@ -24,6 +24,11 @@ printed once. ``$SANDSTREAM_RUNNER_TOKEN`` (else a token saved in the data dir) 
 ``POST /stream`` and is sent to remote runners. Every flag and variable is in
 docs/chat.md.
 
+Both run each container in a bubblewrap sandbox (``--sandbox bwrap``, the default on
+Linux when ``bwrap`` is installed; ``--sandbox-network``, ``--memory-limit``,
+``--process-limit``, ``--cpu-limit``, ``--disk-limit``) or, for development only, as a
+bare subprocess (``--sandbox local``, announced with a warning).
+
 Both: SIGINT/SIGTERM end live turns with ``error{code:"shutdown"}`` (the chat backend
 persists them), every container is reaped, then the process exits.
 ``python -m sandstream.server.cli runner|serve ...`` runs them without the script.

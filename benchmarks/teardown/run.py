@@ -167,8 +167,16 @@ async def _trials(sandbox: str, kind: str, trials: int, warmup: int) -> dict[str
                 ) as response:
                     chunks = response.aiter_raw()
                     received = 0
+                    body = b""
                     while received < 5:  # streaming: several lines arrived
-                        received += (await chunks.__anext__()).count(b"\n")
+                        try:
+                            chunk = await chunks.__anext__()
+                        except StopAsyncIteration:
+                            raise RuntimeError(
+                                f"{sandbox}/{kind}: the stream ended early: {body[-300:]!r}"
+                            ) from None
+                        body += chunk
+                        received += chunk.count(b"\n")
                     closed_at = time.monotonic()
                 # leaving the block closed the connection
                 with trio.fail_after(30):
