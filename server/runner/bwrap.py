@@ -358,16 +358,17 @@ class BwrapLauncher:
 
         meter: Meter = cgroup if cgroup is not None else ProcMeter(init_pid)
         limit: LimitExceeded | None = None
+        limit_scope = trio.CancelScope()
 
         async def enforce_limits() -> None:
             nonlocal limit
             disk = f"/proc/{init_pid}/root{SANDBOX_TMP}"
-            hit = await watch_limits(
-                meter, self.limits, disk_path=disk, interval=self.poll_interval
-            )
-            limit = hit
-            log.warning("turn %s: %s; ending the sandbox", turn_id, hit.message)
-            kill_sandbox()
+            with limit_scope:
+                limit = await watch_limits(
+                    meter, self.limits, disk_path=disk, interval=self.poll_interval
+                )
+                log.warning("turn %s: %s; ending the sandbox", turn_id, limit.message)
+                kill_sandbox()
 
         exited = False
         stopped_at: float | None = None
@@ -379,16 +380,10 @@ class BwrapLauncher:
                 nursery.start_soon(feed_dispatch, process.stdin, dispatch)
                 if process.stderr is not None:
                     nursery.start_soon(log_stderr, process.stderr, turn_id)
-                limit_task = trio.CancelScope()
-
-                async def limits_task() -> None:
-                    with limit_task:
-                        await enforce_limits()
-
-                nursery.start_soon(limits_task)
+                nursery.start_soon(enforce_limits)
                 await process.wait_exited()
                 exited = True
-                limit_task.cancel()
+                limit_scope.cancel()
                 nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
         finally:
             with trio.CancelScope(shield=True):
