@@ -64,6 +64,7 @@ from .limits import (
     Meter,
     ProcMeter,
     ResourceLimits,
+    exceeded,
     find_cgroup_root,
     watch_limits,
 )
@@ -384,6 +385,10 @@ class BwrapLauncher:
                 await process.wait_exited()
                 exited = True
                 limit_scope.cancel()
+                if limit is None:  # a kernel-enforced hit the last poll did not see
+                    limit = exceeded(meter.sample(), self.limits)
+                    if limit is not None:
+                        log.warning("turn %s: %s (seen at exit)", turn_id, limit.message)
                 nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
         finally:
             with trio.CancelScope(shield=True):

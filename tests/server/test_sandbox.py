@@ -10,6 +10,7 @@ checks that nothing of the namespace is left.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -72,12 +73,17 @@ class Watcher:
 
     def __init__(self) -> None:
         self.namespace = 0
+        self.hold: int | None = None
         self.seen: dict[str, psutil.Process] = {}
         self.all_seen = trio.Event()
 
     async def run(self, server: RunnerServer) -> None:
         _, sandbox = await server.wait_sandbox()
-        self.namespace = sandbox.pid_namespace
+        # Holding the namespace open keeps its inode from being reused by a later
+        # sandbox, so the final check looks at this one namespace only.
+        self.hold = os.open(f"/proc/{sandbox.init_pid}/ns/pid", os.O_RDONLY)
+        self.namespace = os.fstat(self.hold).st_ino
+        assert self.namespace == sandbox.pid_namespace
         while True:
             for pid in namespace_members(self.namespace):
                 with contextlib.suppress(psutil.Error):
@@ -94,7 +100,11 @@ async def _assert_sandbox_empty(server: RunnerServer, watcher: Watcher) -> None:
     assert sorted(watcher.seen) == ["SIG_IGN", "innocent", "sleep 1001", "sleep 1002"]
     await server.wait_records(1)
     # The launcher returned only after bwrap was reaped: the namespace is empty *now*.
-    assert namespace_members(watcher.namespace) == []
+    try:
+        assert namespace_members(watcher.namespace) == []
+    finally:
+        if watcher.hold is not None:
+            os.close(watcher.hold)
     # (is_running compares the start time too: a reused pid is not the escapee.)
     assert [kind for kind, process in watcher.seen.items() if process.is_running()] == []
     assert server.runner.live == 0
@@ -245,7 +255,8 @@ def test_the_sandbox_command_is_checked() -> None:
 # -- limits -----------------------------------------------------------------------------
 
 FORK_BOMB = "bomb() { bomb | bomb & }; bomb; sleep 60"
-MEMORY_HOG = f"{PY} -c 'import time; x = [b\"x\" * (8 << 20) for _ in range(4096)]; time.sleep(60)'"
+MEMORY_HOG = f"{PY} -c 'x = [b\"x\" * (8 << 20) for _ in range(4096)]'; sleep 60"
+"""Allocates 32 GiB; the kernel kills it, the shell goes on (the turn must not)."""
 
 
 async def _limited_turn_beside_a_normal_one(
@@ -388,3 +399,19 @@ async def test_a_custom_command_under_tmp_sees_what_it_names(
     async with server.stream(workspace.mint_dispatch()) as response:
         line = parse_stream(await response.aread())[-1]
     assert line == {"type": "result", "message": "from a file"}
+
+
+async def test_a_limit_hit_seen_only_at_exit_still_names_the_limit(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """The OOM killer ends the container itself before any poll: memory_limit, not
+    upstream_closed (the cgroup's counters are read once more when it exits)."""
+    hog = f"cat >/dev/null; exec {PY} -c 'x = [b\"x\" * (8 << 20) for _ in range(4096)]'"
+    launcher = bwrap_launcher(
+        argv=["sh", "-c", hog], limits=ResourceLimits(memory_bytes=128 << 20), poll_interval=600
+    )
+    assert launcher.cgroups is not None  # kernel enforcement is what this is about
+    server = await start_runner(nursery, launcher=launcher)
+    async with server.stream(workspace.mint_dispatch()) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line["code"] == "memory_limit", line
