@@ -193,6 +193,8 @@ class BwrapLauncher:
             raise ValueError(f"bubblewrap is not installed ({self.bwrap!r} is not on PATH)")
         if self.use_cgroups:
             self.cgroups = find_cgroup_root()
+            if self.cgroups is not None:
+                self.cgroups.prune()
 
     # -- the command line ------------------------------------------------------------
 

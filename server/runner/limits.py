@@ -25,6 +25,7 @@ import errno
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,29 @@ class CgroupRoot:
     memory: Path
     pids: Path
     cpu: Path
+
+    def prune(self, older_than: float = 60.0) -> int:
+        """Remove empty sandbox cgroups left by a runner that was killed; return how many.
+
+        Only directories older than ``older_than`` seconds are tried (a sandbox being
+        set up right now is younger), and ``rmdir`` fails on any that holds a process.
+        """
+        removed = 0
+        now = time.time()
+        for key in dict.fromkeys((self.memory, self.pids, self.cpu)):
+            parent = key / "sandstream"
+            try:
+                children = [p for p in parent.iterdir() if p.is_dir()]
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    if now - child.stat().st_mtime > older_than:
+                        child.rmdir()
+                        removed += 1
+                except OSError:
+                    continue
+        return removed
 
     def create(self, name: str, limits: ResourceLimits) -> CgroupMeter:
         """Create the cgroups of sandbox ``name`` with ``limits`` set (``OSError`` if not)."""

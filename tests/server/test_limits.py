@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,18 @@ def test_cgroup_v2_needs_memory_and_pids_for_children(tmp_path: Path) -> None:
     assert set((base / "cgroup.subtree_control").read_text().split()) == {"+memory", "+pids"}
     (base / "cgroup.controllers").write_text("hugetlb\n")  # this machine's unified tree
     assert find_cgroup_root(proc, probe=lambda candidate: True) is None
+
+
+def test_prune_removes_only_old_empty_sandbox_cgroups(tmp_path: Path) -> None:
+    root = CgroupRoot(1, tmp_path / "memory", tmp_path / "pids", tmp_path / "cpu")
+    for base in (root.memory, root.pids, root.cpu):
+        (base / "sandstream" / "turn_old").mkdir(parents=True)
+        (base / "sandstream" / "turn_new").mkdir()
+        (base / "sandstream" / "turn_busy").mkdir()
+        (base / "sandstream" / "turn_busy" / "cgroup.procs").write_text("123\n")
+        old = time.time() - 3600
+        for name in ("turn_old", "turn_busy"):
+            os.utime(base / "sandstream" / name, (old, old))
+    assert root.prune(older_than=60) == 3
+    for base in (root.memory, root.pids, root.cpu):
+        assert sorted(p.name for p in (base / "sandstream").iterdir()) == ["turn_busy", "turn_new"]
