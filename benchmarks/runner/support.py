@@ -56,7 +56,9 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 @contextmanager
 def busy_processes(count: int) -> Iterator[None]:
     """Run ``count`` CPU-spinning processes for the duration of the block."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    # A spinner stops by itself when its parent is gone (even one killed outright).
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
     try:
         yield
     finally:
