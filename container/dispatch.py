@@ -1,4 +1,11 @@
-"""Reading the dispatch: JSON on stdin (or a file), decoded into :class:`~.schemas.Dispatch`."""
+"""Reading the dispatch: JSON on stdin (or a file), decoded into :class:`~.schemas.Dispatch`.
+
+Stdin framing: when the first line of stdin is a complete JSON value, that line is the
+dispatch and stdin stays open for the user messages that follow it, one JSON line each
+(:mod:`.inbox`; EOF: no more messages). This is how the runner writes it. Otherwise
+(a pretty-printed file, ``sandstream container < dispatch.json``) the whole of stdin,
+to EOF, is the dispatch, and no message follows.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +23,17 @@ MAX_DISPATCH_BYTES: Final = 16 * 1024 * 1024
 
 
 def read_dispatch(path: str | None) -> bytes:
-    """The raw dispatch: the file at ``path``, or stdin to EOF when ``path`` is None or "-".
+    """The raw dispatch: the file at ``path``, or from stdin when ``path`` is None or "-".
 
-    Raises :class:`DispatchError` if it cannot be read or exceeds 16 MiB.
+    From stdin: its first line if that is a complete JSON value (the rest of stdin is
+    left for :mod:`.inbox`), else everything to EOF. Raises :class:`DispatchError` if
+    it cannot be read or exceeds 16 MiB.
     """
     try:
         if path is None or path == "-":
-            data = sys.stdin.buffer.read(MAX_DISPATCH_BYTES + 1)
+            data = sys.stdin.buffer.readline(MAX_DISPATCH_BYTES + 1)
+            if not _is_json_line(data):
+                data += sys.stdin.buffer.read(MAX_DISPATCH_BYTES + 1 - len(data))
         else:
             with open(path, "rb") as handle:
                 data = handle.read(MAX_DISPATCH_BYTES + 1)
@@ -41,3 +52,14 @@ def decode_dispatch(data: bytes) -> Dispatch:
         return msgspec.json.decode(data, type=Dispatch)
     except msgspec.DecodeError as exc:
         raise DispatchError(f"invalid dispatch: {exc}") from exc
+
+
+def _is_json_line(data: bytes) -> bool:
+    """True for a ``\n``-terminated line holding one complete JSON value."""
+    if not data.endswith(b"\n"):
+        return False
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return True
