@@ -1,0 +1,62 @@
+"""How a reader's events are written: SSE frames, NDJSON lines, WebSocket messages.
+
+- **SSE**: each chunk is one frame, ``id: <cursor>`` and ``data: <the line>`` (the
+  default ``message`` event), so ``Last-Event-ID`` is the cursor to resume from. A
+  ``control`` event (no ``id``, so it never moves the client's last event id) says
+  ``{"cursor": N, "upToDate": true}`` when the reader caught up with a live session,
+  and ``{"cursor": N, "closed": true}`` right before the stream ends after the
+  session's last chunk. Keep-alive is the comment line ``: keep-alive`` with no blank
+  line after it, so that no client turns it into an event.
+- **NDJSON**: the chunks themselves, one line each; the response headers give the
+  state at connect time (``Stream-Cursor``, ``Stream-Up-To-Date``, ``Stream-Closed``).
+- **WebSocket**: one text message per chunk (the line without its newline), the same
+  control objects as text messages with ``"type": "control"`` (never an envelope type).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from sandstream.core.sse import format_event
+
+__all__ = [
+    "KEEPALIVE_COMMENT",
+    "control_message",
+    "sse_chunks",
+    "sse_control",
+]
+
+KEEPALIVE_COMMENT: Final = b": keep-alive\n"
+"""An SSE comment line with no blank line after it: ignored by every parser."""
+
+
+class _Control(msgspec.Struct, omit_defaults=True):
+    cursor: int
+    upToDate: bool = False
+    closed: bool = False
+    gone: bool = False
+    type: str | None = None
+
+
+def sse_chunks(first: int, chunks: list[bytes]) -> bytes:
+    """The SSE frames of ``chunks`` (each a ``\\n``-terminated line), ids from ``first``."""
+    return b"".join(
+        format_event(chunk[:-1], id=cursor) for cursor, chunk in enumerate(chunks, first)
+    )
+
+
+def sse_control(
+    cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
+) -> bytes:
+    """A ``control`` event (no ``id``)."""
+    data = msgspec.json.encode(_Control(cursor, up_to_date, closed, gone))
+    return format_event(data, event="control")
+
+
+def control_message(
+    cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
+) -> str:
+    """A WebSocket control message: ``{"type": "control", "cursor": N, …}``."""
+    return msgspec.json.encode(_Control(cursor, up_to_date, closed, gone, "control")).decode()
