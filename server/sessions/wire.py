@@ -51,12 +51,16 @@ def sse_control(
     cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
 ) -> bytes:
     """A ``control`` event (no ``id``)."""
-    data = msgspec.json.encode(_Control(cursor, up_to_date, closed, gone))
-    return format_event(data, event="control")
+    return format_event(_control(cursor, up_to_date, closed, gone), event="control")
 
 
 def control_message(
     cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
 ) -> str:
     """A WebSocket control message: ``{"type": "control", "cursor": N, …}``."""
-    return msgspec.json.encode(_Control(cursor, up_to_date, closed, gone, "control")).decode()
+    return (b'{"type":"control",' + _control(cursor, up_to_date, closed, gone)[1:]).decode()
+
+
+def _control(cursor: int, up_to_date: bool, closed: bool, gone: bool) -> bytes:
+    control = _Control(cursor=cursor, upToDate=up_to_date, closed=closed, gone=gone)
+    return msgspec.json.encode(control)
