@@ -200,6 +200,7 @@ def hypercorn_config(host: str, port: int) -> Config:
     """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.backlog = 1024  # session readers reconnect in bursts (Hypercorn's default: 100)
     config.accesslog = None  # one structured record per turn instead (sandstream.access)
     config.errorlog = logging.getLogger("hypercorn.error")
     return config

@@ -13,6 +13,9 @@ from sandstream.server.sessions import SessionService, SessionSettings, get_sess
 from tests.server.harness import TOKEN, RunnerServer, settings, start_runner
 from tests.support.session_client import ReadResult, read_session
 
+SERVER_BACKLOG = 2048
+"""Hypercorn's accept queue (default 100): a thousand readers connect at once."""
+
 __all__ = ["TOKEN", "create", "read_all", "session_service", "start_sessions", "wait_state"]
 
 
@@ -21,7 +24,9 @@ async def start_sessions(
 ) -> RunnerServer:
     """A runner serving ``/sessions`` with its buffer in ``data_dir``."""
     sessions = SessionSettings(data_dir=data_dir, **session_options)
-    return await start_runner(nursery, runner_settings=settings(sessions=sessions))
+    return await start_runner(
+        nursery, runner_settings=settings(sessions=sessions), backlog=SERVER_BACKLOG
+    )
 
 
 def session_service(server: RunnerServer) -> SessionService:
