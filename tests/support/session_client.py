@@ -40,6 +40,8 @@ class ReadResult:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     """The raw body (non-200 answers)."""
+    last: bytes = b""
+    """The last chunk, when they go to ``on_chunk`` instead of ``chunks``."""
 
 
 class _Control(msgspec.Struct):
@@ -64,13 +66,24 @@ async def read_session(
     budget: int | None = None,
     on_chunk: Callable[[int, bytes], None] | None = None,
     use_last_event_id: bool = False,
+    until_up_to_date: bool = False,
 ) -> ReadResult:
     """Read the session from ``cursor`` until the end, or until ``budget`` bytes (HTTP)
-    or messages (WebSocket) have arrived: then disconnect, whatever is in flight."""
+    or messages (WebSocket) have arrived, or (``until_up_to_date``, SSE/WebSocket) it
+    says the reader caught up: then disconnect, whatever is in flight. ``on_chunk``
+    is called for each chunk (which is then not kept in ``chunks``)."""
     if transport == "ws":
-        return await _read_ws(url, session_id, token, cursor, budget, on_chunk)
+        return await _read_ws(url, session_id, token, cursor, budget, on_chunk, until_up_to_date)
     return await _read_http(
-        url, session_id, token, transport, cursor, budget, on_chunk, use_last_event_id
+        url,
+        session_id,
+        token,
+        transport,
+        cursor,
+        budget,
+        on_chunk,
+        use_last_event_id,
+        until_up_to_date,
     )
 
 
@@ -83,6 +96,7 @@ async def _read_http(
     budget: int | None,
     on_chunk: Callable[[int, bytes], None] | None,
     use_last_event_id: bool,
+    until_up_to_date: bool,
 ) -> ReadResult:
     result = ReadResult(cursor=cursor)
     sse = transport == "sse"
@@ -121,7 +135,8 @@ async def _read_http(
                 else:
                     pending = _take(bytes(event.data), result, parser, sse, pending, on_chunk)
             elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-                if not sse and result.chunks and _is_terminal(result.chunks[-1]):
+                last = result.chunks[-1] if result.chunks else result.last
+                if not sse and last and _is_terminal(last):
                     result.closed = True
                 return True
 
@@ -137,7 +152,7 @@ async def _read_http(
                 return result  # disconnect here: mid-stream, maybe mid-frame
             received += len(data)
             conn.receive_data(data)
-            if handle_events():
+            if handle_events() or (until_up_to_date and result.up_to_date):
                 return result
     finally:
         await stream.aclose()
@@ -158,9 +173,7 @@ def _take(
             return pending
         for line in pending[: end + 1].splitlines(keepends=True):
             result.cursor += 1
-            result.chunks.append(line)
-            if on_chunk is not None:
-                on_chunk(result.cursor, line)
+            _deliver(result, line, on_chunk)
         return pending[end + 1 :]
     for item in parser.feed(data):
         if isinstance(item, Comment):
@@ -174,9 +187,7 @@ def _take(
             cursor = int(item.id)
             assert cursor == result.cursor + 1, (cursor, result.cursor)
             result.cursor = cursor
-            result.chunks.append(line)
-            if on_chunk is not None:
-                on_chunk(cursor, line)
+            _deliver(result, line, on_chunk)
     return b""
 
 
@@ -187,6 +198,7 @@ async def _read_ws(
     cursor: int,
     budget: int | None,
     on_chunk: Callable[[int, bytes], None] | None,
+    until_up_to_date: bool,
 ) -> ReadResult:
     result = ReadResult(cursor=cursor, status=101)
     ws_url = url.replace("http://", "ws://", 1) + f"/sessions/{session_id}/ws?cursor={cursor}"
@@ -205,10 +217,19 @@ async def _read_ws(
                 control = msgspec.json.decode(data, type=_Control)
                 result.up_to_date += control.upToDate
                 result.closed = result.closed or control.closed
+                if until_up_to_date and control.upToDate:
+                    return result
                 continue
             result.cursor += 1
-            line = data + b"\n"
-            result.chunks.append(line)
-            if on_chunk is not None:
-                on_chunk(result.cursor, line)
+            _deliver(result, data + b"\n", on_chunk)
     return result
+
+
+def _deliver(
+    result: ReadResult, line: bytes, on_chunk: Callable[[int, bytes], None] | None
+) -> None:
+    if on_chunk is None:
+        result.chunks.append(line)
+    else:
+        on_chunk(result.cursor, line)
+        result.last = line
