@@ -44,7 +44,7 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
-Migrate = Callable[[sqlite3.Connection], None]
+Migrate = Callable[[sqlite3.Connection], object]
 """Brings a database's schema up to date, on the writer connection, outside a transaction."""
 
 
