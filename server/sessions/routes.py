@@ -294,9 +294,11 @@ async def session_stream(session_id: str) -> Response:
         response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
-    response.headers["Stream-Cursor"] = str(session.last_cursor)
-    response.headers["Stream-Up-To-Date"] = "true" if cursor == session.last_cursor else "false"
-    response.headers["Stream-Closed"] = "true" if session.ended else "false"
+    response.headers["Session-Last-Chunk-Id"] = str(session.last_cursor)
+    if cursor == session.last_cursor:
+        response.headers["Stream-Up-To-Date"] = "true"
+    if session.ended:
+        response.headers["Stream-Closed"] = "true"
     response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
     return response
 

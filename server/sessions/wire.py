@@ -4,11 +4,13 @@
   default ``message`` event), so ``Last-Event-ID`` is the cursor to resume from. A
   ``control`` event (no ``id``, so it never moves the client's last event id) says
   ``{"cursor": N, "upToDate": true}`` when the reader caught up with a live session,
-  and ``{"cursor": N, "closed": true}`` right before the stream ends after the
-  session's last chunk. Keep-alive is the comment line ``: keep-alive`` with no blank
+  ``{"cursor": N, "streamClosed": true}`` right before the stream ends after the
+  session's last chunk (Durable Streams' names), and ``{"cursor": N, "gone": true}``
+  before it ends because retention dropped the chunks the reader needed next. Keep-alive is the comment line ``: keep-alive`` with no blank
   line after it, so that no client turns it into an event.
 - **NDJSON**: the chunks themselves, one line each; the response headers give the
-  state at connect time (``Stream-Cursor``, ``Stream-Up-To-Date``, ``Stream-Closed``).
+  state at connect time (``Session-Last-Chunk-Id``; ``Stream-Up-To-Date: true`` and
+  ``Stream-Closed: true`` when they hold).
 - **WebSocket**: one text message per chunk (the line without its newline), the same
   control objects as text messages with ``"type": "control"`` (never an envelope type).
 """
@@ -32,12 +34,11 @@ KEEPALIVE_COMMENT: Final = b": keep-alive\n"
 """An SSE comment line with no blank line after it: ignored by every parser."""
 
 
-class _Control(msgspec.Struct, omit_defaults=True):
+class _Control(msgspec.Struct, omit_defaults=True, kw_only=True):
     cursor: int
-    upToDate: bool = False
-    closed: bool = False
+    upToDate: bool = False  # Durable Streams' names
+    streamClosed: bool = False
     gone: bool = False
-    type: str | None = None
 
 
 def sse_chunks(first: int, chunks: list[bytes]) -> bytes:
@@ -62,5 +63,5 @@ def control_message(
 
 
 def _control(cursor: int, up_to_date: bool, closed: bool, gone: bool) -> bytes:
-    control = _Control(cursor=cursor, upToDate=up_to_date, closed=closed, gone=gone)
+    control = _Control(cursor=cursor, upToDate=up_to_date, streamClosed=closed, gone=gone)
     return msgspec.json.encode(control)

@@ -11,6 +11,7 @@ import trio
 import trio_websocket
 
 from sandstream.container.schemas import ConfigResponse, EnvResponse, OpenAIAgent
+from sandstream.core.sse_parser import SSEParser
 from sandstream.server import LocalContainer
 from tests.server.harness import load, parse_stream, scripted, shell, wait_gone, wait_until_alive
 from tests.sessions.harness import (
@@ -180,3 +181,36 @@ async def test_the_buffer_is_sqlite_in_wal_mode_in_the_data_dir(
         assert count == status["last_chunk_id"]
         state = conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchone()
         assert state == ("completed",)
+
+
+async def test_idle_sse_readers_get_keep_alive_comments_that_make_no_event(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path, keepalive=0.05)
+    workspace.config = scripted(shell("sleep 315"))
+    async with server.client() as client:
+        session_id = await create(client, workspace.mint_dispatch("idle"))
+        session = session_service(server).get(session_id)
+        with trio.fail_after(30):
+            while session.last_cursor < 3:
+                await trio.sleep(0.01)
+        host, port = server.url.removeprefix("http://").split(":")
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(
+                f"GET /sessions/{session_id}/stream HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nAccept: text/event-stream\r\n\r\n".encode()
+            )
+            seen = b""
+            with trio.fail_after(30):
+                while seen.count(b": keep-alive\n") < 3:
+                    seen += await stream.receive_some(65536)
+        await client.post(f"/sessions/{session_id}/interrupt")
+    body = seen.split(b"\r\n\r\n", 1)[1]
+    assert b": keep-alive\n\n" not in body  # never a blank line after it
+    parser = SSEParser()
+    events = parser.feed(body.replace(b"\r\n", b"\n"))
+    # chunked framing aside: 3 chunks, then the "caught up" control, nothing else
+    kinds = [event.event for event in events]
+    assert kinds == ["message", "message", "message", "control"]
+    assert [event.id for event in events[:3]] == ["1", "2", "3"]

@@ -47,7 +47,7 @@ class ReadResult:
 class _Control(msgspec.Struct):
     cursor: int
     upToDate: bool = False
-    closed: bool = False
+    streamClosed: bool = False
     gone: bool = False
 
 
@@ -181,7 +181,7 @@ def _take(
         elif item.event == "control":
             control = msgspec.json.decode(item.data, type=_Control)
             result.up_to_date += control.upToDate
-            result.closed = result.closed or control.closed
+            result.closed = result.closed or control.streamClosed
         else:
             line = item.data.encode() + b"\n"
             cursor = int(item.id)
@@ -216,7 +216,7 @@ async def _read_ws(
             if data.startswith(b'{"type":"control"'):
                 control = msgspec.json.decode(data, type=_Control)
                 result.up_to_date += control.upToDate
-                result.closed = result.closed or control.closed
+                result.closed = result.closed or control.streamClosed
                 if until_up_to_date and control.upToDate:
                     return result
                 continue
