@@ -6,8 +6,9 @@
   ``{"cursor": N, "upToDate": true}`` when the reader caught up with a live session,
   ``{"cursor": N, "streamClosed": true}`` right before the stream ends after the
   session's last chunk (Durable Streams' names), and ``{"cursor": N, "gone": true}``
-  before it ends because retention dropped the chunks the reader needed next. Keep-alive is the comment line ``: keep-alive`` with no blank
-  line after it, so that no client turns it into an event.
+  before it ends because retention dropped the chunks the reader needed next.
+  Keep-alive is the comment line ``: keep-alive`` with no blank line after it, so
+  that no client turns it into an event.
 - **NDJSON**: the chunks themselves, one line each; the response headers give the
   state at connect time (``Session-Last-Chunk-Id``; ``Stream-Up-To-Date: true`` and
   ``Stream-Closed: true`` when they hold).
