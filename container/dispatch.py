@@ -10,7 +10,7 @@ to EOF, is the dispatch, and no message follows.
 from __future__ import annotations
 
 import sys
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 
@@ -22,18 +22,19 @@ __all__ = ["MAX_DISPATCH_BYTES", "decode_dispatch", "read_dispatch"]
 MAX_DISPATCH_BYTES: Final = 16 * 1024 * 1024
 
 
-def read_dispatch(path: str | None) -> bytes:
+def read_dispatch(path: str | None, stdin: BinaryIO | None = None) -> bytes:
     """The raw dispatch: the file at ``path``, or from stdin when ``path`` is None or "-".
 
-    From stdin: its first line if that is a complete JSON value (the rest of stdin is
-    left for :mod:`.inbox`), else everything to EOF. Raises :class:`DispatchError` if
-    it cannot be read or exceeds 16 MiB.
+    From ``stdin`` (default: the process's): its first line if that is a complete JSON
+    value (the rest is left for :mod:`.inbox`), else everything to EOF. Raises
+    :class:`DispatchError` if it cannot be read or exceeds 16 MiB.
     """
     try:
         if path is None or path == "-":
-            data = sys.stdin.buffer.readline(MAX_DISPATCH_BYTES + 1)
+            source = sys.stdin.buffer if stdin is None else stdin
+            data = source.readline(MAX_DISPATCH_BYTES + 1)
             if not _is_json_line(data):
-                data += sys.stdin.buffer.read(MAX_DISPATCH_BYTES + 1 - len(data))
+                data += source.read(MAX_DISPATCH_BYTES + 1 - len(data))
         else:
             with open(path, "rb") as handle:
                 data = handle.read(MAX_DISPATCH_BYTES + 1)
