@@ -214,3 +214,41 @@ async def test_idle_sse_readers_get_keep_alive_comments_that_make_no_event(
     kinds = [event.event for event in events]
     assert kinds == ["message", "message", "message", "control"]
     assert [event.id for event in events[:3]] == ["1", "2", "3"]
+
+
+async def test_shutdown_ends_live_sessions_with_a_terminal_their_readers_get(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    workspace.config = scripted(shell("sleep 316"))
+    async with server.client() as client:
+        session_id = await create(client, workspace.mint_dispatch("long"))
+        session = session_service(server).get(session_id)
+        with trio.fail_after(30):
+            while session.last_cursor < 3:
+                await trio.sleep(0.01)
+    results = []
+    chunks: list[bytes] = []
+    caught_up = trio.Event()
+
+    def take(cursor: int, line: bytes) -> None:
+        chunks.append(line)
+        if cursor == 3:
+            caught_up.set()
+
+    async def follow() -> None:
+        results.append(await read_session(server.url, session_id, TOKEN, "sse", 0, on_chunk=take))
+
+    async with trio.open_nursery() as readers:
+        readers.start_soon(follow)
+        with trio.fail_after(30):
+            await caught_up.wait()
+        await server.shutdown()
+    assert session.state == "failed" and session.closed.is_set()
+    (result,) = results
+    assert result.closed
+    last = msgspec.json.decode(chunks[-1])
+    assert (last["type"], last["code"]) == ("error", "shutdown")
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        row = conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    assert row == ("failed",)
