@@ -179,20 +179,17 @@ class SessionService:
         """The session's task: its turn's output appended to the buffer, then its end."""
         try:
             async with turn:
-                async for chunk in turn:
-                    lines = [line + b"\n" for line in chunk.split(b"\n")[:-1]]
-                    await session.append(lines)
-                    if turn.processor.ended:  # this chunk ends with the terminal line
-                        await _settle(session, lines[-1])
-        except sqlite3.Error as exc:
-            log.error("session %s: the buffer failed, session ended: %r", session.id, exc)
-        except Exception:
+                await _pump(session, turn)
+        except* sqlite3.Error as failed:
+            log.error("session %s: the buffer failed, session ended: %r", session.id, failed)
+        except* Exception:
             log.exception("session %s failed", session.id)
         finally:
             turn.discard()  # never entered (cancelled before): give its slot back
             with trio.CancelScope(shield=True):
                 if not session.ended:  # its output did not reach a terminal line
                     await _settle(session, None)
+            session.turn = None  # its core state (every step row) is not needed any more
             session.closed.set()
 
     async def _end_live(self) -> None:
@@ -225,6 +222,39 @@ class SessionService:
                 self._sessions.pop(session_id, None)
 
 
+async def _pump(session: Session, turn: TurnStream) -> None:
+    """Read the turn's output and append it, one stdout read ahead of the buffer.
+
+    The next read of stdout overlaps the SQLite write of the previous one (at most one
+    read waits in between: memory stays bounded, and a slow buffer still blocks the
+    container on its pipe). What has piled up meanwhile goes in one transaction. The
+    session ends as soon as the chunk holding the terminal line is stored. A failed
+    append cancels the read, and the turn then stops the container.
+    """
+    send, receive = trio.open_memory_channel[tuple[bytes, bool]](1)
+
+    async def append_all() -> None:
+        async with receive:
+            async for data, final in receive:
+                parts = [data]
+                while not final:
+                    try:
+                        more, final = receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    parts.append(more)
+                data = b"".join(parts) if len(parts) > 1 else data
+                await session.append(data)
+                if final:
+                    await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(append_all)
+        async with send:
+            async for chunk in turn:
+                await send.send((chunk, turn.processor.ended))
+
+
 async def _settle(session: Session, last_line: bytes | None) -> None:
     """End ``session`` with ``last_line`` if it is a terminal, else append
     ``error{code:"runner_lost"}`` (made by the core) and end with that. Never raises
@@ -236,7 +266,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
             RUNNER_LOST, "the runner stopped serving the session before it ended"
         )
         try:
-            await session.append([line])
+            await session.append(line)
             terminal = line
         except sqlite3.Error as exc:
             log.error("session %s: appending its end failed: %r", session.id, exc)

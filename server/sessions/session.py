@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -117,8 +116,7 @@ class Session:
         self._message_lock = trio.Lock()
         self._retain = retain_chunks
         self._tail_budget = tail_bytes
-        self._tail: list[bytes] = []
-        self._tail_first = last_cursor + 1
+        self._tail: list[_Run] = []
         self._tail_size = 0
         self._changed = trio.Event()
         self.closed = trio.Event()
@@ -144,26 +142,28 @@ class Session:
 
     # -- the writer (the session's own task) ----------------------------------------------
 
-    async def append(self, chunks: Sequence[bytes]) -> None:
-        """Store ``chunks`` (whole lines) in the buffer, then publish them to readers.
+    async def append(self, data: bytes) -> None:
+        """Store ``data`` (whole lines, each a chunk) in the buffer as one run, then
+        publish it to readers.
 
         Raises :class:`sqlite3.Error` if the buffer fails (nothing is published then).
         """
-        if not chunks:
+        if not data:
             return
-        last = self.last_cursor + len(chunks)
+        count = data.count(b"\n")
+        after = self.last_cursor
         keep_from = self.first_cursor
         if self._retain is not None:
-            keep_from = max(keep_from, last - self._retain + 1)
-        await self.buffer.append(self.key, self.last_cursor, chunks, now_ms(), keep_from)
-        self._tail.extend(chunks)
-        self._tail_size += sum(map(len, chunks))
-        if self._tail_size > self._tail_budget:
-            self._shrink_tail(self._tail_budget // 2)
-        self.first_cursor = keep_from
-        if self._tail_first < keep_from:
-            self._shrink_tail_to(keep_from)
-        self.last_cursor = last
+            keep_from = max(keep_from, after + count - self._retain + 1)
+        first = await self.buffer.append(self.key, after, data, count, now_ms(), keep_from)
+        self._tail.append(_Run(after + 1, data))
+        self._tail_size += len(data)
+        while len(self._tail) > 1 and (
+            self._tail_size > self._tail_budget or self._tail[0].first < first
+        ):
+            self._tail_size -= self._tail.pop(0).size
+        self.first_cursor = first
+        self.last_cursor = after + count
         self._notify()
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
@@ -177,7 +177,7 @@ class Session:
         self.terminal = terminal
         if self._messages is not None:
             self._messages.close()
-        self._tail, self._tail_size, self._tail_first = [], 0, self.last_cursor + 1
+        self._tail, self._tail_size = [], 0
         self._notify()
         await self.buffer.finish(self.key, state, self.ended_at, terminal)
 
@@ -197,9 +197,10 @@ class Session:
         last = self.last_cursor
         if after >= last:
             return []
-        if self._tail and after + 1 >= self._tail_first:
-            return _fit(self._tail, after + 1 - self._tail_first, max_bytes)
-        upto = self._tail_first - 1 if self._tail else last
+        tail = self._tail
+        if tail and after + 1 >= tail[0].first and after + 1 >= self.first_cursor:
+            return _from_runs(tail, after, max_bytes)
+        upto = tail[0].first - 1 if tail else last
         chunks = await self.buffer.read(self.key, after, upto, max_bytes)
         if not chunks:  # deleted between our check and the read
             raise CursorGoneError(after, self.first_cursor)
@@ -248,29 +249,41 @@ class Session:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _shrink_tail(self, budget: int) -> None:
-        drop, size = 0, self._tail_size
-        while size > budget and drop < len(self._tail) - 1:
-            size -= len(self._tail[drop])
-            drop += 1
-        self._drop_tail(drop)
 
-    def _shrink_tail_to(self, first: int) -> None:
-        self._drop_tail(min(first - self._tail_first, len(self._tail)))
+class _Run:
+    """Chunks appended together: the first one's cursor and their bytes. Split into
+    chunks on the first read (a session nobody follows never splits)."""
 
-    def _drop_tail(self, count: int) -> None:
-        if count <= 0:
-            return
-        self._tail_size -= sum(map(len, self._tail[:count]))
-        del self._tail[:count]
-        self._tail_first += count
+    __slots__ = ("_lines", "data", "first", "size")
+
+    def __init__(self, first: int, data: bytes) -> None:
+        self.first = first
+        self.data = data
+        self.size = len(data)
+        self._lines: list[bytes] | None = None
+
+    @property
+    def lines(self) -> list[bytes]:
+        if self._lines is None:
+            self._lines = [line + b"\n" for line in self.data.split(b"\n")[:-1]]
+        return self._lines
 
 
-def _fit(chunks: list[bytes], start: int, max_bytes: int) -> list[bytes]:
-    end, size = start, 0
-    while end < len(chunks):
-        size += len(chunks[end])
-        if size > max_bytes and end > start:
-            break
-        end += 1
-    return chunks[start:end]
+def _from_runs(runs: list[_Run], after: int, max_bytes: int) -> list[bytes]:
+    """The chunks after cursor ``after`` (held by ``runs``), up to ``max_bytes``."""
+    index = len(runs) - 1
+    while runs[index].first > after + 1:  # readers are mostly near the end
+        index -= 1
+    out: list[bytes] = []
+    size = 0
+    skip = after + 1 - runs[index].first
+    for run in runs[index:]:
+        if not out and run.size <= max_bytes and skip == 0 and len(runs) == index + 1:
+            return run.lines  # the common case: one whole new run
+        for line in run.lines[skip:] if skip else run.lines:
+            size += len(line)
+            if out and size > max_bytes:
+                return out
+            out.append(line)
+        skip = 0
+    return out
