@@ -286,6 +286,15 @@ async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
                     await trio.sleep(0.05)
             await trio.sleep(1)
             base = runner_ps.memory_info().rss
+            ids = [await _create(client, workspace) for _ in range(sessions)]
+            with trio.fail_after(120):
+                for session_id in ids:
+                    while (await client.get(f"/sessions/{session_id}/status")).json()[
+                        "last_chunk_id"
+                    ] < 3:
+                        await trio.sleep(0.05)
+            await trio.sleep(1)
+            with_sessions = runner_ps.memory_info().rss
             streams = []
             for _ in range(readers):
                 streams.append(await _open_reader(proc.url, first, "text/event-stream"))
@@ -298,17 +307,6 @@ async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
             with_readers = runner_ps.memory_info().rss
             for stream in streams:
                 await stream.aclose()
-            await trio.sleep(1)
-            base_sessions = runner_ps.memory_info().rss
-            ids = [await _create(client, workspace) for _ in range(sessions)]
-            with trio.fail_after(120):
-                for session_id in ids:
-                    while (await client.get(f"/sessions/{session_id}/status")).json()[
-                        "last_chunk_id"
-                    ] < 3:
-                        await trio.sleep(0.05)
-            await trio.sleep(1)
-            with_sessions = runner_ps.memory_info().rss
             for session_id in [first, *ids]:
                 await client.post(f"/sessions/{session_id}/interrupt")
         await proc.stop()
@@ -317,8 +315,8 @@ async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
         "readers": readers,
         "sessions": sessions,
         "runner_rss_mb": round(base / 2**20, 1),
-        "kib_per_idle_reader": round((with_readers - base) / readers / 1024, 1),
-        "kib_per_idle_session": round((with_sessions - base_sessions) / sessions / 1024, 1),
+        "kib_per_idle_session": round((with_sessions - base) / sessions / 1024, 1),
+        "kib_per_idle_reader": round((with_readers - with_sessions) / readers / 1024, 1),
     }
 
 
