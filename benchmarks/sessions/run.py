@@ -129,11 +129,13 @@ async def _fanout_level(
                     await all_flowing.wait()
                 await trio.sleep(warmup)
                 load = psutil.getloadavg()[0]
-                cpu_before = sum(runner_ps.cpu_times()[:2])
+                me = psutil.Process()
+                cpu_before = sum(runner_ps.cpu_times()[:2]), sum(me.cpu_times()[:2])
                 state["measuring"] = True
                 await trio.sleep(duration)
                 state["measuring"] = False
-                cpu = (sum(runner_ps.cpu_times()[:2]) - cpu_before) / duration * 100
+                cpu = (sum(runner_ps.cpu_times()[:2]) - cpu_before[0]) / duration * 100
+                client_cpu = (sum(me.cpu_times()[:2]) - cpu_before[1]) / duration * 100
                 await client.post(f"/sessions/{session_id}/interrupt")
                 readers_nursery.cancel_scope.cancel()
         await proc.stop()
@@ -147,6 +149,7 @@ async def _fanout_level(
         "p99_ms": round(percentile(latencies, 99), 2),
         "max_ms": round(max(latencies), 2) if latencies else None,
         "runner_cpu_percent": round(cpu),
+        "client_cpu_percent": round(client_cpu),
         "load_average_1m": round(load, 2),
     }
 
@@ -161,7 +164,8 @@ async def fanout(
         print(
             f"fanout {readers:>5} readers: p50 {level['p50_ms']} ms  p99 {level['p99_ms']} ms  "
             f"({level['lines_measured']}/{level['expected']} lines, runner CPU "
-            f"{level['runner_cpu_percent']}%, load {level['load_average_1m']})",
+            f"{level['runner_cpu_percent']}%, client CPU {level['client_cpu_percent']}%, "
+            f"load {level['load_average_1m']})",
             file=sys.stderr,
         )
     top = levels[-1]

@@ -6,8 +6,10 @@
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-It reads the backlog at its own pace (each read at most ``max_bytes``), says
-:class:`CaughtUp` once each time it has reached the newest chunk of a live session,
+It reads the backlog at its own pace (each read at most ``max_bytes``), says once
+each time it has reached the newest chunk of a live session (``Chunks.up_to_date``
+on the chunks that got it there, so a live reader gets one write per chunk, or
+:class:`CaughtUp` when it had nothing to read),
 then waits to be woken by the writer (or for ``keepalive`` seconds: :class:`KeepAlive`).
 It stops after the last chunk of an ended session — for a session that ended with a
 terminal line, right after that line. No queue is kept per reader: memory per reader
@@ -27,10 +29,13 @@ __all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "ReadEvent"]
 
 @dataclass(frozen=True, slots=True)
 class Chunks:
-    """Chunks at cursors ``first``, ``first + 1``, …"""
+    """Chunks at cursors ``first``, ``first + 1``, …; ``up_to_date``: they are the
+    newest of a live session (the reader caught up with them: no :class:`CaughtUp`
+    follows)."""
 
     first: int
     chunks: list[bytes]
+    up_to_date: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +72,11 @@ class Follow:
         while True:
             chunks = await session.read(self.cursor, self._max_bytes)
             if chunks:
-                event = Chunks(self.cursor + 1, chunks)
+                first = self.cursor + 1
                 self.cursor += len(chunks)
-                self._announced = False
-                return event
+                caught_up = self.cursor == session.last_cursor and not session.ended
+                self._announced = caught_up
+                return Chunks(first, chunks, caught_up)
             if session.ended:
                 raise StopAsyncIteration
             if not self._announced:

@@ -248,7 +248,10 @@ class _SSEBody:
             self._done = True
             return sse_control(follow.cursor, gone=True)
         if isinstance(event, Chunks):
-            return sse_chunks(event.first, event.chunks)
+            frames = sse_chunks(event.first, event.chunks)
+            if event.up_to_date:
+                frames += sse_control(follow.cursor, up_to_date=True)
+            return frames
         if isinstance(event, CaughtUp):
             return sse_control(event.cursor, up_to_date=True)
         return KEEPALIVE_COMMENT
@@ -319,6 +322,8 @@ async def session_ws(session_id: str) -> Response | None:
             if isinstance(event, Chunks):
                 for chunk in event.chunks:
                     await websocket.send(chunk[:-1].decode())
+                if event.up_to_date:
+                    await websocket.send(control_message(follow.cursor, up_to_date=True))
             elif isinstance(event, CaughtUp):
                 await websocket.send(control_message(event.cursor, up_to_date=True))
     except CursorGoneError:
