@@ -50,6 +50,9 @@ log = logging.getLogger("sandstream.sessions")
 RUNNER_LOST: Final = "runner_lost"
 """Error code appended to a session whose runner died while it ran."""
 
+READ_AHEAD: Final = 4
+"""Reads of a session's stdout that may wait while the buffer writes."""
+
 
 class SessionNotFoundError(KeyError):
     """No session with this id (never created, or retired by retention)."""
@@ -223,15 +226,15 @@ class SessionService:
 
 
 async def _pump(session: Session, turn: TurnStream) -> None:
-    """Read the turn's output and append it, one stdout read ahead of the buffer.
+    """Read the turn's output and append it, reading ahead of the buffer.
 
-    The next read of stdout overlaps the SQLite write of the previous one (at most one
-    read waits in between: memory stays bounded, and a slow buffer still blocks the
-    container on its pipe). What has piled up meanwhile goes in one transaction. The
+    The next reads of stdout overlap the SQLite write of the previous one (at most
+    :data:`READ_AHEAD` reads wait: memory stays bounded, and a slow buffer still blocks
+    the container on its pipe). What has piled up meanwhile goes in one transaction. The
     session ends as soon as the chunk holding the terminal line is stored. A failed
     append cancels the read, and the turn then stops the container.
     """
-    send, receive = trio.open_memory_channel[tuple[bytes, bool]](1)
+    send, receive = trio.open_memory_channel[tuple[bytes, bool]](READ_AHEAD)
 
     async def append_all() -> None:
         async with receive:
