@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -219,4 +220,23 @@ async def test_no_runner_is_a_start_up_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert b"SANDBOX_URL" in result.stderr
+    assert b"listening" not in result.stdout
+
+
+async def test_a_port_already_in_use_is_one_line_and_a_failure(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--data-dir", str(tmp_path)]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = await trio.run_process(
+            [*argv, "--port", str(port)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        f"sandstream serve: 127.0.0.1:{port} is already in use"
+    ]
     assert b"listening" not in result.stdout
