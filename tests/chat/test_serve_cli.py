@@ -25,6 +25,7 @@ from tests.chat.harness import (
     running_step,
     wait_no_process,
 )
+from tests.support.container import remove_run_dirs
 from tests.support.servers import http1_client
 
 SLOW = {
@@ -136,6 +137,7 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
     kill_marked(session_id)
     await wait_no_process(session_id)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
     second = await _serve(nursery, data_dir, QUICK)
     assert not any(token in line for line in second.stdout)  # not printed again
