@@ -242,3 +242,20 @@ async def test_a_port_already_in_use_is_one_line_and_a_failure(tmp_path: Path) -
         f"sandstream serve: 127.0.0.1:{port} is already in use"
     ]
     assert b"listening" not in result.stdout
+
+
+async def test_a_reader_gone_before_the_first_line_ends_serve_quietly(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `sandstream serve | head -0`
+    try:
+        result = await trio.run_process(
+            [*argv, "--data-dir", str(tmp_path)],
+            stdout=write_end,
+            capture_stderr=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 128 + signal.SIGPIPE
+    assert b"Traceback" not in result.stderr and b"Broken pipe" not in result.stderr
