@@ -25,19 +25,21 @@ printed once. ``$SANDSTREAM_RUNNER_TOKEN`` (else a token saved in the data dir) 
 docs/chat.md.
 
 Both: SIGINT/SIGTERM end live turns with ``error{code:"shutdown"}`` (the chat backend
-persists them), every container is reaped, then the process exits.
+persists them), every container is reaped, then the process exits. An address that
+cannot be bound (a port already in use) is one line on stderr and exit status 1.
 ``python -m sandstream.server.cli runner|serve ...`` runs them without the script.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import shlex
 import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -46,6 +48,7 @@ from typing import Final
 import trio
 from hypercorn.config import Config
 
+from sandstream.core.cli import exit_quietly_on_broken_pipe
 from sandstream.server.chat.agent import load_agent_profile
 from sandstream.server.chat.app import create_chat_app, serve_chat
 from sandstream.server.chat.auth import ApiToken, read_or_create_secret, resolve_api_token
@@ -197,13 +200,42 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
         )
     config = hypercorn_config(args.host, args.port)
     app = create_app(settings, launcher=launcher)
+    drain = get_runner(app).shutdown
+    return _run_server(
+        "sandstream runner",
+        config,
+        partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain),
+    )
+
+
+def _run_server(command: str, config: Config, server: Callable[[], Awaitable[object]]) -> int:
+    """``trio.run(server)``; 0 when it ends, 1 with one line on stderr for an ``OSError``.
+
+    The ``OSError`` may come wrapped in trio's exception groups (a port already in use
+    is raised from Hypercorn's nurseries): it is still one line, never a traceback.
+    A ``BrokenPipeError`` (stdout's reader left) and anything else propagate.
+    """
     try:
-        drain = get_runner(app).shutdown
-        trio.run(partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain))
-    except OSError as exc:
-        print(f"sandstream runner: {exc}", file=sys.stderr)
+        trio.run(server)
+    except (OSError, BaseExceptionGroup) as exc:
+        error = _sole_os_error(exc)
+        if error is None or isinstance(error, BrokenPipeError):
+            raise
+        if error.errno == errno.EADDRINUSE:
+            print(f"{command}: {', '.join(config.bind)} is already in use", file=sys.stderr)
+        else:
+            print(f"{command}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sole_os_error(exc: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``exc`` if every exception in it is one, else ``None``."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and exc.split(OSError)[1] is None:
+        return _sole_os_error(exc.exceptions[0])
+    return None
 
 
 DEFAULT_SERVE_PORT: Final = 8080
@@ -433,14 +465,10 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         return 2
     _announce_token(plan.api_token)
     try:
-        trio.run(_serve, plan)
+        return _run_server("sandstream serve", plan.config, partial(_serve, plan))
     except (StoreError, sqlite3.Error) as exc:
         print(f"sandstream serve: the database cannot be used: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"sandstream serve: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 COMMANDS: Final = {"runner": runner_main, "serve": serve_main}
@@ -452,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] not in COMMANDS:
         print("usage: python -m sandstream.server.cli {runner,serve} ...", file=sys.stderr)
         return 2
-    return COMMANDS[args[0]](args[1:])
+    return exit_quietly_on_broken_pipe(partial(COMMANDS[args[0]], args[1:]))
 
 
 if __name__ == "__main__":

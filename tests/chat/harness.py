@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.models import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from tests.support import processes
 from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
@@ -364,18 +365,7 @@ def running_step(event: ServerSentEvent) -> bool:
 
 def marked(marker_value: str) -> list[int]:
     """Live processes whose environment carries ``SANDSTREAM_TURN_ID=<marker_value>``."""
-    wanted = f"{TURN_MARKER_ENV}={marker_value}".encode()
-    found = []
-    for proc in psutil.process_iter(["status"]):
-        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
-                if wanted in handle.read().split(b"\0"):
-                    found.append(proc.pid)
-        except OSError:
-            continue
-    return found
+    return processes.with_env(TURN_MARKER_ENV, [marker_value])
 
 
 async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
@@ -388,11 +378,7 @@ async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
 
 def kill_marked(marker_value: str) -> None:
     """SIGKILL every process (and its group) carrying the turn marker (test cleanup)."""
-    for pid in marked(marker_value):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    processes.kill(marked(marker_value))
 
 
 def descendants(pid: int) -> list[int]:

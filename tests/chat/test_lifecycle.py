@@ -27,6 +27,7 @@ from tests.chat.harness import (
     start_chat_server,
     wait_no_process,
 )
+from tests.support.container import remove_run_dirs
 
 
 def _assistant(chat: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +141,7 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
     assert assistant["status"] == "failed"
     assert assistant == persisted_form(reader.events, assistant)
     await wait_no_process(session_id)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
 
 async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from tests.chat.harness import (
     running_step,
     wait_no_process,
 )
+from tests.support.container import remove_run_dirs
 from tests.support.servers import http1_client
 
 SLOW = {
@@ -135,6 +137,7 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
     kill_marked(session_id)
     await wait_no_process(session_id)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
     second = await _serve(nursery, data_dir, QUICK)
     assert not any(token in line for line in second.stdout)  # not printed again
@@ -220,3 +223,39 @@ async def test_no_runner_is_a_start_up_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert b"SANDBOX_URL" in result.stderr
     assert b"listening" not in result.stdout
+
+
+async def test_a_port_already_in_use_is_one_line_and_a_failure(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--data-dir", str(tmp_path)]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = await trio.run_process(
+            [*argv, "--port", str(port)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        f"sandstream serve: 127.0.0.1:{port} is already in use"
+    ]
+    assert b"listening" not in result.stdout
+
+
+async def test_a_reader_gone_before_the_first_line_ends_serve_quietly(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `sandstream serve | head -0`
+    try:
+        result = await trio.run_process(
+            [*argv, "--data-dir", str(tmp_path)],
+            stdout=write_end,
+            capture_stderr=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 128 + signal.SIGPIPE
+    assert b"Traceback" not in result.stderr and b"Broken pipe" not in result.stderr
