@@ -35,6 +35,7 @@ from typing import Any, Final
 import msgspec
 
 from ..envelope import Envelope, Error, Log, Result, Step
+from ..json_input import JSONInputError, decode_json
 from ..splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 
 __all__ = [
@@ -151,12 +152,9 @@ class ClaudeCodeTranslator:
         if not line.strip():
             return
         try:
-            obj = msgspec.json.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            obj = decode_json(line)
+        except JSONInputError as exc:
             self._warn(out, ts, f"not JSON ({exc}): {self._excerpt(line)}")
-            return
-        except RecursionError:  # msgspec's nesting limit: a few thousand levels
-            self._warn(out, ts, f"JSON nested too deeply: {self._excerpt(line)}")
             return
         if not isinstance(obj, dict):
             self._warn(out, ts, f"not a JSON object: {self._excerpt(line)}")
