@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-import msgspec
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import DispatchError
 from .schemas import Dispatch
@@ -34,10 +34,14 @@ def read_dispatch(path: str | None) -> bytes:
 
 
 def decode_dispatch(data: bytes) -> Dispatch:
-    """Decode and validate the dispatch JSON; raise :class:`DispatchError` if invalid."""
+    """Decode and validate the dispatch JSON.
+
+    Raises :class:`DispatchError` if it is empty, not UTF-8, not JSON, nested too
+    deeply or not a valid :class:`~.schemas.Dispatch`.
+    """
     if not data.strip():
         raise DispatchError("empty dispatch: expected a JSON object on stdin")
     try:
-        return msgspec.json.decode(data, type=Dispatch)
-    except msgspec.DecodeError as exc:
+        return decode_json(data, Dispatch)
+    except JSONInputError as exc:
         raise DispatchError(f"invalid dispatch: {exc}") from exc
