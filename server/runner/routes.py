@@ -26,9 +26,9 @@ import msgspec
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Quart, Response, current_app, request
 from quart.wrappers.response import ResponseBody
-from quart_trio.asgi import TrioASGIHTTPConnection
 
 from sandstream.container.schemas import Dispatch
+from sandstream.server.http.asgi import HTTPConnection
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.problems import (
@@ -100,8 +100,8 @@ class TurnBody(ResponseBody):
         await self.turn.__aexit__(exc_type, exc, tb)
 
 
-class TurnAwareHTTPConnection(TrioASGIHTTPConnection):
-    """quart-trio's HTTP connection, giving back turns whose body never started.
+class TurnAwareHTTPConnection(HTTPConnection):
+    """The server's HTTP connection (:mod:`sandstream.server.http.asgi`), giving back turns whose body never started.
 
     The route admits a turn (takes a container slot) before Quart sends the response;
     if the client goes away in between, the body is never entered. Such turns are
