@@ -78,11 +78,13 @@ class HTTPConnection(TrioASGIHTTPConnection):
                     self._disconnected(nursery)
                     return
         if deadline.cancelled_caught:
-            # Quart's own way to fail a body read in the route (as it does on overflow).
+            # Quart's own way to fail a body read in the route (as on overflow): the
+            # reader wakes, and its next read raises. (Not marked complete: an ``async
+            # for`` over a complete body ends quietly instead of raising.)
             request.body._must_raise = RequestTimeout(
                 f"the request body did not arrive within {timeout} seconds"
             )
-            request.body.set_complete()
+            request.body._has_data.set()
         while (await receive())["type"] != "http.disconnect":
             pass  # the rest of a body nobody reads any more
         self._disconnected(nursery)

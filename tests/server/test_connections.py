@@ -7,10 +7,20 @@ deadline, never by sleeping.
 
 from __future__ import annotations
 
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
 import msgspec
 import pytest
 import trio
 
+from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import TOKEN, RunnerServer, parse_stream, start_runner
 from tests.support.raw_http import connect, read_response, read_until_closed
 from tests.support.workspace import WorkspaceServer
@@ -90,9 +100,9 @@ async def test_a_body_trickled_byte_by_byte_is_cut(
                 nursery.cancel_scope.cancel()
     # The whole body would take len(body) * 0.05 s; it was cut long before that.
     assert len(body) * 0.05 > 5
-    if received:  # the 408 may be lost to the reset that closing an unread body sends
-        assert received.startswith(b"HTTP/1.1 408 "), bytes(received)
-        assert b"application/problem+json" in received
+    assert received.startswith(b"HTTP/1.1 408 "), bytes(received)
+    assert b"application/problem+json" in received
+    assert b"urn:sandstream:problem:body-timeout" in received
     assert server.runner.admitted == 0
 
 
@@ -122,3 +132,95 @@ def _unchunk(body: bytes) -> bytes:
         out += rest[:size]
         body = rest[size + 2 :]
     return bytes(out)
+
+
+# -- the file-descriptor budget ------------------------------------------------------------
+
+IDLE_SOCKETS = 2000
+LOW_SOFT_LIMIT = 1024
+"""A common default soft RLIMIT_NOFILE: fewer descriptors than the idle sockets need."""
+
+_RUN_WITH_LOW_LIMIT = f"""
+import resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, ({LOW_SOFT_LIMIT}, hard))
+from sandstream.server.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def open_file_budget() -> Iterator[None]:
+    """This test process holds the client ends: give it the descriptors, then put it back."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * IDLE_SOCKETS + 1000
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"the hard RLIMIT_NOFILE ({hard}) is below the {needed} this test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.usefixtures("open_file_budget")
+async def test_two_thousand_idle_connections_do_not_stop_a_turn(
+    workspace: WorkspaceServer,
+) -> None:
+    # `sandstream runner` started with a soft limit of 1024, as many systems do.
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-c",
+            _RUN_WITH_LOW_LIMIT,
+            *("runner", "--port", "0"),
+            *("--container-stderr", "discard", "--log-level", "info"),
+        ],
+        env={**os.environ, TOKEN_ENV: TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    idle: list[trio.SocketStream] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(_bound_url, process)
+            with trio.fail_after(120):
+                for _ in range(IDLE_SOCKETS):  # each one gets a response, then sits idle
+                    idle.append(stream := await connect(url))
+                    await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+                for stream in idle:
+                    assert (await read_response(stream)).status == 200
+                async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                    response = await client.post(
+                        "/stream",
+                        json=workspace.mint_dispatch("still here"),
+                        headers={"Authorization": f"Bearer {TOKEN}"},
+                    )
+            assert response.status_code == 200
+            lines = parse_stream(response.content)
+            assert lines[-1]["type"] == "result", lines
+            process.send_signal(signal.SIGTERM)
+            with trio.fail_after(60):
+                assert await process.wait() == 0
+    finally:
+        for stream in idle:
+            await stream.aclose()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def _bound_url(process: trio.Process, *, task_status: trio.TaskStatus[str]) -> None:
+    """Read the runner's stderr; report its bound URL, then keep draining until EOF."""
+    assert process.stderr is not None
+    stderr = bytearray()
+    started = False
+    async with process.stderr:
+        while chunk := await process.stderr.receive_some():
+            stderr += chunk
+            match = re.search(rb"Running on (http://[\d.]+:\d+)", stderr)
+            if match and not started:
+                task_status.started(match.group(1).decode())
+                started = True
+    assert started, stderr.decode(errors="replace")
