@@ -114,6 +114,7 @@ async def upload_files(chat_id: str) -> Response:
         request.body,
         request.headers.get("Content-Type"),
         blobs=service.blobs,
+        content_length=request.content_length,
         limits=UploadLimits(settings.max_upload_bytes, settings.max_upload_files),
     )
     if not received:

@@ -128,6 +128,26 @@ async def test_the_embedded_stream_refuses_a_big_body_without_reading_it(
     assert server.runner.admitted == 0
 
 
+async def test_an_upload_announcing_too_many_bytes_is_refused_before_its_body(
+    server: ChatServer,
+) -> None:
+    async with server.client() as client:
+        created = await client.post("/api/assistant/chats", json={"workspaceId": WORKSPACE})
+    chat_id = created.json()["id"]
+    path = f"/api/assistant/chats/{chat_id}/files?workspaceId={WORKSPACE}"
+    head = _request(
+        "POST",
+        path,
+        API_TOKEN,
+        b"",
+        f"Content-Length: {server.service.settings.max_upload_bytes * 2}",
+    ).replace(b"application/json", b"multipart/form-data; boundary=xyz")
+    async with await connect(server.url) as stream:
+        await stream.send_all(head)  # no body at all: the answer cannot wait for one
+        _assert_problem(await read_response(stream, timeout=DEADLINE), 413, "payload-too-large")
+        assert await read_until_closed(stream, timeout=DEADLINE) == b""
+
+
 # -- ids, query parameters, titles -------------------------------------------------------
 
 
