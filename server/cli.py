@@ -58,7 +58,7 @@ from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.sqlite_store import SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
-from sandstream.server.http.serve import serve, wait_for_signals
+from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
 from sandstream.server.runner.app import create_app
 from sandstream.server.runner.launcher import (
@@ -82,6 +82,8 @@ __all__ = [
 ]
 
 DEFAULT_RUNNER_PORT: Final = 8765
+DEFAULT_BODY_TIMEOUT: Final = 60.0
+"""Seconds a request body may take to arrive (Quart's ``BODY_TIMEOUT``)."""
 
 
 def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
@@ -120,6 +122,7 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
         default=10.0,
         help="seconds live turns get to deliver their last line on shutdown",
     )
+    add_body_timeout_argument(limits)
     limits.add_argument(
         "--read-size",
         type=int,
@@ -129,6 +132,16 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
     add_container_arguments(parser.add_argument_group("container"))
     parser.add_argument("--log-level", default="info", help="server log level (default: info)")
     return parser
+
+
+def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
+    """``--body-timeout``: the seconds a request body may take to arrive (408 after)."""
+    group.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help="seconds a request body may take to arrive in full (408 after; default 60)",
+    )
 
 
 def add_container_arguments(group: argparse._ActionsContainer) -> None:
@@ -190,6 +203,8 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             read_size=args.read_size,
         )
         launcher = launcher_from_args(args)
+        if not args.body_timeout > 0:
+            raise ValueError("--body-timeout must be > 0")
     except (MissingTokenError, ValueError) as exc:
         print(f"sandstream runner: {exc}", file=sys.stderr)
         return 2
@@ -200,6 +215,8 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
         )
     config = hypercorn_config(args.host, args.port)
     app = create_app(settings, launcher=launcher)
+    app.config["BODY_TIMEOUT"] = args.body_timeout
+    raise_open_file_limit()
     drain = get_runner(app).shutdown
     return _run_server(
         "sandstream runner",
@@ -328,6 +345,7 @@ def build_serve_parser(
         default=60.0,
         help="cut a client that has not read for this many seconds (0: never; 60)",
     )
+    add_body_timeout_argument(chat)
     chat.add_argument(
         "--replay-limit", type=int, default=20, help="past messages sent to the sandbox (20)"
     )
@@ -360,6 +378,7 @@ class _Plan:
     launcher: LocalSubprocessLauncher | None
     api_token: ApiToken
     config: Config
+    body_timeout: float
 
 
 def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
@@ -367,6 +386,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
 
     Raises ChatConfigError / ValueError / OSError with a message for the user.
     """
+    if not args.body_timeout > 0:
+        raise ValueError("--body-timeout must be > 0")
     data_dir = Path(args.data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     api_token = resolve_api_token(environ, data_dir)
@@ -403,9 +424,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             shutdown_timeout=args.shutdown_timeout,
         )
         launcher = launcher_from_args(args)
-    return _Plan(
-        settings, runner_settings, launcher, api_token, hypercorn_config(args.host, args.port)
-    )
+    config = hypercorn_config(args.host, args.port)
+    return _Plan(settings, runner_settings, launcher, api_token, config, args.body_timeout)
 
 
 def _announce_token(token: ApiToken) -> None:
@@ -433,6 +453,7 @@ async def _serve(plan: _Plan) -> None:
             runner = Runner(plan.runner_settings, plan.launcher)
         service = ChatService(settings, store, blobs, runner)
         app = create_chat_app(service)
+        app.config["BODY_TIMEOUT"] = plan.body_timeout
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
                 partial(serve_chat, app, plan.config, shutdown_trigger=wait_for_signals)
@@ -464,6 +485,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         print(f"sandstream serve: {exc}", file=sys.stderr)
         return 2
     _announce_token(plan.api_token)
+    raise_open_file_limit()
     try:
         return _run_server("sandstream serve", plan.config, partial(_serve, plan))
     except (StoreError, sqlite3.Error) as exc:

@@ -110,6 +110,7 @@ async def start_runner(
     runner_settings: RunnerSettings | None = None,
     launcher: LocalSubprocessLauncher | None = None,
     graceful_timeout: float = 5.0,
+    keep_alive_timeout: float = 5.0,
 ) -> RunnerServer:
     """Serve a runner app on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
     app = create_app(
@@ -121,6 +122,7 @@ async def start_runner(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = graceful_timeout
+    config.keep_alive_timeout = keep_alive_timeout
     runner = get_runner(app)
     server = RunnerServer(url="", app=app, runner=runner)
     runner.add_listener(lambda turn, record: server.records.append(record))
