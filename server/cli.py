@@ -46,6 +46,7 @@ from typing import Final
 import trio
 from hypercorn.config import Config
 
+from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat.agent import load_agent_profile
 from sandstream.server.chat.app import create_chat_app, serve_chat
 from sandstream.server.chat.auth import ApiToken, read_or_create_secret, resolve_api_token
@@ -216,6 +217,11 @@ def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
     return default if raw in (None, "") else float(raw)
 
 
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    return default if raw in (None, "") else int(raw)
+
+
 def build_serve_parser(
     environ: Mapping[str, str] | None = None, prog: str = "sandstream serve"
 ) -> argparse.ArgumentParser:
@@ -300,6 +306,20 @@ def build_serve_parser(
         "--replay-limit", type=int, default=20, help="past messages sent to the sandbox (20)"
     )
     chat.add_argument(
+        "--max-turn-steps",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_STEPS", DEFAULT_MAX_STEPS),
+        help="steps a turn keeps and stores; later ones stream and are counted "
+        f"($SANDSTREAM_MAX_TURN_STEPS, {DEFAULT_MAX_STEPS})",
+    )
+    chat.add_argument(
+        "--max-turn-bytes",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_BYTES", DEFAULT_MAX_STEP_BYTES),
+        help="bytes of step lines a turn keeps and stores "
+        f"($SANDSTREAM_MAX_TURN_BYTES, {DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB)",
+    )
+    chat.add_argument(
         "--max-upload-bytes",
         type=int,
         default=32 * 1024 * 1024,
@@ -356,6 +376,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         ping_interval=args.ping_interval,
         stall_timeout=args.stall_timeout or None,
         replay_limit=args.replay_limit,
+        max_turn_steps=args.max_turn_steps,
+        max_turn_bytes=args.max_turn_bytes,
         max_upload_bytes=args.max_upload_bytes,
         max_results_bytes=args.max_results_bytes,
         shutdown_timeout=args.shutdown_timeout,

@@ -8,8 +8,9 @@ never started — under a shielded cancel scope, so a cancelled caller still per
 
 - :class:`LiveChatTurn` persists the assistant message folded from the processor's
   turn state (a turn that did not end is ended first as ``cancelled``, keeping the
-  steps so far) and releases the chat lock, in one store transaction; while it
-  streams, its lease is renewed (:func:`~.lease.keep_lease`).
+  steps so far; the processor keeps at most ``max_steps`` rows of
+  ``max_step_bytes``, and counts the rest) and releases the chat lock, in one store
+  transaction; while it streams, its lease is renewed (:func:`~.lease.keep_lease`).
 - :class:`LiveAgentsRun` settles its session (unused tokens die).
 
 :class:`LiveTurns` tracks them for shutdown.
@@ -114,12 +115,19 @@ class LiveChatTurn(LiveTurn):
         start: Mapping[str, Any],
         upstream: Upstream,
         max_line_bytes: int,
+        max_steps: int,
+        max_step_bytes: int,
         lock_lease: float,
         lock_heartbeat: float,
     ) -> None:
         super().__init__(
             session_id=session_id,
-            processor=StreamProcessor("sse", max_line_bytes=max_line_bytes),
+            processor=StreamProcessor(
+                "sse",
+                max_line_bytes=max_line_bytes,
+                max_steps=max_steps,
+                max_step_bytes=max_step_bytes,
+            ),
             upstream=upstream,
         )
         self.store = store

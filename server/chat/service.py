@@ -221,6 +221,8 @@ class ChatService:
             start=start_data,
             upstream=upstream,
             max_line_bytes=self.max_line_bytes,
+            max_steps=self.settings.max_turn_steps,
+            max_step_bytes=self.settings.max_turn_bytes,
             lock_lease=self.settings.lock_lease,
             lock_heartbeat=self.settings.lock_heartbeat,
         )
