@@ -320,6 +320,13 @@ def build_serve_parser(
         f"($SANDSTREAM_MAX_TURN_BYTES, {DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB)",
     )
     chat.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=_env_float(env, "SANDSTREAM_SWEEP_INTERVAL", 30.0),
+        help="seconds between sweeps settling turns whose lock expired "
+        "($SANDSTREAM_SWEEP_INTERVAL, 30)",
+    )
+    chat.add_argument(
         "--max-upload-bytes",
         type=int,
         default=32 * 1024 * 1024,
@@ -378,6 +385,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         replay_limit=args.replay_limit,
         max_turn_steps=args.max_turn_steps,
         max_turn_bytes=args.max_turn_bytes,
+        sweep_interval=args.sweep_interval,
         max_upload_bytes=args.max_upload_bytes,
         max_results_bytes=args.max_results_bytes,
         shutdown_timeout=args.shutdown_timeout,

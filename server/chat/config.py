@@ -44,6 +44,8 @@ class ChatSettings:
     ``max_turn_steps`` and ``max_turn_bytes`` bound what a turn keeps of its steps
     (the rows folded in memory and so the stored assistant message): later steps
     still stream live and are counted in the message (``steps_omitted``).
+    ``sweep_interval``: how often turns whose lock expired (their server died) are
+    settled as ``turn_lost``; also done once at start-up.
     """
 
     data_dir: Path
@@ -61,6 +63,7 @@ class ChatSettings:
     replay_limit: int = 20
     max_turn_steps: int = DEFAULT_MAX_STEPS
     max_turn_bytes: int = DEFAULT_MAX_STEP_BYTES
+    sweep_interval: float = 30.0
     token_lifetimes: Mapping[Purpose, float] = field(
         default_factory=lambda: dict(DEFAULT_LIFETIMES)
     )
@@ -83,6 +86,7 @@ class ChatSettings:
             "ping_interval",
             "remote_connect_timeout",
             "shutdown_timeout",
+            "sweep_interval",
         ):
             _positive(name, getattr(self, name))
         if self.stall_timeout is not None:

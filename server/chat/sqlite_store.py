@@ -570,6 +570,26 @@ class SQLiteChatStore:
 
         return await self.db.write(run)
 
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT id, lock_holder, lock_message_id, lock_session_id FROM chats "
+                "WHERE lock_holder IS NOT NULL AND lock_expires_at <= ?",
+                (now,),
+            ).fetchall()
+            settled: list[str] = []
+            for row in rows:
+                _recover_lost_turn(conn, row, now)
+                _release_lock(conn, row["id"], row["lock_holder"])
+                conn.execute(
+                    "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
+                    (now, row["id"]),
+                )
+                settled.append(row["id"])
+            return settled
+
+        return await self.db.write(run)
+
     # -- sessions and tokens -------------------------------------------------------------
 
     async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
