@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import msgspec
@@ -63,6 +64,9 @@ async def test_a_step_flood_streams_whole_but_stores_and_holds_a_bounded_turn(
                 step_frames += window.count(b"\nevent: step\n") - tail.count(b"\nevent: step\n")
                 tail = window[-64:]
     stop.set()
+    served.process.send_signal(signal.SIGTERM)
+    with trio.fail_after(DEADLINE):
+        await served.exited.wait()
     # The live stream carried every step line the core validated.
     assert step_frames == STEP_LINES
     assert tail.rstrip().endswith(b'"terminal":"result","diagnostics":0}')
