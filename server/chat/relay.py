@@ -17,7 +17,7 @@ with body: async for chunk in body: await send(chunk)`` in one task, so:
 - ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
   left cancels the pump, which stops the container (or closes the remote request)
   before the nursery closes; then the turn is settled if it was not (as cancelled,
-  with the steps so far).
+  or as shutdown once the server is shutting down, with the steps so far).
 
 No nursery or cancel scope is held across a ``yield``: there is no generator at all.
 A client that stops reading blocks the write forever (Hypercorn shields socket writes);
