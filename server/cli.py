@@ -48,6 +48,7 @@ from typing import Final
 import trio
 from hypercorn.config import Config
 
+from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.core.cli import exit_quietly_on_broken_pipe
 from sandstream.server.chat.agent import load_agent_profile
 from sandstream.server.chat.app import create_chat_app, serve_chat
@@ -265,6 +266,11 @@ def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
     return default if raw in (None, "") else float(raw)
 
 
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    return default if raw in (None, "") else int(raw)
+
+
 def build_serve_parser(
     environ: Mapping[str, str] | None = None, prog: str = "sandstream serve"
 ) -> argparse.ArgumentParser:
@@ -350,6 +356,27 @@ def build_serve_parser(
         "--replay-limit", type=int, default=20, help="past messages sent to the sandbox (20)"
     )
     chat.add_argument(
+        "--max-turn-steps",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_STEPS", DEFAULT_MAX_STEPS),
+        help="steps a turn keeps and stores; later ones stream and are counted "
+        f"($SANDSTREAM_MAX_TURN_STEPS, {DEFAULT_MAX_STEPS})",
+    )
+    chat.add_argument(
+        "--max-turn-bytes",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_BYTES", DEFAULT_MAX_STEP_BYTES),
+        help="bytes of step lines a turn keeps and stores "
+        f"($SANDSTREAM_MAX_TURN_BYTES, {DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB)",
+    )
+    chat.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=_env_float(env, "SANDSTREAM_SWEEP_INTERVAL", 30.0),
+        help="seconds between sweeps settling turns whose lock expired "
+        "($SANDSTREAM_SWEEP_INTERVAL, 30)",
+    )
+    chat.add_argument(
         "--max-upload-bytes",
         type=int,
         default=32 * 1024 * 1024,
@@ -409,6 +436,9 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         ping_interval=args.ping_interval,
         stall_timeout=args.stall_timeout or None,
         replay_limit=args.replay_limit,
+        max_turn_steps=args.max_turn_steps,
+        max_turn_bytes=args.max_turn_bytes,
+        sweep_interval=args.sweep_interval,
         max_upload_bytes=args.max_upload_bytes,
         max_results_bytes=args.max_results_bytes,
         shutdown_timeout=args.shutdown_timeout,

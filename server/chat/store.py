@@ -96,6 +96,13 @@ class ChatStore(Protocol):
         """
         ...
 
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        """Settle every turn whose lock expired at ``now``: in one transaction, its
+        assistant message is written as failed (``turn_lost``, with the files its run
+        wrote back) unless it exists, its session settles (unused tokens die) and the
+        lock is released. Returns the ids of the chats it freed."""
+        ...
+
     # -- sessions and tokens -----------------------------------------------------------
 
     async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
