@@ -2,11 +2,15 @@
 
 The rule (core/splitter.py): ``\\n`` ends a line, exactly one ``\\r`` before it is
 dropped, and a line's length is what is left, however the stream was cut. The cases
-below are the ones where that used to fail (found by fuzzing), then
+below are the ones where that used to fail (found by tests/fuzz/chunking.py), then
 properties over streams dense in CRs and lines right at the bound.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +19,8 @@ from hypothesis import strategies as st
 from sandstream.core import Mode, NDJSONSplitter, StreamProcessor
 from tests.core.helpers import events, line, step
 from tests.fuzz.invariants import MODES, Case, check, reference_lines, split_lines
+
+REPO = Path(__file__).resolve().parents[2]
 
 RESULT = line(type="result", message="x").removesuffix(b"\n")
 """``{"type":"result","message":"x"}``: 31 bytes."""
@@ -143,3 +149,28 @@ def test_the_splitter_never_holds_more_than_the_bound_plus_one() -> None:
     for byte in b"abcd\r\r\r\rxyz":
         splitter.feed(bytes([byte]))
         assert splitter.buffered <= 5
+
+
+# -- the fuzz harness ----------------------------------------------------------------
+
+
+def _harness(*args: str) -> str:
+    command = [sys.executable, "-m", "tests.fuzz.chunking", *args]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr
+
+
+def test_the_fuzz_harness_fuzzes_from_the_repository_root(tmp_path: Path) -> None:
+    pytest.importorskip("atheris")
+    dictionary = REPO / "tests" / "fuzz" / "chunking.dict"
+    log = _harness("-runs=3000", "-seed=1", f"-dict={dictionary}", f"-artifact_prefix={tmp_path}/")
+    assert "Done 3000 runs" in log
+    assert list(tmp_path.iterdir()) == []  # no crash- or leak- artifact
+
+
+def test_the_fuzz_harness_replays_a_saved_input(tmp_path: Path) -> None:
+    pytest.importorskip("atheris")
+    finding = tmp_path / "crash-example"
+    finding.write_bytes(b"\x01\x00\x00\x01\x03a\r\r\nb\r\n")
+    assert f"Executed {finding}" in _harness(str(finding))
