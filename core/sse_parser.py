@@ -200,14 +200,14 @@ class SSEParser(Generic[Item]):
         any time: mid-stream (the connection was abandoned), after :meth:`close`, or
         after an :class:`SSEParseError`.
         """
-        self._pending.clear()
-        self._data.clear()
         self._start_stream()
 
     def _start_stream(self) -> None:
         # "utf-8-sig" drops one leading BOM, even one split across chunks.
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
+        self._pending.clear()
         self._pending_chars = 0
+        self._data.clear()
         self._skip_lf = False
         self._data_chars = 0
         self._event_type = ""
