@@ -161,16 +161,42 @@ def _harness(*args: str) -> str:
     return done.stderr
 
 
-def test_the_fuzz_harness_fuzzes_from_the_repository_root(tmp_path: Path) -> None:
+@given(
+    stream=st.binary(max_size=100),
+    cuts=st.lists(st.integers(min_value=0, max_value=100), max_size=16),
+    bound=st.integers(min_value=1, max_value=64),
+    mode=st.sampled_from(MODES),
+    strict=st.booleans(),
+)
+def test_a_case_survives_the_fuzzer_input_encoding(
+    stream: bytes, cuts: list[int], bound: int, mode: Mode, strict: bool
+) -> None:
+    case = Case(stream, tuple(sorted({c % (len(stream) + 1) for c in cuts})), bound, mode, strict)
+    assert Case.from_input(case.to_input()) == case
+
+
+@given(data=st.binary(max_size=40))
+def test_any_fuzzer_input_is_a_case(data: bytes) -> None:
+    case = Case.from_input(data)
+    assert 1 <= case.max_line_bytes <= 64 and len(case.cuts) <= 16
+    assert all(0 <= cut <= len(case.stream) for cut in case.cuts)
+
+
+def test_the_fuzz_harness_seeds_an_empty_corpus_and_fuzzes(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
-    dictionary = REPO / "tests" / "fuzz" / "chunking.dict"
-    log = _harness("-runs=3000", "-seed=1", f"-dict={dictionary}", f"-artifact_prefix={tmp_path}/")
+    corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
+    corpus.mkdir()
+    artifacts.mkdir()
+    flags = ["-runs=3000", "-seed=1", f"-artifact_prefix={artifacts}/"]
+    log = _harness(str(corpus), *flags, f"-dict={REPO / 'tests' / 'fuzz' / 'chunking.dict'}")
     assert "Done 3000 runs" in log
-    assert list(tmp_path.iterdir()) == []  # no crash- or leak- artifact
+    seeded = {Case.from_input(path.read_bytes()) for path in corpus.iterdir()}
+    assert set(REGRESSIONS) <= seeded
+    assert list(artifacts.iterdir()) == []  # no crash- or leak- artifact
 
 
 def test_the_fuzz_harness_replays_a_saved_input(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     finding = tmp_path / "crash-example"
-    finding.write_bytes(b"\x01\x00\x00\x01\x03a\r\r\nb\r\n")
+    finding.write_bytes(REGRESSIONS[0].to_input())
     assert f"Executed {finding}" in _harness(str(finding))

@@ -20,11 +20,12 @@ from sandstream.core import Mode, NDJSONSplitter, StreamProcessor
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParseError, SSEParser
 
 __all__ = [
+    "MAX_CUTS",
+    "MAX_FUZZ_LINE_BYTES",
     "MODES",
     "Case",
     "ChunkingMismatch",
     "check",
-    "feed_in_pieces",
     "parse_sse",
     "pieces",
     "process",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 MODES: tuple[Mode, ...] = ("sse", "ndjson", "trace")
+MAX_CUTS = 16
+MAX_FUZZ_LINE_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,35 @@ class Case:
     @property
     def whole(self) -> Case:
         return replace(self, cuts=())
+
+    @classmethod
+    def from_input(cls, data: bytes) -> Case:
+        """Decode a fuzzer input; any bytes are a case (missing header bytes read as 0).
+
+        Byte 0: ``max_line_bytes - 1`` (mod 64). Byte 1: the mode (low bits, mod 3)
+        and ``strict`` (bit 7). Byte 2: the number of cuts (mod 17), then each cut as
+        two big-endian bytes. The rest is the stream.
+        """
+        head = data[:3].ljust(3, b"\0")
+        count = head[2] % (MAX_CUTS + 1)
+        raw_cuts = data[3 : 3 + 2 * count].ljust(2 * count, b"\0")
+        stream = data[3 + 2 * count :]
+        cuts = {int.from_bytes(raw_cuts[i : i + 2], "big") for i in range(0, 2 * count, 2)}
+        return cls(
+            stream,
+            tuple(sorted({cut % (len(stream) + 1) for cut in cuts})),  # as pieces() cuts
+            1 + head[0] % MAX_FUZZ_LINE_BYTES,
+            MODES[(head[1] & 0x7F) % len(MODES)],
+            bool(head[1] & 0x80),
+        )
+
+    def to_input(self) -> bytes:
+        """The fuzzer input that decodes to this case (a seed for the corpus)."""
+        if not 1 <= self.max_line_bytes <= MAX_FUZZ_LINE_BYTES or len(self.cuts) > MAX_CUTS:
+            raise ValueError(f"not expressible as a fuzzer input: {self!r}")
+        mode = MODES.index(self.mode) | (0x80 if self.strict else 0)
+        cuts = b"".join((cut % 65536).to_bytes(2, "big") for cut in self.cuts)
+        return bytes([self.max_line_bytes - 1, mode, len(self.cuts)]) + cuts + self.stream
 
 
 class ChunkingMismatch(AssertionError):
@@ -81,17 +113,10 @@ def split_lines(case: Case) -> list[bytes | None]:
     return lines + splitter.close()
 
 
-def feed_in_pieces(proc: StreamProcessor, data: bytes, cuts: tuple[int, ...] | list[int]) -> bytes:
-    """Feed ``data`` cut at ``cuts``, close, and return everything the processor wrote."""
-    out = [proc.feed(piece) for piece in pieces(data, cuts)]
-    out.append(proc.close())
-    return b"".join(out)
-
-
 def process(case: Case) -> tuple[bytes, dict[str, Any]]:
     """The processor's output and the folded turn, as comparable values."""
     proc = StreamProcessor(case.mode, strict=case.strict, max_line_bytes=case.max_line_bytes)
-    out = feed_in_pieces(proc, case.stream, case.cuts)
+    out = b"".join([*map(proc.feed, pieces(case.stream, case.cuts)), proc.close()])
     turn = proc.turn
     state = {
         "steps": msgspec.json.encode(turn.steps),  # args and results are raw JSON
