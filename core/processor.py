@@ -181,7 +181,11 @@ class StreamProcessor:
         return self._frame(event_field("start"), payload)
 
     def ping(self) -> bytes:
-        """Return the keep-alive comment (SSE modes; ``b""`` in ndjson mode)."""
+        """Return the keep-alive comment line, ``: ping``, to send between frames.
+
+        SSE modes only (``b""`` in ndjson mode). No blank line follows it, so no
+        client turns it into an event (see :func:`~sandstream.core.sse.format_comment`).
+        """
         return b"" if self.mode == "ndjson" else PING
 
     # -- internals -------------------------------------------------------------
