@@ -170,16 +170,26 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         print(f"sandstream container: stdout unusable: {exc}", file=sys.stderr)
         return 1
 
-    import trio
-
+    from sandstream.core.cli import missing_extra
     from sandstream.core.envelope import Error
 
-    from .dispatch import decode_dispatch, read_dispatch
-    from .errors import DispatchError, OutputClosedError
+    from .errors import OutputClosedError
     from .output import Emitter, FdSink
-    from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
 
     emitter = Emitter(FdSink(out_fd))
+    try:
+        import trio
+
+        from .dispatch import decode_dispatch, read_dispatch
+        from .errors import DispatchError
+        from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
+    except ModuleNotFoundError as exc:  # a core-only install: one line, one terminal
+        message = missing_extra("sandstream container", "container", exc)
+        print(message, file=sys.stderr)
+        with contextlib.suppress(OutputClosedError):
+            emitter.finish(Error(code="internal_error", message=message))
+        os.close(out_fd)
+        return 1
     try:
         try:
             early.raising = True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, Final
 
-import msgspec
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import DispatchError
 from .schemas import Dispatch
@@ -46,12 +46,16 @@ def read_dispatch(path: str | None, stdin: BinaryIO | None = None) -> bytes:
 
 
 def decode_dispatch(data: bytes) -> Dispatch:
-    """Decode and validate the dispatch JSON; raise :class:`DispatchError` if invalid."""
+    """Decode and validate the dispatch JSON.
+
+    Raises :class:`DispatchError` if it is empty, not UTF-8, not JSON, nested too
+    deeply or not a valid :class:`~.schemas.Dispatch`.
+    """
     if not data.strip():
         raise DispatchError("empty dispatch: expected a JSON object on stdin")
     try:
-        return msgspec.json.decode(data, type=Dispatch)
-    except msgspec.DecodeError as exc:
+        return decode_json(data, Dispatch)
+    except JSONInputError as exc:
         raise DispatchError(f"invalid dispatch: {exc}") from exc
 
 
@@ -60,7 +64,7 @@ def _is_json_line(data: bytes) -> bool:
     if not data.endswith(b"\n"):
         return False
     try:
-        msgspec.json.decode(data)
-    except msgspec.DecodeError:
+        decode_json(data)
+    except JSONInputError:
         return False
     return True

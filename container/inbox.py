@@ -6,7 +6,7 @@ EOF means no more messages. :func:`read_messages` reads those lines in a worker 
 (stdin is Python's buffered reader, which may already hold lines read together with the
 dispatch) and puts them in the run's :class:`Inbox`; the agent calls
 :meth:`Inbox.take` before each model call. A line that is not a message (bad JSON,
-wrong shape, too long) is reported as a ``warn`` log and skipped.
+wrong shape, not UTF-8, nested too deeply, too long) is reported as a ``warn`` log and skipped.
 
 Cancellation: :func:`read_messages` returns at once; the blocked read is abandoned in
 its thread (the container leaves with ``os._exit``, so the thread never holds it up).
@@ -20,6 +20,8 @@ from typing import BinaryIO, Final, Literal
 
 import msgspec
 import trio
+
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import OutputClosedError
 from .output import Emitter
@@ -35,9 +37,6 @@ class UserMessage(msgspec.Struct, frozen=True):
 
     text: str
     type: Literal["message"] = "message"
-
-
-_decoder = msgspec.json.Decoder(UserMessage)
 
 
 class Inbox:
@@ -80,8 +79,8 @@ async def read_messages(source: BinaryIO, inbox: Inbox, emitter: Emitter) -> Non
         if not line.strip():
             continue
         try:
-            message = _decoder.decode(line)
-        except msgspec.DecodeError as exc:
+            message = decode_json(line, UserMessage)
+        except JSONInputError as exc:
             _warn(emitter, f"stdin line {line_number}: not a message: {exc}")
             continue
         inbox.put(message.text)

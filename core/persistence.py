@@ -3,7 +3,11 @@
 The assistant message of a turn holds its text, its step trace and each step's
 structured tool output, so a history reload renders what the live stream rendered.
 Payloads over a display bound are stored as a truncated preview with their full
-size recorded. Pure functions; ids and timestamps come from the caller.
+size recorded; steps the turn did not keep (its step bounds,
+:class:`~.turn.Turn`) are counted in a :class:`StepsOmittedBlock`, so the stored
+message stays bounded whatever the sandbox sends. Replay reads only
+:func:`replay_text`, which the store keeps beside the message. Pure functions; ids
+and timestamps come from the caller.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ __all__ = [
     "PersistedMessage",
     "StepTrace",
     "StepTraceBlock",
+    "StepsOmittedBlock",
     "TextBlock",
     "ToolOutputBlock",
     "assistant_message",
+    "replay_text",
     "replay_window",
     "user_message",
 ]
@@ -55,7 +61,11 @@ class TextBlock(_Block, tag="text"):
 
 
 class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
-    """One step row as persisted; ``args`` may be a truncated preview string."""
+    """One step row as persisted; ``args`` may be a truncated preview string.
+
+    ``omitted_bytes``: bytes of the step's later lines whose payloads the turn did
+    not keep (its byte bound), so neither ``args`` nor the output shows them.
+    """
 
     id: str
     name: str
@@ -67,6 +77,7 @@ class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
     duration_ms: int | float | None = None
     first_ts: int | None = None
     last_ts: int | None = None
+    omitted_bytes: int = 0
 
 
 class StepTraceBlock(_Block, tag="steps"):
@@ -85,6 +96,17 @@ class ToolOutputBlock(_Block, tag="tool_output"):
     size: int = 0
 
 
+class StepsOmittedBlock(_Block, tag="steps_omitted"):
+    """``steps`` more steps, ``bytes`` bytes of step lines, streamed but not stored.
+
+    ``message`` says so in words (``"1234 more steps omitted (5678 bytes)"``).
+    """
+
+    steps: int
+    bytes: int
+    message: str
+
+
 class ErrorBlock(_Block, tag="error"):
     """Why the turn ended without a result (``code`` as in the ``error`` line)."""
 
@@ -92,7 +114,9 @@ class ErrorBlock(_Block, tag="error"):
     message: str
 
 
-ContentBlock: TypeAlias = TextBlock | StepTraceBlock | ToolOutputBlock | ErrorBlock
+ContentBlock: TypeAlias = (
+    TextBlock | StepTraceBlock | ToolOutputBlock | StepsOmittedBlock | ErrorBlock
+)
 
 
 class PersistedFileAttachment(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -170,6 +194,10 @@ def assistant_message(
             if row.result is not None:
                 output, truncated, size = _bounded(row.result, display_bytes)
                 content.append(ToolOutputBlock(row.id, row.name, output, truncated, size))
+    if turn.omitted_steps:
+        steps, size = turn.omitted_steps, turn.omitted_bytes
+        note = f"{steps} more step{'' if steps == 1 else 's'} omitted ({size} bytes)"
+        content.append(StepsOmittedBlock(steps, size, note))
     error = turn.error
     if error is not None:
         content.append(ErrorBlock(error.code, error.message))
@@ -197,10 +225,12 @@ def replay_window(
     if limit <= 0:
         return []
     window = list(messages)[-limit:]
-    return [ChatTurn(m.role, _replay_text(m), m.created_at) for m in window]
+    return [ChatTurn(m.role, replay_text(m), m.created_at) for m in window]
 
 
-def _replay_text(message: PersistedMessage) -> str:
+def replay_text(message: PersistedMessage) -> str:
+    """What replay sends of ``message``: its text, else its errors (``[code] message``),
+    and the names of its attachments."""
     parts = [message.text] if message.text else []
     if not parts:
         parts.extend(
@@ -227,6 +257,7 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
         duration_ms=row.duration_ms,
         first_ts=row.first_ts,
         last_ts=row.last_ts,
+        omitted_bytes=row.omitted_bytes,
     )
 
 

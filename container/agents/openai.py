@@ -24,6 +24,8 @@ from typing import Any, Final
 import httpx
 import msgspec
 
+from sandstream.core.json_input import JSONInputError, decode_json
+
 from ..context import RunContext
 from ..errors import AgentError, ConfigError, ModelError, ModelTimeoutError
 from ..http import HttpSettings, body_excerpt, send_with_retries
@@ -61,9 +63,6 @@ class _Completion(msgspec.Struct):
     choices: list[_Choice]
 
 
-_decoder = msgspec.json.Decoder(_Completion)
-
-
 def _initial_messages(ctx: RunContext) -> list[dict[str, Any]]:
     system = ctx.config.system_prompt
     note = (
@@ -87,8 +86,8 @@ def _parse_arguments(raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, str):
         return raw, f"malformed tool arguments: expected a JSON object, got {raw!r:.200}"
     try:
-        args = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+        args = decode_json(raw)
+    except JSONInputError as exc:
         return raw, f"malformed tool arguments (not JSON: {exc})"
     if not isinstance(args, dict):
         return raw, "malformed tool arguments: expected a JSON object"
@@ -154,8 +153,8 @@ class _Provider:
                 f"model provider answered {response.status_code}: {body_excerpt(response)}"
             )
         try:
-            completion = _decoder.decode(response.content)
-        except msgspec.DecodeError as exc:
+            completion = decode_json(response.content, _Completion)
+        except JSONInputError as exc:
             raise ModelError(f"malformed completion from the model provider: {exc}") from exc
         if not completion.choices:
             raise ModelError("completion without choices from the model provider")

@@ -32,6 +32,7 @@ from sandstream.container.schemas import (
     ScriptedStep,
     agent_kind,
 )
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import ChatConfigError
 from .models import Environment, Session
@@ -110,10 +111,10 @@ def load_agent_profile(
     system_prompt = environ.get("SANDSTREAM_SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT)
     if agent_config is not None:
         try:
-            template = msgspec.json.decode(agent_config.read_bytes(), type=ConfigResponse)
+            template = decode_json(agent_config.read_bytes(), ConfigResponse)
         except OSError as exc:
             raise ChatConfigError(f"cannot read the agent config {agent_config}: {exc}") from exc
-        except msgspec.DecodeError as exc:
+        except JSONInputError as exc:
             raise ChatConfigError(f"invalid agent config {agent_config}: {exc}") from exc
         kind = agent_kind(template.agent)
         variables = openai_vars if kind == "openai" else {}

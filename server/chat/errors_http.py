@@ -13,7 +13,6 @@ from sandstream.server.http.problems import (
     PAYLOAD_TOO_LARGE,
     SHUTTING_DOWN,
     UNSUPPORTED_MEDIA_TYPE,
-    BadRequestError,
     invalid,
     problem,
     unauthorized,
@@ -43,10 +42,6 @@ log = logging.getLogger("sandstream.chat")
 
 def install_chat_error_handlers(app: Quart) -> None:
     """Register a problem answer for each chat exception on ``app``."""
-
-    @app.errorhandler(BadRequestError)
-    async def _bad_request(error: BadRequestError) -> Response:
-        return error.response
 
     @app.errorhandler(ChatNotFoundError)
     async def _chat_not_found(error: ChatNotFoundError) -> Response:

@@ -5,11 +5,15 @@ the core's :class:`~sandstream.core.StreamProcessor` for it, its
 :class:`~.dispatch.Upstream`, and what to persist. :meth:`LiveTurn.settle` runs once
 however the turn ends — a terminal line, the client gone, shutdown, a body that was
 never started — under a shielded cancel scope, so a cancelled caller still persists.
+Once :meth:`LiveTurn.end` was called (shutdown), a turn that settles without its
+terminal settles as ``error{code:"shutdown"}``, whatever its client did.
 
 - :class:`LiveChatTurn` persists the assistant message folded from the processor's
-  turn state (a turn that did not end is ended first as ``cancelled``, keeping the
-  steps so far) and releases the chat lock, in one store transaction; while it
-  streams, its lease is renewed (:func:`~.lease.keep_lease`).
+  turn state (a turn that did not end is ended first as ``cancelled``, or
+  ``shutdown`` after :meth:`LiveTurn.end`, keeping the steps so far; the processor
+  keeps at most ``max_steps`` rows of ``max_step_bytes``, and counts the rest) and
+  releases the chat lock, in one store transaction; while it streams, its lease is
+  renewed (:func:`~.lease.keep_lease`).
 - :class:`LiveAgentsRun` settles its session (unused tokens die).
 
 :class:`LiveTurns` tracks them for shutdown.
@@ -49,6 +53,9 @@ class LiveTurn:
         self.entered = False
         """True once the response body started (its nursery owns the turn from then)."""
         self.settled = trio.Event()
+        self.ending = trio.Event()
+        """Set by :meth:`end`: the server is shutting down, the turn must end now."""
+        self.end_message = ""
         self._settling = False
         self._registry: LiveTurns | None = None
 
@@ -63,13 +70,34 @@ class LiveTurn:
         """Write the settled turn (called once, shielded)."""
 
     def end(self, message: str) -> None:
-        """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``."""
+        """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``.
+
+        The upstream is told to end; the response body (:mod:`.relay`), seeing
+        :attr:`ending`, stops reading it at once so the container is reaped without
+        waiting for the client. Idempotent.
+        """
+        if self.ending.is_set():
+            return
+        self.end_message = message
+        self.ending.set()
         self.upstream.end("shutdown", message)
+
+    def end_frames(self, reason: str = "the client disconnected") -> bytes:
+        """End the processor's turn if it has not ended; return its terminal frames.
+
+        After :meth:`end` it ends as ``shutdown``, otherwise as ``cancelled`` with
+        ``reason``.
+        """
+        if self.processor.ended:
+            return b""
+        if self.ending.is_set():
+            return self.processor.fail("shutdown", self.end_message)
+        return self.processor.cancel(reason)
 
     async def settle(self, reason: str = "the client disconnected") -> None:
         """Persist the turn once; later calls wait for the first to finish.
 
-        A turn whose stream has not ended is ended as cancelled, with ``reason``.
+        A turn whose stream has not ended is ended first (:meth:`end_frames`).
         Shielded from cancellation; a store failure is logged, never raised (the
         chat lock then expires with its lease).
         """
@@ -80,8 +108,7 @@ class LiveTurn:
         self._settling = True
         try:
             with trio.CancelScope(shield=True):
-                if not self.processor.ended:
-                    self.processor.cancel(reason)
+                self.end_frames(reason)
                 try:
                     await self._persist()
                 except (sqlite3.Error, StoreError, OSError):
@@ -114,12 +141,19 @@ class LiveChatTurn(LiveTurn):
         start: Mapping[str, Any],
         upstream: Upstream,
         max_line_bytes: int,
+        max_steps: int,
+        max_step_bytes: int,
         lock_lease: float,
         lock_heartbeat: float,
     ) -> None:
         super().__init__(
             session_id=session_id,
-            processor=StreamProcessor("sse", max_line_bytes=max_line_bytes),
+            processor=StreamProcessor(
+                "sse",
+                max_line_bytes=max_line_bytes,
+                max_steps=max_steps,
+                max_step_bytes=max_step_bytes,
+            ),
             upstream=upstream,
         )
         self.store = store

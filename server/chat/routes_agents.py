@@ -11,35 +11,26 @@ named environment (vars and setup script, served to its sandboxes by ``/env``; i
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any
 
 from quart import Blueprint, Response, request
 
 from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import NOT_FOUND, BadRequestError, invalid, problem
-from sandstream.server.http.requests import json_response, read_json, require_query
+from sandstream.server.http.problems import NOT_FOUND, invalid, problem
+from sandstream.server.http.requests import json_response, read_json
 from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 
 from .app_state import get_service, require_api_token
 from .ids import now_ms
 from .models import Environment
 from .relay import RelayBody
-from .schemas import ID_PATTERN, AgentsRunRequest, EnvironmentRequest
+from .schemas import AgentsRunRequest, EnvironmentRequest, check_id, workspace_query
 
 __all__ = ["agents_blueprint"]
 
 agents_blueprint = Blueprint("agents", __name__, url_prefix="/api")
 require_api_token(agents_blueprint)
-
-_ID = re.compile(ID_PATTERN)
-
-
-def _workflow_id(value: str) -> str:
-    if not _ID.match(value):
-        raise BadRequestError(invalid(f"invalid workflow id {value!r}"))
-    return value
 
 
 @agents_blueprint.post("/agents/run")
@@ -73,7 +64,7 @@ async def put_environment(workflow_id: str) -> Response:
     body = await read_json(EnvironmentRequest, service.settings.max_json_bytes)
     environment = Environment(
         workspace_id=body.workspace_id,
-        workflow_id=_workflow_id(workflow_id),
+        workflow_id=check_id(workflow_id, "workflowId"),
         vars=body.vars,
         setup_script=body.setup_script,
         updated_at=now_ms(),
@@ -86,8 +77,10 @@ async def put_environment(workflow_id: str) -> Response:
 async def get_environment(workflow_id: str) -> Response:
     """The workflow's environment, or 404."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
-    environment = await service.store.get_environment(workspace_id, _workflow_id(workflow_id))
+    workspace_id = workspace_query()
+    environment = await service.store.get_environment(
+        workspace_id, check_id(workflow_id, "workflowId")
+    )
     if environment is None:
         return problem(
             404, "Environment not found", "this workflow has no environment", type=NOT_FOUND

@@ -68,6 +68,7 @@ async def results(session_id: str) -> Response:
         request.body,
         request.headers.get("Content-Type"),
         blobs=service.blobs,
+        content_length=request.content_length,
         limits=UploadLimits(settings.max_results_bytes, settings.max_results_files),
         keep_dirs=True,
     )

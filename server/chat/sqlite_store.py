@@ -22,7 +22,7 @@ from sandstream.core.persistence import (
     ChatTurn,
     ErrorBlock,
     PersistedMessage,
-    replay_window,
+    replay_text,
     user_message,
 )
 from sandstream.server.sqlite import SQLiteDatabase
@@ -148,7 +148,8 @@ def _next_seq(conn: sqlite3.Connection, chat_id: str) -> int:
 
 def _append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMessage) -> None:
     conn.execute(
-        "INSERT INTO messages (chat_id, seq, id, role, created_at, body) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (chat_id, seq, id, role, created_at, body, replay) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             chat_id,
             _next_seq(conn, chat_id),
@@ -156,7 +157,29 @@ def _append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMe
             message.role,
             message.created_at,
             msgspec.json.encode(message),
+            replay_text(message),
         ),
+    )
+
+
+def _replay(conn: sqlite3.Connection, chat_id: str, limit: int) -> list[ChatTurn]:
+    """The last ``limit`` messages as replay turns, oldest first: their ``replay``
+    column only, so a huge message costs nothing here."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(
+        "SELECT role, replay, created_at FROM messages WHERE chat_id = ? ORDER BY seq DESC LIMIT ?",
+        (chat_id, limit),
+    ).fetchall()
+    return [ChatTurn(row[0], row[1], row[2]) for row in reversed(rows)]
+
+
+def _release_lock(conn: sqlite3.Connection, chat_id: str, holder: str) -> None:
+    conn.execute(
+        "UPDATE chats SET lock_holder = NULL, lock_message_id = NULL, "
+        "lock_user_message_id = NULL, lock_session_id = NULL, lock_expires_at = NULL "
+        "WHERE id = ? AND lock_holder = ?",
+        (chat_id, holder),
     )
 
 
@@ -433,14 +456,7 @@ class SQLiteChatStore:
                 chat_id,
             ),
         )
-        history: list[PersistedMessage] = []
-        if req.replay_limit > 0:
-            rows = conn.execute(
-                "SELECT body FROM messages WHERE chat_id = ? ORDER BY seq DESC LIMIT ?",
-                (chat_id, req.replay_limit),
-            ).fetchall()
-            history = [_message_decoder.decode(row[0]) for row in reversed(rows)]
-        conversation = replay_window(history, req.replay_limit)
+        conversation = _replay(conn, chat_id, req.replay_limit)
         message = user_message(
             req.user_message_id,
             req.text,
@@ -535,23 +551,45 @@ class SQLiteChatStore:
                 ],
             )
             cursor = conn.execute(
-                "UPDATE messages SET body = ?, created_at = ? WHERE id = ? AND chat_id = ?",
-                (msgspec.json.encode(message), message.created_at, message.id, finish.chat_id),
+                "UPDATE messages SET body = ?, replay = ?, created_at = ? "
+                "WHERE id = ? AND chat_id = ?",
+                (
+                    msgspec.json.encode(message),
+                    replay_text(message),
+                    message.created_at,
+                    message.id,
+                    finish.chat_id,
+                ),
             )
             if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
                 _append_message(conn, finish.chat_id, message)
             _settle_session(conn, finish.session_id, finish.now)
-            conn.execute(
-                "UPDATE chats SET lock_holder = NULL, lock_message_id = NULL, "
-                "lock_user_message_id = NULL, lock_session_id = NULL, lock_expires_at = NULL "
-                "WHERE id = ? AND lock_holder = ?",
-                (finish.chat_id, finish.holder),
-            )
+            _release_lock(conn, finish.chat_id, finish.holder)
             conn.execute(
                 "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
                 (finish.now, finish.chat_id),
             )
             return message
+
+        return await self.db.write(run)
+
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT id, lock_holder, lock_message_id, lock_session_id FROM chats "
+                "WHERE lock_holder IS NOT NULL AND lock_expires_at <= ?",
+                (now,),
+            ).fetchall()
+            settled: list[str] = []
+            for row in rows:
+                _recover_lost_turn(conn, row, now)
+                _release_lock(conn, row["id"], row["lock_holder"])
+                conn.execute(
+                    "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
+                    (now, row["id"]),
+                )
+                settled.append(row["id"])
+            return settled
 
         return await self.db.write(run)
 

@@ -1,9 +1,9 @@
 """The storage interface of the chat backend: :class:`ChatStore`.
 
-The embedded default is :class:`~.sqlite_store.SQLiteChatStore`; a PostgreSQL store
-implements the same protocol. Every method is a coroutine that does its blocking work
-off the trio event loop; every query is scoped by workspace where a workspace is
-named. Methods raise the specific errors of :mod:`.errors`.
+The one implementation is :class:`~.sqlite_store.SQLiteChatStore` (a PostgreSQL
+store for replicas on many machines is on the roadmap, not built). Every method is a
+coroutine that does its blocking work off the trio event loop; every query is scoped
+by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
 
 Cancellation: a store call runs to completion once started (a transaction is never
 left half-way); a cancelled caller gets :class:`trio.Cancelled` after it returns, so
@@ -94,6 +94,13 @@ class ChatStore(Protocol):
         wrote back as its attachments, settle the session (its unused tokens die),
         and release the lock if ``holder`` still holds it. Returns the message stored.
         """
+        ...
+
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        """Settle every turn whose lock expired at ``now``: in one transaction, its
+        assistant message is written as failed (``turn_lost``, with the files its run
+        wrote back) unless it exists, its session settles (unused tokens die) and the
+        lock is released. Returns the ids of the chats it freed."""
         ...
 
     # -- sessions and tokens -----------------------------------------------------------

@@ -16,6 +16,7 @@ import msgspec
 from quart import Blueprint, Quart, Response, current_app, request, websocket
 
 from sandstream.container.schemas import Dispatch
+from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.problems import (
     AT_CAPACITY,
@@ -32,7 +33,7 @@ from sandstream.server.runner.service import AtCapacityError, RunnerUnavailableE
 from .follow import CaughtUp, Chunks, Follow
 from .service import SessionNotFoundError, SessionService
 from .session import CursorGoneError, Session, SessionEndedError
-from .wire import KEEPALIVE_COMMENT, control_message, sse_chunks, sse_control
+from .wire import control_message, sse_chunks, sse_control
 
 __all__ = [
     "CURSOR_GONE",
@@ -254,7 +255,7 @@ class _SSEBody:
             return frames
         if isinstance(event, CaughtUp):
             return sse_control(event.cursor, up_to_date=True)
-        return KEEPALIVE_COMMENT
+        return PING
 
 
 class _NDJSONBody:

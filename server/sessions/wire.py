@@ -7,8 +7,8 @@
   ``{"cursor": N, "streamClosed": true}`` right before the stream ends after the
   session's last chunk (Durable Streams' names), and ``{"cursor": N, "gone": true}``
   before it ends because retention dropped the chunks the reader needed next.
-  Keep-alive is the comment line ``: keep-alive`` with no blank line after it, so
-  that no client turns it into an event.
+  Keep-alive is the core's :data:`~sandstream.core.sse.PING`, the comment line
+  ``: ping`` with no blank line after it, so that no client turns it into an event.
 - **NDJSON**: the chunks themselves, one line each; the response headers give the
   state at connect time (``Session-Last-Chunk-Id``; ``Stream-Up-To-Date: true`` and
   ``Stream-Closed: true`` when they hold).
@@ -18,21 +18,15 @@
 
 from __future__ import annotations
 
-from typing import Final
-
 import msgspec
 
 from sandstream.core.sse import format_event
 
 __all__ = [
-    "KEEPALIVE_COMMENT",
     "control_message",
     "sse_chunks",
     "sse_control",
 ]
-
-KEEPALIVE_COMMENT: Final = b": keep-alive\n"
-"""An SSE comment line with no blank line after it: ignored by every parser."""
 
 
 class _Control(msgspec.Struct, omit_defaults=True, kw_only=True):

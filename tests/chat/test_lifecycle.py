@@ -1,4 +1,5 @@
-"""How turns settle: single flight, client disconnect, crash, shutdown, capacity, pings."""
+"""How turns settle: single flight, client disconnect, crash, shutdown (also with a client
+that stopped reading), capacity, pings."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.chat.harness import (
     WORKSPACE,
     ChatServer,
     EventReader,
+    marked,
     persisted_form,
     plans,
     running_step,
@@ -27,6 +29,7 @@ from tests.chat.harness import (
     start_chat_server,
     wait_no_process,
 )
+from tests.support.container import remove_run_dirs
 
 
 def _assistant(chat: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +143,7 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
     assert assistant["status"] == "failed"
     assert assistant == persisted_form(reader.events, assistant)
     await wait_no_process(session_id)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
 
 async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) -> None:
@@ -167,7 +171,8 @@ async def test_pings_keep_an_idle_stream_alive(nursery: trio.Nursery, tmp_path: 
     run = await server.turn("nap a little")
     assert run.status == 200
     assert "ping" in run.comments
-    assert b"\n: ping\n\n" in run.body or run.body.count(b": ping\n\n") >= 1
+    assert b"\n\n: ping\n" in run.body  # between frames, with no blank line of its own
+    assert b": ping\n\n" not in run.body
     assert run.kinds[-2:] == ["result", "done"]
     assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
 
@@ -225,3 +230,69 @@ async def test_a_client_that_stops_reading_is_cut_off(
     )
     await wait_no_process(session_id)
     await stream.aclose()
+
+
+def _blocked_writing(pid: int) -> bool:
+    """True while process ``pid`` sleeps in a write to a full pipe."""
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return "pipe_write" in handle.read()
+    except OSError:
+        return False
+
+
+async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    flood = ScriptedAgent(load=LoadSpec(lines=400_000, payload_bytes=1024, line_type="step"))
+    server = await start_chat_server(
+        nursery,
+        tmp_path,
+        agent=plans(flood=flood),
+        stall_timeout=None,  # no watchdog: only shutdown may end this turn
+        runner_settings=RunnerSettings(
+            token=RUNNER_TOKEN, max_live=4, shutdown_timeout=5.0, stall_timeout=None
+        ),
+        kill_grace=300.0,  # a container left to the grace would outlive the test
+    )
+    body = msgspec.json.encode({"workspaceId": WORKSPACE, "message": "flood me"})
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = trio.socket.socket()
+    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+    await sock.connect((host, int(port)))
+    stream = trio.SocketStream(sock)
+    try:
+        await stream.send_all(
+            b"POST /api/assistant/chat/stream HTTP/1.1\r\nHost: x\r\n"
+            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (API_TOKEN.encode(), len(body), body)
+        )
+        # Never read. Wait until the whole chain is stuck: the container blocks on its
+        # full pipe and the server's turn hands out nothing more.
+        with trio.fail_after(DEADLINE):
+            while not server.runner.turns():
+                await trio.sleep(0.05)
+            [turn] = server.runner.turns()
+            container = await _container(server, turn.id)
+            still = 0
+            sent = -1
+            while still < 3:
+                await trio.sleep(0.1)
+                stuck = _blocked_writing(container.pid) and turn.bytes == sent
+                still = still + 1 if stuck else 0
+                sent = turn.bytes
+        await server.shutdown()
+        # By the time shutdown returned the container was gone, stopped by SIGTERM
+        # (its pipe drained) rather than killed after the 300 s grace.
+        assert marked(turn.id) == []
+        assert container.exit is not None and not container.exit.escalated
+        chats = await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())
+        chat = await server.store.get_chat(WORKSPACE, chats[0].id, now=0)
+        assert chat.active_message_id is None
+        messages = await server.store.get_messages(WORKSPACE, chats[0].id)
+        answer = messages[-1]
+        assert (answer.role, answer.status) == ("assistant", "failed")
+        error = msgspec.to_builtins(answer.content[-1])
+        assert error["type"] == "error" and error["code"] == "shutdown", error
+    finally:
+        await stream.aclose()  # (frees a server stuck writing to it, if shutdown failed)

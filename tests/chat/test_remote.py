@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import socket
 from pathlib import Path
@@ -25,6 +23,9 @@ from tests.chat.harness import (
     start_chat_server,
     start_runner_process,
 )
+from tests.server.harness import wait_until_alive
+from tests.support import processes
+from tests.support.container import alive, remove_run_dirs
 
 
 def _free_port() -> int:
@@ -145,13 +146,18 @@ async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
     async with server.stream(body) as response:
         reader = EventReader(response)
         await reader.until(running_step)
+        # The step runs before its tool does: list the container's tree once the
+        # tool's sleep is in it, or the tool starts after the list and is missed.
+        await wait_until_alive(runner.pid, "sleep 300")
         orphans = descendants(runner.pid)
         runner.process.send_signal(signal.SIGKILL)
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
-    for pid in orphans:  # nobody reaps a SIGKILLed runner's containers: clean up
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    processes.kill(orphans)  # nobody reaps a SIGKILLed runner's containers: clean up
+    with trio.fail_after(DEADLINE):
+        while alive(orphans):
+            await trio.sleep(0.05)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
     assert done is not None and done.event == "done"
     assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]

@@ -7,6 +7,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sandstream.container.schemas import ChatTurn, ConfigResponse, EnvResponse, OpenAIAgent
 from tests.support.container import ContainerRun, run_in_process
 from tests.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
@@ -157,6 +159,41 @@ async def test_unusable_completion_is_model_error(
     run = await _run(workspace, model, work_dir)
     assert run.terminal["code"] == "model_error"
     assert run.terminal["message"].startswith("malformed completion from the model provider")
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (
+            b'{"choices": [{"message": {"content": "hi"}, "logprobs": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}]}",
+            "JSON nested too deeply",
+        ),
+        (b'{"choices": [{"message": {"content": "\xff"}}]}', "invalid UTF-8: byte 0xff"),
+    ],
+)
+async def test_undecodable_completion_is_model_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path, body: bytes, needle: str
+) -> None:
+    model.add(Raw(body))
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "model_error"
+    assert run.terminal["message"].startswith("malformed completion from the model provider")
+    assert needle in run.terminal["message"]
+
+
+async def test_deeply_nested_tool_arguments_are_a_failed_step(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(tool_calls(("read_file", "[" * 100_000 + "]" * 100_000)), reply("Sorry."))
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 0, run
+    (failed,) = [s for s in run.steps() if s["status"] != "running"]
+    assert failed["error"] == "malformed tool arguments (not JSON: JSON nested too deeply)"
+    assert run.terminal["message"] == "Sorry."
 
 
 async def test_no_choices_is_model_error(

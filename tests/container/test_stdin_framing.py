@@ -43,7 +43,13 @@ def test_one_line_dispatch_then_messages_and_pretty_files(
         assert stdin.read() == b""
 
 
-@given(st.lists(texts, max_size=8), st.lists(st.binary(max_size=40), max_size=4))
+hostile = st.sampled_from([b"[" * 100_000, b"\xff\xfe", b'{"type": "message", "text": "\xc3"}'])
+
+
+@given(
+    st.lists(texts, max_size=8),
+    st.lists(st.binary(max_size=40) | hostile, max_size=4),
+)
 async def test_every_message_line_reaches_the_inbox_and_junk_is_skipped(
     messages: list[str], junk: list[bytes]
 ) -> None:

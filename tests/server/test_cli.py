@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -104,3 +105,21 @@ def _kids(process: trio.Process) -> list[psutil.Process]:
         return list(psutil.Process(process.pid).children(recursive=True))
     except psutil.Error:
         return []
+
+
+async def test_a_port_already_in_use_is_one_line_and_a_failure() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = await trio.run_process(
+            [*CLI, "--port", str(port)],
+            env=_env(**{TOKEN_ENV: "cli-token"}),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        f"sandstream runner: 127.0.0.1:{port} is already in use"
+    ]

@@ -204,11 +204,11 @@ async def test_idle_sse_readers_get_keep_alive_comments_that_make_no_event(
             )
             seen = b""
             with trio.fail_after(30):
-                while seen.count(b": keep-alive\n") < 3:
+                while seen.count(b": ping\n") < 3:
                     seen += await stream.receive_some(65536)
         await client.post(f"/sessions/{session_id}/interrupt")
     body = seen.split(b"\r\n\r\n", 1)[1]
-    assert b": keep-alive\n\n" not in body  # never a blank line after it
+    assert b": ping\n\n" not in body  # never a blank line after it
     parser = SSEParser()
     events = parser.feed(body.replace(b"\r\n", b"\n"))
     # chunked framing aside: 3 chunks, then the "caught up" control, nothing else

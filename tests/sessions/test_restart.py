@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -14,8 +15,9 @@ import psutil
 import trio
 
 from sandstream.server.http.auth import TOKEN_ENV
-from tests.server.harness import marked, parse_stream, scripted, shell, wait_gone
+from tests.server.harness import parse_stream, scripted, shell, wait_gone
 from tests.sessions.harness import create, wait_state
+from tests.support.container import remove_run_dirs
 from tests.support.session_client import read_session
 from tests.support.workspace import WorkspaceServer
 
@@ -53,6 +55,13 @@ async def _start(nursery: trio.Nursery, data_dir: Path) -> tuple[trio.Process, s
     return process, match.group(1).decode()
 
 
+def _kids(process: trio.Process) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(process.pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
 def _cmdline(pid: int) -> str:
     try:
         return " ".join(psutil.Process(pid).cmdline())
@@ -76,18 +85,22 @@ async def test_sigkill_and_restart_keeps_the_chunks_and_fails_running_sessions(
                 workspace.config = scripted(shell("echo started; sleep 314"))
                 running_id = await create(client, workspace.mint_dispatch("running"))
                 with trio.fail_after(30):
-                    while not any("sleep 314" in _cmdline(pid) for pid in marked()):
+                    while not any("sleep 314" in _cmdline(kid.pid) for kid in _kids(first)):
                         await trio.sleep(0.02)
                 await wait_state(client, running_id, "running")
                 before = await read_session(url, running_id, TOKEN, "sse", 0, until_up_to_date=True)
                 finished = await read_session(url, done_id, TOKEN, "ndjson", 0)
+            # The container and its tool outlive their runner (each leads a session of
+            # its own): note them now, while they are still the runner's descendants.
+            leftovers = [kid.pid for kid in psutil.Process(first.pid).children(recursive=True)]
+            assert leftovers
             first.send_signal(signal.SIGKILL)
             await first.wait()
-            # The container outlived its runner (it is in its own session): kill it.
-            leftovers = marked()
             for pid in leftovers:
-                os.killpg(os.getpgid(pid), signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             await wait_gone(None, leftovers)
+            assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
             second, url = await _start(nursery, data_dir)
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:

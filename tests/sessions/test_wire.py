@@ -6,13 +6,9 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sandstream.core.sse import PING
 from sandstream.core.sse_parser import Comment, SSEParser
-from sandstream.server.sessions.wire import (
-    KEEPALIVE_COMMENT,
-    control_message,
-    sse_chunks,
-    sse_control,
-)
+from sandstream.server.sessions.wire import control_message, sse_chunks, sse_control
 
 lines = st.lists(
     st.builds(
@@ -32,9 +28,9 @@ def test_sse_frames_carry_each_chunk_with_its_cursor(
     chunks: list[bytes], first: int, data: st.DataObject
 ) -> None:
     body = (
-        KEEPALIVE_COMMENT
+        PING
         + sse_chunks(first, chunks)
-        + KEEPALIVE_COMMENT
+        + PING
         + sse_control(first + len(chunks) - 1, up_to_date=True)
         + sse_control(first + len(chunks) - 1, closed=True)
     )
@@ -46,7 +42,7 @@ def test_sse_frames_carry_each_chunk_with_its_cursor(
         items += parser.feed(body[start:cut])
         start = cut
     events = [item for item in items if not isinstance(item, Comment)]
-    assert [item.text for item in items if isinstance(item, Comment)] == ["keep-alive"] * 2
+    assert [item.text for item in items if isinstance(item, Comment)] == ["ping"] * 2
     data_events, controls = events[: len(chunks)], events[len(chunks) :]
     assert [event.data.encode() + b"\n" for event in data_events] == chunks
     assert [int(event.id) for event in data_events] == list(range(first, first + len(chunks)))
