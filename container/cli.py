@@ -1,6 +1,7 @@
 """``python -m sandstream.container`` / ``sandstream container``: run one dispatch.
 
-Reads the dispatch JSON from stdin (or ``--dispatch FILE``), runs it, and exits 0
+Reads the dispatch JSON from stdin (or ``--dispatch FILE``; stdin framing in
+:mod:`.dispatch`: user messages may follow it there, :mod:`.inbox`), runs it, and exits 0
 after ``result``, 1 after ``error``, 2 for an invalid dispatch, ``128 + signum`` when
 cancelled by SIGTERM/SIGINT. Stdout carries only envelope lines: the container keeps
 a private copy of fd 1 for them and points fd 1 (and ``sys.stdout``) at stderr, so a
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -199,6 +201,8 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             emitter.finish(Error(code=exc.code, message=exc.message))
             return EXIT_BAD_DISPATCH
         options = options_from_args(args)
+        if args.dispatch is None or args.dispatch == "-":
+            options = dataclasses.replace(options, messages=sys.stdin.buffer)
         return trio.run(run_container, dispatch, emitter, options, early.received)
     except _Interrupted as exc:
         if not emitter.finished:

@@ -1,8 +1,9 @@
 """``sandstream runner`` and ``sandstream serve``: the server's two command lines.
 
-``sandstream runner`` serves ``POST /stream`` alone on Hypercorn's trio worker::
+``sandstream runner`` serves ``POST /stream`` (and, with ``--data-dir``, the durable
+sessions, ``/sessions``) on Hypercorn's trio worker::
 
-    SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765
+    SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765 --data-dir ./data
 
 The token comes from ``--token`` or ``$SANDSTREAM_RUNNER_TOKEN`` (prefer the
 environment: a flag is visible in ``ps``); the runner refuses to start without one
@@ -70,9 +71,11 @@ from sandstream.server.runner.launcher import (
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
+from sandstream.server.sessions.settings import SessionSettings
 
 __all__ = [
     "add_container_arguments",
+    "add_session_arguments",
     "build_runner_parser",
     "build_serve_parser",
     "hypercorn_config",
@@ -80,6 +83,7 @@ __all__ = [
     "main",
     "runner_main",
     "serve_main",
+    "session_settings",
 ]
 
 DEFAULT_RUNNER_PORT: Final = 8765
@@ -131,8 +135,42 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
         help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
     )
     add_container_arguments(parser.add_argument_group("container"))
+    sessions = parser.add_argument_group("durable sessions")
+    sessions.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the session buffer's directory; without it /sessions is not served",
+    )
+    add_session_arguments(sessions)
     parser.add_argument("--log-level", default="info", help="server log level (default: info)")
     return parser
+
+
+def add_session_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how long the session buffer keeps chunks."""
+    group.add_argument(
+        "--session-retain-chunks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep at most the newest N chunks of each session (default: all)",
+    )
+    group.add_argument(
+        "--session-ttl",
+        type=float,
+        default=7 * 24 * 3600.0,
+        metavar="SEC",
+        help="delete a session this long after it ended (default: 7 days; 0: never)",
+    )
+
+
+def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSettings:
+    """The :class:`SessionSettings` of :func:`add_session_arguments`' flags."""
+    return SessionSettings(
+        data_dir=data_dir,
+        retain_chunks=args.session_retain_chunks,
+        ttl=args.session_ttl or None,
+    )
 
 
 def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
@@ -179,6 +217,7 @@ def hypercorn_config(host: str, port: int) -> Config:
     """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.backlog = 1024  # session readers reconnect in bursts (Hypercorn's default: 100)
     config.accesslog = None  # one structured record per turn instead (sandstream.access)
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
@@ -202,6 +241,9 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
             read_size=args.read_size,
+            sessions=None
+            if args.data_dir is None
+            else session_settings(args.data_dir.expanduser().resolve(), args),
         )
         launcher = launcher_from_args(args)
         if not args.body_timeout > 0:
@@ -316,6 +358,7 @@ def build_serve_parser(
         "--runtime-cap", type=float, default=DEFAULT_RUNTIME_CAP, help="seconds per turn (8 h)"
     )
     add_container_arguments(runner)
+    add_session_arguments(runner)
     agent = parser.add_argument_group("agent")
     agent.add_argument(
         "--agent-config",
@@ -452,6 +495,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             runtime_cap=args.runtime_cap,
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
+            sessions=session_settings(data_dir, args),
         )
         launcher = launcher_from_args(args)
     config = hypercorn_config(args.host, args.port)

@@ -3,7 +3,9 @@
 Each iteration POSTs ``{base}/chat/completions`` with the conversation so far and the
 skills as ``tools``. Every tool call in the answer runs as a step (in order) and its
 result goes back as a ``tool`` message; an answer without tool calls is the final
-message. Configuration comes from the env: ``OPENAI_BASE_URL`` (default
+message, unless a user message arrived meanwhile (durable sessions, :mod:`..inbox`):
+messages received are added as ``user`` messages before each model call. Configuration
+comes from the env: ``OPENAI_BASE_URL`` (default
 ``https://api.openai.com/v1``), ``OPENAI_API_KEY`` (sent as ``Bearer``, optional) and
 ``OPENAI_MODEL`` unless the config sets ``model``.
 
@@ -171,9 +173,14 @@ async def run_openai(ctx: RunContext) -> str:
         ctx.emitter.log("info", f"openai agent: model {provider.model}, {len(tools)} tool(s)")
         messages = _initial_messages(ctx)
         for _ in range(spec.max_iterations):
+            messages += [{"role": "user", "content": text} for text in ctx.take_messages()]
             message = await provider.complete(messages, tools)
             if not message.tool_calls:
-                return message.content or ""
+                if not ctx.inbox.pending:
+                    return message.content or ""
+                # A user message came in while the model answered: it gets a reply too.
+                messages.append({"role": "assistant", "content": message.content or ""})
+                continue
             calls = [
                 (call, call.id or new_step_id().replace("step_", "call_"))
                 for call in message.tool_calls

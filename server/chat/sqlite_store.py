@@ -1,7 +1,7 @@
 """The embedded store: :class:`SQLiteChatStore`, the :class:`~.store.ChatStore` on SQLite.
 
 One database file (``chat.sqlite3`` in the data dir), WAL mode, every call in a worker
-thread (:mod:`.sqlite_db`). Writes that belong together run in one ``BEGIN
+thread (:mod:`sandstream.server.sqlite`). Writes that belong together run in one ``BEGIN
 IMMEDIATE`` transaction, so several server processes may share the file: the chat
 lock, the message sequence numbers and token consumption stay consistent across them.
 Bag file *bytes* live in the blob store (:mod:`.bag`); this module keeps their
@@ -25,6 +25,7 @@ from sandstream.core.persistence import (
     replay_text,
     user_message,
 )
+from sandstream.server.sqlite import SQLiteDatabase
 
 from .errors import (
     AttachmentError,
@@ -34,6 +35,7 @@ from .errors import (
     TokenRejectedError,
 )
 from .ids import new_id
+from .migrations import migrate
 from .models import (
     BagFile,
     BagSource,
@@ -47,7 +49,6 @@ from .models import (
     TurnRequest,
     TurnStart,
 )
-from .sqlite_db import SQLiteDatabase
 
 __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 
@@ -334,7 +335,9 @@ class SQLiteChatStore:
         Raises :class:`~.errors.StoreError` for a database newer than this code,
         :class:`sqlite3.Error` or :class:`OSError` if it cannot be opened.
         """
-        return cls(await SQLiteDatabase.open(data_dir / DATABASE_NAME, readers=readers))
+        return cls(
+            await SQLiteDatabase.open(data_dir / DATABASE_NAME, migrate=migrate, readers=readers)
+        )
 
     async def close(self) -> None:
         await self.db.close()

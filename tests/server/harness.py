@@ -110,6 +110,7 @@ async def start_runner(
     runner_settings: RunnerSettings | None = None,
     launcher: LocalSubprocessLauncher | None = None,
     graceful_timeout: float = 5.0,
+    backlog: int = 100,
     keep_alive_timeout: float = 5.0,
 ) -> RunnerServer:
     """Serve a runner app on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
@@ -122,6 +123,7 @@ async def start_runner(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = graceful_timeout
+    config.backlog = backlog
     config.keep_alive_timeout = keep_alive_timeout
     runner = get_runner(app)
     server = RunnerServer(url="", app=app, runner=runner)
