@@ -54,9 +54,7 @@ def install_chat_error_handlers(app: Quart) -> None:
 
     @app.errorhandler(RunNotFoundError)
     async def _run_not_found(error: RunNotFoundError) -> Response:
-        return problem(
-            404, "Run not found", str(error), type=NOT_FOUND, sessionId=error.session_id
-        )
+        return problem(404, "Run not found", str(error), type=NOT_FOUND, sessionId=error.session_id)
 
     @app.errorhandler(ChatBusyError)
     async def _busy(error: ChatBusyError) -> Response:

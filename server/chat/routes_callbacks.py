@@ -7,7 +7,8 @@ the body is not even read). The answers are exactly the container's schemas
 (:mod:`sandstream.container.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
 :class:`ResultsReceipt`. Written-back files land in the chat bag (size and count
 limits, sanitized relative names) and become attachments of the turn's assistant
-message when it settles.
+message when it settles; a chat turn live in this process also streams them at once
+(an SSE ``files`` frame, :meth:`~.live.LiveTurn.post_files`).
 """
 
 from __future__ import annotations
@@ -73,5 +74,8 @@ async def results(session_id: str) -> Response:
         keep_dirs=True,
     )
     files = await service.store.add_results(session, [r.blob for r in received], now=now_ms())
+    live = service.live.get(session_id)
+    if live is not None and files:
+        live.post_files([f.attachment() for f in files])
     receipt = ResultsReceipt(files=[ResultFile(path=f.name, size=f.size) for f in files])
     return json_response(receipt, 201)

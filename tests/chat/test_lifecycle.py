@@ -146,7 +146,9 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
     assert assistant["status"] == "failed"
     steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
     assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "failed")]
-    assert steps[0]["error"].startswith("the turn ended before this step finished: [upstream_closed]")
+    assert steps[0]["error"].startswith(
+        "the turn ended before this step finished: [upstream_closed]"
+    )
     assert assistant == persisted_form(reader.events, assistant)
     await wait_no_process(session_id)
     assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
