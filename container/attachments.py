@@ -48,6 +48,7 @@ __all__ = [
     "STEP_NAME",
     "attachments_note",
     "download_attachments",
+    "target_path",
 ]
 
 ATTACHMENTS_DIR: Final = "attachments"
@@ -65,7 +66,7 @@ def attachments_note(attachments: Sequence[Attachment]) -> str:
     return f"The user attached these files, in the work dir: {listed}."
 
 
-def _target(work_dir: Path, attachment: Attachment, seen: set[str]) -> Path:
+def target_path(work_dir: Path, attachment: Attachment, seen: set[str]) -> Path:
     """Where ``attachment`` goes; raises AttachmentsError for a path that is not
     ``attachments/<sanitized name>`` or that another attachment already takes."""
     parts = PurePosixPath(attachment.path).parts
@@ -117,7 +118,7 @@ async def download_attachments(
     try:
         _check_bounds(attachments)
         seen: set[str] = set()
-        targets = [_target(work_dir, a, seen) for a in attachments]
+        targets = [target_path(work_dir, a, seen) for a in attachments]
         folder = work_dir / ATTACHMENTS_DIR
         folder.mkdir(exist_ok=True)
         if folder.is_symlink() or not folder.is_dir():

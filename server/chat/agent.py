@@ -24,7 +24,7 @@ from typing import Final
 import msgspec
 
 from sandstream.container.attachments import ATTACHMENTS_DIR
-from sandstream.container.names import sanitize_name
+from sandstream.container.names import MAX_COMPONENT_BYTES, sanitize_name
 from sandstream.container.schemas import (
     Attachment,
     ChatTurn,
@@ -113,13 +113,10 @@ def sandbox_attachments(files: Sequence[BagFile]) -> list[Attachment]:
     attachments = []
     for bag_file in files:
         name = sanitize_name(bag_file.name)
-        stem, dot, suffix = name.rpartition(".")
-        if not stem:  # no dot, or a leading one (".env")
-            stem, dot, suffix = name, "", ""
         number = 1
         while name.casefold() in taken:
             number += 1
-            name = sanitize_name(f"{stem} ({number}){dot}{suffix}")
+            name = _numbered(sanitize_name(bag_file.name), number)
         taken.add(name.casefold())
         attachments.append(
             Attachment(
@@ -133,10 +130,20 @@ def sandbox_attachments(files: Sequence[BagFile]) -> list[Attachment]:
     return attachments
 
 
+def _numbered(name: str, number: int) -> str:
+    """``name`` with `` (number)`` before its extension, its stem cut so that the
+    result stays within one path component (255 bytes)."""
+    stem, dot, suffix = name.rpartition(".")
+    if not stem or len(suffix.encode()) > 64:  # no extension, a leading dot, or no real one
+        stem, dot, suffix = name, "", ""
+    tail = f" ({number}){dot}{suffix}"
+    budget = MAX_COMPONENT_BYTES - len(tail.encode())
+    return sanitize_name(stem.encode()[:budget].decode(errors="ignore") + tail)
+
+
 def with_attachments(config: ConfigResponse, files: Sequence[BagFile]) -> ConfigResponse:
-    """``config`` naming the turn's attached ``files`` (:func:`sandbox_attachments`)."""
-    if not files:
-        return config
+    """``config`` naming the turn's attached ``files`` (:func:`sandbox_attachments`):
+    its ``attachments`` are always the turn's, never a template's."""
     return msgspec.structs.replace(config, attachments=sandbox_attachments(files))
 
 
