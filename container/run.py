@@ -2,7 +2,8 @@
 
 :func:`run_container` is the whole lifecycle inside one trio nursery:
 
-1. ``GET /env`` (setup token), ``GET /config`` (run token);
+1. ``GET /env`` (setup token), ``GET /config`` (run token), then the turn's
+   attachments into the work dir (run token, :mod:`.attachments`);
 2. the setup script, with the env applied, in the work dir;
 3. the skills (built-in, ``--skills-dir``, ``SANDSTREAM_SKILLS_PATH``), filtered by
    the config;
@@ -40,6 +41,7 @@ import trio
 from sandstream.core.envelope import Error, Result
 
 from .agents import agent_for
+from .attachments import download_attachments
 from .bootstrap import fetch_config, fetch_env
 from .context import RunContext
 from .errors import ContainerError, OutputClosedError, RuntimeExceededError
@@ -249,6 +251,15 @@ async def _run_turn(
         emitter.log(
             "info",
             f"bootstrap: {len(env_response.vars)} env var(s), agent {agent_kind(config.agent)}",
+        )
+        await download_attachments(
+            client,
+            options.http,
+            agent_url=dispatch.agent_url,
+            token=dispatch.otp_run,
+            attachments=config.attachments,
+            work_dir=dirs.work,
+            emitter=emitter,
         )
         base = dict(options.base_env if options.base_env is not None else os.environ)
         env = skill_env({**base, **env_response.vars}, work_dir=dirs.work, output_dir=dirs.output)

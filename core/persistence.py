@@ -34,6 +34,7 @@ __all__ = [
     "StepsOmittedBlock",
     "TextBlock",
     "ToolOutputBlock",
+    "TraceStatus",
     "assistant_message",
     "replay_text",
     "replay_window",
@@ -48,6 +49,9 @@ REPLAY_TURN_LIMIT: Final = 20
 
 Role: TypeAlias = Literal["user", "assistant"]
 MessageStatus: TypeAlias = Literal["complete", "failed", "cancelled"]
+TraceStatus: TypeAlias = StepStatus | Literal["cancelled"]
+"""A persisted step's status: the envelope's, or ``cancelled`` (closed by its turn's
+cancellation). A settled turn's message has no ``running`` step."""
 
 
 class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True):
@@ -63,13 +67,16 @@ class TextBlock(_Block, tag="text"):
 class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
     """One step row as persisted; ``args`` may be a truncated preview string.
 
+    A step still running when its turn ended is closed by :func:`assistant_message`:
+    ``cancelled`` (turn cancelled) or ``failed``, with an ``error`` that says why.
+
     ``omitted_bytes``: bytes of the step's later lines whose payloads the turn did
     not keep (its byte bound), so neither ``args`` nor the output shows them.
     """
 
     id: str
     name: str
-    status: StepStatus
+    status: TraceStatus
     args: Any = None
     args_truncated: bool = False
     args_size: int = 0
@@ -182,14 +189,19 @@ def assistant_message(
     """Fold a turn's state into its assistant message.
 
     A turn that has not ended yet is folded as it stands, with status ``failed``;
-    callers settle it first (``StreamProcessor.close``/``cancel``/``fail``).
+    callers settle it first (``StreamProcessor.close``/``cancel``/``fail``). In an
+    ended turn, every step still ``running`` is closed (:func:`_closed_step`), so a
+    history reload never shows a step that runs forever.
     """
     rows = turn.steps
     content: list[ContentBlock] = []
     if turn.result is not None:
         content.append(TextBlock(turn.result.message))
     if rows:
-        content.append(StepTraceBlock([_step_trace(row, display_bytes) for row in rows]))
+        traces = [_step_trace(row, display_bytes) for row in rows]
+        if turn.ended:
+            traces = [_closed_step(trace, turn) for trace in traces]
+        content.append(StepTraceBlock(traces))
         for row in rows:
             if row.result is not None:
                 output, truncated, size = _bounded(row.result, display_bytes)
@@ -259,6 +271,23 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
         last_ts=row.last_ts,
         omitted_bytes=row.omitted_bytes,
     )
+
+
+def _closed_step(trace: StepTrace, turn: Turn) -> StepTrace:
+    """``trace`` closed if it is still running in the ended ``turn``: ``cancelled``
+    when the turn was cancelled, else ``failed``, with the turn's reason as ``error``."""
+    if trace.status != "running":
+        return trace
+    error = turn.error
+    if error is None:
+        status: TraceStatus = "failed"
+        reason = "the turn ended before this step finished"
+    elif error.code == "cancelled":
+        status, reason = "cancelled", f"the turn was cancelled: {error.message}"
+    else:
+        status = "failed"
+        reason = f"the turn ended before this step finished: [{error.code}] {error.message}"
+    return msgspec.structs.replace(trace, status=status, error=reason)
 
 
 def _bounded(raw: msgspec.Raw | None, display_bytes: int) -> tuple[Any, bool, int]:

@@ -175,10 +175,22 @@ class StreamProcessor:
 
         ``data`` is a JSON object, given as a mapping or as encoded bytes.
         """
+        return self.event("start", data)
+
+    def event(self, name: str, data: Mapping[str, Any] | bytes) -> bytes:
+        """Return a frame of the caller's own SSE event ``name`` (``b""`` in ndjson mode),
+        numbered in the turn's ``id`` sequence like every other frame.
+
+        For events only the caller knows, such as the chat backend's ``start`` and
+        ``files``; they are not envelope lines and the turn does not fold them.
+        ``data`` is a JSON object, given as a mapping or as encoded bytes. Raises
+        ``ValueError`` for a name holding CR, LF or NUL.
+        """
         if self.mode == "ndjson":
             return b""
+        head = event_field(name)
         payload = data if isinstance(data, bytes) else _json_encoder.encode(data)
-        return self._frame(event_field("start"), payload)
+        return self._frame(head, payload)
 
     def ping(self) -> bytes:
         """Return the keep-alive comment line, ``: ping``, to send between frames.

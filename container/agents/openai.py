@@ -26,6 +26,7 @@ import msgspec
 
 from sandstream.core.json_input import JSONInputError, decode_json
 
+from ..attachments import attachments_note
 from ..context import RunContext
 from ..errors import AgentError, ConfigError, ModelError, ModelTimeoutError
 from ..http import HttpSettings, body_excerpt, send_with_retries
@@ -69,6 +70,9 @@ def _initial_messages(ctx: RunContext) -> list[dict[str, Any]]:
         f"You work in {ctx.work_dir}. Files you write under output/ are returned to "
         "the user at the end of the run."
     )
+    attached = attachments_note(ctx.config.attachments)
+    if attached:
+        note = f"{note} {attached}"
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": f"{system}\n\n{note}" if system else note}
     ]

@@ -25,6 +25,7 @@ from .errors import (
     ChatBusyError,
     ChatNotFoundError,
     FileNotFoundInBagError,
+    RunNotFoundError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
@@ -50,6 +51,10 @@ def install_chat_error_handlers(app: Quart) -> None:
     @app.errorhandler(FileNotFoundInBagError)
     async def _file_not_found(error: FileNotFoundInBagError) -> Response:
         return problem(404, "File not found", str(error), type=NOT_FOUND, fileId=error.file_id)
+
+    @app.errorhandler(RunNotFoundError)
+    async def _run_not_found(error: RunNotFoundError) -> Response:
+        return problem(404, "Run not found", str(error), type=NOT_FOUND, sessionId=error.session_id)
 
     @app.errorhandler(ChatBusyError)
     async def _busy(error: ChatBusyError) -> Response:

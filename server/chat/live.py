@@ -16,6 +16,9 @@ terminal settles as ``error{code:"shutdown"}``, whatever its client did.
   renewed (:func:`~.lease.keep_lease`).
 - :class:`LiveAgentsRun` settles its session (unused tokens die).
 
+Files the run writes back while it streams (``POST /results``) are posted to its
+live turn (:meth:`LiveTurn.post_files`) and go out as an SSE ``files`` frame.
+
 :class:`LiveTurns` tracks them for shutdown.
 """
 
@@ -24,12 +27,17 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
+import msgspec
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.core.persistence import PersistedMessage, assistant_message
+from sandstream.core.persistence import (
+    PersistedFileAttachment,
+    PersistedMessage,
+    assistant_message,
+)
 
 from .dispatch import Upstream
 from .errors import StoreError
@@ -41,6 +49,8 @@ from .store import ChatStore
 __all__ = ["LiveAgentsRun", "LiveChatTurn", "LiveTurn", "LiveTurns"]
 
 log = logging.getLogger("sandstream.chat")
+
+_FILES_ENCODER: Final = msgspec.json.Encoder()
 
 
 class LiveTurn:
@@ -58,6 +68,7 @@ class LiveTurn:
         self.end_message = ""
         self._settling = False
         self._registry: LiveTurns | None = None
+        self._posted_files: list[PersistedFileAttachment] = []
 
     def start_frame(self) -> bytes:
         """The first bytes of the response (SSE ``start``), if any."""
@@ -68,6 +79,23 @@ class LiveTurn:
 
     async def _persist(self) -> None:
         """Write the settled turn (called once, shielded)."""
+
+    def post_files(self, files: list[PersistedFileAttachment]) -> None:
+        """Files the run wrote back (``POST /results``), for the live stream.
+
+        They go out as one ``files`` frame (:meth:`posted_frames`) before the next
+        frames of the stream, so before the terminal; after the turn ended they are
+        only in the stored message. Nothing is sent in ndjson mode.
+        """
+        if not self.processor.ended:
+            self._posted_files.extend(files)
+
+    def posted_frames(self) -> bytes:
+        """The ``files`` frame for the files posted since the last call (``b""``: none)."""
+        if not self._posted_files:
+            return b""
+        files, self._posted_files = self._posted_files, []
+        return self.processor.event("files", _FILES_ENCODER.encode({"files": files}))
 
     def end(self, message: str) -> None:
         """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``.
@@ -222,6 +250,10 @@ class LiveTurns:
 
     def __len__(self) -> int:
         return len(self._turns)
+
+    def get(self, session_id: str) -> LiveTurn | None:
+        """The live turn of ``session_id`` in this process, if any."""
+        return next((t for t in self._turns if t.session_id == session_id), None)
 
     def add(self, turn: LiveTurn) -> None:
         turn._registry = self

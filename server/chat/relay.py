@@ -9,11 +9,13 @@ with body: async for chunk in body: await send(chunk)`` in one task, so:
   lock's heartbeat) and the stall watchdog;
 - ``__anext__`` (the caller's task, inside the nursery's cancel scope) takes the next
   chunk from the pump through a zero-buffer memory channel, feeds it to the core
-  and returns the frames; when nothing was sent for ``ping_interval`` it returns a
-  ``: ping`` comment. When the core's turn ends (upstream terminal, or the
-  synthesized ``upstream_closed``/runner error) the turn is **settled first** (the
-  assistant message persisted, the lock released), then the terminal frames go
-  out: a client that has seen ``done`` finds the message stored and the chat free;
+  and returns the frames, after a ``files`` frame for files the run wrote back since
+  (:meth:`~.live.LiveTurn.posted_frames`); when nothing was sent for
+  ``ping_interval`` it returns that ``files`` frame if any, else a ``: ping``
+  comment. When the core's turn ends (upstream terminal, or the synthesized
+  ``upstream_closed``/runner error) the turn is **settled first** (the assistant
+  message persisted, the lock released), then the terminal frames go out: a client
+  that has seen ``done`` finds the message stored and the chat free;
 - ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
   left cancels the pump, which stops the container (or closes the remote request)
   before the nursery closes; then the turn is settled if it was not (as cancelled,
@@ -178,13 +180,14 @@ class RelayBody(ResponseBody):
                     chunk = await receive.receive()
                 except trio.EndOfChannel:
                     chunk = None
+            posted = self.turn.posted_frames()  # before the chunk's frames: ids stay in order
             if idle.cancelled_caught:
-                return self._hand_out(processor.ping())
+                return self._hand_out(posted or processor.ping())
             if chunk is None:  # the pump returned: its outcome is set
                 end = self._upstream_end
-                out = processor.fail(end.code, end.message) if end else processor.close()
+                out = posted + (processor.fail(end.code, end.message) if end else processor.close())
             else:
-                out = processor.feed(chunk)
+                out = posted + processor.feed(chunk)
             if processor.ended:
                 self._finished = True
                 await self.turn.settle()
@@ -223,7 +226,7 @@ class RelayBody(ResponseBody):
         if self._sending_since is None:
             return  # __anext__ is waiting for the pump: it ends the turn and says so
         # A chunk is in the client's hands: settle now; the frames wait behind it.
-        self._pending += self.turn.end_frames()
+        self._pending += self.turn.posted_frames() + self.turn.end_frames()
         self._finished = True
         await self.turn.settle()
         await trio.sleep(self._end_grace)  # the body's end cancels this

@@ -4,7 +4,9 @@
 NDJSON straight through: validated by the core (invalid lines dropped) and ending
 with exactly one terminal line, whatever the runner does. The client closing the
 response (the workflow cancelled) cancels the upstream read, which stops the
-container. ``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
+container. ``GET /api/agents/runs/{sessionId}/files[/{fileId}]`` list and download
+the files a run wrote back (its ``X-Session-Id``), like the chat files API.
+``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
 named environment (vars and setup script, served to its sandboxes by ``/env``; its
 ``SANDBOX_URL`` picks the runner). All need the chat API token.
 """
@@ -22,6 +24,7 @@ from sandstream.server.http.requests import json_response, read_json
 from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 
 from .app_state import get_service, require_api_token
+from .files import FileBody, file_response
 from .ids import now_ms
 from .models import Environment
 from .relay import RelayBody
@@ -55,6 +58,24 @@ async def agents_run() -> Response:
     response.headers["X-Session-Id"] = run.session_id
     response.timeout = None
     return response
+
+
+@agents_blueprint.get("/agents/runs/<session_id>/files")
+async def list_run_files(session_id: str) -> Response:
+    """``{"files": [...]}``: the files the run wrote back, oldest first (404: no such run)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    files = await service.store.list_run_files(workspace_id, session_id)
+    return json_response({"files": files})
+
+
+@agents_blueprint.get("/agents/runs/<session_id>/files/<file_id>")
+async def download_run_file(session_id: str, file_id: str) -> Response:
+    """One written-back file's bytes, as a download (``Content-Disposition: attachment``)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    bag_file = await service.store.get_run_file(workspace_id, session_id, file_id)
+    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
 
 
 @agents_blueprint.put("/workflows/<workflow_id>/environment")

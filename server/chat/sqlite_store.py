@@ -32,6 +32,7 @@ from .errors import (
     ChatBusyError,
     ChatNotFoundError,
     FileNotFoundInBagError,
+    RunNotFoundError,
     TokenRejectedError,
 )
 from .ids import new_id
@@ -623,6 +624,22 @@ class SQLiteChatStore:
 
         return await self.db.write(run)
 
+    async def check_token(
+        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+    ) -> Session:
+        def run(conn: sqlite3.Connection) -> Session:
+            row = conn.execute(
+                "SELECT s.* FROM tokens t JOIN sessions s ON s.id = t.session_id "
+                "WHERE t.hash = ? AND t.purpose = ? AND t.session_id = ? "
+                "AND t.expires_at > ? AND s.settled_at IS NULL",
+                (token_hash, purpose, session_id, now),
+            ).fetchone()
+            if row is None:
+                raise TokenRejectedError(f"{purpose} token refused for session {session_id!r}")
+            return _session(row)
+
+        return await self.db.read(run)
+
     # -- the chat bag --------------------------------------------------------------------
 
     async def add_uploads(
@@ -691,6 +708,51 @@ class SQLiteChatStore:
 
         return await self.db.read(run)
 
+    async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
+        def run(conn: sqlite3.Connection) -> list[BagFile]:
+            _load_agents_run(conn, workspace_id, session_id)
+            return _result_files(conn, session_id)
+
+        return await self.db.read(run)
+
+    async def get_run_file(self, workspace_id: str, session_id: str, file_id: str) -> BagFile:
+        def run(conn: sqlite3.Connection) -> BagFile:
+            _load_agents_run(conn, workspace_id, session_id)
+            row = conn.execute(
+                "SELECT * FROM bag_files WHERE id = ? AND session_id = ? AND source = 'result' "
+                "AND deleted_at IS NULL",
+                (file_id, session_id),
+            ).fetchone()
+            if row is None:
+                raise FileNotFoundInBagError(file_id, "this run")
+            return _bag_file(row)
+
+        return await self.db.read(run)
+
+    async def turn_attachments(self, session: Session) -> list[BagFile]:
+        def run(conn: sqlite3.Connection) -> list[BagFile]:
+            if session.chat_id is None or session.user_message_id is None:
+                return []
+            row = conn.execute(
+                "SELECT body FROM messages WHERE chat_id = ? AND id = ?",
+                (session.chat_id, session.user_message_id),
+            ).fetchone()
+            if row is None:
+                return []
+            wanted = [a.id for a in _message_decoder.decode(row[0]).file_attachments]
+            if not wanted:
+                return []
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                f"SELECT * FROM bag_files WHERE id IN ({marks}) AND chat_id = ? "
+                "AND deleted_at IS NULL",
+                (*wanted, session.chat_id),
+            ).fetchall()
+            found = {r["id"]: _bag_file(r) for r in rows}
+            return [found[file_id] for file_id in wanted if file_id in found]
+
+        return await self.db.read(run)
+
     # -- workflow environments -------------------------------------------------------------
 
     async def get_environment(self, workspace_id: str, workflow_id: str) -> Environment | None:
@@ -729,6 +791,17 @@ class SQLiteChatStore:
             )
 
         await self.db.write(run)
+
+
+def _load_agents_run(conn: sqlite3.Connection, workspace_id: str, session_id: str) -> None:
+    """Raise :class:`RunNotFoundError` unless ``session_id`` is an Agents-block run of
+    ``workspace_id``."""
+    row = conn.execute(
+        "SELECT 1 FROM sessions WHERE id = ? AND workspace_id = ? AND kind = 'agents'",
+        (session_id, workspace_id),
+    ).fetchone()
+    if row is None:
+        raise RunNotFoundError(session_id)
 
 
 def _why_rejected(

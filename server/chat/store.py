@@ -124,6 +124,14 @@ class ChatStore(Protocol):
         """
         ...
 
+    async def check_token(
+        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+    ) -> Session:
+        """Check a token without consuming it: it must exist with this hash, purpose
+        and session and be unexpired (redeemed or not), and its session unsettled.
+        Raises :class:`~.errors.TokenRejectedError` otherwise."""
+        ...
+
     # -- the chat bag ----------------------------------------------------------------
 
     async def add_uploads(
@@ -144,6 +152,23 @@ class ChatStore(Protocol):
 
     async def get_file(self, workspace_id: str, chat_id: str, file_id: str) -> BagFile:
         """One bag file. Raises ChatNotFoundError or FileNotFoundInBagError."""
+        ...
+
+    async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
+        """The files an Agents-block run wrote back, oldest first.
+
+        Raises :class:`~.errors.RunNotFoundError` (no such run in the workspace).
+        """
+        ...
+
+    async def get_run_file(self, workspace_id: str, session_id: str, file_id: str) -> BagFile:
+        """One file an Agents-block run wrote back. Raises RunNotFoundError or
+        FileNotFoundInBagError."""
+        ...
+
+    async def turn_attachments(self, session: Session) -> list[BagFile]:
+        """The files attached to a chat turn's user message, in the message's order
+        (none for an Agents-block run, or once the chat was deleted)."""
         ...
 
     # -- workflow environments -----------------------------------------------------------

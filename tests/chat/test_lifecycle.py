@@ -12,6 +12,7 @@ import msgspec
 import trio
 
 from sandstream.container.schemas import LoadSpec, ScriptedAgent
+from sandstream.core.persistence import StepTraceBlock
 from sandstream.server import LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import (
@@ -116,7 +117,9 @@ async def test_client_disconnect_stops_the_container_and_persists_cancelled(
         assistant["content"]
     )
     steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
-    assert [s["name"] for s in steps] == ["run_shell"] and steps[0]["status"] == "running"
+    # The step that was running is closed, so a history reload shows no spinner.
+    assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "cancelled")]
+    assert steps[0]["error"] == "the turn was cancelled: the client disconnected"
     assert assistant == persisted_form(reader.events, assistant, cancelled=True)
     assert container.exit is not None
     # The lock was released: the next turn runs.
@@ -141,6 +144,11 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
     chat = await server.wait_chat(chat_id, _settled)
     assistant = _assistant(chat)
     assert assistant["status"] == "failed"
+    steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "failed")]
+    assert steps[0]["error"].startswith(
+        "the turn ended before this step finished: [upstream_closed]"
+    )
     assert assistant == persisted_form(reader.events, assistant)
     await wait_no_process(session_id)
     assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
@@ -161,6 +169,11 @@ async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) ->
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     messages = await server.store.get_messages(WORKSPACE, chat_id)
     assert messages[-1].status == "failed"
+    steps = next(b for b in messages[-1].content if isinstance(b, StepTraceBlock)).steps
+    assert [(s.name, s.status) for s in steps] == [("run_shell", "failed")]
+    assert steps[0].error == (
+        "the turn ended before this step finished: [shutdown] the server is shutting down"
+    )
     chat = await server.store.get_chat(WORKSPACE, chat_id, now=0)
     assert chat.active_message_id is None  # released (now=0: any lease would count)
 

@@ -19,6 +19,8 @@ from tests.chat.harness import (
     persisted_form,
     plans,
     running_step,
+    scripted,
+    shell,
     sleeping,
     start_chat_server,
     start_runner_process,
@@ -164,3 +166,38 @@ async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
     chat = await server.wait_chat(chat_id, lambda c: "activeMessageId" not in c)
     assert chat["messages"][-1]["status"] == "failed"
     assert chat["messages"][-1] == persisted_form(reader.events, chat["messages"][-1])
+
+
+async def test_a_remote_turn_gets_its_attachments_and_streams_its_written_back_files(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    runner = await start_runner_process(nursery)
+    agent = scripted(shell("tr a-z A-Z < attachments/in.txt > output/out.txt"))
+    server = await start_chat_server(
+        nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=agent
+    )
+    params = {"workspaceId": WORKSPACE}
+    async with server.client() as client:
+        chat = (await client.post("/api/assistant/chats", json=params)).json()
+        upload = await client.post(
+            f"/api/assistant/chats/{chat['id']}/files",
+            params=params,
+            files=[("files", ("in.txt", b"shout\n", "text/plain"))],
+        )
+    [attached] = upload.json()["files"]
+    run = await server.turn("go", chat_id=chat["id"], attachmentIds=[attached["id"]])
+    assert run.kinds == ["start", "step", "step", "step", "step", "files", "result", "done"]
+    assert [(s.name, s.status) for s in run.folded().steps] == [
+        ("download_attachments", "succeeded"),
+        ("run_shell", "succeeded"),
+    ]
+    [files] = run.data("files")
+    stored = (await server.chat(chat["id"]))["messages"][-1]["fileAttachments"]
+    assert files == {"files": stored}
+    [out] = stored
+    assert out["name"] == "out.txt" and out["size"] == 6
+    async with server.client() as client:
+        got = await client.get(
+            f"/api/assistant/chats/{chat['id']}/files/{out['id']}", params=params
+        )
+    assert got.content == b"SHOUT\n"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sandstream.container.schemas import (
+    Attachment,
     ChatTurn,
     ClaudeCodeAgent,
     ConfigResponse,
@@ -195,3 +196,20 @@ async def test_recorded_authentication_failure_is_its_own_error_code(
     assert run.terminal["message"] == "Failed to authenticate. API Error: 401 API key is invalid."
     # The CLI's synthetic message is a warning, not something the agent said.
     assert "Failed to authenticate. API Error: 401 API key is invalid." not in _levels(run, "info")
+
+
+async def test_the_cli_is_told_where_the_attachments_are(
+    workspace: WorkspaceServer, work_dir: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "claude.json"
+    workspace.attachments = {"file_1": b"# spec\n"}
+    attachment = Attachment(id="file_1", path="attachments/spec.md", size=7)
+    run = await _run(workspace, work_dir, "success.jsonl", record, attachments=[attachment])
+    assert run.returncode == 0, run
+    assert run.turn.steps[0].name == "download_attachments"
+    recorded = json.loads(record.read_text())
+    assert recorded["prompt"] == (
+        "Summarize the project\n\nThe user attached these files, in the work dir: "
+        "attachments/spec.md (7 bytes, application/octet-stream)."
+    )
+    assert (Path(recorded["cwd"]) / "attachments" / "spec.md").read_bytes() == b"# spec\n"
