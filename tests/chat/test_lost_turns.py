@@ -26,6 +26,7 @@ from tests.chat.harness import (
     start_serve_process,
     wait_no_process,
 )
+from tests.server.harness import wait_until_alive
 from tests.support.container import remove_run_dirs
 
 SLOW = {
@@ -86,6 +87,7 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_untouc
         reader = EventReader(response)
         await reader.until(running_step)
         start = msgspec.json.decode(reader.events[0].data)
+        await wait_until_alive(first.process.pid, "sleep 120")  # else it may start unseen
         first.process.send_signal(signal.SIGKILL)
         with trio.fail_after(DEADLINE):
             await first.exited.wait()

@@ -21,6 +21,7 @@ from tests.chat.harness import (
     start_serve_process,
     wait_no_process,
 )
+from tests.server.harness import wait_until_alive
 from tests.support.container import remove_run_dirs
 
 SLOW = {
@@ -53,6 +54,9 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
         reader = EventReader(response)
         await reader.until(running_step)
         start = msgspec.json.decode(reader.events[0].data)
+        # Kill the server only once the tool's sleep runs: a tool still starting when
+        # its container is cleaned up below would be missed and outlive the test.
+        await wait_until_alive(first.process.pid, "sleep 120")
         first.process.send_signal(signal.SIGKILL)
         with trio.fail_after(DEADLINE):
             await first.exited.wait()
