@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 import httpx
-import msgspec
+
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import BootstrapError, UnauthorizedError
 from .http import HttpSettings, body_excerpt, send_with_retries
@@ -77,6 +78,6 @@ async def _fetch(
             f"GET /{route} answered {response.status_code}: {body_excerpt(response)}"
         )
     try:
-        return msgspec.json.decode(response.content, type=schema)
-    except msgspec.DecodeError as exc:
+        return decode_json(response.content, schema)
+    except JSONInputError as exc:
         raise BootstrapError(f"invalid /{route} response: {exc}") from exc

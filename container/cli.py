@@ -1,6 +1,7 @@
 """``python -m sandstream.container`` / ``sandstream container``: run one dispatch.
 
-Reads the dispatch JSON from stdin (or ``--dispatch FILE``), runs it, and exits 0
+Reads the dispatch JSON from stdin (or ``--dispatch FILE``; stdin framing in
+:mod:`.dispatch`: user messages may follow it there, :mod:`.inbox`), runs it, and exits 0
 after ``result``, 1 after ``error``, 2 for an invalid dispatch, ``128 + signum`` when
 cancelled by SIGTERM/SIGINT. Stdout carries only envelope lines: the container keeps
 a private copy of fd 1 for them and points fd 1 (and ``sys.stdout``) at stderr, so a
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -168,16 +170,26 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         print(f"sandstream container: stdout unusable: {exc}", file=sys.stderr)
         return 1
 
-    import trio
-
+    from sandstream.core.cli import missing_extra
     from sandstream.core.envelope import Error
 
-    from .dispatch import decode_dispatch, read_dispatch
-    from .errors import DispatchError, OutputClosedError
+    from .errors import OutputClosedError
     from .output import Emitter, FdSink
-    from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
 
     emitter = Emitter(FdSink(out_fd))
+    try:
+        import trio
+
+        from .dispatch import decode_dispatch, read_dispatch
+        from .errors import DispatchError
+        from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
+    except ModuleNotFoundError as exc:  # a core-only install: one line, one terminal
+        message = missing_extra("sandstream container", "container", exc)
+        print(message, file=sys.stderr)
+        with contextlib.suppress(OutputClosedError):
+            emitter.finish(Error(code="internal_error", message=message))
+        os.close(out_fd)
+        return 1
     try:
         try:
             early.raising = True
@@ -189,6 +201,8 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             emitter.finish(Error(code=exc.code, message=exc.message))
             return EXIT_BAD_DISPATCH
         options = options_from_args(args)
+        if args.dispatch is None or args.dispatch == "-":
+            options = dataclasses.replace(options, messages=sys.stdin.buffer)
         return trio.run(run_container, dispatch, emitter, options, early.received)
     except _Interrupted as exc:
         if not emitter.finished:

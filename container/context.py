@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .http import HttpSettings
+from .inbox import Inbox
 from .output import Emitter
 from .procs import KILL_GRACE
 from .schemas import ChatTurn, ConfigResponse, Dispatch
@@ -19,7 +20,8 @@ class RunContext:
     """One turn's inputs. ``env`` is the full environment for subprocesses.
 
     ``prompt`` and ``conversation`` come from ``/config`` when it sets them, else from
-    the dispatch.
+    the dispatch. ``inbox`` holds user messages sent during the run: an agent takes
+    them (:meth:`take_messages`) before each model call.
     """
 
     dispatch: Dispatch
@@ -32,6 +34,7 @@ class RunContext:
     toolbox: Toolbox
     http: HttpSettings
     kill_grace: float = KILL_GRACE
+    inbox: Inbox = field(default_factory=Inbox)
 
     @property
     def prompt(self) -> str:
@@ -42,3 +45,10 @@ class RunContext:
         if self.config.conversation is not None:
             return self.config.conversation
         return self.dispatch.conversation or []
+
+    def take_messages(self) -> list[str]:
+        """The user messages received since the last call, each logged as taken."""
+        taken = self.inbox.take()
+        for text in taken:
+            self.emitter.log("info", f"user message: {text}")
+        return taken

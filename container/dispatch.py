@@ -1,11 +1,18 @@
-"""Reading the dispatch: JSON on stdin (or a file), decoded into :class:`~.schemas.Dispatch`."""
+"""Reading the dispatch: JSON on stdin (or a file), decoded into :class:`~.schemas.Dispatch`.
+
+Stdin framing: when the first line of stdin is a complete JSON value, that line is the
+dispatch and stdin stays open for the user messages that follow it, one JSON line each
+(:mod:`.inbox`; EOF: no more messages). This is how the runner writes it. Otherwise
+(a pretty-printed file, ``sandstream container < dispatch.json``) the whole of stdin,
+to EOF, is the dispatch, and no message follows.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Final
+from typing import BinaryIO, Final
 
-import msgspec
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import DispatchError
 from .schemas import Dispatch
@@ -15,14 +22,19 @@ __all__ = ["MAX_DISPATCH_BYTES", "decode_dispatch", "read_dispatch"]
 MAX_DISPATCH_BYTES: Final = 16 * 1024 * 1024
 
 
-def read_dispatch(path: str | None) -> bytes:
-    """The raw dispatch: the file at ``path``, or stdin to EOF when ``path`` is None or "-".
+def read_dispatch(path: str | None, stdin: BinaryIO | None = None) -> bytes:
+    """The raw dispatch: the file at ``path``, or from stdin when ``path`` is None or "-".
 
-    Raises :class:`DispatchError` if it cannot be read or exceeds 16 MiB.
+    From ``stdin`` (default: the process's): its first line if that is a complete JSON
+    value (the rest is left for :mod:`.inbox`), else everything to EOF. Raises
+    :class:`DispatchError` if it cannot be read or exceeds 16 MiB.
     """
     try:
         if path is None or path == "-":
-            data = sys.stdin.buffer.read(MAX_DISPATCH_BYTES + 1)
+            source = sys.stdin.buffer if stdin is None else stdin
+            data = source.readline(MAX_DISPATCH_BYTES + 1)
+            if not _is_json_line(data):
+                data += source.read(MAX_DISPATCH_BYTES + 1 - len(data))
         else:
             with open(path, "rb") as handle:
                 data = handle.read(MAX_DISPATCH_BYTES + 1)
@@ -34,10 +46,25 @@ def read_dispatch(path: str | None) -> bytes:
 
 
 def decode_dispatch(data: bytes) -> Dispatch:
-    """Decode and validate the dispatch JSON; raise :class:`DispatchError` if invalid."""
+    """Decode and validate the dispatch JSON.
+
+    Raises :class:`DispatchError` if it is empty, not UTF-8, not JSON, nested too
+    deeply or not a valid :class:`~.schemas.Dispatch`.
+    """
     if not data.strip():
         raise DispatchError("empty dispatch: expected a JSON object on stdin")
     try:
-        return msgspec.json.decode(data, type=Dispatch)
-    except msgspec.DecodeError as exc:
+        return decode_json(data, Dispatch)
+    except JSONInputError as exc:
         raise DispatchError(f"invalid dispatch: {exc}") from exc
+
+
+def _is_json_line(data: bytes) -> bool:
+    """True for a ``\n``-terminated line holding one complete JSON value."""
+    if not data.endswith(b"\n"):
+        return False
+    try:
+        decode_json(data)
+    except JSONInputError:
+        return False
+    return True

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 __all__ = [
     "AgentError",
+    "AttachmentsError",
     "BootstrapError",
     "ConfigError",
     "ContainerError",
@@ -57,6 +58,13 @@ class UnauthorizedError(BootstrapError):
     """The workspace refused a one-time token: wrong, expired or replayed (``unauthorized``)."""
 
     default_code = "unauthorized"
+
+
+class AttachmentsError(ContainerError):
+    """The turn's attachments could not be downloaded into the work dir
+    (``attachments_failed``): refused, unreachable, over a bound, or not as announced."""
+
+    default_code = "attachments_failed"
 
 
 class ConfigError(ContainerError):

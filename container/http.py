@@ -45,13 +45,15 @@ async def send_with_retries(
 
     Retries connection failures up to ``settings.connect_retries`` times with
     exponential backoff, then re-raises the last one. Other :class:`httpx.HTTPError`
-    propagate at once. The response body is read. Cancellation propagates.
+    propagate at once. The response body is read, unless ``stream=True`` is passed
+    (then the caller reads and closes it). Cancellation propagates.
     """
     attempt = 0
     while True:
         try:
             response = await client.send(build(), **send_options)
-            await response.aread()
+            if not send_options.get("stream"):
+                await response.aread()
             return response
         except (httpx.ConnectError, httpx.ConnectTimeout):
             if attempt >= settings.connect_retries:

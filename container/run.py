@@ -2,7 +2,8 @@
 
 :func:`run_container` is the whole lifecycle inside one trio nursery:
 
-1. ``GET /env`` (setup token), ``GET /config`` (run token);
+1. ``GET /env`` (setup token), ``GET /config`` (run token), then the turn's
+   attachments into the work dir (run token, :mod:`.attachments`);
 2. the setup script, with the env applied, in the work dir;
 3. the skills (built-in, ``--skills-dir``, ``SANDSTREAM_SKILLS_PATH``), filtered by
    the config;
@@ -33,17 +34,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import BinaryIO, Final
 
 import trio
 
 from sandstream.core.envelope import Error, Result
 
 from .agents import agent_for
+from .attachments import download_attachments
 from .bootstrap import fetch_config, fetch_env
 from .context import RunContext
 from .errors import ContainerError, OutputClosedError, RuntimeExceededError
 from .http import HttpSettings, new_client
+from .inbox import Inbox, read_messages
 from .output import Emitter
 from .procs import KILL_GRACE
 from .schemas import Dispatch, agent_kind
@@ -74,7 +77,8 @@ class RunOptions:
     ``work_dir`` None means a fresh temporary dir, removed after the run unless
     ``keep_work_dir``. ``max_runtime_sec`` caps the run below the config's cap.
     ``base_env`` (default: this process's environment) is what ``/env`` vars are
-    applied on top of.
+    applied on top of. ``messages``: where user messages arrive during the run
+    (stdin after the dispatch, :mod:`.inbox`); ``None``: none do.
     """
 
     work_dir: Path | None = None
@@ -85,6 +89,7 @@ class RunOptions:
     kill_grace: float = KILL_GRACE
     handle_signals: bool = True
     base_env: Mapping[str, str] | None = None
+    messages: BinaryIO | None = None
 
 
 class RunDirs:
@@ -147,8 +152,11 @@ async def run_container(
             await nursery.start(_watch_signals, run_scope, received)
         if received:
             run_scope.cancel()
+        inbox = Inbox()
+        if options.messages is not None:
+            nursery.start_soon(read_messages, options.messages, inbox, emitter)
         with run_scope:
-            exit_code = await _run_and_report(dispatch, emitter, options)
+            exit_code = await _run_and_report(dispatch, emitter, options, inbox)
         nursery.cancel_scope.cancel()
     if received and not emitter.finished:
         name = signal.Signals(received[0]).name
@@ -171,11 +179,13 @@ async def _watch_signals(
             run_scope.cancel()
 
 
-async def _run_and_report(dispatch: Dispatch, emitter: Emitter, options: RunOptions) -> int:
+async def _run_and_report(
+    dispatch: Dispatch, emitter: Emitter, options: RunOptions, inbox: Inbox
+) -> int:
     """Run the turn and write its terminal; cancellation propagates without one."""
     try:
         with RunDirs(options.work_dir, keep=options.keep_work_dir) as dirs:
-            message = await _run_capped(dispatch, emitter, options, dirs)
+            message = await _run_capped(dispatch, emitter, options, dirs, inbox)
     except BaseException as exc:
         leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, trio.Cancelled)]
         if not leaves:
@@ -210,7 +220,7 @@ def _report_failure(emitter: Emitter, leaves: list[BaseException]) -> int:
 
 
 async def _run_capped(
-    dispatch: Dispatch, emitter: Emitter, options: RunOptions, dirs: RunDirs
+    dispatch: Dispatch, emitter: Emitter, options: RunOptions, dirs: RunDirs, inbox: Inbox
 ) -> str:
     started = trio.current_time()
     operator_cap = options.max_runtime_sec if options.max_runtime_sec is not None else math.inf
@@ -222,7 +232,7 @@ async def _run_capped(
             cap = min(config_cap, operator_cap)
             cap_scope.deadline = started + cap
 
-        return await _run_turn(dispatch, emitter, options, dirs, set_cap)
+        return await _run_turn(dispatch, emitter, options, dirs, inbox, set_cap)
     raise RuntimeExceededError(f"the run exceeded its runtime cap of {cap:g}s")
 
 
@@ -231,6 +241,7 @@ async def _run_turn(
     emitter: Emitter,
     options: RunOptions,
     dirs: RunDirs,
+    inbox: Inbox,
     set_cap: Callable[[float], None],
 ) -> str:
     async with new_client(options.http) as client:
@@ -240,6 +251,15 @@ async def _run_turn(
         emitter.log(
             "info",
             f"bootstrap: {len(env_response.vars)} env var(s), agent {agent_kind(config.agent)}",
+        )
+        await download_attachments(
+            client,
+            options.http,
+            agent_url=dispatch.agent_url,
+            token=dispatch.otp_run,
+            attachments=config.attachments,
+            work_dir=dirs.work,
+            emitter=emitter,
         )
         base = dict(options.base_env if options.base_env is not None else os.environ)
         env = skill_env({**base, **env_response.vars}, work_dir=dirs.work, output_dir=dirs.output)
@@ -266,6 +286,7 @@ async def _run_turn(
             toolbox=Toolbox(runner, emitter),
             http=options.http,
             kill_grace=options.kill_grace,
+            inbox=inbox,
         )
         message = await agent_for(config.agent)(ctx)
         await write_back(

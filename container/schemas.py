@@ -1,5 +1,5 @@
-"""The container's wire schemas, as msgspec types: the dispatch, ``/env``, ``/config``,
-``/results`` and the skills manifest.
+"""The container's wire schemas, as msgspec types: the dispatch, ``/env``, ``/config``
+(with the turn's attachments), ``/results`` and the skills manifest.
 
 These are the single source of truth for the workspace callback API: the chat backend
 serves exactly :class:`EnvResponse` and :class:`ConfigResponse` (encode them with
@@ -18,6 +18,7 @@ import msgspec
 __all__ = [
     "DEFAULT_MAX_RUNTIME_SEC",
     "AgentSpec",
+    "Attachment",
     "ChatTurn",
     "ClaudeCodeAgent",
     "ConfigResponse",
@@ -164,12 +165,30 @@ def agent_kind(spec: AgentSpec) -> str:
     return str(spec.__struct_config__.tag)
 
 
+class Attachment(msgspec.Struct, frozen=True):
+    """A file the user attached to the turn, for the container to download.
+
+    ``GET {agent_url}/attachments/{id}`` with the run token gives its bytes; the
+    container writes them at ``path``, relative to the work dir (always
+    ``attachments/<name>``, the name sanitized and unique in the turn), and checks
+    ``size`` (and ``sha256`` when set).
+    """
+
+    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")]
+    path: _NonEmpty
+    size: Annotated[int, msgspec.Meta(ge=0)]
+    content_type: str = "application/octet-stream"
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
 class ConfigResponse(msgspec.Struct, frozen=True):
     """``GET {agent_url}/config`` (run token): the agent definition and the turn.
 
     ``skills`` names the skills to offer (``None``: every available skill, ``[]``:
     none). ``prompt`` and ``conversation``, when set, take precedence over the
-    dispatch's. ``max_runtime_sec`` is the run's hard cap.
+    dispatch's. ``max_runtime_sec`` is the run's hard cap. ``attachments`` are the
+    files the user attached to the turn: the container downloads them into the work
+    dir before the setup script runs (:mod:`~.attachments`).
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)
@@ -180,6 +199,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     prompt: str | None = None
     conversation: list[ChatTurn] | None = None
     max_runtime_sec: _Positive = DEFAULT_MAX_RUNTIME_SEC
+    attachments: list[Attachment] = msgspec.field(default_factory=list)
 
 
 class ResultFile(msgspec.Struct, frozen=True):

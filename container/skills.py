@@ -23,6 +23,8 @@ from typing import Any, Final
 
 import msgspec
 
+from sandstream.core.json_input import JSONInputError, decode_json
+
 from .errors import ConfigError
 from .jsonschema_lite import validate
 from .procs import KILL_GRACE, run_in_group
@@ -133,8 +135,8 @@ def _load_folder(folder: Path) -> list[Skill]:
     except OSError as exc:
         raise ConfigError(f"cannot read skills manifest {manifest_path}: {exc}") from exc
     try:
-        manifest = msgspec.json.decode(raw, type=SkillManifest)
-    except msgspec.DecodeError as exc:
+        manifest = decode_json(raw, SkillManifest)
+    except JSONInputError as exc:
         raise ConfigError(f"invalid skills manifest {manifest_path}: {exc}") from exc
     skills = [Skill(spec=spec, folder=folder.resolve()) for spec in manifest.skills]
     for skill in skills:
@@ -222,10 +224,10 @@ class SkillRunner:
         if not data.strip():
             return SkillOutcome.failure(f"skill printed no JSON answer{suffix}")
         try:
-            result = msgspec.json.decode(data)
-        except msgspec.DecodeError:
+            result = decode_json(data)
+        except JSONInputError as exc:
             preview = data[:200].decode("utf-8", "replace")
-            return SkillOutcome.failure(f"skill printed invalid JSON: {preview!r}{suffix}")
+            return SkillOutcome.failure(f"skill printed invalid JSON: {preview!r} ({exc}){suffix}")
         return SkillOutcome(ok=True, result=result)
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Final
 
 import httpx
-import msgspec
+
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .bootstrap import workspace_url
 from .errors import WritebackError
@@ -124,9 +125,9 @@ async def write_back(
     stored = len(files)
     if response.content.strip():
         try:
-            receipt = msgspec.json.decode(response.content, type=ResultsReceipt)
+            receipt = decode_json(response.content, ResultsReceipt)
             stored = len(receipt.files) or stored
-        except msgspec.DecodeError:
+        except JSONInputError:
             emitter.log("warn", "writeback: unreadable /results answer ignored")
     emitter.log("info", f"writeback: {stored} file(s), {total} bytes written back")
     return stored

@@ -11,10 +11,20 @@ from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter, SplitterClosedError
 from .sse import PING, format_comment, format_event
 from .sse_parser import ServerSentEvent, SSEParseError, SSEParser
-from .turn import Diagnostic, DiagnosticCode, StepRow, Turn, decode_payload
+from .turn import (
+    DEFAULT_MAX_STEP_BYTES,
+    DEFAULT_MAX_STEPS,
+    Diagnostic,
+    DiagnosticCode,
+    StepRow,
+    Turn,
+    decode_payload,
+)
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_STEP_BYTES",
     "PING",
     "ChatTurn",
     "Diagnostic",

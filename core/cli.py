@@ -1,7 +1,12 @@
 """The ``sandstream`` command: ``convert`` and ``validate`` run on the core alone.
 
 ``container``, ``runner`` and ``serve`` are handed to the packages installed with
-the ``container`` and ``server`` extras, imported only when asked for.
+the ``container`` and ``server`` extras, imported only when asked for; without the
+extra, the command says which one to install in one line and exits 2.
+
+A reader that goes away (``sandstream validate FILE | head``) ends any command
+quietly with status 141 (128 + SIGPIPE, what a shell reports for a tool killed by
+SIGPIPE), without a traceback.
 """
 
 from __future__ import annotations
@@ -9,17 +14,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import BinaryIO, Final, cast
 
 from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES
 
-__all__ = ["main"]
+__all__ = ["EXIT_BROKEN_PIPE", "exit_quietly_on_broken_pipe", "main", "missing_extra"]
 
 _READ_SIZE: Final = 64 * 1024
+EXIT_BROKEN_PIPE: Final = 128 + signal.SIGPIPE
 
 # Subcommands served by the extras: name -> (module, function, extra, one-line help).
 _DELEGATED: Final = {
@@ -31,6 +39,10 @@ _DELEGATED: Final = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``sandstream`` command line; returns the exit status."""
+    return exit_quietly_on_broken_pipe(partial(_main, argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in _DELEGATED:
         return _delegate(args[0], args[1:])
@@ -86,18 +98,32 @@ def _convert(options: argparse.Namespace) -> int:
     )
     stdin = sys.stdin.fileno()
     out = sys.stdout.buffer
+    reported = 0
     try:
         while chunk := os.read(stdin, _READ_SIZE):
             _write(out, proc.feed(chunk))
+            reported = _report_bad_lines(proc, reported)
         _write(out, proc.close())
     except KeyboardInterrupt:
         _write(out, proc.cancel("interrupted"))
         return 130
-    except BrokenPipeError:
-        # The reader went away; nothing left to tell it.
-        sys.stderr.close()
-        return 1
+    finally:
+        _report_bad_lines(proc, reported, final=True)
     return 0 if proc.turn.result is not None else 1
+
+
+def _report_bad_lines(proc: StreamProcessor, reported: int, *, final: bool = False) -> int:
+    """Print the diagnostics after the first ``reported`` to stderr; the new count.
+
+    With ``final``, also the number of those past the kept bound.
+    """
+    turn = proc.turn
+    for diagnostic in turn.diagnostics[reported:]:
+        print(f"sandstream convert: {diagnostic}", file=sys.stderr)
+    hidden = turn.diagnostic_count - len(turn.diagnostics)
+    if final and hidden:
+        print(f"sandstream convert: ... and {hidden} more bad line(s)", file=sys.stderr)
+    return len(turn.diagnostics)
 
 
 def _validate(options: argparse.Namespace) -> int:
@@ -145,14 +171,38 @@ def _delegate(name: str, argv: list[str]) -> int:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        print(
-            f"sandstream {name}: needs the {extra!r} extra "
-            f"(pip install 'sandstream[{extra}]'): {exc}",
-            file=sys.stderr,
-        )
+        print(missing_extra(f"sandstream {name}", extra, exc), file=sys.stderr)
         return 2
     entry = cast(Callable[[list[str]], int], getattr(module, function))
     return entry(argv)
+
+
+def missing_extra(command: str, extra: str, exc: ModuleNotFoundError) -> str:
+    """The one line that tells the user of ``command`` which extra to install."""
+    return (
+        f"{command}: needs the {extra!r} extra ({exc}); install it from a checkout "
+        f"with: pip install '/path/to/sandstream[{extra}]'"
+    )
+
+
+def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
+    """``run()``, or :data:`EXIT_BROKEN_PIPE` without a traceback if stdout's reader left.
+
+    Also when the ``BrokenPipeError`` comes wrapped in exception groups (a trio
+    nursery). Stdout is pointed at ``/dev/null`` so that the interpreter's final
+    flush cannot fail again.
+    """
+    try:
+        return run()
+    except BrokenPipeError:
+        pass
+    except BaseExceptionGroup as group:
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _write(out: BinaryIO, data: bytes) -> None:

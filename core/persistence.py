@@ -3,7 +3,11 @@
 The assistant message of a turn holds its text, its step trace and each step's
 structured tool output, so a history reload renders what the live stream rendered.
 Payloads over a display bound are stored as a truncated preview with their full
-size recorded. Pure functions; ids and timestamps come from the caller.
+size recorded; steps the turn did not keep (its step bounds,
+:class:`~.turn.Turn`) are counted in a :class:`StepsOmittedBlock`, so the stored
+message stays bounded whatever the sandbox sends. Replay reads only
+:func:`replay_text`, which the store keeps beside the message. Pure functions; ids
+and timestamps come from the caller.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ __all__ = [
     "PersistedMessage",
     "StepTrace",
     "StepTraceBlock",
+    "StepsOmittedBlock",
     "TextBlock",
     "ToolOutputBlock",
+    "TraceStatus",
     "assistant_message",
+    "replay_text",
     "replay_window",
     "user_message",
 ]
@@ -42,6 +49,9 @@ REPLAY_TURN_LIMIT: Final = 20
 
 Role: TypeAlias = Literal["user", "assistant"]
 MessageStatus: TypeAlias = Literal["complete", "failed", "cancelled"]
+TraceStatus: TypeAlias = StepStatus | Literal["cancelled"]
+"""A persisted step's status: the envelope's, or ``cancelled`` (closed by its turn's
+cancellation). A settled turn's message has no ``running`` step."""
 
 
 class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True):
@@ -55,11 +65,18 @@ class TextBlock(_Block, tag="text"):
 
 
 class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
-    """One step row as persisted; ``args`` may be a truncated preview string."""
+    """One step row as persisted; ``args`` may be a truncated preview string.
+
+    A step still running when its turn ended is closed by :func:`assistant_message`:
+    ``cancelled`` (turn cancelled) or ``failed``, with an ``error`` that says why.
+
+    ``omitted_bytes``: bytes of the step's later lines whose payloads the turn did
+    not keep (its byte bound), so neither ``args`` nor the output shows them.
+    """
 
     id: str
     name: str
-    status: StepStatus
+    status: TraceStatus
     args: Any = None
     args_truncated: bool = False
     args_size: int = 0
@@ -67,6 +84,7 @@ class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
     duration_ms: int | float | None = None
     first_ts: int | None = None
     last_ts: int | None = None
+    omitted_bytes: int = 0
 
 
 class StepTraceBlock(_Block, tag="steps"):
@@ -85,6 +103,17 @@ class ToolOutputBlock(_Block, tag="tool_output"):
     size: int = 0
 
 
+class StepsOmittedBlock(_Block, tag="steps_omitted"):
+    """``steps`` more steps, ``bytes`` bytes of step lines, streamed but not stored.
+
+    ``message`` says so in words (``"1234 more steps omitted (5678 bytes)"``).
+    """
+
+    steps: int
+    bytes: int
+    message: str
+
+
 class ErrorBlock(_Block, tag="error"):
     """Why the turn ended without a result (``code`` as in the ``error`` line)."""
 
@@ -92,7 +121,9 @@ class ErrorBlock(_Block, tag="error"):
     message: str
 
 
-ContentBlock: TypeAlias = TextBlock | StepTraceBlock | ToolOutputBlock | ErrorBlock
+ContentBlock: TypeAlias = (
+    TextBlock | StepTraceBlock | ToolOutputBlock | StepsOmittedBlock | ErrorBlock
+)
 
 
 class PersistedFileAttachment(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -158,18 +189,27 @@ def assistant_message(
     """Fold a turn's state into its assistant message.
 
     A turn that has not ended yet is folded as it stands, with status ``failed``;
-    callers settle it first (``StreamProcessor.close``/``cancel``/``fail``).
+    callers settle it first (``StreamProcessor.close``/``cancel``/``fail``). In an
+    ended turn, every step still ``running`` is closed (:func:`_closed_step`), so a
+    history reload never shows a step that runs forever.
     """
     rows = turn.steps
     content: list[ContentBlock] = []
     if turn.result is not None:
         content.append(TextBlock(turn.result.message))
     if rows:
-        content.append(StepTraceBlock([_step_trace(row, display_bytes) for row in rows]))
+        traces = [_step_trace(row, display_bytes) for row in rows]
+        if turn.ended:
+            traces = [_closed_step(trace, turn) for trace in traces]
+        content.append(StepTraceBlock(traces))
         for row in rows:
             if row.result is not None:
                 output, truncated, size = _bounded(row.result, display_bytes)
                 content.append(ToolOutputBlock(row.id, row.name, output, truncated, size))
+    if turn.omitted_steps:
+        steps, size = turn.omitted_steps, turn.omitted_bytes
+        note = f"{steps} more step{'' if steps == 1 else 's'} omitted ({size} bytes)"
+        content.append(StepsOmittedBlock(steps, size, note))
     error = turn.error
     if error is not None:
         content.append(ErrorBlock(error.code, error.message))
@@ -197,10 +237,12 @@ def replay_window(
     if limit <= 0:
         return []
     window = list(messages)[-limit:]
-    return [ChatTurn(m.role, _replay_text(m), m.created_at) for m in window]
+    return [ChatTurn(m.role, replay_text(m), m.created_at) for m in window]
 
 
-def _replay_text(message: PersistedMessage) -> str:
+def replay_text(message: PersistedMessage) -> str:
+    """What replay sends of ``message``: its text, else its errors (``[code] message``),
+    and the names of its attachments."""
     parts = [message.text] if message.text else []
     if not parts:
         parts.extend(
@@ -227,7 +269,25 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
         duration_ms=row.duration_ms,
         first_ts=row.first_ts,
         last_ts=row.last_ts,
+        omitted_bytes=row.omitted_bytes,
     )
+
+
+def _closed_step(trace: StepTrace, turn: Turn) -> StepTrace:
+    """``trace`` closed if it is still running in the ended ``turn``: ``cancelled``
+    when the turn was cancelled, else ``failed``, with the turn's reason as ``error``."""
+    if trace.status != "running":
+        return trace
+    error = turn.error
+    if error is None:
+        status: TraceStatus = "failed"
+        reason = "the turn ended before this step finished"
+    elif error.code == "cancelled":
+        status, reason = "cancelled", f"the turn was cancelled: {error.message}"
+    else:
+        status = "failed"
+        reason = f"the turn ended before this step finished: [{error.code}] {error.message}"
+    return msgspec.structs.replace(trace, status=status, error=reason)
 
 
 def _bounded(raw: msgspec.Raw | None, display_bytes: int) -> tuple[Any, bool, int]:

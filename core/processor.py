@@ -27,7 +27,13 @@ from .envelope import Error, Log, Result, Step, WireEnvelope, encode_line, new_w
 from .errors import ProcessorClosedError
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field
-from .turn import DEFAULT_MAX_DIAGNOSTICS, Diagnostic, Turn
+from .turn import (
+    DEFAULT_MAX_DIAGNOSTICS,
+    DEFAULT_MAX_STEP_BYTES,
+    DEFAULT_MAX_STEPS,
+    Diagnostic,
+    Turn,
+)
 
 __all__ = ["Mode", "StreamProcessor"]
 
@@ -43,7 +49,9 @@ _json_encoder: Final = msgspec.json.Encoder()
 class StreamProcessor:
     """Fold one turn's NDJSON into step state and output frames. Not thread-safe.
 
-    ``max_line_bytes`` bounds a line (and so the memory held between feeds).
+    ``max_line_bytes`` bounds a line (and so the memory held between feeds);
+    ``max_steps`` and ``max_step_bytes`` bound the step rows the turn keeps (later
+    steps are still forwarded, and counted: :class:`~.turn.Turn`).
     """
 
     __slots__ = (
@@ -65,12 +73,14 @@ class StreamProcessor:
         strict: bool = False,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_step_bytes: int = DEFAULT_MAX_STEP_BYTES,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         self.mode: Mode = mode
         self.strict = strict
-        self.turn = Turn(max_diagnostics)
+        self.turn = Turn(max_diagnostics, max_steps=max_steps, max_step_bytes=max_step_bytes)
         self._splitter = NDJSONSplitter(max_line_bytes)
         self._closed = False
         self._done_sent = False
@@ -165,13 +175,29 @@ class StreamProcessor:
 
         ``data`` is a JSON object, given as a mapping or as encoded bytes.
         """
+        return self.event("start", data)
+
+    def event(self, name: str, data: Mapping[str, Any] | bytes) -> bytes:
+        """Return a frame of the caller's own SSE event ``name`` (``b""`` in ndjson mode),
+        numbered in the turn's ``id`` sequence like every other frame.
+
+        For events only the caller knows, such as the chat backend's ``start`` and
+        ``files``; they are not envelope lines and the turn does not fold them.
+        ``data`` is a JSON object, given as a mapping or as encoded bytes. Raises
+        ``ValueError`` for a name holding CR, LF or NUL.
+        """
         if self.mode == "ndjson":
             return b""
+        head = event_field(name)
         payload = data if isinstance(data, bytes) else _json_encoder.encode(data)
-        return self._frame(event_field("start"), payload)
+        return self._frame(head, payload)
 
     def ping(self) -> bytes:
-        """Return the keep-alive comment (SSE modes; ``b""`` in ndjson mode)."""
+        """Return the keep-alive comment line, ``: ping``, to send between frames.
+
+        SSE modes only (``b""`` in ndjson mode). No blank line follows it, so no
+        client turns it into an event (see :func:`~sandstream.core.sse.format_comment`).
+        """
         return b"" if self.mode == "ndjson" else PING
 
     # -- internals -------------------------------------------------------------
@@ -198,7 +224,7 @@ class StreamProcessor:
                 continue
             kind = type(item)
             if kind is Step:
-                violation = fold_step(item, lineno)  # type: ignore[arg-type]
+                violation = fold_step(item, lineno, len(line))  # type: ignore[arg-type]
                 if violation is not None:
                     self._reject(violation, forwarded, forwarded_heads)
                     continue

@@ -1,11 +1,17 @@
 """Incremental NDJSON line splitting with a bound on line size.
 
-Bytes go in with any chunk boundaries; complete lines come out. ``\\n`` ends a line,
-a ``\\r`` right before it is dropped, and :meth:`NDJSONSplitter.close` returns a
-final line that had no ``\\n``. A line longer than ``max_line_bytes`` is never
-buffered whole: it is discarded up to its newline and returned as ``None`` in its
-place, so callers can count line numbers and report it. Memory held between calls
-is at most ``max_line_bytes + 1`` bytes, whatever the input.
+Bytes go in with any chunk boundaries; complete lines come out, the same lines
+whatever the chunking. The rule, applied to the stream as a whole:
+
+- ``\\n`` ends a line; the bytes since the previous ``\\n`` (or the start) are the
+  line. At :meth:`NDJSONSplitter.close`, bytes after the last ``\\n`` are a final line.
+- If a line ends with ``\\r``, exactly that one ``\\r`` is dropped: ``a\\r\\r\\n``
+  gives ``a\\r``. No other byte is touched.
+- A line's length is the length of what is left. A line longer than
+  ``max_line_bytes`` is never buffered whole: it is discarded up to its newline and
+  returned as ``None`` in its place, so callers can count line numbers and report it.
+
+Memory held between calls is at most ``max_line_bytes + 1`` bytes, whatever the input.
 """
 
 from __future__ import annotations
@@ -57,17 +63,18 @@ class NDJSONSplitter:
         parts = data.split(b"\n")
         tail = parts.pop()
         lines = cast(list[bytes | None], parts)  # entries become None when over the bound
+        if 13 in data:  # int membership is a memchr, far cheaper than b"\r" in data
+            lines = [_strip_cr(line) for line in lines]
         if self._pending or self._discarding:
-            head = data[:first_newline]
+            # The first line began in an earlier chunk: rebuilt from its raw bytes, so
+            # that its one CR is dropped once and its length counts all of it.
             if self._discarding:
                 lines[0] = None
             else:
-                self._pending += head
+                self._pending += data[:first_newline]
                 lines[0] = _strip_cr(bytes(self._pending))
             self._pending.clear()
             self._discarding = False
-        if 13 in data:  # int membership is a memchr, far cheaper than b"\r" in data
-            lines = [_strip_cr(line) for line in lines]
         limit = self._max
         if max(map(len, filter(None, lines)), default=0) > limit:  # C speed; rarely true
             for index, line in enumerate(lines):

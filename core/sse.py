@@ -67,13 +67,21 @@ def data_fields(data: bytes) -> bytes:
 
 
 def format_comment(text: str = "") -> bytes:
-    """Return an SSE comment (ignored by clients; keeps idle connections alive)."""
+    """Return SSE comment lines, one per line of ``text``, to go between two frames.
+
+    Each line ends with LF and no blank line follows: a blank line is where a client
+    dispatches, and httpx-sse and @microsoft/fetch-event-source dispatch an empty
+    ``message`` event on one even when no ``data:`` came before it. Comment lines
+    alone are ignored by every client (WHATWG, httpx-sse, fetch-event-source,
+    eventsource-parser, npm ``eventsource``, sseclient-py), and, being whole lines,
+    they leave the next frame intact.
+    """
     lines = _LINE_BREAK.split(text.encode())
-    return b"".join(b": " + line + b"\n" if line else b":\n" for line in lines) + b"\n"
+    return b"".join(b": " + line + b"\n" if line else b":\n" for line in lines)
 
 
 PING: Final = format_comment("ping")
-"""The keep-alive comment sent when a stream is idle."""
+"""The keep-alive sent when a stream is idle, between frames: ``b": ping\\n"``."""
 
 
 def _field(name: str, value: str) -> bytes:

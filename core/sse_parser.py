@@ -6,6 +6,11 @@ one leading BOM is dropped); lines end at CR, LF or CRLF and nowhere else (U+202
 U+0085, VT, FF and friends are ordinary characters). At end of stream an event that
 was not ended by a blank line is discarded, as the spec requires.
 
+One parser serves a client across reconnections, as a browser's ``EventSource``
+does: :meth:`SSEParser.reconnect` starts the next connection's stream, keeping the
+last event id (to send as ``Last-Event-ID``, and carried by later events that set
+none) and the reconnection time, and dropping everything of the unfinished event.
+
 Memory is bounded: a line longer than ``max_line_chars`` or an event whose data grows
 past ``max_data_chars`` raises :class:`SSEParseError`, and the parser refuses further
 input. Nothing else in the input is an error: unknown fields, a ``retry`` that is not
@@ -42,8 +47,8 @@ class ServerSentEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One dispatched event.
 
     ``id`` is the last event id in force when the event was dispatched (it persists
-    across events, as in a browser); ``retry`` is the reconnection time in force
-    (the last valid ``retry:`` field seen so far, or ``None``).
+    across events and reconnections, as in a browser); ``retry`` is the reconnection
+    time in force (the last valid ``retry:`` field seen so far, or ``None``).
     """
 
     event: str = "message"
@@ -63,7 +68,8 @@ class SSEParseError(ValueError):
 
 
 class SSEParserClosedError(RuntimeError):
-    """Data was fed to a parser after :meth:`SSEParser.close` or after an error."""
+    """Data was fed to a parser after :meth:`SSEParser.close` or after an error
+    (and before :meth:`SSEParser.reconnect`)."""
 
 
 Item = TypeVar("Item", bound=ServerSentEvent | Comment)
@@ -75,7 +81,14 @@ class SSEParser(Generic[Item]):
     ``SSEParser()`` yields :class:`ServerSentEvent` items only;
     ``SSEParser(include_comments=True)`` also yields :class:`Comment` items, in stream
     order. ``last_event_id`` and ``retry`` expose the state a reconnecting client
-    would use.
+    would use; :meth:`reconnect` starts reading the new connection::
+
+        parser = SSEParser()
+        for chunk in first_response:
+            handle(parser.feed(chunk))
+        parser.reconnect()  # the connection ended: send Last-Event-ID, wait parser.retry
+        for chunk in second_response:
+            handle(parser.feed(chunk))
     """
 
     __slots__ = (
@@ -94,6 +107,14 @@ class SSEParser(Generic[Item]):
         "_retry",
         "_skip_lf",
     )
+    # Per connection, set by _start_stream():
+    _decoder: codecs.IncrementalDecoder
+    _pending_chars: int
+    _skip_lf: bool
+    _data_chars: int
+    _event_type: str
+    _id_buffer: str
+    _done: bool
 
     @overload
     def __init__(
@@ -128,18 +149,11 @@ class SSEParser(Generic[Item]):
         self._comments = include_comments
         self._max_line = max_line_chars
         self._max_data = max_data_chars
-        # "utf-8-sig" drops one leading BOM, even one split across chunks.
-        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
-        self._pending: list[str] = []
-        self._pending_chars = 0
-        self._skip_lf = False
-        self._data: list[str] = []
-        self._data_chars = 0
-        self._event_type = ""
-        self._id_buffer = ""
         self._last_event_id = ""
         self._retry: int | None = None
-        self._done = False
+        self._pending: list[str] = []
+        self._data: list[str] = []
+        self._start_stream()
 
     @property
     def last_event_id(self) -> str:
@@ -156,7 +170,8 @@ class SSEParser(Generic[Item]):
 
         Raises :class:`SSEParseError` when a line or an event's data exceeds its bound
         (items completed earlier in the same chunk are lost with it), and
-        :class:`SSEParserClosedError` after :meth:`close` or a previous error.
+        :class:`SSEParserClosedError` after :meth:`close` or a previous error, until
+        :meth:`reconnect`.
         """
         if self._done:
             raise SSEParserClosedError("feed() after close() or a parse error")
@@ -166,18 +181,38 @@ class SSEParser(Generic[Item]):
         """End the stream; an unterminated line and an undispatched event are discarded.
 
         Always returns ``[]`` (no event can complete without a line end); kept for
-        symmetry with :meth:`feed`. Idempotent.
+        symmetry with :meth:`feed`. Idempotent. :meth:`reconnect` reopens the parser.
         """
         if self._done:
             return []
         self._done = True
-        self._decoder.decode(b"", final=True)
+        self._pending.clear()
+        self._data.clear()
+        return []
+
+    def reconnect(self) -> None:
+        """Start reading a new connection's stream, as a browser does when it reconnects.
+
+        Kept: :attr:`last_event_id` (the next events carry it until an ``id:`` field
+        changes it) and :attr:`retry`. Dropped: the unfinished event (its data, event
+        type and an ``id:`` not yet dispatched), a partial line, a pending CR or
+        partial UTF-8 sequence; the new stream may start with a BOM again. Allowed at
+        any time: mid-stream (the connection was abandoned), after :meth:`close`, or
+        after an :class:`SSEParseError`.
+        """
+        self._start_stream()
+
+    def _start_stream(self) -> None:
+        # "utf-8-sig" drops one leading BOM, even one split across chunks.
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self._pending.clear()
         self._pending_chars = 0
         self._data.clear()
+        self._skip_lf = False
         self._data_chars = 0
         self._event_type = ""
-        return []
+        self._id_buffer = self._last_event_id
+        self._done = False
 
     def _process(self, text: str) -> list[Item]:
         if not text:

@@ -13,7 +13,15 @@ import msgspec
 
 from .envelope import Error, Result, Step, StepStatus
 
-__all__ = ["Diagnostic", "DiagnosticCode", "StepRow", "Turn", "decode_payload"]
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_STEP_BYTES",
+    "Diagnostic",
+    "DiagnosticCode",
+    "StepRow",
+    "Turn",
+    "decode_payload",
+]
 
 DiagnosticCode: TypeAlias = Literal[
     "line_too_long",
@@ -26,6 +34,13 @@ DiagnosticCode: TypeAlias = Literal[
 ]
 
 DEFAULT_MAX_DIAGNOSTICS: Final = 1000
+DEFAULT_MAX_STEPS: Final = 2000
+"""Step rows a turn keeps; later steps are counted, not kept."""
+DEFAULT_MAX_STEP_BYTES: Final = 4 * 1024 * 1024
+"""Bytes of step lines a turn keeps in its rows; beyond them payloads are counted only."""
+_KEPT_ERROR_CHARS: Final = 200
+_TRACKED_OMITTED: Final = 4096
+"""Omitted steps running at once whose ids (hashes) are remembered, to count each once."""
 
 
 class Diagnostic(msgspec.Struct, frozen=True, gc=False):
@@ -57,6 +72,8 @@ class StepRow(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
     duration_ms: int | float | None = None
     first_ts: int | None = None
     last_ts: int | None = None
+    omitted_bytes: int = 0
+    """Bytes of this step's later lines whose payloads were not kept (byte bound)."""
 
 
 def decode_payload(raw: msgspec.Raw | None) -> Any:
@@ -69,22 +86,56 @@ class Turn:
 
     At most ``max_diagnostics`` diagnostics are kept; ``diagnostic_count`` counts
     them all, so memory stays bounded on an endless stream of bad lines.
+
+    Steps are bounded the same way. At most ``max_steps`` rows are kept, holding at
+    most ``max_step_bytes`` of step lines between them. A step first seen beyond
+    either bound is *omitted*: counted in ``omitted_steps`` (its lines' bytes in
+    ``omitted_bytes``), not kept, and its lines are checked one by one only (the rule
+    that nothing follows a step's terminal status needs the row). A kept row whose
+    later line would pass the byte bound takes that line's status, duration and
+    times, but not its ``args``/``result`` (counted in the row's ``omitted_bytes``)
+    and only the first 200 characters of its ``error``. Omitted steps are counted
+    exactly when each one's ``running`` line comes before its terminal line and no
+    more than 4096 of them run at once (their ids are tracked by hash).
     """
 
     __slots__ = (
+        "_omitted_running",
         "_rows",
         "diagnostic_count",
         "diagnostics",
         "lines",
         "logs",
         "max_diagnostics",
+        "max_step_bytes",
+        "max_steps",
+        "omitted_bytes",
+        "omitted_steps",
+        "step_bytes",
         "synthesized",
         "terminal",
         "terminal_line",
     )
 
-    def __init__(self, max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS) -> None:
+    def __init__(
+        self,
+        max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_step_bytes: int = DEFAULT_MAX_STEP_BYTES,
+    ) -> None:
+        if max_steps < 0 or max_step_bytes < 0:
+            raise ValueError("max_steps and max_step_bytes must be >= 0")
         self._rows: dict[str, StepRow] = {}
+        self.max_steps = max_steps
+        self.max_step_bytes = max_step_bytes
+        self.step_bytes = 0
+        """Bytes of the step lines kept in the rows."""
+        self.omitted_steps = 0
+        """Steps first seen beyond ``max_steps`` or ``max_step_bytes``: not kept."""
+        self.omitted_bytes = 0
+        """Bytes of the omitted steps' lines."""
+        self._omitted_running: set[int] = set()
         self.terminal: Result | Error | None = None
         self.terminal_line = 0
         self.synthesized = False
@@ -118,10 +169,15 @@ class Turn:
     def ended(self) -> bool:
         return self.terminal is not None
 
-    def fold_step(self, step: Step[msgspec.Raw], line: int) -> Diagnostic | None:
-        """Apply one step line; return the violation instead if it breaks a rule."""
+    def fold_step(self, step: Step[msgspec.Raw], line: int, size: int = 0) -> Diagnostic | None:
+        """Apply one step line of ``size`` bytes; return the violation instead if it
+        breaks a rule. Beyond the bounds the step is counted instead (class docstring)."""
         row = self._rows.get(step.id)
         if row is None:
+            if len(self._rows) >= self.max_steps or self.step_bytes + size > self.max_step_bytes:
+                self._omit(step, size)
+                return None
+            self.step_bytes += size
             self._rows[step.id] = StepRow(
                 step.id,
                 step.name,
@@ -141,12 +197,18 @@ class Turn:
                 line, "step_renamed", f"step {step.id!r} is {row.name!r}, not {step.name!r}"
             )
         row.status = step.status
-        if step.args is not None:
-            row.args = step.args.copy()
-        if step.result is not None:
-            row.result = step.result.copy()
-        if step.error is not None:
-            row.error = step.error
+        if self.step_bytes + size <= self.max_step_bytes:
+            self.step_bytes += size
+            if step.args is not None:
+                row.args = step.args.copy()
+            if step.result is not None:
+                row.result = step.result.copy()
+            if step.error is not None:
+                row.error = step.error
+        else:
+            row.omitted_bytes += size
+            if step.error is not None:
+                row.error = step.error[:_KEPT_ERROR_CHARS]
         if step.duration_ms is not None:
             row.duration_ms = step.duration_ms
         if step.ts is not None:
@@ -154,6 +216,21 @@ class Turn:
                 row.first_ts = step.ts
             row.last_ts = step.ts
         return None
+
+    def _omit(self, step: Step[msgspec.Raw], size: int) -> None:
+        """Count a line of a step that has no row (one step per running/terminal pair)."""
+        self.omitted_bytes += size
+        running = self._omitted_running
+        key = hash(step.id)
+        if step.status == "running":
+            if key not in running:
+                self.omitted_steps += 1
+                if len(running) < _TRACKED_OMITTED:
+                    running.add(key)
+        elif key in running:
+            running.discard(key)
+        else:
+            self.omitted_steps += 1
 
     def record(self, diagnostic: Diagnostic) -> None:
         """Count a diagnostic, keeping it if under the bound."""

@@ -1,8 +1,9 @@
 """``sandstream runner`` and ``sandstream serve``: the server's two command lines.
 
-``sandstream runner`` serves ``POST /stream`` alone on Hypercorn's trio worker::
+``sandstream runner`` serves ``POST /stream`` (and, with ``--data-dir``, the durable
+sessions, ``/sessions``) on Hypercorn's trio worker::
 
-    SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765
+    SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765 --data-dir ./data
 
 The token comes from ``--token`` or ``$SANDSTREAM_RUNNER_TOKEN`` (prefer the
 environment: a flag is visible in ``ps``); the runner refuses to start without one
@@ -30,19 +31,21 @@ Linux when ``bwrap`` is installed; ``--sandbox-network``, ``--memory-limit``,
 bare subprocess (``--sandbox local``, announced with a warning).
 
 Both: SIGINT/SIGTERM end live turns with ``error{code:"shutdown"}`` (the chat backend
-persists them), every container is reaped, then the process exits.
+persists them), every container is reaped, then the process exits. An address that
+cannot be bound (a port already in use) is one line on stderr and exit status 1.
 ``python -m sandstream.server.cli runner|serve ...`` runs them without the script.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import shlex
 import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -51,6 +54,8 @@ from typing import Final
 import trio
 from hypercorn.config import Config
 
+from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+from sandstream.core.cli import exit_quietly_on_broken_pipe
 from sandstream.server.chat.agent import load_agent_profile
 from sandstream.server.chat.app import create_chat_app, serve_chat
 from sandstream.server.chat.auth import ApiToken, read_or_create_secret, resolve_api_token
@@ -60,7 +65,7 @@ from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.sqlite_store import SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
-from sandstream.server.http.serve import serve, wait_for_signals
+from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
 from sandstream.server.runner.app import create_app
 from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
@@ -74,9 +79,11 @@ from sandstream.server.runner.limits import ResourceLimits, parse_size
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
+from sandstream.server.sessions.settings import SessionSettings
 
 __all__ = [
     "add_container_arguments",
+    "add_session_arguments",
     "build_runner_parser",
     "build_serve_parser",
     "hypercorn_config",
@@ -84,9 +91,12 @@ __all__ = [
     "main",
     "runner_main",
     "serve_main",
+    "session_settings",
 ]
 
 DEFAULT_RUNNER_PORT: Final = 8765
+DEFAULT_BODY_TIMEOUT: Final = 60.0
+"""Seconds a request body may take to arrive (Quart's ``BODY_TIMEOUT``)."""
 
 
 def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
@@ -125,6 +135,7 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
         default=10.0,
         help="seconds live turns get to deliver their last line on shutdown",
     )
+    add_body_timeout_argument(limits)
     limits.add_argument(
         "--read-size",
         type=int,
@@ -132,8 +143,52 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
         help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
     )
     add_container_arguments(parser.add_argument_group("container"))
+    sessions = parser.add_argument_group("durable sessions")
+    sessions.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the session buffer's directory; without it /sessions is not served",
+    )
+    add_session_arguments(sessions)
     parser.add_argument("--log-level", default="info", help="server log level (default: info)")
     return parser
+
+
+def add_session_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how long the session buffer keeps chunks."""
+    group.add_argument(
+        "--session-retain-chunks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep at most the newest N chunks of each session (default: all)",
+    )
+    group.add_argument(
+        "--session-ttl",
+        type=float,
+        default=7 * 24 * 3600.0,
+        metavar="SEC",
+        help="delete a session this long after it ended (default: 7 days; 0: never)",
+    )
+
+
+def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSettings:
+    """The :class:`SessionSettings` of :func:`add_session_arguments`' flags."""
+    return SessionSettings(
+        data_dir=data_dir,
+        retain_chunks=args.session_retain_chunks,
+        ttl=args.session_ttl or None,
+    )
+
+
+def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
+    """``--body-timeout``: the seconds a request body may take to arrive (408 after)."""
+    group.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help="seconds a request body may take to arrive in full (408 after; default 60)",
+    )
 
 
 def add_container_arguments(group: argparse._ActionsContainer) -> None:
@@ -249,7 +304,7 @@ def launcher_from_args(
             hidden_paths=hidden_paths,
             stderr=args.container_stderr,
         )
-        logging.getLogger("sandstream.runner").info(
+        logging.getLogger("sandstream.runner").debug(
             "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
             args.sandbox_network,
             limits,
@@ -272,6 +327,7 @@ def hypercorn_config(host: str, port: int) -> Config:
     """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.backlog = 1024  # session readers reconnect in bursts (Hypercorn's default: 100)
     config.accesslog = None  # one structured record per turn instead (sandstream.access)
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
@@ -295,8 +351,14 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
             read_size=args.read_size,
+            sessions=None
+            if args.data_dir is None
+            else session_settings(args.data_dir.expanduser().resolve(), args),
         )
-        launcher = launcher_from_args(args)
+        hidden = [] if args.data_dir is None else [str(args.data_dir.expanduser().resolve())]
+        launcher = launcher_from_args(args, hidden_paths=hidden)
+        if not args.body_timeout > 0:
+            raise ValueError("--body-timeout must be > 0")
     except (MissingTokenError, ValueError) as exc:
         print(f"sandstream runner: {exc}", file=sys.stderr)
         return 2
@@ -307,13 +369,44 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
         )
     config = hypercorn_config(args.host, args.port)
     app = create_app(settings, launcher=launcher)
+    app.config["BODY_TIMEOUT"] = args.body_timeout
+    raise_open_file_limit()
+    drain = get_runner(app).shutdown
+    return _run_server(
+        "sandstream runner",
+        config,
+        partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain),
+    )
+
+
+def _run_server(command: str, config: Config, server: Callable[[], Awaitable[object]]) -> int:
+    """``trio.run(server)``; 0 when it ends, 1 with one line on stderr for an ``OSError``.
+
+    The ``OSError`` may come wrapped in trio's exception groups (a port already in use
+    is raised from Hypercorn's nurseries): it is still one line, never a traceback.
+    A ``BrokenPipeError`` (stdout's reader left) and anything else propagate.
+    """
     try:
-        drain = get_runner(app).shutdown
-        trio.run(partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain))
-    except OSError as exc:
-        print(f"sandstream runner: {exc}", file=sys.stderr)
+        trio.run(server)
+    except (OSError, BaseExceptionGroup) as exc:
+        error = _sole_os_error(exc)
+        if error is None or isinstance(error, BrokenPipeError):
+            raise
+        if error.errno == errno.EADDRINUSE:
+            print(f"{command}: {', '.join(config.bind)} is already in use", file=sys.stderr)
+        else:
+            print(f"{command}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sole_os_error(exc: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``exc`` if every exception in it is one, else ``None``."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup) and exc.split(OSError)[1] is None:
+        return _sole_os_error(exc.exceptions[0])
+    return None
 
 
 DEFAULT_SERVE_PORT: Final = 8080
@@ -324,6 +417,11 @@ RUNNER_TOKEN_FILE: Final = "runner-token"
 def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
     raw = environ.get(name)
     return default if raw in (None, "") else float(raw)
+
+
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    return default if raw in (None, "") else int(raw)
 
 
 def build_serve_parser(
@@ -371,6 +469,7 @@ def build_serve_parser(
         "--runtime-cap", type=float, default=DEFAULT_RUNTIME_CAP, help="seconds per turn (8 h)"
     )
     add_container_arguments(runner)
+    add_session_arguments(runner)
     agent = parser.add_argument_group("agent")
     agent.add_argument(
         "--agent-config",
@@ -406,8 +505,30 @@ def build_serve_parser(
         default=60.0,
         help="cut a client that has not read for this many seconds (0: never; 60)",
     )
+    add_body_timeout_argument(chat)
     chat.add_argument(
         "--replay-limit", type=int, default=20, help="past messages sent to the sandbox (20)"
+    )
+    chat.add_argument(
+        "--max-turn-steps",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_STEPS", DEFAULT_MAX_STEPS),
+        help="steps a turn keeps and stores; later ones stream and are counted "
+        f"($SANDSTREAM_MAX_TURN_STEPS, {DEFAULT_MAX_STEPS})",
+    )
+    chat.add_argument(
+        "--max-turn-bytes",
+        type=int,
+        default=_env_int(env, "SANDSTREAM_MAX_TURN_BYTES", DEFAULT_MAX_STEP_BYTES),
+        help="bytes of step lines a turn keeps and stores "
+        f"($SANDSTREAM_MAX_TURN_BYTES, {DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB)",
+    )
+    chat.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=_env_float(env, "SANDSTREAM_SWEEP_INTERVAL", 30.0),
+        help="seconds between sweeps settling turns whose lock expired "
+        "($SANDSTREAM_SWEEP_INTERVAL, 30)",
     )
     chat.add_argument(
         "--max-upload-bytes",
@@ -438,6 +559,7 @@ class _Plan:
     launcher: ContainerLauncher | None
     api_token: ApiToken
     config: Config
+    body_timeout: float
 
 
 def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
@@ -445,6 +567,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
 
     Raises ChatConfigError / ValueError / OSError with a message for the user.
     """
+    if not args.body_timeout > 0:
+        raise ValueError("--body-timeout must be > 0")
     data_dir = Path(args.data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     api_token = resolve_api_token(environ, data_dir)
@@ -466,6 +590,9 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         ping_interval=args.ping_interval,
         stall_timeout=args.stall_timeout or None,
         replay_limit=args.replay_limit,
+        max_turn_steps=args.max_turn_steps,
+        max_turn_bytes=args.max_turn_bytes,
+        sweep_interval=args.sweep_interval,
         max_upload_bytes=args.max_upload_bytes,
         max_results_bytes=args.max_results_bytes,
         shutdown_timeout=args.shutdown_timeout,
@@ -479,11 +606,11 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             runtime_cap=args.runtime_cap,
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
+            sessions=session_settings(data_dir, args),
         )
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
-    return _Plan(
-        settings, runner_settings, launcher, api_token, hypercorn_config(args.host, args.port)
-    )
+    config = hypercorn_config(args.host, args.port)
+    return _Plan(settings, runner_settings, launcher, api_token, config, args.body_timeout)
 
 
 def _announce_token(token: ApiToken) -> None:
@@ -511,6 +638,7 @@ async def _serve(plan: _Plan) -> None:
             runner = Runner(plan.runner_settings, plan.launcher)
         service = ChatService(settings, store, blobs, runner)
         app = create_chat_app(service)
+        app.config["BODY_TIMEOUT"] = plan.body_timeout
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
                 partial(serve_chat, app, plan.config, shutdown_trigger=wait_for_signals)
@@ -542,15 +670,12 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         print(f"sandstream serve: {exc}", file=sys.stderr)
         return 2
     _announce_token(plan.api_token)
+    raise_open_file_limit()
     try:
-        trio.run(_serve, plan)
+        return _run_server("sandstream serve", plan.config, partial(_serve, plan))
     except (StoreError, sqlite3.Error) as exc:
         print(f"sandstream serve: the database cannot be used: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"sandstream serve: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
 
 COMMANDS: Final = {"runner": runner_main, "serve": serve_main}
@@ -562,7 +687,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] not in COMMANDS:
         print("usage: python -m sandstream.server.cli {runner,serve} ...", file=sys.stderr)
         return 2
-    return COMMANDS[args[0]](args[1:])
+    return exit_quietly_on_broken_pipe(partial(COMMANDS[args[0]], args[1:]))
 
 
 if __name__ == "__main__":

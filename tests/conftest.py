@@ -1,20 +1,123 @@
-"""Test-wide settings and fixtures.
+"""Test-wide settings, fixtures, and the leak check.
 
 Hypothesis runs without deadlines: CI machines are shared and slow.
+
+The suite leaves no process and no temp entry behind, and fails when it does:
+
+- every test runs with a ``TMPDIR`` of its own (``tempfile`` in this process, and
+  every subprocess started meanwhile, create their temp entries there); an entry
+  still there when the test ends fails that test, at teardown;
+- every process started during the session inherits ``TEST_LEAK_MARKER``, so one
+  still alive when the session ends (even orphaned, in a session of its own) fails
+  the run; it is named with its ``TMPDIR`` (which names its test) and killed.
+
+Both checks give things that are being torn down a grace period before failing.
 """
 
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import psutil
 import pytest
 import trio
 from hypothesis import settings
 
 from sandstream.container.schemas import ConfigResponse, ScriptedAgent
+from tests.support import processes
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 settings.register_profile("sandstream", deadline=None)
 settings.load_profile("sandstream")
+
+LEAK_MARKER_ENV = "TEST_LEAK_MARKER"
+LEAK_GRACE = 10.0
+"""Seconds a leftover gets to go away (a tree being torn down) before it is a leak."""
+
+T = TypeVar("T")
+
+_SESSION_MARKER = uuid.uuid4().hex
+os.environ[LEAK_MARKER_ENV] = _SESSION_MARKER  # before any fixture can start a process
 
 
 @pytest.fixture
 async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
     """A workspace serving an empty env and a scripted agent that answers "Done."."""
     return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftovers_after_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the run if a process it started is still alive, or a temp entry left."""
+    with _private_tmpdir(tmp_path_factory.mktemp("session-tmpdir")) as tmpdir:
+        yield
+    leaked = _wait_until(_leaked_processes)
+    problems = [f"process still running: {processes.describe(pid)}" for pid in leaked]
+    processes.kill(leaked)
+    left = _wait_until(lambda: _entries(tmpdir))
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    problems += [f"temp entry left: {entry}" for entry in left]
+    if problems:
+        pytest.fail("the test suite leaked (now cleaned up):\n" + "\n".join(problems))
+
+
+@pytest.fixture(autouse=True)
+def _no_temp_entries_after_the_test(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """Run the test with a ``TMPDIR`` of its own; fail it if it leaves an entry there."""
+    name = re.sub(r"\W", "_", request.node.name)[:30]
+    with _private_tmpdir(tmp_path_factory.mktemp(f"tmpdir-{name}")) as tmpdir:
+        yield
+    left = _wait_until(lambda: _entries(tmpdir))
+    if left:
+        pytest.fail(f"the test left temp entries behind in {tmpdir}: {left}")
+
+
+@contextmanager
+def _private_tmpdir(path: Path) -> Iterator[Path]:
+    """Point ``$TMPDIR`` and :mod:`tempfile` at ``path`` inside the block."""
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(path)
+    tempfile.tempdir = str(path)
+    try:
+        yield path
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        tempfile.tempdir = None  # computed again from $TMPDIR
+
+
+def _leaked_processes() -> list[int]:
+    """Processes of this session still alive: marked ones and our own descendants."""
+    pids = set(processes.with_env(LEAK_MARKER_ENV, [_SESSION_MARKER]))
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return sorted(pids)
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(entry.name for entry in folder.iterdir())
+
+
+def _wait_until(found: Callable[[], list[T]]) -> list[T]:
+    """Poll ``found`` until it finds nothing or the grace period ends; what it found last."""
+    deadline = time.monotonic() + LEAK_GRACE
+    while (result := found()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return result

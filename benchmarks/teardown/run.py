@@ -115,6 +115,7 @@ class _TimedLauncher:
         dispatch: bytes,
         turn_id: str,
         *,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         outer = task_status
@@ -124,7 +125,7 @@ class _TimedLauncher:
                 assert handle is not None
                 outer.started(_TimedHandle(handle))
 
-        return await self.inner.run(dispatch, turn_id, task_status=_Status())
+        return await self.inner.run(dispatch, turn_id, messages=messages, task_status=_Status())
 
 
 def _launcher(sandbox: str, kind: str) -> ContainerLauncher:

@@ -22,19 +22,26 @@ import msgspec
 from sandstream.core.envelope import Envelope, Error, Result
 from sandstream.core.translators.claude_code import ClaudeCodeTranslator
 
+from ..attachments import attachments_note
 from ..context import RunContext
 from ..errors import AgentError
 from ..output import now_ms
 from ..procs import run_in_group
-from ..schemas import ChatTurn, ClaudeCodeAgent, ConfigResponse
+from ..schemas import Attachment, ChatTurn, ClaudeCodeAgent, ConfigResponse
 
 __all__ = ["build_argv", "render_prompt", "run_claude_code"]
 
 _STDERR_TAIL: Final = 2000
 
 
-def render_prompt(prompt: str, conversation: Sequence[ChatTurn]) -> str:
-    """The CLI's stdin: earlier turns (if any) as a transcript, then the prompt."""
+def render_prompt(
+    prompt: str, conversation: Sequence[ChatTurn], attachments: Sequence[Attachment] = ()
+) -> str:
+    """The CLI's stdin: earlier turns (if any) as a transcript, then the prompt, then
+    the attached files' paths (if any)."""
+    attached = attachments_note(attachments)
+    if attached:
+        prompt = f"{prompt}\n\n{attached}"
     if not conversation:
         return prompt
     lines = ["Earlier in this conversation:", ""]
@@ -128,7 +135,9 @@ async def run_claude_code(ctx: RunContext) -> str:
             argv,
             cwd=ctx.work_dir,
             env=ctx.env,
-            stdin=render_prompt(ctx.prompt, ctx.conversation).encode("utf-8"),
+            stdin=render_prompt(ctx.prompt, ctx.conversation, ctx.config.attachments).encode(
+                "utf-8"
+            ),
             on_stdout=relay.stdout,
             on_stderr=relay.stderr,
             grace=ctx.kill_grace,

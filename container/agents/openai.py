@@ -3,7 +3,9 @@
 Each iteration POSTs ``{base}/chat/completions`` with the conversation so far and the
 skills as ``tools``. Every tool call in the answer runs as a step (in order) and its
 result goes back as a ``tool`` message; an answer without tool calls is the final
-message. Configuration comes from the env: ``OPENAI_BASE_URL`` (default
+message, unless a user message arrived meanwhile (durable sessions, :mod:`..inbox`):
+messages received are added as ``user`` messages before each model call. Configuration
+comes from the env: ``OPENAI_BASE_URL`` (default
 ``https://api.openai.com/v1``), ``OPENAI_API_KEY`` (sent as ``Bearer``, optional) and
 ``OPENAI_MODEL`` unless the config sets ``model``.
 
@@ -22,6 +24,9 @@ from typing import Any, Final
 import httpx
 import msgspec
 
+from sandstream.core.json_input import JSONInputError, decode_json
+
+from ..attachments import attachments_note
 from ..context import RunContext
 from ..errors import AgentError, ConfigError, ModelError, ModelTimeoutError
 from ..http import HttpSettings, body_excerpt, send_with_retries
@@ -59,15 +64,15 @@ class _Completion(msgspec.Struct):
     choices: list[_Choice]
 
 
-_decoder = msgspec.json.Decoder(_Completion)
-
-
 def _initial_messages(ctx: RunContext) -> list[dict[str, Any]]:
     system = ctx.config.system_prompt
     note = (
         f"You work in {ctx.work_dir}. Files you write under output/ are returned to "
         "the user at the end of the run."
     )
+    attached = attachments_note(ctx.config.attachments)
+    if attached:
+        note = f"{note} {attached}"
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": f"{system}\n\n{note}" if system else note}
     ]
@@ -85,8 +90,8 @@ def _parse_arguments(raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, str):
         return raw, f"malformed tool arguments: expected a JSON object, got {raw!r:.200}"
     try:
-        args = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+        args = decode_json(raw)
+    except JSONInputError as exc:
         return raw, f"malformed tool arguments (not JSON: {exc})"
     if not isinstance(args, dict):
         return raw, "malformed tool arguments: expected a JSON object"
@@ -152,8 +157,8 @@ class _Provider:
                 f"model provider answered {response.status_code}: {body_excerpt(response)}"
             )
         try:
-            completion = _decoder.decode(response.content)
-        except msgspec.DecodeError as exc:
+            completion = decode_json(response.content, _Completion)
+        except JSONInputError as exc:
             raise ModelError(f"malformed completion from the model provider: {exc}") from exc
         if not completion.choices:
             raise ModelError("completion without choices from the model provider")
@@ -172,9 +177,14 @@ async def run_openai(ctx: RunContext) -> str:
         ctx.emitter.log("info", f"openai agent: model {provider.model}, {len(tools)} tool(s)")
         messages = _initial_messages(ctx)
         for _ in range(spec.max_iterations):
+            messages += [{"role": "user", "content": text} for text in ctx.take_messages()]
             message = await provider.complete(messages, tools)
             if not message.tool_calls:
-                return message.content or ""
+                if not ctx.inbox.pending:
+                    return message.content or ""
+                # A user message came in while the model answered: it gets a reply too.
+                messages.append({"role": "assistant", "content": message.content or ""})
+                continue
             calls = [
                 (call, call.id or new_step_id().replace("step_", "call_"))
                 for call in message.tool_calls

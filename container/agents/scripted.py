@@ -3,9 +3,10 @@
 For offline use, demos, tests and benchmarks. In order it: emits the ``load`` lines
 if any (benchmark mode), runs each planned step as a real skill call, then ends with
 ``error`` if set (as ``error{code, message}``), else returns ``message`` with
-``{prompt}`` replaced by the turn's prompt. With ``stop_on_failure`` a failed step
-raises :class:`~..errors.AgentError` (``step_failed``). Cancellation propagates at
-the next step or load batch.
+``{prompt}`` replaced by the turn's prompt. User messages received during the run
+are taken (logged as ``user message: …``) before each step and before the end.
+With ``stop_on_failure`` a failed step raises :class:`~..errors.AgentError`
+(``step_failed``). Cancellation propagates at the next step or load batch.
 """
 
 from __future__ import annotations
@@ -120,10 +121,12 @@ async def run_scripted(ctx: RunContext) -> str:
     if spec.load is not None:
         await emit_load(ctx.emitter, spec.load)
     for planned in spec.steps:
+        ctx.take_messages()
         args: Any = planned.args
         outcome = await ctx.toolbox.call(planned.tool, args)
         if not outcome.ok and spec.stop_on_failure:
             raise AgentError(f"step {planned.tool} failed: {outcome.error}", code="step_failed")
+    ctx.take_messages()
     if spec.error is not None:
         raise AgentError(spec.error.message, code=spec.error.code)
     return spec.message.replace("{prompt}", ctx.prompt)

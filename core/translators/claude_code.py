@@ -1,17 +1,40 @@
 """Claude Code ``stream-json`` output translated into sandstream envelope lines.
 
-Input is the stdout of ``claude -p --output-format stream-json --verbose``: one JSON
-object per line, in any chunking. The mapping:
+Input is the stdout of ``claude -p --output-format stream-json --verbose`` (also with
+``--include-partial-messages``, hooks, and the ``--permission-prompt-tool stdio``
+control protocol): one JSON object per line, in any chunking. The mapping:
 
-- ``system``/``init`` → ``log`` info naming the session, model and tool count;
-  other ``system`` lines → ``log`` debug.
+- ``system``/``init`` → ``log`` info naming the session, model, CLI version,
+  permission mode, tool count (when the line lists tools) and MCP servers; a ``log``
+  warn for each MCP server that is not connected.
+- other ``system`` lines (hooks, ``status``, ``compact_boundary``, ``thinking_tokens``,
+  ``api_retry``, ``permission_denied``, …) → a ``log`` that keeps their fields as
+  ``key=value`` (values cut to ``excerpt_chars``): ``warn`` for a hook that did not
+  succeed, an API retry or a permission denial, ``info`` for a compaction, ``debug``
+  otherwise.
+- ``rate_limit_event`` → ``log`` with its ``rate_limit_info``: ``warn`` for a status
+  other than ``allowed`` (``allowed_warning``, ``rejected``), ``debug`` otherwise.
+- ``control_request`` → a permission prompt (``can_use_tool``) is a ``log`` warn
+  naming the tool and its ``tool_use`` id (nothing here answers it); other control
+  traffic (``control_response``, ``control_cancel_request``, …) → ``log`` debug.
 - ``assistant`` ``text`` blocks → ``log`` info (intermediate text is not the answer);
+  an assistant line carrying an API ``error`` (the CLI's synthetic message, e.g.
+  ``authentication_failed``) → ``log`` warn, and its code decides the terminal's;
   ``tool_use`` blocks → ``step`` running (``id``, ``name``, ``args`` = ``input``).
 - ``user`` ``tool_result`` blocks → ``step`` succeeded (``result`` = the content) or
   failed (``error`` = its text), with the running step's name and ``durationMs``.
-- ``result`` → a ``log`` info summary, then ``result`` (subtype ``success`` and not
-  ``is_error``) or ``error`` (code from the subtype, see :data:`ERROR_CODES`).
-- ``stream_event`` partial lines, blank lines, thinking blocks → nothing.
+  Base64 payloads (images, documents) never reach ``result``: each becomes a
+  placeholder naming its media type and size, ``"[image image/png, 20480 bytes,
+  omitted]"``. A call Claude Code did not execute — ``tool_result_meta`` gives it a
+  ``non_execution_kind``, or a ``system``/``permission_denied`` line named it — fails
+  with ``error`` ``"permission denied (<kind>): <text>"``.
+- ``result`` → a ``log`` info summary (internal ``[ede_diagnostic]`` entries of
+  ``errors`` go there, never into the user-visible message), a ``log`` warn listing
+  ``permission_denials``, a failed step for every tool call still running, then
+  ``result`` (subtype ``success`` and not ``is_error``) or ``error`` (code from the
+  subtype, see :data:`ERROR_CODES`, else from the API error, see
+  :data:`API_ERROR_CODES`, else ``agent_error``).
+- ``stream_event`` partial lines, blank lines, thinking blocks, user text → nothing.
 
 Bad input never raises: a line that is not JSON, not an object, of an unknown
 ``type`` or malformed, or longer than ``max_line_bytes``, becomes a ``log`` warn with
@@ -22,8 +45,9 @@ a second ``tool_use`` or ``tool_result`` for the same id is dropped with a warn.
 
 Everything after the ``result`` line is dropped (counted in
 :attr:`ClaudeCodeTranslator.lines_after_result`), so the terminal is the last line.
-If the stream ends without a ``result`` line nothing is synthesized: the core's
-:class:`~sandstream.core.processor.StreamProcessor` guarantees the terminal
+If the stream ends without a ``result`` line, :meth:`~ClaudeCodeTranslator.close`
+fails the steps still running and synthesizes no terminal: the core's
+:class:`~sandstream.core.processor.StreamProcessor` guarantees it
 (``error{code:"upstream_closed"}``). There is no clock here: ``ts`` and
 ``durationMs`` come only from the ``now_ms`` the caller passes.
 """
@@ -34,13 +58,16 @@ from typing import Any, Final
 
 import msgspec
 
-from ..envelope import Envelope, Error, Log, Result, Step
+from ..envelope import Envelope, Error, Log, LogLevel, Result, Step
+from ..json_input import JSONInputError, decode_json
 from ..splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 
 __all__ = [
+    "API_ERROR_CODES",
     "DEFAULT_EXCERPT_CHARS",
     "DEFAULT_MAX_TRACKED_STEPS",
     "ERROR_CODES",
+    "PERMISSION_DENIED",
     "UNKNOWN_TOOL_NAME",
     "ClaudeCodeTranslator",
 ]
@@ -48,16 +75,40 @@ __all__ = [
 DEFAULT_EXCERPT_CHARS: Final = 200
 DEFAULT_MAX_TRACKED_STEPS: Final = 10_000
 UNKNOWN_TOOL_NAME: Final = "unknown"
+PERMISSION_DENIED: Final = "permission denied"
+"""How the ``error`` of a step Claude Code did not execute begins."""
 
 ERROR_CODES: Final[dict[str, str]] = {
     "error_max_turns": "max_turns",
     "error_max_budget_usd": "max_budget",
     "error_max_structured_output_retries": "max_structured_output_retries",
-    "error_during_execution": "agent_error",
 }
-"""``error.code`` per ``result`` subtype; any other failure is ``agent_error``."""
+"""``error.code`` per ``result`` subtype."""
+
+API_ERROR_CODES: Final[dict[str, str]] = {
+    "authentication_failed": "authentication_failed",
+    "oauth_org_not_allowed": "authentication_failed",
+    "billing_error": "billing_error",
+    "rate_limit": "rate_limited",
+}
+"""``error.code`` per API error of the assistant line (or HTTP status of the result:
+401/403 ``authentication_failed``, 429 ``rate_limited``); any other failure is
+``agent_error``."""
 
 _SOURCE: Final = "claude-code"
+_INTERNAL_PREFIX: Final = "[ede_diagnostic]"
+_STATUS_CODES: Final[dict[int, str]] = {
+    401: "authentication_failed",
+    403: "authentication_failed",
+    429: "rate_limited",
+}
+_QUIET_KEYS: Final = frozenset({"type", "subtype", "uuid", "session_id"})
+_DETAIL_FIELDS: Final = 24
+_LEVELS: Final[dict[str, LogLevel]] = {
+    "api_retry": "warn",
+    "permission_denied": "warn",
+    "compact_boundary": "info",
+}
 
 
 class ClaudeCodeTranslator:
@@ -69,6 +120,8 @@ class ClaudeCodeTranslator:
     """
 
     __slots__ = (
+        "_api_error",
+        "_denied",
         "_excerpt_chars",
         "_finished",
         "_line_no",
@@ -76,6 +129,7 @@ class ClaudeCodeTranslator:
         "_running",
         "_seen",
         "_session_id",
+        "_skipped",
         "_splitter",
         "lines_after_result",
     )
@@ -98,7 +152,11 @@ class ClaudeCodeTranslator:
         self._running: dict[str, tuple[str, int | None]] = {}
         # tool_use ids already seen (running or ended), an insertion-ordered set.
         self._seen: dict[str, None] = {}
+        # tool_use id -> why Claude Code did not execute it (system/permission_denied).
+        self._denied: dict[str, str] = {}
+        self._api_error: tuple[str, str] | None = None  # (code, text) of an API error
         self._session_id: str | None = None
+        self._skipped = 0
         self._finished = False
         self.lines_after_result = 0
 
@@ -130,11 +188,13 @@ class ClaudeCodeTranslator:
     def close(self, now_ms: int | None = None) -> list[Envelope]:
         """End of output: translate a final line without ``\\n``. Idempotent.
 
-        Synthesizes nothing for a missing ``result`` or for steps still running.
+        Without a ``result`` line, fails the steps still running (no terminal).
         """
         out: list[Envelope] = []
         for line in self._splitter.close():
             self._line(line, now_ms, out)
+        if not self._finished:
+            self._fail_running(now_ms, out, {})
         return out
 
     # --- one line -----------------------------------------------------------------
@@ -145,18 +205,16 @@ class ClaudeCodeTranslator:
             self.lines_after_result += 1
             return
         if line is None:
+            self._skipped += 1
             limit = self._splitter.max_line_bytes
             self._warn(out, ts, f"line longer than {limit} bytes, skipped")
             return
         if not line.strip():
             return
         try:
-            obj = msgspec.json.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            obj = decode_json(line)
+        except JSONInputError as exc:
             self._warn(out, ts, f"not JSON ({exc}): {self._excerpt(line)}")
-            return
-        except RecursionError:  # msgspec's nesting limit: a few thousand levels
-            self._warn(out, ts, f"JSON nested too deeply: {self._excerpt(line)}")
             return
         if not isinstance(obj, dict):
             self._warn(out, ts, f"not a JSON object: {self._excerpt(line)}")
@@ -170,22 +228,80 @@ class ClaudeCodeTranslator:
             self._system(obj, ts, out)
         elif kind == "result":
             self._result(obj, ts, out)
+        elif kind == "rate_limit_event":
+            self._rate_limit(obj, ts, out)
+        elif kind in ("control_request", "control_response", "control_cancel_request"):
+            self._control(obj, kind, ts, out)
         elif kind != "stream_event":
             self._warn(out, ts, f"unrecognized line type {kind!r}: {self._excerpt(line)}")
 
     def _system(self, obj: dict[str, Any], ts: int | None, out: list[Envelope]) -> None:
         subtype = obj.get("subtype")
-        if subtype != "init":
-            out.append(Log(level="debug", message=f"{_SOURCE} system: {subtype}", ts=ts))
+        if subtype == "init":
+            self._init(obj, ts, out)
             return
+        level = _LEVELS.get(subtype, "debug") if isinstance(subtype, str) else "debug"
+        if subtype == "hook_response" and (
+            obj.get("outcome") not in (None, "success") or obj.get("exit_code") not in (None, 0)
+        ):
+            level = "warn"
+        elif subtype == "permission_denied":
+            step_id = obj.get("tool_use_id")
+            if isinstance(step_id, str) and step_id:
+                self._denied[step_id] = "permission-denied"
+                if len(self._denied) > self._max_tracked:
+                    del self._denied[next(iter(self._denied))]
+        details = self._details(obj)
+        message = f"{_SOURCE} system {subtype}" + (f": {details}" if details else "")
+        out.append(Log(level=level, message=message, ts=ts))
+
+    def _init(self, obj: dict[str, Any], ts: int | None, out: list[Envelope]) -> None:
         session = obj.get("session_id")
         if isinstance(session, str):
             self._session_id = session
-        model = obj.get("model")
+        facts = []
+        for key, label in (("model", "model "), ("claude_code_version", "Claude Code ")):
+            value = obj.get(key)
+            if isinstance(value, str) and value:
+                facts.append(label + value)
+        mode = obj.get("permissionMode")
+        if isinstance(mode, str) and mode:
+            facts.append(f"permission mode {mode}")
         tools = obj.get("tools")
-        n_tools = len(tools) if isinstance(tools, list) else 0
-        message = f"{_SOURCE} session {session} started (model {model}, {n_tools} tools)"
-        out.append(Log(level="info", message=message, ts=ts))
+        if isinstance(tools, list):
+            facts.append(f"{len(tools)} tools")
+        servers = [s for s in _list(obj.get("mcp_servers")) if isinstance(s, dict)]
+        if servers:
+            facts.append(
+                "MCP " + ", ".join(f"{s.get('name')} ({s.get('status')})" for s in servers)
+            )
+        detail = f" ({', '.join(facts)})" if facts else ""
+        out.append(Log(level="info", message=f"{_SOURCE} session {session} started{detail}", ts=ts))
+        for server in servers:
+            if server.get("status") != "connected":
+                message = f"{_SOURCE} MCP server {server.get('name')} is {server.get('status')}"
+                out.append(Log(level="warn", message=message, ts=ts))
+
+    def _rate_limit(self, obj: dict[str, Any], ts: int | None, out: list[Envelope]) -> None:
+        info = obj.get("rate_limit_info")
+        if not isinstance(info, dict):
+            info = {}
+        status = info.get("status")
+        level: LogLevel = "warn" if isinstance(status, str) and status != "allowed" else "debug"
+        message = f"{_SOURCE} rate limit: {self._details(info) or 'no details'}"
+        out.append(Log(level=level, message=message, ts=ts))
+
+    def _control(self, obj: dict[str, Any], kind: str, ts: int | None, out: list[Envelope]) -> None:
+        request = obj.get("request")
+        if isinstance(request, dict) and request.get("subtype") == "can_use_tool":
+            what = self._details(request, skip=("input", "permission_suggestions"))
+            message = (
+                f"{_SOURCE} asks permission (request {obj.get('request_id')}): {what}; "
+                "nothing here answers permission prompts"
+            )
+            out.append(Log(level="warn", message=message, ts=ts))
+            return
+        out.append(Log(level="debug", message=f"{_SOURCE} {kind}: {self._details(obj)}", ts=ts))
 
     def _assistant(
         self, obj: dict[str, Any], line: bytes, ts: int | None, out: list[Envelope]
@@ -194,16 +310,27 @@ class ClaudeCodeTranslator:
         if content is None:
             self._warn(out, ts, f"assistant line without content: {self._excerpt(line)}")
             return
+        api_error = obj.get("error")
+        if not (isinstance(api_error, str) and api_error):
+            api_error = None
         for block in content:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             if kind == "text":
                 text = block.get("text")
-                if isinstance(text, str) and text.strip():
+                if not (isinstance(text, str) and text.strip()):
+                    continue
+                if api_error is None:
                     out.append(Log(level="info", message=text, ts=ts))
+                else:
+                    self._api_error = (API_ERROR_CODES.get(api_error, "agent_error"), text)
+                    message = f"{_SOURCE} API error {api_error}: {text}"
+                    out.append(Log(level="warn", message=message, ts=ts))
             elif kind == "tool_use":
                 self._tool_use(block, ts, out)
+        if api_error is not None and self._api_error is None:
+            self._api_error = (API_ERROR_CODES.get(api_error, "agent_error"), "")
 
     def _tool_use(self, block: dict[str, Any], ts: int | None, out: list[Envelope]) -> None:
         step_id, name = block.get("id"), block.get("name")
@@ -227,11 +354,18 @@ class ClaudeCodeTranslator:
             if not (isinstance(message, dict) and isinstance(message.get("content"), str)):
                 self._warn(out, ts, f"user line without content: {self._excerpt(line)}")
             return
+        not_executed = _non_execution_kinds(obj.get("tool_result_meta"))
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                self._tool_result(block, ts, out)
+                self._tool_result(block, not_executed, ts, out)
 
-    def _tool_result(self, block: dict[str, Any], ts: int | None, out: list[Envelope]) -> None:
+    def _tool_result(
+        self,
+        block: dict[str, Any],
+        not_executed: dict[str, str],
+        ts: int | None,
+        out: list[Envelope],
+    ) -> None:
         step_id = block.get("tool_use_id")
         if not (isinstance(step_id, str) and step_id):
             self._warn(out, ts, f"tool_result without a string tool_use_id: {step_id!r}")
@@ -250,8 +384,11 @@ class ClaudeCodeTranslator:
         if ts is not None and started_ts is not None:
             duration = max(0, ts - started_ts)
         content = block.get("content")
-        if block.get("is_error") is True:
+        denial = not_executed.get(step_id) or self._denied.pop(step_id, None)
+        if block.get("is_error") is True or denial is not None:
             error = _as_text(content) or "tool failed"
+            if denial is not None:
+                error = f"{PERMISSION_DENIED} ({denial}): {error}"
             step: Step[Any] = Step(
                 id=step_id, name=name, status="failed", error=error, duration_ms=duration, ts=ts
             )
@@ -271,16 +408,53 @@ class ClaudeCodeTranslator:
         subtype = obj.get("subtype")
         is_error = obj.get("is_error") is True
         text = obj.get("result")
-        out.append(Log(level="info", message=_summary(obj), ts=ts))
+        errors = [e for e in _list(obj.get("errors")) if isinstance(e, str) and e.strip()]
+        internal = [e for e in errors if e.startswith(_INTERNAL_PREFIX)]
+        out.append(Log(level="info", message=_summary(obj, internal), ts=ts))
+        denials = _denials(obj.get("permission_denials"))
+        if denials:
+            listed = ", ".join(f"{name} ({step_id})" for step_id, name in denials.items())
+            message = f"{_SOURCE} permission denials: {listed}"
+            out.append(Log(level="warn", message=message, ts=ts))
+        self._fail_running(ts, out, denials)
         if subtype == "success" and not is_error:
             out.append(Result(message=text if isinstance(text, str) else "", ts=ts))
             return
-        code = (
-            ERROR_CODES.get(subtype, "agent_error") if isinstance(subtype, str) else "agent_error"
-        )
-        out.append(Error(code=code or "agent_error", message=_error_message(obj), ts=ts))
+        code = self._error_code(obj)
+        shown = [e for e in errors if e not in internal]
+        message = _error_message(obj, shown, self._api_error)
+        out.append(Error(code=code, message=message, ts=ts))
 
     # --- helpers ------------------------------------------------------------------
+
+    def _error_code(self, obj: dict[str, Any]) -> str:
+        subtype = obj.get("subtype")
+        if isinstance(subtype, str) and subtype in ERROR_CODES:
+            return ERROR_CODES[subtype]
+        if self._api_error is not None and self._api_error[0] != "agent_error":
+            return self._api_error[0]
+        status = obj.get("api_error_status")
+        if isinstance(status, int) and status in _STATUS_CODES:
+            return _STATUS_CODES[status]
+        return "agent_error"
+
+    def _fail_running(self, ts: int | None, out: list[Envelope], denials: dict[str, str]) -> None:
+        """Close every step still running as failed: its ``tool_result`` never came."""
+        missing = "Claude Code ended the turn without a result for this tool call"
+        if self._skipped:
+            limit = self._splitter.max_line_bytes
+            missing += f" ({self._skipped} line(s) over {limit} bytes were skipped)"
+        for step_id, (name, started_ts) in self._running.items():
+            error = f"{PERMISSION_DENIED}: {missing}" if step_id in denials else missing
+            duration = None
+            if ts is not None and started_ts is not None:
+                duration = max(0, ts - started_ts)
+            out.append(
+                Step(
+                    id=step_id, name=name, status="failed", error=error, duration_ms=duration, ts=ts
+                )
+            )
+        self._running.clear()
 
     def _remember(self, step_id: str) -> None:
         self._seen[step_id] = None
@@ -298,6 +472,25 @@ class ClaudeCodeTranslator:
             return text[: self._excerpt_chars] + "…"
         return text
 
+    def _details(self, obj: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+        """A line's fields as ``key=value``, each value cut to ``excerpt_chars``."""
+        parts: list[str] = []
+        for key, value in obj.items():
+            if key in _QUIET_KEYS or key in skip or value in (None, "", [], {}):
+                continue
+            if len(parts) == _DETAIL_FIELDS:
+                parts.append("…")
+                break
+            text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+            if len(text) > self._excerpt_chars:
+                text = text[: self._excerpt_chars] + "…"
+            parts.append(f"{key}={text}")
+        return ", ".join(parts)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
 
 def _content(obj: dict[str, Any]) -> list[Any] | None:
     message = obj.get("message")
@@ -308,24 +501,58 @@ def _content(obj: dict[str, Any]) -> list[Any] | None:
     return None
 
 
-def _text_blocks(content: list[Any]) -> list[str] | None:
-    texts: list[str] = []
-    for block in content:
-        if not (isinstance(block, dict) and block.get("type") == "text"):
-            return None
-        text = block.get("text")
-        if not isinstance(text, str):
-            return None
-        texts.append(text)
-    return texts
+def _non_execution_kinds(meta: Any) -> dict[str, str]:
+    """``tool_use_id`` → ``non_execution_kind`` from a user line's ``tool_result_meta``."""
+    kinds: dict[str, str] = {}
+    for item in _list(meta):
+        if isinstance(item, dict):
+            step_id, kind = item.get("id"), item.get("non_execution_kind")
+            if isinstance(step_id, str) and isinstance(kind, str) and kind:
+                kinds[step_id] = kind
+    return kinds
+
+
+def _denials(value: Any) -> dict[str, str]:
+    """``tool_use_id`` → tool name from a result line's ``permission_denials``."""
+    denials: dict[str, str] = {}
+    for item in _list(value):
+        if isinstance(item, dict):
+            step_id, name = item.get("tool_use_id"), item.get("tool_name")
+            key = step_id if isinstance(step_id, str) and step_id else f"#{len(denials)}"
+            denials[key] = name if isinstance(name, str) and name else "?"
+    return denials
+
+
+def _placeholder(block: dict[str, Any]) -> str | None:
+    """``"[image image/png, 20480 bytes, omitted]"`` for a block with a base64 source."""
+    source = block.get("source")
+    if not (isinstance(source, dict) and isinstance(source.get("data"), str)):
+        return None
+    media_type = source.get("media_type")
+    if not (isinstance(media_type, str) and media_type):
+        media_type = "of unknown type"
+    data: str = source["data"]
+    size = len(data.rstrip("=")) * 3 // 4
+    return f"[{block.get('type')} {media_type}, {size} bytes, omitted]"
+
+
+def _block_value(block: Any) -> Any:
+    if isinstance(block, dict):
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            return block["text"]
+        placeholder = _placeholder(block)
+        if placeholder is not None:
+            return placeholder
+    return block
 
 
 def _as_result(content: Any) -> Any:
-    """A string stays; a list of text blocks becomes their text; anything else as is."""
+    """Text blocks become their text, base64 blocks a placeholder; all text → one string."""
     if isinstance(content, list):
-        texts = _text_blocks(content)
-        if texts is not None:
-            return "\n".join(texts)
+        values = [_block_value(block) for block in content]
+        if all(isinstance(value, str) for value in values):
+            return "\n".join(values)
+        return values
     return content
 
 
@@ -338,27 +565,38 @@ def _as_text(content: Any) -> str:
     return msgspec.json.encode(result).decode()
 
 
-def _summary(obj: dict[str, Any]) -> str:
+def _summary(obj: dict[str, Any], internal: list[str]) -> str:
     parts = [f"subtype={obj.get('subtype')}"]
+    reason = obj.get("terminal_reason")
+    if isinstance(reason, str) and reason:
+        parts.append(f"terminal_reason={reason}")
     for key in ("num_turns", "duration_ms", "total_cost_usd"):
         value = obj.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             parts.append(f"{key}={value}")
+    if internal:
+        parts.append(f"diagnostics: {'; '.join(internal)}")
     return f"{_SOURCE} finished: {', '.join(parts)}"
 
 
-def _error_message(obj: dict[str, Any]) -> str:
+def _error_message(
+    obj: dict[str, Any], errors: list[str], api_error: tuple[str, str] | None
+) -> str:
+    """The user-visible message: the result text, the errors, the API error, or a default."""
     text = obj.get("result")
     if isinstance(text, str) and text.strip():
         return text
-    errors = obj.get("errors")
-    if isinstance(errors, list):
-        joined = "; ".join(e for e in errors if isinstance(e, str) and e)
-        if joined:
-            return joined
+    if errors:
+        return "; ".join(errors)
+    if api_error is not None and api_error[1]:
+        return api_error[1]
     subtype = obj.get("subtype")
     if subtype == "error_max_turns":
         turns = obj.get("num_turns")
         suffix = f" ({turns})" if isinstance(turns, int) else ""
         return f"Claude Code reached its maximum number of turns{suffix}"
+    if subtype == "error_during_execution":
+        reason = obj.get("terminal_reason")
+        suffix = f" ({reason})" if isinstance(reason, str) and reason else ""
+        return f"Claude Code stopped before finishing{suffix}"
     return f"Claude Code run failed ({subtype})"

@@ -16,14 +16,17 @@ conversation. :func:`load_agent_profile` picks, in order:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import msgspec
 
+from sandstream.container.attachments import ATTACHMENTS_DIR
+from sandstream.container.names import MAX_COMPONENT_BYTES, sanitize_name
 from sandstream.container.schemas import (
+    Attachment,
     ChatTurn,
     ConfigResponse,
     EnvResponse,
@@ -32,9 +35,10 @@ from sandstream.container.schemas import (
     ScriptedStep,
     agent_kind,
 )
+from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import ChatConfigError
-from .models import Environment, Session
+from .models import BagFile, Environment, Session
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -42,6 +46,8 @@ __all__ = [
     "AgentProfile",
     "demo_plan",
     "load_agent_profile",
+    "sandbox_attachments",
+    "with_attachments",
 ]
 
 OPENAI_ENV_VARS: Final = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
@@ -99,6 +105,48 @@ class AgentProfile:
         return EnvResponse(vars=variables, setup_script=setup_script)
 
 
+def sandbox_attachments(files: Sequence[BagFile]) -> list[Attachment]:
+    """The turn's attached files as ``/config`` names them: each at
+    ``attachments/<name>`` in the work dir, the name sanitized and made unique in the
+    turn (``notes.txt``, ``notes (2).txt``)."""
+    taken: set[str] = set()
+    attachments = []
+    for bag_file in files:
+        name = sanitize_name(bag_file.name)
+        number = 1
+        while name.casefold() in taken:
+            number += 1
+            name = _numbered(sanitize_name(bag_file.name), number)
+        taken.add(name.casefold())
+        attachments.append(
+            Attachment(
+                id=bag_file.id,
+                path=f"{ATTACHMENTS_DIR}/{name}",
+                size=bag_file.size,
+                content_type=bag_file.content_type,
+                sha256=bag_file.sha256,
+            )
+        )
+    return attachments
+
+
+def _numbered(name: str, number: int) -> str:
+    """``name`` with `` (number)`` before its extension, its stem cut so that the
+    result stays within one path component (255 bytes)."""
+    stem, dot, suffix = name.rpartition(".")
+    if not stem or len(suffix.encode()) > 64:  # no extension, a leading dot, or no real one
+        stem, dot, suffix = name, "", ""
+    tail = f" ({number}){dot}{suffix}"
+    budget = MAX_COMPONENT_BYTES - len(tail.encode())
+    return sanitize_name(stem.encode()[:budget].decode(errors="ignore") + tail)
+
+
+def with_attachments(config: ConfigResponse, files: Sequence[BagFile]) -> ConfigResponse:
+    """``config`` naming the turn's attached ``files`` (:func:`sandbox_attachments`):
+    its ``attachments`` are always the turn's, never a template's."""
+    return msgspec.structs.replace(config, attachments=sandbox_attachments(files))
+
+
 def load_agent_profile(
     environ: Mapping[str, str], agent_config: Path | None = None
 ) -> AgentProfile:
@@ -110,10 +158,10 @@ def load_agent_profile(
     system_prompt = environ.get("SANDSTREAM_SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT)
     if agent_config is not None:
         try:
-            template = msgspec.json.decode(agent_config.read_bytes(), type=ConfigResponse)
+            template = decode_json(agent_config.read_bytes(), ConfigResponse)
         except OSError as exc:
             raise ChatConfigError(f"cannot read the agent config {agent_config}: {exc}") from exc
-        except msgspec.DecodeError as exc:
+        except JSONInputError as exc:
             raise ChatConfigError(f"invalid agent config {agent_config}: {exc}") from exc
         kind = agent_kind(template.agent)
         variables = openai_vars if kind == "openai" else {}

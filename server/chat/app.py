@@ -11,15 +11,15 @@ remote runner. It mounts:
   tokens);
 - ``GET /healthz`` (the runner's, or the chat backend's own without a runner).
 
-:func:`serve_chat` runs it on Hypercorn: on shutdown, live turns end with
-``error{code:"shutdown"}`` and are persisted before connections close.
+:func:`serve_chat` runs it on Hypercorn: at start-up and every ``sweep_interval``
+it settles turns a dead process left (``turn_lost``); on shutdown, live turns end
+with ``error{code:"shutdown"}`` and are persisted before connections close.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from functools import partial
 
 import trio
 from hypercorn.config import Config
@@ -113,19 +113,37 @@ async def serve_chat(
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` until ``shutdown_trigger`` returns, then drain.
+    """Sweep lost turns, serve ``app`` until ``shutdown_trigger`` returns, then drain.
 
-    Draining: live turns end with ``error{code:"shutdown"}`` and settle (their
+    Before listening, turns whose lock expired while no process held them are
+    settled (:meth:`ChatService.sweep`); while serving, the sweep runs again every
+    ``sweep_interval``. Draining: live turns end with ``error{code:"shutdown"}`` and settle (their
     messages persisted, their locks released), then the embedded runner shuts down
     (every container reaped), then Hypercorn closes. ``task_status.started`` gets
     the bound addresses. Cancellation: Hypercorn stops at once; turns still settle
     (shielded) and containers are still reaped.
     """
     service = get_service(app)
-    start = partial(serve, app, config, shutdown_trigger=shutdown_trigger, drain=service.shutdown)
+    await service.sweep()
 
     async with trio.open_nursery() as nursery:
-        binds: list[str] = await nursery.start(start)
+
+        async def serve_then_stop_sweeping(
+            *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+        ) -> None:
+            try:
+                await serve(
+                    app,
+                    config,
+                    shutdown_trigger=shutdown_trigger,
+                    drain=service.shutdown,
+                    task_status=task_status,
+                )
+            finally:
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(service.sweep_periodically)
+        binds: list[str] = await nursery.start(serve_then_stop_sweeping)
         if service.bound_url is None and binds:
             service.bound_url = _callback_url(binds[0])
         task_status.started(binds)

@@ -7,7 +7,8 @@ absent or complete, and identical contents are stored once. Blobs are never
 rewritten; soft-deleting a chat hides its files' metadata and leaves the blobs (a
 purge of unreferenced blobs is a separate, offline concern).
 
-:func:`sanitize_name` makes a client's file name safe to store and to show.
+:func:`sanitize_name` (from :mod:`sandstream.container.names`, shared with the
+container) makes a client's file name safe to store and to show.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import mimetypes
 import os
 import re
 import secrets
-import unicodedata
 from pathlib import Path
 from typing import Final
 
 import trio
+
+from sandstream.container.names import MAX_NAME_BYTES, sanitize_name
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -30,44 +32,10 @@ __all__ = [
     "sanitize_name",
 ]
 
-MAX_NAME_BYTES: Final = 1024
-"""Longest stored file name (a relative path for results), in UTF-8 bytes."""
-_MAX_COMPONENT_BYTES: Final = 255
 _SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 _CONTENT_TYPE_RE: Final = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
 )
-
-
-def _clip(text: str, limit: int) -> str:
-    encoded = text.encode("utf-8")
-    if len(encoded) <= limit:
-        return text
-    return encoded[:limit].decode("utf-8", errors="ignore")
-
-
-def sanitize_name(name: str | None, *, keep_dirs: bool = False) -> str:
-    """A safe file name from a client's.
-
-    Backslashes count as separators; control and format characters are removed;
-    ``.``/``..``/empty components are dropped (so no name escapes or starts at a
-    root); components are trimmed of surrounding spaces and trailing dots and
-    clipped to 255 bytes. With ``keep_dirs`` the result is a relative POSIX path
-    (``reports/summary.md``), else its last component. Never empty (``file``).
-    """
-    text = unicodedata.normalize("NFC", name or "").replace("\\", "/")
-    text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
-    parts = []
-    for part in text.split("/"):
-        part = part.strip().rstrip(". ").strip()
-        if part in ("", ".", ".."):
-            continue
-        parts.append(_clip(part, _MAX_COMPONENT_BYTES))
-    if not parts:
-        return "file"
-    if not keep_dirs:
-        return parts[-1]
-    return _clip("/".join(parts), MAX_NAME_BYTES).rstrip("/") or "file"
 
 
 def content_type_for(name: str, declared: str | None) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+
 from .agent import AgentProfile, load_agent_profile
 from .dispatch import normalize_url
 from .errors import ChatConfigError
@@ -38,6 +40,12 @@ class ChatSettings:
     SSE stream gets ``: ping`` this often. ``stall_timeout``: a client that has not
     taken a chunk for this long is cut off (``None``: never). ``replay_limit``:
     past messages sent to the sandbox. ``token_lifetimes``: per purpose.
+
+    ``max_turn_steps`` and ``max_turn_bytes`` bound what a turn keeps of its steps
+    (the rows folded in memory and so the stored assistant message): later steps
+    still stream live and are counted in the message (``steps_omitted``).
+    ``sweep_interval``: how often turns whose lock expired (their server died) are
+    settled as ``turn_lost``; also done once at start-up.
     """
 
     data_dir: Path
@@ -53,6 +61,9 @@ class ChatSettings:
     ping_interval: float = 15.0
     stall_timeout: float | None = 60.0
     replay_limit: int = 20
+    max_turn_steps: int = DEFAULT_MAX_STEPS
+    max_turn_bytes: int = DEFAULT_MAX_STEP_BYTES
+    sweep_interval: float = 30.0
     token_lifetimes: Mapping[Purpose, float] = field(
         default_factory=lambda: dict(DEFAULT_LIFETIMES)
     )
@@ -75,6 +86,7 @@ class ChatSettings:
             "ping_interval",
             "remote_connect_timeout",
             "shutdown_timeout",
+            "sweep_interval",
         ):
             _positive(name, getattr(self, name))
         if self.stall_timeout is not None:
@@ -94,6 +106,8 @@ class ChatSettings:
             "max_results_bytes",
             "max_results_files",
             "max_chats_listed",
+            "max_turn_steps",
+            "max_turn_bytes",
         ):
             if getattr(self, name) < 1:
                 raise ChatConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

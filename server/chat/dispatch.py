@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 import httpx
-import msgspec
 import trio
 
+from sandstream.core.json_input import JSONInputError, decode_json
 from sandstream.server.runner.turn import TurnStream
 
 __all__ = [
@@ -238,10 +238,10 @@ async def _refusal(response: httpx.Response) -> UpstreamEnd:
             break
     detail = ""
     try:
-        problem = msgspec.json.decode(body[:_ERROR_BODY_LIMIT])
+        problem = decode_json(body[:_ERROR_BODY_LIMIT])
         if isinstance(problem, dict):
             detail = str(problem.get("detail") or problem.get("title") or "")
-    except msgspec.DecodeError:
+    except JSONInputError:
         detail = body[:200].decode("utf-8", "replace")
     status = response.status_code
     message = f"the runner answered {status}" + (f": {detail}" if detail else "")

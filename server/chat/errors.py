@@ -9,6 +9,7 @@ __all__ = [
     "ChatError",
     "ChatNotFoundError",
     "FileNotFoundInBagError",
+    "RunNotFoundError",
     "StoreError",
     "TokenRejectedError",
     "UnsupportedMediaTypeError",
@@ -70,11 +71,19 @@ class AttachmentError(ChatError):
 
 
 class FileNotFoundInBagError(ChatError):
-    """No such file in this chat's bag (or it was deleted)."""
+    """No such file in this chat's bag or this run's files (or it was deleted)."""
 
-    def __init__(self, file_id: str) -> None:
-        super().__init__(f"no file {file_id!r} in this chat")
+    def __init__(self, file_id: str, where: str = "this chat") -> None:
+        super().__init__(f"no file {file_id!r} in {where}")
         self.file_id = file_id
+
+
+class RunNotFoundError(ChatError):
+    """No such Agents-block run in this workspace."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no agents run {session_id!r} in this workspace")
+        self.session_id = session_id
 
 
 class TokenRejectedError(ChatError):

@@ -13,7 +13,6 @@ from sandstream.server.http.problems import (
     PAYLOAD_TOO_LARGE,
     SHUTTING_DOWN,
     UNSUPPORTED_MEDIA_TYPE,
-    BadRequestError,
     invalid,
     problem,
     unauthorized,
@@ -26,6 +25,7 @@ from .errors import (
     ChatBusyError,
     ChatNotFoundError,
     FileNotFoundInBagError,
+    RunNotFoundError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
@@ -44,10 +44,6 @@ log = logging.getLogger("sandstream.chat")
 def install_chat_error_handlers(app: Quart) -> None:
     """Register a problem answer for each chat exception on ``app``."""
 
-    @app.errorhandler(BadRequestError)
-    async def _bad_request(error: BadRequestError) -> Response:
-        return error.response
-
     @app.errorhandler(ChatNotFoundError)
     async def _chat_not_found(error: ChatNotFoundError) -> Response:
         return problem(404, "Chat not found", str(error), type=NOT_FOUND, chatId=error.chat_id)
@@ -55,6 +51,10 @@ def install_chat_error_handlers(app: Quart) -> None:
     @app.errorhandler(FileNotFoundInBagError)
     async def _file_not_found(error: FileNotFoundInBagError) -> Response:
         return problem(404, "File not found", str(error), type=NOT_FOUND, fileId=error.file_id)
+
+    @app.errorhandler(RunNotFoundError)
+    async def _run_not_found(error: RunNotFoundError) -> Response:
+        return problem(404, "Run not found", str(error), type=NOT_FOUND, sessionId=error.session_id)
 
     @app.errorhandler(ChatBusyError)
     async def _busy(error: ChatBusyError) -> Response:

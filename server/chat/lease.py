@@ -2,9 +2,11 @@
 
 The lock is a lease on the chat row (holder id + expiry, in the store). A live turn
 renews it every ``heartbeat`` seconds for ``lease`` more seconds; if the process
-dies, nobody renews it and the next turn takes it over once it has expired (the
-store writes the dead turn's assistant message as ``turn_lost``). So no chat stays
-stuck longer than one lease.
+dies, nobody renews it, and once it has expired the next sweep
+(:meth:`~.service.ChatService.sweep`, at start-up and every ``sweep_interval``) or
+the next turn on that chat, whichever comes first, settles the dead turn (its
+assistant message written as ``turn_lost``, its tokens dead) and frees the chat.
+So no chat stays stuck longer than one lease and one sweep interval.
 """
 
 from __future__ import annotations

@@ -5,12 +5,19 @@ the core's :class:`~sandstream.core.StreamProcessor` for it, its
 :class:`~.dispatch.Upstream`, and what to persist. :meth:`LiveTurn.settle` runs once
 however the turn ends — a terminal line, the client gone, shutdown, a body that was
 never started — under a shielded cancel scope, so a cancelled caller still persists.
+Once :meth:`LiveTurn.end` was called (shutdown), a turn that settles without its
+terminal settles as ``error{code:"shutdown"}``, whatever its client did.
 
 - :class:`LiveChatTurn` persists the assistant message folded from the processor's
-  turn state (a turn that did not end is ended first as ``cancelled``, keeping the
-  steps so far) and releases the chat lock, in one store transaction; while it
-  streams, its lease is renewed (:func:`~.lease.keep_lease`).
+  turn state (a turn that did not end is ended first as ``cancelled``, or
+  ``shutdown`` after :meth:`LiveTurn.end`, keeping the steps so far; the processor
+  keeps at most ``max_steps`` rows of ``max_step_bytes``, and counts the rest) and
+  releases the chat lock, in one store transaction; while it streams, its lease is
+  renewed (:func:`~.lease.keep_lease`).
 - :class:`LiveAgentsRun` settles its session (unused tokens die).
+
+Files the run writes back while it streams (``POST /results``) are posted to its
+live turn (:meth:`LiveTurn.post_files`) and go out as an SSE ``files`` frame.
 
 :class:`LiveTurns` tracks them for shutdown.
 """
@@ -20,12 +27,17 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
+import msgspec
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.core.persistence import PersistedMessage, assistant_message
+from sandstream.core.persistence import (
+    PersistedFileAttachment,
+    PersistedMessage,
+    assistant_message,
+)
 
 from .dispatch import Upstream
 from .errors import StoreError
@@ -38,6 +50,8 @@ __all__ = ["LiveAgentsRun", "LiveChatTurn", "LiveTurn", "LiveTurns"]
 
 log = logging.getLogger("sandstream.chat")
 
+_FILES_ENCODER: Final = msgspec.json.Encoder()
+
 
 class LiveTurn:
     """One dispatch in flight. Subclasses say what a start frame and a settle are."""
@@ -49,8 +63,12 @@ class LiveTurn:
         self.entered = False
         """True once the response body started (its nursery owns the turn from then)."""
         self.settled = trio.Event()
+        self.ending = trio.Event()
+        """Set by :meth:`end`: the server is shutting down, the turn must end now."""
+        self.end_message = ""
         self._settling = False
         self._registry: LiveTurns | None = None
+        self._posted_files: list[PersistedFileAttachment] = []
 
     def start_frame(self) -> bytes:
         """The first bytes of the response (SSE ``start``), if any."""
@@ -62,14 +80,52 @@ class LiveTurn:
     async def _persist(self) -> None:
         """Write the settled turn (called once, shielded)."""
 
+    def post_files(self, files: list[PersistedFileAttachment]) -> None:
+        """Files the run wrote back (``POST /results``), for the live stream.
+
+        They go out as one ``files`` frame (:meth:`posted_frames`) before the next
+        frames of the stream, so before the terminal; after the turn ended they are
+        only in the stored message. Nothing is sent in ndjson mode.
+        """
+        if not self.processor.ended:
+            self._posted_files.extend(files)
+
+    def posted_frames(self) -> bytes:
+        """The ``files`` frame for the files posted since the last call (``b""``: none)."""
+        if not self._posted_files:
+            return b""
+        files, self._posted_files = self._posted_files, []
+        return self.processor.event("files", _FILES_ENCODER.encode({"files": files}))
+
     def end(self, message: str) -> None:
-        """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``."""
+        """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``.
+
+        The upstream is told to end; the response body (:mod:`.relay`), seeing
+        :attr:`ending`, stops reading it at once so the container is reaped without
+        waiting for the client. Idempotent.
+        """
+        if self.ending.is_set():
+            return
+        self.end_message = message
+        self.ending.set()
         self.upstream.end("shutdown", message)
+
+    def end_frames(self, reason: str = "the client disconnected") -> bytes:
+        """End the processor's turn if it has not ended; return its terminal frames.
+
+        After :meth:`end` it ends as ``shutdown``, otherwise as ``cancelled`` with
+        ``reason``.
+        """
+        if self.processor.ended:
+            return b""
+        if self.ending.is_set():
+            return self.processor.fail("shutdown", self.end_message)
+        return self.processor.cancel(reason)
 
     async def settle(self, reason: str = "the client disconnected") -> None:
         """Persist the turn once; later calls wait for the first to finish.
 
-        A turn whose stream has not ended is ended as cancelled, with ``reason``.
+        A turn whose stream has not ended is ended first (:meth:`end_frames`).
         Shielded from cancellation; a store failure is logged, never raised (the
         chat lock then expires with its lease).
         """
@@ -80,8 +136,7 @@ class LiveTurn:
         self._settling = True
         try:
             with trio.CancelScope(shield=True):
-                if not self.processor.ended:
-                    self.processor.cancel(reason)
+                self.end_frames(reason)
                 try:
                     await self._persist()
                 except (sqlite3.Error, StoreError, OSError):
@@ -114,12 +169,19 @@ class LiveChatTurn(LiveTurn):
         start: Mapping[str, Any],
         upstream: Upstream,
         max_line_bytes: int,
+        max_steps: int,
+        max_step_bytes: int,
         lock_lease: float,
         lock_heartbeat: float,
     ) -> None:
         super().__init__(
             session_id=session_id,
-            processor=StreamProcessor("sse", max_line_bytes=max_line_bytes),
+            processor=StreamProcessor(
+                "sse",
+                max_line_bytes=max_line_bytes,
+                max_steps=max_steps,
+                max_step_bytes=max_step_bytes,
+            ),
             upstream=upstream,
         )
         self.store = store
@@ -188,6 +250,10 @@ class LiveTurns:
 
     def __len__(self) -> int:
         return len(self._turns)
+
+    def get(self, session_id: str) -> LiveTurn | None:
+        """The live turn of ``session_id`` in this process, if any."""
+        return next((t for t in self._turns if t.session_id == session_id), None)
 
     def add(self, turn: LiveTurn) -> None:
         turn._registry = self

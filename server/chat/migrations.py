@@ -8,7 +8,8 @@ each migration exactly once. A database newer than this code is refused with
 :class:`~.errors.StoreError` rather than used.
 
 Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
-column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON.
+column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON and,
+since version 2, its replay text (``replay``), so that replay never reads ``body``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,30 @@ class Migration:
     description: str
     statements: tuple[str, ...]
 
+
+_BACKFILL_REPLAY: Final = """
+UPDATE messages SET replay = COALESCE((
+    SELECT group_concat(part, char(10, 10)) FROM (
+        SELECT 0 AS k, COALESCE(
+            (SELECT NULLIF(group_concat(t, char(10, 10)), '') FROM (
+                SELECT json_extract(c.value, '$.text') AS t
+                FROM json_each(CAST(messages.body AS TEXT), '$.content') AS c
+                WHERE json_extract(c.value, '$.type') = 'text' ORDER BY c.key)),
+            (SELECT group_concat(e, char(10, 10)) FROM (
+                SELECT '[' || json_extract(c.value, '$.code') || '] '
+                    || json_extract(c.value, '$.message') AS e
+                FROM json_each(CAST(messages.body AS TEXT), '$.content') AS c
+                WHERE json_extract(c.value, '$.type') = 'error' ORDER BY c.key))
+        ) AS part
+        UNION ALL
+        SELECT 1, (SELECT '[attached: ' || group_concat(n, ', ') || ']' FROM (
+            SELECT json_extract(a.value, '$.name') AS n
+            FROM json_each(CAST(messages.body AS TEXT), '$.fileAttachments') AS a
+            ORDER BY a.key))
+        ORDER BY k)
+), '')
+"""
+"""Version 2's backfill: :func:`sandstream.core.persistence.replay_text`, in SQL."""
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -120,6 +145,16 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 PRIMARY KEY (workspace_id, workflow_id)
             )
             """,
+        ),
+    ),
+    Migration(
+        2,
+        "messages.replay: the text replay sends, so replay never decodes a message; "
+        "an index of locked chats for the lost-turn sweep",
+        (
+            "ALTER TABLE messages ADD COLUMN replay TEXT NOT NULL DEFAULT ''",
+            _BACKFILL_REPLAY,
+            "CREATE INDEX chats_locked ON chats (lock_expires_at) WHERE lock_holder IS NOT NULL",
         ),
     ),
 )

@@ -66,6 +66,7 @@ async def receive_files(
     *,
     blobs: BlobStore,
     limits: UploadLimits,
+    content_length: int | None = None,
     keep_dirs: bool = False,
 ) -> list[ReceivedFile]:
     """Store every file part of the body; return them in order.
@@ -73,7 +74,8 @@ async def receive_files(
     ``keep_dirs`` keeps a relative path as the file's name (results), else only the
     base name is kept (user uploads). Raises :class:`UnsupportedMediaTypeError` for a
     body that is not multipart, :class:`UploadError` for a malformed one,
-    :class:`UploadTooLargeError` past ``limits``.
+    :class:`UploadTooLargeError` past ``limits``: at once if ``content_length`` (the
+    request's ``Content-Length``) says so, else as soon as the body crosses them.
     Cancellation: temp files are removed, then :class:`trio.Cancelled` propagates.
     """
     mimetype, options = parse_options_header(content_type or "")
@@ -82,6 +84,8 @@ async def receive_files(
         raise UnsupportedMediaTypeError("the body must be multipart/form-data with a boundary")
     decoder = MultipartDecoder(boundary.encode("latin-1"), _DECODER_BUFFER, max_parts=None)
     raw_limit = limits.max_bytes + (limits.max_files + 1) * PART_OVERHEAD
+    if content_length is not None and content_length > raw_limit:
+        raise UploadTooLargeError(f"the upload exceeds {limits.max_bytes} bytes")
     raw = 0
     temps: list[Path] = []
     done: list[_Part] = []

@@ -9,19 +9,30 @@ with body: async for chunk in body: await send(chunk)`` in one task, so:
   lock's heartbeat) and the stall watchdog;
 - ``__anext__`` (the caller's task, inside the nursery's cancel scope) takes the next
   chunk from the pump through a zero-buffer memory channel, feeds it to the core
-  and returns the frames; when nothing was sent for ``ping_interval`` it returns a
-  ``: ping`` comment. When the core's turn ends (upstream terminal, or the
-  synthesized ``upstream_closed``/runner error) the turn is **settled first** (the
-  assistant message persisted, the lock released), then the terminal frames go
-  out: a client that has seen ``done`` finds the message stored and the chat free;
+  and returns the frames, after a ``files`` frame for files the run wrote back since
+  (:meth:`~.live.LiveTurn.posted_frames`); when nothing was sent for
+  ``ping_interval`` it returns that ``files`` frame if any, else a ``: ping``
+  comment. When the core's turn ends (upstream terminal, or the synthesized
+  ``upstream_closed``/runner error) the turn is **settled first** (the assistant
+  message persisted, the lock released), then the terminal frames go out: a client
+  that has seen ``done`` finds the message stored and the chat free;
 - ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
   left cancels the pump, which stops the container (or closes the remote request)
   before the nursery closes; then the turn is settled if it was not (as cancelled,
-  with the steps so far).
+  or as shutdown once the server is shutting down, with the steps so far).
 
 No nursery or cancel scope is held across a ``yield``: there is no generator at all.
 A client that stops reading blocks the write forever (Hypercorn shields socket writes);
 the stall watchdog then cuts the connection and cancels the nursery.
+
+**Shutdown** (:meth:`~.live.LiveTurn.end`) does not wait for the client: the pump is
+cancelled at once (the embedded container is stopped while its pipe is drained, so
+it exits on ``SIGTERM`` instead of being killed after the grace, and is reaped; a
+remote request is closed) and the turn ends with ``error{code:"shutdown"}``. A client
+that is reading gets the terminal frames as usual. If a chunk is still in the
+client's hands, the turn is settled without it, the terminal frames are queued
+behind it, and a client that has not taken it within ``end_grace`` seconds is cut
+off, so a client that stopped reading can hold neither the turn nor the shutdown.
 """
 
 from __future__ import annotations
@@ -38,12 +49,14 @@ from quart.wrappers.response import ResponseBody
 from .dispatch import UpstreamEnd
 from .live import LiveTurn
 
-__all__ = ["FINISH_GRACE", "RelayBody"]
+__all__ = ["END_GRACE", "FINISH_GRACE", "RelayBody"]
 
 log = logging.getLogger("sandstream.chat")
 
 FINISH_GRACE: Final = 10.0
 """After the terminal, how long the runner side may take to wind down by itself."""
+END_GRACE: Final = 1.0
+"""On shutdown, how long a client may take to take its last chunk before it is cut."""
 
 
 class RelayBody(ResponseBody):
@@ -51,7 +64,8 @@ class RelayBody(ResponseBody):
 
     ``ping_interval``: idle time before a ``: ping`` (``None``: never, for NDJSON).
     ``stall_timeout``: a chunk not taken by the client for this long ends the turn
-    and cuts the connection with ``abort_client`` (``None``: never).
+    and cuts the connection with ``abort_client`` (``None``: never). ``end_grace``:
+    on shutdown, how long a chunk may stay in the client's hands before that.
     """
 
     def __init__(
@@ -62,12 +76,15 @@ class RelayBody(ResponseBody):
         stall_timeout: float | None,
         abort_client: Callable[[], object] | None = None,
         finish_grace: float = FINISH_GRACE,
+        end_grace: float = END_GRACE,
     ) -> None:
         self.turn = turn
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout
         self._abort_client = abort_client
         self._finish_grace = finish_grace
+        self._end_grace = end_grace
+        self._pump_scope = trio.CancelScope()
         self._manager: AbstractAsyncContextManager[trio.Nursery] | None = None
         self._nursery: trio.Nursery | None = None
         self._receive: trio.MemoryReceiveChannel[bytes] | None = None
@@ -96,6 +113,7 @@ class RelayBody(ResponseBody):
         send, self._receive = trio.open_memory_channel[bytes](0)
         nursery.start_soon(self._pump, send)
         nursery.start_soon(turn.background)
+        nursery.start_soon(self._end_on_shutdown)
         if self._stall_timeout is not None:
             nursery.start_soon(self._watch_stall, self._stall_timeout)
         self._pending = turn.start_frame()
@@ -162,13 +180,14 @@ class RelayBody(ResponseBody):
                     chunk = await receive.receive()
                 except trio.EndOfChannel:
                     chunk = None
+            posted = self.turn.posted_frames()  # before the chunk's frames: ids stay in order
             if idle.cancelled_caught:
-                return self._hand_out(processor.ping())
+                return self._hand_out(posted or processor.ping())
             if chunk is None:  # the pump returned: its outcome is set
                 end = self._upstream_end
-                out = processor.fail(end.code, end.message) if end else processor.close()
+                out = posted + (processor.fail(end.code, end.message) if end else processor.close())
             else:
-                out = processor.feed(chunk)
+                out = posted + processor.feed(chunk)
             if processor.ended:
                 self._finished = True
                 await self.turn.settle()
@@ -188,12 +207,41 @@ class RelayBody(ResponseBody):
     async def _pump(self, send: trio.MemorySendChannel[bytes]) -> None:
         async with send:
             try:
-                self._upstream_end = await self.turn.upstream.pump(send)
+                with self._pump_scope:
+                    self._upstream_end = await self.turn.upstream.pump(send)
+                if self._pump_scope.cancelled_caught:  # shutdown
+                    self._upstream_end = UpstreamEnd("shutdown", self.turn.end_message)
             except Exception as exc:  # a bug: the turn still ends with one terminal
                 log.exception("session %s: the upstream failed", self.turn.session_id)
                 self._upstream_end = UpstreamEnd("internal_error", f"the upstream failed: {exc!r}")
             finally:
                 self._pump_done.set()
+
+    async def _end_on_shutdown(self) -> None:
+        """On :attr:`~.live.LiveTurn.ending`: stop the pump, then end the turn even if
+        the client is not reading (see the module docstring)."""
+        await self.turn.ending.wait()
+        self._pump_scope.cancel()
+        await self._pump_done.wait()
+        if self._sending_since is None:
+            return  # __anext__ is waiting for the pump: it ends the turn and says so
+        # A chunk is in the client's hands: settle now; the frames wait behind it.
+        self._pending += self.turn.posted_frames() + self.turn.end_frames()
+        self._finished = True
+        await self.turn.settle()
+        await trio.sleep(self._end_grace)  # the body's end cancels this
+        log.warning(
+            "session %s: the client did not take its last chunk at shutdown; cutting it off",
+            self.turn.session_id,
+        )
+        self._cut_client()
+
+    def _cut_client(self) -> None:
+        if self._abort_client is not None:
+            try:
+                self._abort_client()
+            except OSError as exc:
+                log.warning("cutting the client connection failed: %r", exc)
 
     async def _watch_stall(self, timeout: float) -> None:
         """End the turn when a chunk has been in the client's hands for ``timeout``."""
@@ -212,11 +260,7 @@ class RelayBody(ResponseBody):
                 timeout,
             )
             self.stalled = True
-            if self._abort_client is not None:
-                try:
-                    self._abort_client()
-                except OSError as exc:
-                    log.warning("cutting the client connection failed: %r", exc)
+            self._cut_client()
             assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             return

@@ -4,42 +4,36 @@
 NDJSON straight through: validated by the core (invalid lines dropped) and ending
 with exactly one terminal line, whatever the runner does. The client closing the
 response (the workflow cancelled) cancels the upstream read, which stops the
-container. ``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
+container. ``GET /api/agents/runs/{sessionId}/files[/{fileId}]`` list and download
+the files a run wrote back (its ``X-Session-Id``), like the chat files API.
+``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
 named environment (vars and setup script, served to its sandboxes by ``/env``; its
 ``SANDBOX_URL`` picks the runner). All need the chat API token.
 """
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any
 
 from quart import Blueprint, Response, request
 
 from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import NOT_FOUND, BadRequestError, invalid, problem
-from sandstream.server.http.requests import json_response, read_json, require_query
+from sandstream.server.http.problems import NOT_FOUND, invalid, problem
+from sandstream.server.http.requests import json_response, read_json
 from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 
 from .app_state import get_service, require_api_token
+from .files import FileBody, file_response
 from .ids import now_ms
 from .models import Environment
 from .relay import RelayBody
-from .schemas import ID_PATTERN, AgentsRunRequest, EnvironmentRequest
+from .schemas import AgentsRunRequest, EnvironmentRequest, check_id, workspace_query
 
 __all__ = ["agents_blueprint"]
 
 agents_blueprint = Blueprint("agents", __name__, url_prefix="/api")
 require_api_token(agents_blueprint)
-
-_ID = re.compile(ID_PATTERN)
-
-
-def _workflow_id(value: str) -> str:
-    if not _ID.match(value):
-        raise BadRequestError(invalid(f"invalid workflow id {value!r}"))
-    return value
 
 
 @agents_blueprint.post("/agents/run")
@@ -66,6 +60,24 @@ async def agents_run() -> Response:
     return response
 
 
+@agents_blueprint.get("/agents/runs/<session_id>/files")
+async def list_run_files(session_id: str) -> Response:
+    """``{"files": [...]}``: the files the run wrote back, oldest first (404: no such run)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    files = await service.store.list_run_files(workspace_id, session_id)
+    return json_response({"files": files})
+
+
+@agents_blueprint.get("/agents/runs/<session_id>/files/<file_id>")
+async def download_run_file(session_id: str, file_id: str) -> Response:
+    """One written-back file's bytes, as a download (``Content-Disposition: attachment``)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    bag_file = await service.store.get_run_file(workspace_id, session_id, file_id)
+    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
+
+
 @agents_blueprint.put("/workflows/<workflow_id>/environment")
 async def put_environment(workflow_id: str) -> Response:
     """Create or replace the workflow's environment → 200 with it."""
@@ -73,7 +85,7 @@ async def put_environment(workflow_id: str) -> Response:
     body = await read_json(EnvironmentRequest, service.settings.max_json_bytes)
     environment = Environment(
         workspace_id=body.workspace_id,
-        workflow_id=_workflow_id(workflow_id),
+        workflow_id=check_id(workflow_id, "workflowId"),
         vars=body.vars,
         setup_script=body.setup_script,
         updated_at=now_ms(),
@@ -86,8 +98,10 @@ async def put_environment(workflow_id: str) -> Response:
 async def get_environment(workflow_id: str) -> Response:
     """The workflow's environment, or 404."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
-    environment = await service.store.get_environment(workspace_id, _workflow_id(workflow_id))
+    workspace_id = workspace_query()
+    environment = await service.store.get_environment(
+        workspace_id, check_id(workflow_id, "workflowId")
+    )
     if environment is None:
         return problem(
             404, "Environment not found", "this workflow has no environment", type=NOT_FOUND

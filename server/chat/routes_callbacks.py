@@ -1,13 +1,17 @@
-"""The sandbox callbacks: ``GET /api/sandbox/{sessionId}/env``, ``…/config``, ``POST …/results``.
+"""The sandbox callbacks: ``GET /api/sandbox/{sessionId}/env``, ``…/config``,
+``…/attachments/{fileId}``, ``POST …/results``.
 
 The container redeems each of its one-time tokens here (``Authorization: Bearer
 <otp>``). A token is checked by hash, purpose, session and expiry and consumed in one
 conditional ``UPDATE``; anything else is 401 and nothing is written (for ``/results``
 the body is not even read). The answers are exactly the container's schemas
 (:mod:`sandstream.container.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
-:class:`ResultsReceipt`. Written-back files land in the chat bag (size and count
+:class:`ResultsReceipt`. ``/config`` names the files attached to the turn; the run
+token, checked again but not consumed, downloads exactly those (``/attachments``)
+until the turn settles. Written-back files land in the chat bag (size and count
 limits, sanitized relative names) and become attachments of the turn's assistant
-message when it settles.
+message when it settles; a chat turn live in this process also streams them at once
+(an SSE ``files`` frame, :meth:`~.live.LiveTurn.post_files`).
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from quart import Blueprint, Response, request
 from sandstream.container.schemas import ResultFile, ResultsReceipt
 from sandstream.server.http.requests import json_response
 
+from .agent import with_attachments
 from .app_state import get_service
-from .errors import TokenRejectedError
+from .errors import FileNotFoundInBagError, TokenRejectedError
+from .files import FileBody, file_response
 from .ids import now_ms
 from .models import Purpose, Session
 from .multipart import UploadLimits, receive_files
@@ -53,9 +59,31 @@ async def env(session_id: str) -> Response:
 
 @callbacks_blueprint.get("/<session_id>/config")
 async def config(session_id: str) -> Response:
-    """The agent and the turn (run token): ``ConfigResponse``."""
+    """The agent and the turn (run token): ``ConfigResponse``, naming the turn's
+    attachments."""
     session = await _redeem("run", session_id)
-    return json_response(get_service().settings.agent.config_for(session))
+    service = get_service()
+    answer = service.settings.agent.config_for(session)
+    files = await service.store.turn_attachments(session)
+    return json_response(with_attachments(answer, files))
+
+
+@callbacks_blueprint.get("/<session_id>/attachments/<file_id>")
+async def attachment(session_id: str, file_id: str) -> Response:
+    """One of the turn's attached files (run token, not consumed: valid for exactly
+    this turn's attachments until it expires or the turn settles) → its bytes."""
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        raise TokenRejectedError("no bearer token on /attachments")
+    service = get_service()
+    session = await service.store.check_token(
+        hash_token(token), purpose="run", session_id=session_id, now=now_ms()
+    )
+    files = await service.store.turn_attachments(session)
+    bag_file = next((f for f in files if f.id == file_id), None)
+    if bag_file is None:
+        raise FileNotFoundInBagError(file_id, "this turn's attachments")
+    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
 
 
 @callbacks_blueprint.post("/<session_id>/results")
@@ -68,9 +96,13 @@ async def results(session_id: str) -> Response:
         request.body,
         request.headers.get("Content-Type"),
         blobs=service.blobs,
+        content_length=request.content_length,
         limits=UploadLimits(settings.max_results_bytes, settings.max_results_files),
         keep_dirs=True,
     )
     files = await service.store.add_results(session, [r.blob for r in received], now=now_ms())
+    live = service.live.get(session_id)
+    if live is not None and files:
+        live.post_files([f.attachment() for f in files])
     receipt = ResultsReceipt(files=[ResultFile(path=f.name, size=f.size) for f in files])
     return json_response(receipt, 201)

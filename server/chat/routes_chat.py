@@ -15,14 +15,14 @@ from quart import Blueprint, Response, request
 
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.problems import invalid
-from sandstream.server.http.requests import int_query, json_response, read_json, require_query
+from sandstream.server.http.requests import int_query, json_response, read_json
 
 from .app_state import get_service, require_api_token
 from .files import FileBody, file_response
 from .ids import now_ms
 from .multipart import UploadLimits, receive_files
 from .relay import RelayBody
-from .schemas import ChatStreamRequest, CreateChatRequest
+from .schemas import ChatStreamRequest, CreateChatRequest, workspace_query
 
 __all__ = ["chat_blueprint"]
 
@@ -63,7 +63,7 @@ async def chat_stream() -> Response:
 async def list_chats() -> Response:
     """``{"chats": [...]}``: the workspace's chats, most recently updated first."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     limit = int_query("limit", 100, minimum=1, maximum=service.settings.max_chats_listed)
     chats = await service.store.list_chats(workspace_id, limit=limit, now=now_ms())
     return json_response({"chats": chats})
@@ -84,7 +84,7 @@ async def create_chat() -> Response:
 async def get_chat(chat_id: str) -> Response:
     """The chat and its messages (``PersistedMessage``s, ``seq`` order; ``limit``: last N)."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     limit = request.args.get("limit")
     count = None if limit is None else int_query("limit", 0, minimum=1, maximum=100_000)
     chat = await service.store.get_chat(workspace_id, chat_id, now=now_ms())
@@ -98,7 +98,7 @@ async def get_chat(chat_id: str) -> Response:
 async def delete_chat(chat_id: str) -> Response:
     """Soft-delete the chat and its bag files → 204 (409 while a turn is in flight)."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     await service.store.delete_chat(workspace_id, chat_id, now=now_ms())
     return Response(b"", status=204)
 
@@ -108,12 +108,13 @@ async def upload_files(chat_id: str) -> Response:
     """Upload ``multipart/form-data`` files to the chat's bag → 201 ``{"files": [...]}``."""
     service = get_service()
     settings = service.settings
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     await service.store.get_chat(workspace_id, chat_id, now=now_ms())
     received = await receive_files(
         request.body,
         request.headers.get("Content-Type"),
         blobs=service.blobs,
+        content_length=request.content_length,
         limits=UploadLimits(settings.max_upload_bytes, settings.max_upload_files),
     )
     if not received:
@@ -128,7 +129,7 @@ async def upload_files(chat_id: str) -> Response:
 async def list_files(chat_id: str) -> Response:
     """``{"files": [...]}``: the chat's bag (uploads and results), oldest first."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     files = await service.store.list_files(workspace_id, chat_id)
     return json_response({"files": files})
 
@@ -137,6 +138,6 @@ async def list_files(chat_id: str) -> Response:
 async def download_file(chat_id: str, file_id: str) -> Response:
     """A bag file's bytes, as a download (``Content-Disposition: attachment``)."""
     service = get_service()
-    workspace_id = require_query("workspaceId")
+    workspace_id = workspace_query()
     bag_file = await service.store.get_file(workspace_id, chat_id, file_id)
     return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))

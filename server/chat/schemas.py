@@ -1,12 +1,15 @@
-"""Request bodies of the chat API (camelCase JSON), validated by msgspec on decode."""
+"""Request bodies (camelCase JSON, validated by msgspec on decode) and ids of the chat API."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final
 
 import msgspec
 
 from sandstream.container.schemas import ChatTurn
+from sandstream.server.http.problems import BadRequestError, invalid
+from sandstream.server.http.requests import require_query
 
 __all__ = [
     "AgentsRunRequest",
@@ -14,11 +17,34 @@ __all__ = [
     "CreateChatRequest",
     "EnvironmentRequest",
     "Identifier",
+    "Title",
+    "check_id",
+    "workspace_query",
 ]
 
-ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}\Z"
+"""``\\Z``, not ``$``: ``$`` also matches before a trailing newline (``"ws1\\n"``)."""
 Identifier = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
-"""Workspace, workflow, chat and file ids: 1-200 of ``A-Za-z0-9._:@-``."""
+"""Workspace, workflow, chat and file ids: 1-200 of ``A-Za-z0-9._:@-``, the first one
+a letter or digit."""
+Title = Annotated[str, msgspec.Meta(max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]*\Z")]
+"""A chat title: at most 200 characters, none of them a control character."""
+
+_ID: Final = re.compile(ID_PATTERN)
+
+
+def check_id(value: str, name: str) -> str:
+    """``value`` if it is an :data:`Identifier`; :class:`BadRequestError` (422) if not."""
+    if _ID.fullmatch(value) is None:
+        raise BadRequestError(
+            invalid(f"{name} must be 1-200 of A-Za-z0-9._:@- (starting with a letter or digit)")
+        )
+    return value
+
+
+def workspace_query() -> str:
+    """The request's ``workspaceId`` query parameter, checked by :func:`check_id`."""
+    return check_id(require_query("workspaceId"), "workspaceId")
 
 
 class ChatStreamRequest(msgspec.Struct, rename="camel", kw_only=True):
@@ -43,7 +69,7 @@ class CreateChatRequest(msgspec.Struct, rename="camel", kw_only=True):
 
     workspace_id: Identifier
     workflow_id: Identifier | None = None
-    title: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    title: Title | None = None
 
 
 class AgentsRunRequest(msgspec.Struct, rename="camel", kw_only=True):

@@ -9,6 +9,7 @@ in one transaction, build the dispatch, admit it with the runner, and hand back 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from functools import partial
 from typing import Any, Final
 
@@ -24,6 +25,7 @@ from sandstream.server.runner.service import Runner, ShuttingDownError
 from .bag import BlobStore
 from .config import ChatSettings
 from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
+from .errors import StoreError
 from .ids import new_id, now_ms
 from .live import LiveAgentsRun, LiveChatTurn, LiveTurn, LiveTurns
 from .models import Session, TurnRequest, TurnStart
@@ -221,6 +223,8 @@ class ChatService:
             start=start_data,
             upstream=upstream,
             max_line_bytes=self.max_line_bytes,
+            max_steps=self.settings.max_turn_steps,
+            max_step_bytes=self.settings.max_turn_bytes,
             lock_lease=self.settings.lock_lease,
             lock_heartbeat=self.settings.lock_heartbeat,
         )
@@ -261,6 +265,26 @@ class ChatService:
             )
             self._register(run, scope)
         return run
+
+    # -- lost turns --------------------------------------------------------------------
+
+    async def sweep(self) -> list[str]:
+        """Settle the turns whose lock expired (their server died): ``turn_lost``, lock
+        released, tokens dead. Returns the chats freed. Raises the store's errors."""
+        freed = await self.store.sweep_lost_turns(now=now_ms())
+        for chat_id in freed:
+            log.warning("chat %s: its turn's lock expired unsettled; settled as turn_lost", chat_id)
+        return freed
+
+    async def sweep_periodically(self) -> None:
+        """:meth:`sweep` every ``settings.sweep_interval`` s until cancelled; a failed
+        sweep (database busy) is logged and retried at the next one."""
+        while True:
+            await trio.sleep(self.settings.sweep_interval)
+            try:
+                await self.sweep()
+            except (sqlite3.Error, StoreError) as exc:
+                log.warning("sweeping lost turns failed: %r", exc)
 
     async def shutdown(self) -> None:
         """End every live turn with ``error{code:"shutdown"}`` and wait for them to settle."""

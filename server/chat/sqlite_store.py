@@ -1,7 +1,7 @@
 """The embedded store: :class:`SQLiteChatStore`, the :class:`~.store.ChatStore` on SQLite.
 
 One database file (``chat.sqlite3`` in the data dir), WAL mode, every call in a worker
-thread (:mod:`.sqlite_db`). Writes that belong together run in one ``BEGIN
+thread (:mod:`sandstream.server.sqlite`). Writes that belong together run in one ``BEGIN
 IMMEDIATE`` transaction, so several server processes may share the file: the chat
 lock, the message sequence numbers and token consumption stay consistent across them.
 Bag file *bytes* live in the blob store (:mod:`.bag`); this module keeps their
@@ -22,18 +22,21 @@ from sandstream.core.persistence import (
     ChatTurn,
     ErrorBlock,
     PersistedMessage,
-    replay_window,
+    replay_text,
     user_message,
 )
+from sandstream.server.sqlite import SQLiteDatabase
 
 from .errors import (
     AttachmentError,
     ChatBusyError,
     ChatNotFoundError,
     FileNotFoundInBagError,
+    RunNotFoundError,
     TokenRejectedError,
 )
 from .ids import new_id
+from .migrations import migrate
 from .models import (
     BagFile,
     BagSource,
@@ -47,7 +50,6 @@ from .models import (
     TurnRequest,
     TurnStart,
 )
-from .sqlite_db import SQLiteDatabase
 
 __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 
@@ -147,7 +149,8 @@ def _next_seq(conn: sqlite3.Connection, chat_id: str) -> int:
 
 def _append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMessage) -> None:
     conn.execute(
-        "INSERT INTO messages (chat_id, seq, id, role, created_at, body) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO messages (chat_id, seq, id, role, created_at, body, replay) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             chat_id,
             _next_seq(conn, chat_id),
@@ -155,7 +158,29 @@ def _append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMe
             message.role,
             message.created_at,
             msgspec.json.encode(message),
+            replay_text(message),
         ),
+    )
+
+
+def _replay(conn: sqlite3.Connection, chat_id: str, limit: int) -> list[ChatTurn]:
+    """The last ``limit`` messages as replay turns, oldest first: their ``replay``
+    column only, so a huge message costs nothing here."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(
+        "SELECT role, replay, created_at FROM messages WHERE chat_id = ? ORDER BY seq DESC LIMIT ?",
+        (chat_id, limit),
+    ).fetchall()
+    return [ChatTurn(row[0], row[1], row[2]) for row in reversed(rows)]
+
+
+def _release_lock(conn: sqlite3.Connection, chat_id: str, holder: str) -> None:
+    conn.execute(
+        "UPDATE chats SET lock_holder = NULL, lock_message_id = NULL, "
+        "lock_user_message_id = NULL, lock_session_id = NULL, lock_expires_at = NULL "
+        "WHERE id = ? AND lock_holder = ?",
+        (chat_id, holder),
     )
 
 
@@ -311,7 +336,9 @@ class SQLiteChatStore:
         Raises :class:`~.errors.StoreError` for a database newer than this code,
         :class:`sqlite3.Error` or :class:`OSError` if it cannot be opened.
         """
-        return cls(await SQLiteDatabase.open(data_dir / DATABASE_NAME, readers=readers))
+        return cls(
+            await SQLiteDatabase.open(data_dir / DATABASE_NAME, migrate=migrate, readers=readers)
+        )
 
     async def close(self) -> None:
         await self.db.close()
@@ -430,14 +457,7 @@ class SQLiteChatStore:
                 chat_id,
             ),
         )
-        history: list[PersistedMessage] = []
-        if req.replay_limit > 0:
-            rows = conn.execute(
-                "SELECT body FROM messages WHERE chat_id = ? ORDER BY seq DESC LIMIT ?",
-                (chat_id, req.replay_limit),
-            ).fetchall()
-            history = [_message_decoder.decode(row[0]) for row in reversed(rows)]
-        conversation = replay_window(history, req.replay_limit)
+        conversation = _replay(conn, chat_id, req.replay_limit)
         message = user_message(
             req.user_message_id,
             req.text,
@@ -532,23 +552,45 @@ class SQLiteChatStore:
                 ],
             )
             cursor = conn.execute(
-                "UPDATE messages SET body = ?, created_at = ? WHERE id = ? AND chat_id = ?",
-                (msgspec.json.encode(message), message.created_at, message.id, finish.chat_id),
+                "UPDATE messages SET body = ?, replay = ?, created_at = ? "
+                "WHERE id = ? AND chat_id = ?",
+                (
+                    msgspec.json.encode(message),
+                    replay_text(message),
+                    message.created_at,
+                    message.id,
+                    finish.chat_id,
+                ),
             )
             if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
                 _append_message(conn, finish.chat_id, message)
             _settle_session(conn, finish.session_id, finish.now)
-            conn.execute(
-                "UPDATE chats SET lock_holder = NULL, lock_message_id = NULL, "
-                "lock_user_message_id = NULL, lock_session_id = NULL, lock_expires_at = NULL "
-                "WHERE id = ? AND lock_holder = ?",
-                (finish.chat_id, finish.holder),
-            )
+            _release_lock(conn, finish.chat_id, finish.holder)
             conn.execute(
                 "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
                 (finish.now, finish.chat_id),
             )
             return message
+
+        return await self.db.write(run)
+
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT id, lock_holder, lock_message_id, lock_session_id FROM chats "
+                "WHERE lock_holder IS NOT NULL AND lock_expires_at <= ?",
+                (now,),
+            ).fetchall()
+            settled: list[str] = []
+            for row in rows:
+                _recover_lost_turn(conn, row, now)
+                _release_lock(conn, row["id"], row["lock_holder"])
+                conn.execute(
+                    "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
+                    (now, row["id"]),
+                )
+                settled.append(row["id"])
+            return settled
 
         return await self.db.write(run)
 
@@ -581,6 +623,22 @@ class SQLiteChatStore:
             return _session(row)
 
         return await self.db.write(run)
+
+    async def check_token(
+        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+    ) -> Session:
+        def run(conn: sqlite3.Connection) -> Session:
+            row = conn.execute(
+                "SELECT s.* FROM tokens t JOIN sessions s ON s.id = t.session_id "
+                "WHERE t.hash = ? AND t.purpose = ? AND t.session_id = ? "
+                "AND t.expires_at > ? AND s.settled_at IS NULL",
+                (token_hash, purpose, session_id, now),
+            ).fetchone()
+            if row is None:
+                raise TokenRejectedError(f"{purpose} token refused for session {session_id!r}")
+            return _session(row)
+
+        return await self.db.read(run)
 
     # -- the chat bag --------------------------------------------------------------------
 
@@ -650,6 +708,51 @@ class SQLiteChatStore:
 
         return await self.db.read(run)
 
+    async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
+        def run(conn: sqlite3.Connection) -> list[BagFile]:
+            _load_agents_run(conn, workspace_id, session_id)
+            return _result_files(conn, session_id)
+
+        return await self.db.read(run)
+
+    async def get_run_file(self, workspace_id: str, session_id: str, file_id: str) -> BagFile:
+        def run(conn: sqlite3.Connection) -> BagFile:
+            _load_agents_run(conn, workspace_id, session_id)
+            row = conn.execute(
+                "SELECT * FROM bag_files WHERE id = ? AND session_id = ? AND source = 'result' "
+                "AND deleted_at IS NULL",
+                (file_id, session_id),
+            ).fetchone()
+            if row is None:
+                raise FileNotFoundInBagError(file_id, "this run")
+            return _bag_file(row)
+
+        return await self.db.read(run)
+
+    async def turn_attachments(self, session: Session) -> list[BagFile]:
+        def run(conn: sqlite3.Connection) -> list[BagFile]:
+            if session.chat_id is None or session.user_message_id is None:
+                return []
+            row = conn.execute(
+                "SELECT body FROM messages WHERE chat_id = ? AND id = ?",
+                (session.chat_id, session.user_message_id),
+            ).fetchone()
+            if row is None:
+                return []
+            wanted = [a.id for a in _message_decoder.decode(row[0]).file_attachments]
+            if not wanted:
+                return []
+            marks = ", ".join("?" for _ in wanted)
+            rows = conn.execute(
+                f"SELECT * FROM bag_files WHERE id IN ({marks}) AND chat_id = ? "
+                "AND deleted_at IS NULL",
+                (*wanted, session.chat_id),
+            ).fetchall()
+            found = {r["id"]: _bag_file(r) for r in rows}
+            return [found[file_id] for file_id in wanted if file_id in found]
+
+        return await self.db.read(run)
+
     # -- workflow environments -------------------------------------------------------------
 
     async def get_environment(self, workspace_id: str, workflow_id: str) -> Environment | None:
@@ -688,6 +791,17 @@ class SQLiteChatStore:
             )
 
         await self.db.write(run)
+
+
+def _load_agents_run(conn: sqlite3.Connection, workspace_id: str, session_id: str) -> None:
+    """Raise :class:`RunNotFoundError` unless ``session_id`` is an Agents-block run of
+    ``workspace_id``."""
+    row = conn.execute(
+        "SELECT 1 FROM sessions WHERE id = ? AND workspace_id = ? AND kind = 'agents'",
+        (session_id, workspace_id),
+    ).fetchone()
+    if row is None:
+        raise RunNotFoundError(session_id)
 
 
 def _why_rejected(

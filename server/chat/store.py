@@ -1,9 +1,9 @@
 """The storage interface of the chat backend: :class:`ChatStore`.
 
-The embedded default is :class:`~.sqlite_store.SQLiteChatStore`; a PostgreSQL store
-implements the same protocol. Every method is a coroutine that does its blocking work
-off the trio event loop; every query is scoped by workspace where a workspace is
-named. Methods raise the specific errors of :mod:`.errors`.
+The one implementation is :class:`~.sqlite_store.SQLiteChatStore` (a PostgreSQL
+store for replicas on many machines is on the roadmap, not built). Every method is a
+coroutine that does its blocking work off the trio event loop; every query is scoped
+by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
 
 Cancellation: a store call runs to completion once started (a transaction is never
 left half-way); a cancelled caller gets :class:`trio.Cancelled` after it returns, so
@@ -96,6 +96,13 @@ class ChatStore(Protocol):
         """
         ...
 
+    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+        """Settle every turn whose lock expired at ``now``: in one transaction, its
+        assistant message is written as failed (``turn_lost``, with the files its run
+        wrote back) unless it exists, its session settles (unused tokens die) and the
+        lock is released. Returns the ids of the chats it freed."""
+        ...
+
     # -- sessions and tokens -----------------------------------------------------------
 
     async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
@@ -115,6 +122,14 @@ class ChatStore(Protocol):
         unexpired; it is then marked used. Raises
         :class:`~.errors.TokenRejectedError` otherwise, having changed nothing.
         """
+        ...
+
+    async def check_token(
+        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+    ) -> Session:
+        """Check a token without consuming it: it must exist with this hash, purpose
+        and session and be unexpired (redeemed or not), and its session unsettled.
+        Raises :class:`~.errors.TokenRejectedError` otherwise."""
         ...
 
     # -- the chat bag ----------------------------------------------------------------
@@ -137,6 +152,23 @@ class ChatStore(Protocol):
 
     async def get_file(self, workspace_id: str, chat_id: str, file_id: str) -> BagFile:
         """One bag file. Raises ChatNotFoundError or FileNotFoundInBagError."""
+        ...
+
+    async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
+        """The files an Agents-block run wrote back, oldest first.
+
+        Raises :class:`~.errors.RunNotFoundError` (no such run in the workspace).
+        """
+        ...
+
+    async def get_run_file(self, workspace_id: str, session_id: str, file_id: str) -> BagFile:
+        """One file an Agents-block run wrote back. Raises RunNotFoundError or
+        FileNotFoundInBagError."""
+        ...
+
+    async def turn_attachments(self, session: Session) -> list[BagFile]:
+        """The files attached to a chat turn's user message, in the message's order
+        (none for an Agents-block run, or once the chat was deleted)."""
         ...
 
     # -- workflow environments -----------------------------------------------------------

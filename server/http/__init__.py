@@ -3,7 +3,10 @@
 - :mod:`.problems`: RFC 9457 problem JSON for every error answer;
 - :mod:`.auth`: bearer tokens, compared in constant time;
 - :mod:`.requests`: bounded JSON bodies, query parameters, JSON answers;
+- :mod:`.asgi`: the ASGI connection every app uses: idle connections close, request
+  bodies have a deadline;
 - :mod:`.connection`: cutting a client's connection whose write can never finish;
+- :mod:`.protocol_errors`: problem JSON for the requests Hypercorn rejects itself;
 - :mod:`.serve`: Hypercorn's trio worker with a shutdown that drains the role first.
 
 Roles (``runner``, ``chat``) import from here; nothing here imports a role.

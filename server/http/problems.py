@@ -18,7 +18,9 @@ from werkzeug.exceptions import HTTPException
 
 __all__ = [
     "AT_CAPACITY",
+    "BODY_TIMEOUT",
     "INVALID_BODY",
+    "MALFORMED_REQUEST",
     "NOT_FOUND",
     "PAYLOAD_TOO_LARGE",
     "PROBLEM_CONTENT_TYPE",
@@ -29,6 +31,8 @@ __all__ = [
     "install_problem_handlers",
     "invalid",
     "problem",
+    "problem_body",
+    "too_large",
     "unauthorized",
 ]
 
@@ -42,6 +46,16 @@ INTERNAL: Final = "urn:sandstream:problem:internal-error"
 NOT_FOUND: Final = "urn:sandstream:problem:not-found"
 PAYLOAD_TOO_LARGE: Final = "urn:sandstream:problem:payload-too-large"
 UNSUPPORTED_MEDIA_TYPE: Final = "urn:sandstream:problem:unsupported-media-type"
+BODY_TIMEOUT: Final = "urn:sandstream:problem:body-timeout"
+MALFORMED_REQUEST: Final = "urn:sandstream:problem:malformed-request"
+
+_TYPE_BY_STATUS: Final = {
+    404: NOT_FOUND,
+    408: BODY_TIMEOUT,
+    413: PAYLOAD_TOO_LARGE,
+    415: UNSUPPORTED_MEDIA_TYPE,
+}
+"""Our type for an HTTP error Quart or werkzeug raises itself (others stay ``about:blank``)."""
 
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 
@@ -56,11 +70,8 @@ def problem(
     **extensions: Any,
 ) -> Response:
     """A problem-details response. ``extensions`` become extra JSON members."""
-    body: dict[str, Any] = {"type": type, "title": title, "status": status}
-    if detail is not None:
-        body["detail"] = detail
-    body.update(extensions)
-    response = Response(msgspec.json.encode(body), status=status, content_type=PROBLEM_CONTENT_TYPE)
+    body = problem_body(status, title, detail, type=type, **extensions)
+    response = Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-store"
     if has_request_context() and request.method in _METHODS_WITH_BODY:
         # A refusal may come before the body is read. h11 cannot start the next
@@ -72,8 +83,29 @@ def problem(
     return response
 
 
+def problem_body(
+    status: int,
+    title: str,
+    detail: str | None = None,
+    *,
+    type: str = "about:blank",
+    **extensions: Any,
+) -> bytes:
+    """The JSON of a problem, for answers written below Quart (see :mod:`.protocol_errors`)."""
+    body: dict[str, Any] = {"type": type, "title": title, "status": status}
+    if detail is not None:
+        body["detail"] = detail
+    body.update(extensions)
+    return msgspec.json.encode(body)
+
+
 def install_problem_handlers(app: Quart) -> None:
-    """Render every HTTP error (404, 405, 413, ...) and uncaught exception as a problem."""
+    """Render every HTTP error (404, 405, 413, ...), :class:`BadRequestError` and uncaught
+    exception as a problem."""
+
+    @app.errorhandler(BadRequestError)
+    async def _bad_request(error: BadRequestError) -> Response:
+        return error.response
 
     @app.errorhandler(HTTPException)
     async def _http_error(error: HTTPException) -> Response:
@@ -83,7 +115,8 @@ def install_problem_handlers(app: Quart) -> None:
             for name, value in error.get_headers()
             if name.lower() not in ("content-type", "content-length")
         }
-        return problem(status, error.name, error.description, headers=headers)
+        kind = _TYPE_BY_STATUS.get(status, "about:blank")
+        return problem(status, error.name, error.description, type=kind, headers=headers)
 
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:
@@ -107,6 +140,12 @@ def unauthorized(detail: str, realm: str) -> Response:
         type=UNAUTHORIZED,
         headers={"WWW-Authenticate": f'Bearer realm="{realm}"'},
     )
+
+
+def too_large(limit: int) -> Response:
+    """413: a body over ``limit`` bytes."""
+    detail = f"the body is limited to {limit} bytes"
+    return problem(413, "Payload Too Large", detail, type=PAYLOAD_TOO_LARGE)
 
 
 def invalid(detail: str, **extensions: Any) -> Response:

@@ -12,6 +12,7 @@ no-op by then) in case the app is served some other way.
 from __future__ import annotations
 
 import logging
+import resource
 import signal
 from collections.abc import Awaitable, Callable
 
@@ -20,9 +21,31 @@ import trio
 from hypercorn.config import Config
 from quart import Quart
 
-__all__ = ["serve", "wait_for_signals"]
+from .protocol_errors import install_protocol_problems
+
+__all__ = ["raise_open_file_limit", "serve", "wait_for_signals"]
 
 log = logging.getLogger("sandstream.runner")
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit; return the soft limit.
+
+    Every connection is a file descriptor, and so are a turn's pipes: at a common
+    default soft limit of 1024, a thousand idle connections leave no descriptor to
+    start a container with (``launch_failed: Too many open files``). The hard limit
+    is what the process is allowed; a limit that cannot be raised is left as it is.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("cannot raise the open file limit from %d to %d: %s", soft, target, exc)
+        return soft
+    return target
 
 
 async def wait_for_signals(*signums: int) -> None:
@@ -46,8 +69,10 @@ async def serve(
     ``task_status.started`` gets the bound addresses (``["http://127.0.0.1:43117"]``),
     so ``await nursery.start(serve, app, config)`` works with port 0. Cancellation:
     Hypercorn stops at once; each turn's container is still stopped and reaped (the
-    turn's teardown is shielded), but clients get no terminal line.
+    turn's teardown is shielded), but clients get no terminal line. Requests Hypercorn
+    rejects itself are answered with problem JSON (:mod:`.protocol_errors`).
     """
+    install_protocol_problems()
 
     async def trigger() -> None:
         if shutdown_trigger is None:

@@ -53,7 +53,7 @@ from .launcher import (
     ContainerHandle,
     LaunchError,
     StderrMode,
-    feed_dispatch,
+    feed_stdin,
     grow_pipe,
     log_stderr,
 )
@@ -264,6 +264,7 @@ class BwrapLauncher:
         dispatch: bytes,
         turn_id: str,
         *,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`.
@@ -274,10 +275,17 @@ class BwrapLauncher:
         was seen (its pidfd), which the kernel allows only once the rest of the
         namespace is gone; bwrap is reaped right after.
         """
-        cgroup = self._create_cgroup(turn_id)
         try:
-            return await self._run(dispatch, turn_id, cgroup, task_status)
+            cgroup = self._create_cgroup(turn_id)
+        except BaseException:
+            if messages is not None:
+                messages.close()
+            raise
+        try:
+            return await self._run(dispatch, turn_id, messages, cgroup, task_status)
         finally:
+            if messages is not None:
+                messages.close()  # the sandbox is gone: a sender learns it
             if cgroup is not None:
                 with trio.CancelScope(shield=True):
                     if not await cgroup.remove():
@@ -295,6 +303,7 @@ class BwrapLauncher:
         self,
         dispatch: bytes,
         turn_id: str,
+        messages: trio.MemoryReceiveChannel[bytes] | None,
         cgroup: CgroupMeter | None,
         task_status: trio.TaskStatus[ContainerHandle],
     ) -> ContainerExit:
@@ -380,12 +389,14 @@ class BwrapLauncher:
         try:
             async with trio.open_nursery() as nursery:
                 assert process.stdin is not None
-                nursery.start_soon(feed_dispatch, process.stdin, dispatch)
+                nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
                 if process.stderr is not None:
                     nursery.start_soon(log_stderr, process.stderr, turn_id)
                 nursery.start_soon(enforce_limits)
                 await process.wait_exited()
                 exited = True
+                if messages is not None:
+                    messages.close()  # nobody reads them any more
                 limit_scope.cancel()
                 if limit is None:  # a kernel-enforced hit the last poll did not see
                     limit = exceeded(meter.sample(), self.limits)

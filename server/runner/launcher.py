@@ -54,7 +54,7 @@ __all__ = [
     "LocalContainer",
     "LocalSubprocessLauncher",
     "StderrMode",
-    "feed_dispatch",
+    "feed_stdin",
     "grow_pipe",
     "log_stderr",
 ]
@@ -136,12 +136,17 @@ class ContainerLauncher(Protocol):
         dispatch: bytes,
         turn_id: str,
         *,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         """Start a sandbox with ``dispatch`` (the JSON body) and own it until it is gone.
 
         Calls ``task_status.started(handle)`` once stdout can be read, then returns
         when the sandbox has exited and nothing of it is left (processes reaped).
+        The sandbox's stdin gets the dispatch as one line; with ``messages``, stdin
+        stays open and each line received there follows (a durable session's user
+        messages), until the channel closes; the launcher closes ``messages`` when
+        the sandbox is gone, so a sender then gets :class:`trio.BrokenResourceError`.
 
         Cancellation: stops the sandbox (``SIGTERM``, grace, ``SIGKILL`` for a local
         process), waits until it is gone, records ``handle.exit``, then lets
@@ -181,7 +186,8 @@ class LocalContainer:
 
 @dataclass
 class LocalSubprocessLauncher:
-    """Run each container as ``argv`` in a new session; dispatch JSON on its stdin.
+    """Run each container as ``argv`` in a new session; dispatch JSON on its stdin
+    (:func:`feed_stdin`).
 
     Stopping it (on cancellation) sends ``SIGTERM`` to its process group, waits up to
     ``kill_grace`` seconds for the leader to exit, then sends ``SIGKILL`` to the group;
@@ -229,6 +235,7 @@ class LocalSubprocessLauncher:
         dispatch: bytes,
         turn_id: str,
         *,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`."""
@@ -261,11 +268,13 @@ class LocalSubprocessLauncher:
         try:
             async with trio.open_nursery() as nursery:
                 assert process.stdin is not None
-                nursery.start_soon(feed_dispatch, process.stdin, dispatch)
+                nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
                 if process.stderr is not None:
                     nursery.start_soon(log_stderr, process.stderr, turn_id)
                 await wait_exited(process, pidfd)
                 exited = True
+                if messages is not None:
+                    messages.close()  # nobody reads them any more
                 # Leftovers in the group die now, while the zombie leader still
                 # reserves the group id. Their stderr then reaches EOF.
                 signal_group(process.pid, signal.SIGKILL)
@@ -321,13 +330,28 @@ def grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:
         fcntl.fcntl(fileno(), setpipe, size)
 
 
-async def feed_dispatch(stdin: trio.abc.SendStream, data: bytes) -> None:
-    """Write the dispatch, then close stdin. A container that exits first is fine."""
+async def feed_stdin(
+    stdin: trio.abc.SendStream,
+    dispatch: bytes,
+    messages: trio.MemoryReceiveChannel[bytes] | None = None,
+) -> None:
+    """Write the dispatch as one line, then each of ``messages``, then close stdin.
+
+    A container that exits first is fine. ``messages`` is closed on the way out
+    (also on cancellation), so whoever sends more learns the container is gone.
+    """
     try:
         async with stdin:
-            await stdin.send_all(data)
+            line = dispatch if dispatch.endswith(b"\n") else dispatch + b"\n"
+            await stdin.send_all(line)
+            if messages is not None:
+                async for message in messages:
+                    await stdin.send_all(message)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
+    finally:
+        if messages is not None:
+            messages.close()
 
 
 async def log_stderr(stderr: trio.abc.ReceiveStream, turn_id: str) -> None:

@@ -4,8 +4,11 @@
 JSON :class:`~sandstream.container.schemas.Dispatch` body → ``200
 application/x-ndjson``, the container's envelope line by line. Errors are problem
 JSON: 401 (bad or missing token, checked before the body is read), 413 (body over
-``max_body_bytes``), 422 (body not a valid dispatch), 503 with ``Retry-After`` (at
-capacity, or shutting down).
+``max_body_bytes``, refused as soon as it crosses it), 408 (the body took longer than
+``BODY_TIMEOUT``), 422 (body not a valid dispatch), 503 with ``Retry-After`` (at
+capacity, or shutting down). The body is read by
+:func:`~sandstream.server.http.requests.read_json` under the runner's own limit,
+whatever app it is mounted on.
 
 The 200 is decided before the container starts, so anything that goes wrong after it
 (the container cannot start, crashes, runs too long, the server shuts down) arrives
@@ -26,18 +29,15 @@ import msgspec
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Quart, Response, current_app, request
 from quart.wrappers.response import ResponseBody
-from quart_trio.asgi import TrioASGIHTTPConnection
 
 from sandstream.container.schemas import Dispatch
+from sandstream.server.http.asgi import HTTPConnection
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import (
-    AT_CAPACITY,
-    INVALID_BODY,
-    SHUTTING_DOWN,
-    UNAUTHORIZED,
-    problem,
-)
+from sandstream.server.http.problems import AT_CAPACITY, SHUTTING_DOWN, UNAUTHORIZED, problem
+from sandstream.server.http.requests import read_json
+from sandstream.server.sessions.routes import install_sessions
+from sandstream.server.sessions.service import SessionService
 
 from .service import AtCapacityError, Runner, RunnerUnavailableError
 from .turn import TurnStream
@@ -57,7 +57,6 @@ RUNNER_EXTENSION: Final = "sandstream.runner"
 _PENDING_TURNS: Final = "sandstream.pending_turns"
 
 runner_blueprint = Blueprint("runner", __name__)
-_dispatch_decoder = msgspec.json.Decoder(Dispatch)
 
 
 def get_runner(app: Quart | None = None) -> Runner:
@@ -72,10 +71,14 @@ def install_runner(app: Quart, runner: Runner) -> None:
 
     The app's ``asgi_http_class`` becomes :class:`TurnAwareHTTPConnection`, and
     ``after_serving`` shuts the runner down (every container reaped before exit).
+    With ``runner.settings.sessions``, the durable sessions are mounted too
+    (:func:`~sandstream.server.sessions.routes.install_sessions`).
     """
     app.extensions[RUNNER_EXTENSION] = runner
     app.asgi_http_class = TurnAwareHTTPConnection
     app.register_blueprint(runner_blueprint)
+    if runner.settings.sessions is not None:
+        install_sessions(app, SessionService(runner, runner.settings.sessions))
 
     @app.after_serving
     async def _shutdown_runner() -> None:
@@ -100,8 +103,9 @@ class TurnBody(ResponseBody):
         await self.turn.__aexit__(exc_type, exc, tb)
 
 
-class TurnAwareHTTPConnection(TrioASGIHTTPConnection):
-    """quart-trio's HTTP connection, giving back turns whose body never started.
+class TurnAwareHTTPConnection(HTTPConnection):
+    """The server's HTTP connection (:mod:`sandstream.server.http.asgi`), giving back
+    turns whose body never started.
 
     The route admits a turn (takes a container slot) before Quart sends the response;
     if the client goes away in between, the body is never entered. Such turns are
@@ -130,25 +134,7 @@ async def stream() -> Response:
             type=UNAUTHORIZED,
             headers={"WWW-Authenticate": 'Bearer realm="sandstream-runner"'},
         )
-    too_large = problem(
-        413,
-        "Payload Too Large",
-        f"the dispatch body is limited to {settings.max_body_bytes} bytes",
-    )
-    if (request.content_length or 0) > settings.max_body_bytes:
-        return too_large
-    body = await request.get_data(cache=False, as_text=False)
-    if len(body) > settings.max_body_bytes:
-        return too_large
-    try:
-        dispatch = _dispatch_decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        return problem(
-            422,
-            "Invalid dispatch body",
-            f"the body is not a valid dispatch: {exc}",
-            type=INVALID_BODY,
-        )
+    dispatch = await read_json(Dispatch, settings.max_body_bytes)
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
     try:
         turn = runner.open_turn(

@@ -111,12 +111,14 @@ class Runner:
         turn_id: str | None = None,
         abort_client: Callable[[], object] | None = None,
         cancel_outcome: Literal["cancelled", "client_disconnected"] = "cancelled",
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
     ) -> TurnStream:
         """Admit a turn and return it, not yet started: enter it with ``async with``.
 
         ``dispatch`` is a validated :class:`Dispatch` or its JSON. The slot is held
         from now until the turn's container is gone; a turn that is never entered
-        must be :meth:`~TurnStream.discard`-ed to give it back.
+        must be :meth:`~TurnStream.discard`-ed to give it back. ``messages``: lines
+        for the container's stdin after the dispatch (see :class:`TurnStream`).
 
         Raises :class:`AtCapacityError` when ``max_live`` containers run, and
         :class:`ShuttingDownError` during shutdown (both carry ``retry_after``).
@@ -140,6 +142,7 @@ class Runner:
             abort_client=abort_client,
             on_container_gone=self._container_gone,
             on_closed=self._closed,
+            messages=messages,
         )
         self._holding.add(turn)
         self._open.add(turn)

@@ -75,10 +75,13 @@ TurnOutcome: TypeAlias = Literal[
     "stalled",
     "shutdown",
     "protocol_error",
+    "interrupted",  # a durable session's interrupt
     "not_started",  # admitted, but the response body never started
 ]
 
-EndCode: TypeAlias = Literal["runtime_exceeded", "stalled", "shutdown", "protocol_error"]
+EndCode: TypeAlias = Literal[
+    "runtime_exceeded", "stalled", "shutdown", "protocol_error", "interrupted"
+]
 
 _RECEIVE_ERRORS: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -148,6 +151,8 @@ class TurnStream:
     write timeout). ``cancel_outcome`` names, in the record, a caller that left
     early. ``on_container_gone`` is called once the container is
     gone (or was never started); ``on_closed`` once with the :class:`TurnRecord`.
+    ``messages``: lines for the container's stdin after the dispatch (a durable
+    session's user messages); without it stdin is closed after the dispatch.
     """
 
     def __init__(
@@ -162,6 +167,7 @@ class TurnStream:
         abort_client: Callable[[], object] | None = None,
         on_container_gone: Callable[[TurnStream], object] | None = None,
         on_closed: Callable[[TurnStream, TurnRecord], object] | None = None,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
     ) -> None:
         self.id = turn_id or new_turn_id()
         self.processor = StreamProcessor(
@@ -175,6 +181,7 @@ class TurnStream:
         self._abort_client = abort_client
         self._on_container_gone = on_container_gone
         self._on_closed = on_closed
+        self._messages = messages
 
         self._state: Literal["new", "open", "closed"] = "new"
         self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -442,11 +449,18 @@ class TurnStream:
     async def _run_container(self) -> None:
         try:
             with self._container_scope:
-                await self._launcher.run(self._dispatch, self.id, task_status=_LaunchStatus(self))
+                await self._launcher.run(
+                    self._dispatch,
+                    self.id,
+                    messages=self._messages,
+                    task_status=_LaunchStatus(self),
+                )
         except LaunchError as exc:
             self._launch_error = exc
             log.error("turn %s: %s", self.id, exc.strerror)
         finally:
+            if self._messages is not None:
+                self._messages.close()  # also when it never started
             self._launched.set()
             self._mark_gone()
 

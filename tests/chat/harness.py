@@ -17,10 +17,13 @@ under deadlines, never by sleeping a fixed time.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ from sandstream.container.schemas import ConfigResponse, ScriptedAgent, Scripted
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
-from sandstream.server import BwrapLauncher, Runner, RunnerSettings
+from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, Runner, RunnerSettings
 from sandstream.server.chat import (
     AgentProfile,
     BlobStore,
@@ -47,6 +50,7 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.models import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from tests.support import processes
 from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
@@ -284,9 +288,15 @@ async def start_chat_server(
     *,
     embedded: bool = True,
     runner_settings: RunnerSettings | None = None,
+    kill_grace: float | None = None,
     **overrides: Any,
 ) -> ChatServer:
-    """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
+    """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
+
+    The embedded runner sandboxes containers with bwrap (the data dir hidden), as
+    ``sandstream serve`` does; with ``kill_grace`` it uses the local launcher with
+    that grace instead (for tests of the local launcher's ``SIGTERM`` path).
+    """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await SQLiteChatStore.open(data_dir)
     blobs = BlobStore(data_dir / "bag")
@@ -296,7 +306,9 @@ async def start_chat_server(
         runner = Runner(
             runner_settings
             or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
-            BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)]),
+            BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
+            if kill_grace is None
+            else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
         )
     service = ChatService(settings, store, blobs, runner)
     app = create_chat_app(service)
@@ -363,18 +375,7 @@ def running_step(event: ServerSentEvent) -> bool:
 
 def marked(marker_value: str) -> list[int]:
     """Live processes whose environment carries ``SANDSTREAM_TURN_ID=<marker_value>``."""
-    wanted = f"{TURN_MARKER_ENV}={marker_value}".encode()
-    found = []
-    for proc in psutil.process_iter(["status"]):
-        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
-                if wanted in handle.read().split(b"\0"):
-                    found.append(proc.pid)
-        except OSError:
-            continue
-    return found
+    return processes.with_env(TURN_MARKER_ENV, [marker_value])
 
 
 async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
@@ -387,11 +388,7 @@ async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
 
 def kill_marked(marker_value: str) -> None:
     """SIGKILL every process (and its group) carrying the turn marker (test cleanup)."""
-    for pid in marked(marker_value):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    processes.kill(marked(marker_value))
 
 
 def descendants(pid: int) -> list[int]:
@@ -408,6 +405,82 @@ def descendants(pid: int) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+# -- `sandstream serve` as a process -----------------------------------------------------
+
+
+@dataclass
+class ServeProcess:
+    process: trio.Process
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    url: str = ""
+    exited: trio.Event = field(default_factory=trio.Event)
+
+    def client(self, token: str) -> httpx.AsyncClient:
+        return http1_client(
+            self.url, headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE
+        )
+
+
+async def start_serve_process(
+    nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
+) -> ServeProcess:
+    """``sandstream serve --port 0`` with short leases and ``config`` as its agent, as a
+    real process (killed when ``nursery`` is cancelled); returns once it listens."""
+    agent_config = data_dir.parent / f"agent-{len(list(data_dir.parent.iterdir()))}.json"
+    agent_config.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))}
+    argv = [
+        str(Path(sys.executable).parent / "sandstream"),
+        "serve",
+        "--port", "0",
+        "--data-dir", str(data_dir),
+        "--agent-config", str(agent_config),
+        "--lock-lease", "2",
+        "--lock-heartbeat", "0.5",
+        "--kill-grace", "0.5",
+        *extra,
+    ]  # fmt: skip
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    served = ServeProcess(process)
+    listening = trio.Event()
+
+    async def read(stream: Any, into: list[str]) -> None:
+        pending = b""
+        async for chunk in stream:
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                into.append(line)
+                if "listening on http://" in line and not served.url:
+                    served.url = line.split("listening on ", 1)[1].split()[0]
+                    listening.set()
+
+    async def supervise() -> None:
+        try:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(read, process.stdout, served.stdout)
+                inner.start_soon(read, process.stderr, served.stderr)
+                await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            served.exited.set()
+
+    nursery.start_soon(supervise)
+    with trio.fail_after(DEADLINE):
+        while not listening.is_set():
+            if served.exited.is_set():
+                raise AssertionError(f"serve exited early: {served.stderr[-20:]}")
+            await trio.sleep(0.02)
+    return served
 
 
 # -- a separate runner process ------------------------------------------------------------
@@ -441,9 +514,6 @@ async def start_runner_process(
 
     Stopped with SIGTERM (its real shutdown path) when ``nursery`` is cancelled.
     """
-    import subprocess
-    import sys
-
     env = {**os.environ, "SANDSTREAM_RUNNER_TOKEN": token}
     argv = [sys.executable, "-m", "sandstream.server.cli", "runner", "--port", "0", *args]
     process = await trio.lowlevel.open_process(

@@ -10,7 +10,7 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from sandstream.server.chat.ids import now_ms
-from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
+from tests.chat.harness import WORKSPACE, ChatServer, scripted, start_chat_server, write
 from tests.server.harness import parse_stream
 from tests.support.servers import serve_app
 
@@ -81,3 +81,45 @@ async def test_garbage_from_a_runner_never_reaches_the_client(
     assert msgspec.json.decode(run.events[-1].data) == {"terminal": "error", "diagnostics": 3}
     chat = await server.chat(run.chat_id)
     assert chat["messages"][-1]["status"] == "failed"
+
+
+async def test_an_agents_runs_written_back_files_are_listed_and_downloaded(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    agent = scripted(write("output/reports/summary.md", "# Summary\n"), write("output/a.txt", "A"))
+    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    params = {"workspaceId": WORKSPACE}
+    async with server.client() as client:
+        response = await client.post("/api/agents/run", json={**params, "prompt": "report"})
+        assert parse_stream(response.content)[-1]["type"] == "result"
+        session_id = response.headers["x-session-id"]
+        base = f"/api/agents/runs/{session_id}/files"
+        listed = await client.get(base, params=params)
+        assert listed.status_code == 200
+        files = listed.json()["files"]
+        assert sorted((f["name"], f["size"], f["source"]) for f in files) == [
+            ("a.txt", 1, "result"),
+            ("reports/summary.md", 10, "result"),
+        ]
+        summary = next(f for f in files if f["name"] == "reports/summary.md")
+        download = await client.get(f"{base}/{summary['id']}", params=params)
+        assert download.status_code == 200 and download.content == b"# Summary\n"
+        assert "filename*=UTF-8''summary.md" in download.headers["content-disposition"]
+        # Scoped by workspace and run; problem JSON otherwise.
+        for url, query in [
+            (base, {"workspaceId": "ws_other"}),
+            ("/api/agents/runs/sess_nope/files", params),
+            (f"{base}/file_nope", params),
+            (f"/api/agents/runs/sess_nope/files/{summary['id']}", params),
+        ]:
+            missing = await client.get(url, params=query)
+            assert missing.status_code == 404, url
+            assert missing.headers["content-type"] == "application/problem+json"
+        # A chat turn's session is not an agents run.
+        run = await server.turn("a chat turn")
+        chat_session = run.headers["x-session-id"]
+        assert (
+            await client.get(f"/api/agents/runs/{chat_session}/files", params=params)
+        ).status_code == 404
+    async with server.client(auth=False) as client:
+        assert (await client.get(base, params=params)).status_code == 401

@@ -9,7 +9,12 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.container.schemas import ConfigResponse, EnvResponse, ResultsReceipt
+from sandstream.container.schemas import (
+    Attachment,
+    ConfigResponse,
+    EnvResponse,
+    ResultsReceipt,
+)
 from sandstream.core.persistence import PersistedMessage
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.models import Environment, TurnFinish, TurnRequest, TurnStart
@@ -23,6 +28,8 @@ async def _session(
     lifetimes: dict[str, float] | None = None,
     minted_at: int | None = None,
     workflow_id: str | None = None,
+    chat_id: str | None = None,
+    attachment_ids: list[str] | None = None,
 ) -> tuple[TurnStart, MintedTokens]:
     """A turn's start as the chat route writes it (no container): tokens in plaintext."""
     now = now_ms()
@@ -31,10 +38,10 @@ async def _session(
     start = await server.store.begin_turn(
         TurnRequest(
             workspace_id=WORKSPACE,
-            chat_id=None,
+            chat_id=chat_id,
             workflow_id=workflow_id,
             text="what is up",
-            attachment_ids=[],
+            attachment_ids=attachment_ids or [],
             user_message_id=new_id("msg"),
             assistant_message_id=new_id("msg"),
             session_id=session_id,
@@ -236,3 +243,78 @@ async def test_oversized_results_are_refused_whole(nursery: trio.Nursery, tmp_pa
     after = await _snapshot(server)
     assert after["files"] == before["files"] and after["blobs"] == before["blobs"]
     assert after["tmp"] == []
+
+
+async def test_the_run_token_downloads_exactly_the_turns_attachments_until_it_settles(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path)
+    params = {"workspaceId": WORKSPACE}
+    async with server.client() as client:
+        chat = (await client.post("/api/assistant/chats", json=params)).json()
+        upload = await client.post(
+            f"/api/assistant/chats/{chat['id']}/files",
+            params=params,
+            files=[
+                ("files", ("../../etc/data.csv", b"a,b\n1,2\n", "text/csv")),
+                ("files", ("not-attached.txt", b"secret", "text/plain")),
+            ],
+        )
+    attached, unattached = upload.json()["files"]
+    start, tokens = await _session(server, chat_id=chat["id"], attachment_ids=[attached["id"]])
+    other, other_tokens = await _session(server)
+    base = f"/api/sandbox/{start.session.id}"
+    url = f"{base}/attachments/{attached['id']}"
+    async with server.client(auth=False) as client:
+        config = await client.get(f"{base}/config", headers=_bearer(tokens.run))
+        decoded = msgspec.json.decode(config.content, type=ConfigResponse)
+        assert decoded.attachments == [
+            Attachment(
+                id=attached["id"],
+                path="attachments/data.csv",
+                size=8,
+                content_type="text/csv",
+                sha256=attached["sha256"],
+            )
+        ]
+        # The run token was redeemed by /config and still downloads, more than once.
+        for _ in range(2):
+            got = await client.get(url, headers=_bearer(tokens.run))
+            assert got.status_code == 200 and got.content == b"a,b\n1,2\n"
+        # Not another file of the chat's bag, nor with another token or session.
+        missing = await client.get(
+            f"{base}/attachments/{unattached['id']}", headers=_bearer(tokens.run)
+        )
+        assert missing.status_code == 404
+        assert missing.headers["content-type"] == "application/problem+json"
+        for headers in (
+            _bearer(tokens.setup),
+            _bearer(tokens.upload),
+            _bearer(other_tokens.run),
+            _bearer("made-up"),
+            {},
+        ):
+            await _refused(await client.get(url, headers=headers))
+        # Another turn's run token, on its own session: that file is not its attachment.
+        foreign = await client.get(
+            f"/api/sandbox/{other.session.id}/attachments/{attached['id']}",
+            headers=_bearer(other_tokens.run),
+        )
+        assert foreign.status_code == 404
+        # Once the turn settled, the token downloads nothing.
+        await server.store.finish_turn(
+            TurnFinish(
+                chat_id=start.chat.id,
+                session_id=start.session.id,
+                holder=start.holder,
+                message=PersistedMessage(
+                    id=start.session.assistant_message_id or "",
+                    role="assistant",
+                    content=[],
+                    created_at=now_ms(),
+                    status="complete",
+                ),
+                now=now_ms(),
+            )
+        )
+        await _refused(await client.get(url, headers=_bearer(tokens.run)))

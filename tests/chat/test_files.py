@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
+import trio
 
-from tests.chat.harness import WORKSPACE, ChatServer, EventReader, running_step
+from tests.chat.harness import (
+    WORKSPACE,
+    ChatServer,
+    EventReader,
+    running_step,
+    scripted,
+    shell,
+    start_chat_server,
+)
 
 
 async def _new_chat(client: httpx.AsyncClient, workspace: str = WORKSPACE) -> str:
@@ -162,3 +172,64 @@ async def _conversation(server: ChatServer, assistant_id: str) -> list[dict[str,
     )
     turns: list[dict[str, Any]] = msgspec.json.decode(raw)
     return turns
+
+
+async def test_attachments_are_delivered_into_the_sandbox_work_dir(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """The agent finds the turn's attachments in its work dir, at the paths its config
+    names; copying them to output/ writes back the very bytes that were uploaded."""
+    agent = scripted(
+        shell("cat attachments/notes.txt && cp attachments/* output/"),
+        message="{prompt}",
+    )
+    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    notes, other_notes, pixel = b"first notes\n", b"second\n", b"\x89PNG\r\n\x1a\n\x00\xff"
+    async with server.client() as client:
+        chat_id = await _new_chat(client)
+        uploaded = await _upload(
+            client,
+            chat_id,
+            ("notes.txt", notes, "text/plain"),
+            ("C:\\elsewhere\\notes.txt", other_notes, "text/plain"),  # the same name
+            ("pixel.png", pixel, "image/png"),
+        )
+    run = await server.turn("use them", chat_id=chat_id, attachmentIds=[f["id"] for f in uploaded])
+    assert run.status == 200 and run.kinds[-2:] == ["result", "done"], run.body[-800:]
+    paths = ["attachments/notes.txt", "attachments/notes (2).txt", "attachments/pixel.png"]
+    download, shell_step = run.folded().steps
+    assert (download.name, download.status) == ("download_attachments", "succeeded")
+    assert msgspec.json.decode(download.args) == {"files": paths}
+    assert msgspec.json.decode(download.result) == {
+        "files": [{"path": p, "size": f["size"]} for p, f in zip(paths, uploaded, strict=True)]
+    }
+    assert shell_step.status == "succeeded"
+    assert "first notes" in msgspec.json.decode(shell_step.result)["stdout"]
+    chat = await server.chat(chat_id)
+    written_back = {f["name"]: f["sha256"] for f in chat["messages"][-1]["fileAttachments"]}
+    assert written_back == {
+        "notes.txt": hashlib.sha256(notes).hexdigest(),
+        "notes (2).txt": hashlib.sha256(other_notes).hexdigest(),
+        "pixel.png": hashlib.sha256(pixel).hexdigest(),
+    }
+
+
+async def test_a_failed_attachment_download_fails_the_turn_with_a_clear_step(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path, agent=scripted(shell("echo never")))
+    async with server.client() as client:
+        chat_id = await _new_chat(client)
+        [gone] = await _upload(client, chat_id, ("gone.csv", b"a,b\n", "text/csv"))
+    # The blob vanished from disk (an operator's mistake): the workspace answers 404.
+    blob = server.service.blobs.path(gone["sha256"])
+    blob.unlink()
+    run = await server.turn("read it", chat_id=chat_id, attachmentIds=[gone["id"]])
+    assert run.kinds == ["start", "step", "step", "error", "done"]
+    [step] = run.folded().steps
+    assert (step.name, step.status) == ("download_attachments", "failed")
+    assert step.error is not None and "attachments/gone.csv answered 404" in step.error
+    error = run.data("error")[0]
+    assert error["code"] == "attachments_failed" and error["message"] == step.error
+    chat = await server.chat(chat_id)
+    assert chat["messages"][-1]["status"] == "failed"

@@ -1,4 +1,5 @@
-"""How turns settle: single flight, client disconnect, crash, shutdown, capacity, pings."""
+"""How turns settle: single flight, client disconnect, crash, shutdown (also with a client
+that stopped reading), capacity, pings."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import msgspec
 import trio
 
 from sandstream.container.schemas import LoadSpec, ScriptedAgent
+from sandstream.core.persistence import StepTraceBlock
 from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import (
@@ -20,6 +22,7 @@ from tests.chat.harness import (
     WORKSPACE,
     ChatServer,
     EventReader,
+    marked,
     persisted_form,
     plans,
     running_step,
@@ -27,6 +30,7 @@ from tests.chat.harness import (
     start_chat_server,
     wait_no_process,
 )
+from tests.support.container import remove_run_dirs
 
 
 def _assistant(chat: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +119,9 @@ async def test_client_disconnect_stops_the_container_and_persists_cancelled(
         assistant["content"]
     )
     steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
-    assert [s["name"] for s in steps] == ["run_shell"] and steps[0]["status"] == "running"
+    # The step that was running is closed, so a history reload shows no spinner.
+    assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "cancelled")]
+    assert steps[0]["error"] == "the turn was cancelled: the client disconnected"
     assert assistant == persisted_form(reader.events, assistant, cancelled=True)
     assert container.exit is not None
     # The lock was released: the next turn runs.
@@ -140,8 +146,15 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
     chat = await server.wait_chat(chat_id, _settled)
     assistant = _assistant(chat)
     assert assistant["status"] == "failed"
+    steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "failed")]
+    assert steps[0]["error"].startswith(
+        "the turn ended before this step finished: [upstream_closed]"
+    )
     assert assistant == persisted_form(reader.events, assistant)
     await wait_no_process(session_id)
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
 
 
 async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) -> None:
@@ -159,6 +172,11 @@ async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) ->
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     messages = await server.store.get_messages(WORKSPACE, chat_id)
     assert messages[-1].status == "failed"
+    steps = next(b for b in messages[-1].content if isinstance(b, StepTraceBlock)).steps
+    assert [(s.name, s.status) for s in steps] == [("run_shell", "failed")]
+    assert steps[0].error == (
+        "the turn ended before this step finished: [shutdown] the server is shutting down"
+    )
     chat = await server.store.get_chat(WORKSPACE, chat_id, now=0)
     assert chat.active_message_id is None  # released (now=0: any lease would count)
 
@@ -169,7 +187,8 @@ async def test_pings_keep_an_idle_stream_alive(nursery: trio.Nursery, tmp_path: 
     run = await server.turn("nap a little")
     assert run.status == 200
     assert "ping" in run.comments
-    assert b"\n: ping\n\n" in run.body or run.body.count(b": ping\n\n") >= 1
+    assert b"\n\n: ping\n" in run.body  # between frames, with no blank line of its own
+    assert b": ping\n\n" not in run.body
     assert run.kinds[-2:] == ["result", "done"]
     assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
 
@@ -227,3 +246,69 @@ async def test_a_client_that_stops_reading_is_cut_off(
     )
     await wait_no_process(session_id)
     await stream.aclose()
+
+
+def _blocked_writing(pid: int) -> bool:
+    """True while process ``pid`` sleeps in a write to a full pipe."""
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return "pipe_write" in handle.read()
+    except OSError:
+        return False
+
+
+async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    flood = ScriptedAgent(load=LoadSpec(lines=400_000, payload_bytes=1024, line_type="step"))
+    server = await start_chat_server(
+        nursery,
+        tmp_path,
+        agent=plans(flood=flood),
+        stall_timeout=None,  # no watchdog: only shutdown may end this turn
+        runner_settings=RunnerSettings(
+            token=RUNNER_TOKEN, max_live=4, shutdown_timeout=5.0, stall_timeout=None
+        ),
+        kill_grace=300.0,  # a container left to the grace would outlive the test
+    )
+    body = msgspec.json.encode({"workspaceId": WORKSPACE, "message": "flood me"})
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = trio.socket.socket()
+    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+    await sock.connect((host, int(port)))
+    stream = trio.SocketStream(sock)
+    try:
+        await stream.send_all(
+            b"POST /api/assistant/chat/stream HTTP/1.1\r\nHost: x\r\n"
+            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (API_TOKEN.encode(), len(body), body)
+        )
+        # Never read. Wait until the whole chain is stuck: the container blocks on its
+        # full pipe and the server's turn hands out nothing more.
+        with trio.fail_after(DEADLINE):
+            while not server.runner.turns():
+                await trio.sleep(0.05)
+            [turn] = server.runner.turns()
+            container = await _container(server, turn.id)
+            still = 0
+            sent = -1
+            while still < 3:
+                await trio.sleep(0.1)
+                stuck = _blocked_writing(container.pid) and turn.bytes == sent
+                still = still + 1 if stuck else 0
+                sent = turn.bytes
+        await server.shutdown()
+        # By the time shutdown returned the container was gone, stopped by SIGTERM
+        # (its pipe drained) rather than killed after the 300 s grace.
+        assert marked(turn.id) == []
+        assert container.exit is not None and not container.exit.escalated
+        chats = await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())
+        chat = await server.store.get_chat(WORKSPACE, chats[0].id, now=0)
+        assert chat.active_message_id is None
+        messages = await server.store.get_messages(WORKSPACE, chats[0].id)
+        answer = messages[-1]
+        assert (answer.role, answer.status) == ("assistant", "failed")
+        error = msgspec.to_builtins(answer.content[-1])
+        assert error["type"] == "error" and error["code"] == "shutdown", error
+    finally:
+        await stream.aclose()  # (frees a server stuck writing to it, if shutdown failed)

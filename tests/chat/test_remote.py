@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import socket
 from pathlib import Path
@@ -21,10 +19,15 @@ from tests.chat.harness import (
     persisted_form,
     plans,
     running_step,
+    scripted,
+    shell,
     sleeping,
     start_chat_server,
     start_runner_process,
 )
+from tests.server.harness import wait_until_alive
+from tests.support import processes
+from tests.support.container import alive, remove_run_dirs
 
 
 def _free_port() -> int:
@@ -145,16 +148,57 @@ async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
     async with server.stream(body) as response:
         reader = EventReader(response)
         await reader.until(running_step)
+        # The step runs before its tool does: list the container's tree once the
+        # tool's sleep is in it, or the tool starts after the list and is missed.
+        await wait_until_alive(runner.pid, "sleep 300")
         orphans = descendants(runner.pid)
         runner.process.send_signal(signal.SIGKILL)
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
-    for pid in orphans:  # nobody reaps a SIGKILLed runner's containers: clean up
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    processes.kill(orphans)  # nobody reaps a SIGKILLed runner's containers: clean up
+    with trio.fail_after(DEADLINE):
+        while alive(orphans):
+            await trio.sleep(0.05)
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
     assert done is not None and done.event == "done"
     assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     chat = await server.wait_chat(chat_id, lambda c: "activeMessageId" not in c)
     assert chat["messages"][-1]["status"] == "failed"
     assert chat["messages"][-1] == persisted_form(reader.events, chat["messages"][-1])
+
+
+async def test_a_remote_turn_gets_its_attachments_and_streams_its_written_back_files(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    runner = await start_runner_process(nursery)
+    agent = scripted(shell("tr a-z A-Z < attachments/in.txt > output/out.txt"))
+    server = await start_chat_server(
+        nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=agent
+    )
+    params = {"workspaceId": WORKSPACE}
+    async with server.client() as client:
+        chat = (await client.post("/api/assistant/chats", json=params)).json()
+        upload = await client.post(
+            f"/api/assistant/chats/{chat['id']}/files",
+            params=params,
+            files=[("files", ("in.txt", b"shout\n", "text/plain"))],
+        )
+    [attached] = upload.json()["files"]
+    run = await server.turn("go", chat_id=chat["id"], attachmentIds=[attached["id"]])
+    assert run.kinds == ["start", "step", "step", "step", "step", "files", "result", "done"]
+    assert [(s.name, s.status) for s in run.folded().steps] == [
+        ("download_attachments", "succeeded"),
+        ("run_shell", "succeeded"),
+    ]
+    [files] = run.data("files")
+    stored = (await server.chat(chat["id"]))["messages"][-1]["fileAttachments"]
+    assert files == {"files": stored}
+    [out] = stored
+    assert out["name"] == "out.txt" and out["size"] == 6
+    async with server.client() as client:
+        got = await client.get(
+            f"/api/assistant/chats/{chat['id']}/files/{out['id']}", params=params
+        )
+    assert got.content == b"SHOUT\n"

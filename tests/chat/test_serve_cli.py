@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
+import socket
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import httpx
 import msgspec
 import trio
 
@@ -22,9 +18,11 @@ from tests.chat.harness import (
     EventReader,
     kill_marked,
     running_step,
+    start_serve_process,
     wait_no_process,
 )
-from tests.support.servers import http1_client
+from tests.server.harness import wait_until_alive
+from tests.support.container import remove_run_dirs
 
 SLOW = {
     "agent": {
@@ -36,83 +34,11 @@ SLOW = {
 QUICK = {"agent": {"kind": "scripted", "message": "quick: {prompt}"}}
 
 
-@dataclass
-class ServeProcess:
-    process: trio.Process
-    stdout: list[str] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-    url: str = ""
-    exited: trio.Event = field(default_factory=trio.Event)
-
-    def client(self, token: str) -> httpx.AsyncClient:
-        return http1_client(
-            self.url, headers={"Authorization": f"Bearer {token}"}, timeout=DEADLINE
-        )
-
-
-async def _serve(
-    nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
-) -> ServeProcess:
-    """``sandstream serve --port 0`` with short leases; returns once it listens."""
-    agent_config = data_dir.parent / f"agent-{len(list(data_dir.parent.iterdir()))}.json"
-    agent_config.write_text(json.dumps(config))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))}
-    argv = [
-        str(Path(sys.executable).parent / "sandstream"),
-        "serve",
-        "--port", "0",
-        "--data-dir", str(data_dir),
-        "--agent-config", str(agent_config),
-        "--lock-lease", "2",
-        "--lock-heartbeat", "0.5",
-        "--kill-grace", "0.5",
-        *extra,
-    ]  # fmt: skip
-    process = await trio.lowlevel.open_process(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
-    served = ServeProcess(process)
-    listening = trio.Event()
-
-    async def read(stream: Any, into: list[str]) -> None:
-        pending = b""
-        async for chunk in stream:
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                line = raw.decode("utf-8", "replace")
-                into.append(line)
-                if "listening on http://" in line and not served.url:
-                    served.url = line.split("listening on ", 1)[1].split()[0]
-                    listening.set()
-
-    async def supervise() -> None:
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(read, process.stdout, served.stdout)
-                inner.start_soon(read, process.stderr, served.stderr)
-                await process.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            served.exited.set()
-
-    nursery.start_soon(supervise)
-    with trio.fail_after(DEADLINE):
-        while not listening.is_set():
-            if served.exited.is_set():
-                raise AssertionError(f"serve exited early: {served.stderr[-20:]}")
-            await trio.sleep(0.02)
-    return served
-
-
 async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    first = await _serve(nursery, data_dir, SLOW)
+    first = await start_serve_process(nursery, data_dir, SLOW)
     # First start: a token was generated, saved (0600) and printed.
     token_file = data_dir / "api-token"
     token = token_file.read_text().strip()
@@ -128,6 +54,9 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
         reader = EventReader(response)
         await reader.until(running_step)
         start = msgspec.json.decode(reader.events[0].data)
+        # Kill the server only once the tool's sleep runs: a tool still starting when
+        # its container is cleaned up below would be missed and outlive the test.
+        await wait_until_alive(first.process.pid, "sleep 120")
         first.process.send_signal(signal.SIGKILL)
         with trio.fail_after(DEADLINE):
             await first.exited.wait()
@@ -135,8 +64,10 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
     kill_marked(session_id)
     await wait_no_process(session_id)
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
 
-    second = await _serve(nursery, data_dir, QUICK)
+    second = await start_serve_process(nursery, data_dir, QUICK)
     assert not any(token in line for line in second.stdout)  # not printed again
     assert any("api-token" in line for line in second.stdout)
     refusals = 0
@@ -180,7 +111,7 @@ async def test_sigterm_ends_live_turns_and_persists_them(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    served = await _serve(nursery, data_dir, SLOW)
+    served = await start_serve_process(nursery, data_dir, SLOW)
     token = (data_dir / "api-token").read_text().strip()
     body = {"workspaceId": WORKSPACE, "message": "slow until SIGTERM"}
     async with (
@@ -220,3 +151,39 @@ async def test_no_runner_is_a_start_up_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert b"SANDBOX_URL" in result.stderr
     assert b"listening" not in result.stdout
+
+
+async def test_a_port_already_in_use_is_one_line_and_a_failure(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--data-dir", str(tmp_path)]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = await trio.run_process(
+            [*argv, "--port", str(port)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr.decode().splitlines() == [
+        f"sandstream serve: 127.0.0.1:{port} is already in use"
+    ]
+    assert b"listening" not in result.stdout
+
+
+async def test_a_reader_gone_before_the_first_line_ends_serve_quietly(tmp_path: Path) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `sandstream serve | head -0`
+    try:
+        result = await trio.run_process(
+            [*argv, "--data-dir", str(tmp_path)],
+            stdout=write_end,
+            capture_stderr=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 128 + signal.SIGPIPE
+    assert b"Traceback" not in result.stderr and b"Broken pipe" not in result.stderr

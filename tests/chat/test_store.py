@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from sandstream.container.attachments import target_path
 from sandstream.core.persistence import PersistedMessage
 from sandstream.server.chat import (
     AttachmentError,
@@ -23,10 +26,11 @@ from sandstream.server.chat import (
     resolve_target,
     sanitize_name,
 )
+from sandstream.server.chat.agent import sandbox_attachments
 from sandstream.server.chat.auth import resolve_api_token
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.migrations import MIGRATIONS, current_version
-from sandstream.server.chat.models import NewBlob, TurnFinish, TurnRequest
+from sandstream.server.chat.models import BagFile, NewBlob, TurnFinish, TurnRequest
 from sandstream.server.chat.tokens import hash_token, mint_tokens
 
 WS = "ws_store"
@@ -237,3 +241,42 @@ def test_api_token_from_env_or_saved(tmp_path: Path) -> None:
     assert again.source == "file" and again.value == first.value
     assert oct(os.stat(tmp_path / "api-token").st_mode & 0o777) == "0o600"
     assert hash_token(first.value) != first.value
+
+
+_long_names = st.tuples(st.text(max_size=200), st.sampled_from(["é", "a", ".", " ", "\u3000"]))
+
+
+@given(st.one_of(st.text(), _long_names.map(lambda t: t[0] + t[1] * 300)), st.booleans())
+@settings(max_examples=500, deadline=None)
+@example("é" * 127 + ".txt", False)  # clipped to "ééé…é.": trimmed again
+@example("abc. \u3000 .", False)
+@example("a/" + "b" * 1030 + "/c. .", True)
+def test_sanitize_name_is_its_own_sanitized_form(name: str, keep_dirs: bool) -> None:
+    once = sanitize_name(name, keep_dirs=keep_dirs)
+    assert sanitize_name(once, keep_dirs=keep_dirs) == once
+    assert once and len(once.encode()) <= (1024 if keep_dirs else 255)
+
+
+@given(st.lists(st.one_of(st.text(max_size=300), st.just("é" * 127 + ".txt")), max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_attachment_paths_are_unique_and_pass_the_containers_check(names: list[str]) -> None:
+    files = [
+        BagFile(
+            id=f"file_{n}",
+            workspace_id="ws",
+            name=sanitize_name(name),
+            size=1,
+            content_type="text/plain",
+            sha256="0" * 64,
+            source="upload",
+            created_at=0,
+        )
+        for n, name in enumerate(names)
+    ]
+    attachments = sandbox_attachments(files)
+    assert [a.id for a in attachments] == [f.id for f in files]
+    assert len({a.path.casefold() for a in attachments}) == len(files)
+    seen: set[str] = set()
+    for attachment in attachments:  # what the container checks before it writes
+        assert target_path(Path("/work"), attachment, seen).parent == Path("/work/attachments")
+        assert len(attachment.path.rsplit("/", 1)[1].encode()) <= 255

@@ -38,7 +38,8 @@ async def test_a_full_turn_streams_and_persists_what_it_streamed(
     assert run.headers["content-type"].startswith("text/event-stream")
     assert run.headers["cache-control"] == "no-cache"
     assert run.headers["x-accel-buffering"] == "no"
-    assert run.kinds == ["start", "step", "step", "step", "step", "result", "done"]
+    # The written-back file is announced live, before the result.
+    assert run.kinds == ["start", "step", "step", "step", "step", "files", "result", "done"]
     assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
     start = run.start
     assert set(start) >= {"chatId", "userMessageId", "assistantMessageId"}
@@ -61,6 +62,7 @@ async def test_a_full_turn_streams_and_persists_what_it_streamed(
     [attachment] = assistant["fileAttachments"]
     assert attachment["name"] == "notes/summary.md" and attachment["size"] == 8
     assert attachment["contentType"] == "text/markdown"
+    assert run.data("files") == [{"files": [attachment]}]  # live and history agree
 
 
 async def test_history_reload_equals_the_live_streams(

@@ -75,6 +75,16 @@ _TEST_SKILLS = {
         60,
     ),
     "silent": ("Print nothing.", "import sys\nsys.stdin.read()\n", 60),
+    "deep": (
+        "Print JSON nested 100,000 levels deep (well under the output bound).",
+        "import sys\nsys.stdin.read()\nsys.stdout.write('[' * 100000 + ']' * 100000)\n",
+        60,
+    ),
+    "latin1": (
+        "Print a JSON string in Latin-1, not UTF-8.",
+        'import sys\nsys.stdin.read()\nsys.stdout.buffer.write(b\'{"city": "S\\xe3o Paulo"}\')\n',
+        60,
+    ),
     "flood": (
         "Print more than the output bound.",
         "import sys\nsys.stdin.read()\nsys.stdout.write('[' + '1,' * 700000 + '1]')\n",
@@ -85,7 +95,7 @@ _TEST_SKILLS = {
 
 @pytest.fixture(scope="session")
 def test_skills(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A skills folder of misbehaving skills: echo, fail, hang, stubborn, garbage, silent, flood."""
+    """A skills folder of misbehaving skills (echo, fail, hang, garbage, deep, latin1, …)."""
     folder = tmp_path_factory.mktemp("skills")
     skills = []
     for name, (description, source, timeout) in _TEST_SKILLS.items():

@@ -109,6 +109,11 @@ async def test_hanging_workspace_times_out(workspace: WorkspaceServer) -> None:
         (b'{"agent": {"kind": "gpt-pilot"}}', "invalid /config response"),
         (b'{"agent": {"kind": "scripted"}, "max_runtime_sec": -1}', "max_runtime_sec"),
         (b'{"agent": {"kind": "scripted", "steps": [{"args": {}}]}}', "tool"),
+        (b'{"agent": {"kind": "scripted"}, "prompt": "caf\xe9"}', "invalid UTF-8: byte 0xe9"),
+        (
+            b'{"agent": {"kind": "scripted"}, "later": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "JSON nested too deeply",
+        ),
     ],
 )
 async def test_malformed_config_is_bootstrap_failed(

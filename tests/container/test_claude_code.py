@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sandstream.container.schemas import (
+    Attachment,
     ChatTurn,
     ClaudeCodeAgent,
     ConfigResponse,
@@ -18,6 +19,9 @@ from tests.support import TRANSCRIPTS, fake_claude
 from tests.support.container import ContainerRun, run_in_process
 from tests.support.workspace import WorkspaceServer
 
+RECORDED = Path(__file__).resolve().parent.parent / "data" / "claude_code"
+"""Excerpts of real Claude Code recordings (sources in their README.md)."""
+
 
 async def _run(
     workspace: WorkspaceServer,
@@ -25,9 +29,10 @@ async def _run(
     transcript: str,
     record: Path | None = None,
     conversation: list[ChatTurn] | None = None,
+    folder: Path = TRANSCRIPTS,
     **config: Any,
 ) -> ContainerRun:
-    command = fake_claude.command(TRANSCRIPTS / transcript, record)
+    command = fake_claude.command(folder / transcript, record)
     workspace.env = EnvResponse(vars={"ANTHROPIC_API_KEY": "sk-ant-test"})
     workspace.config = ConfigResponse(agent=ClaudeCodeAgent(command=command), **config)
     dispatch = workspace.mint_dispatch("Summarize the project", conversation=conversation)
@@ -149,3 +154,62 @@ async def test_mcp_servers_are_passed_as_mcp_config(
     assert rest[0] == "--mcp-config"
     # The config file lives in the container's private state dir, removed after the run.
     assert not Path(rest[1]).exists()
+
+
+def _levels(run: ContainerRun, level: str) -> list[str]:
+    return [line["message"] for line in run.lines if line.get("level") == level]
+
+
+async def test_recorded_permission_denial_is_a_marked_failed_step(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, "dots_permission_denied_2.1.228.jsonl", folder=RECORDED)
+    assert run.returncode == 0, run
+    (row,) = run.turn.steps
+    assert (row.name, row.status) == ("Write", "failed")
+    assert row.error == "permission denied (permission-rule): denied by the spike driver"
+    assert not [m for m in _levels(run, "warn") if "unrecognized" in m]
+    assert any(
+        m.startswith("claude-code rate limit: status=allowed") for m in _levels(run, "debug")
+    )
+    assert any(m.startswith("claude-code system hook_response:") for m in _levels(run, "debug"))
+    assert run.terminal["type"] == "result"
+
+
+async def test_recorded_interrupted_turn_hides_the_internal_diagnostic(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, "dots_interrupted_2.1.228.jsonl", folder=RECORDED)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "agent_error"
+    assert run.terminal["message"] == "Claude Code stopped before finishing (aborted_tools)"
+    assert "[ede_diagnostic]" not in run.terminal["message"]
+    assert [row.status for row in run.turn.steps] == ["failed"]
+
+
+async def test_recorded_authentication_failure_is_its_own_error_code(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    run = await _run(workspace, work_dir, "relay_authentication_failed.jsonl", folder=RECORDED)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "authentication_failed"
+    assert run.terminal["message"] == "Failed to authenticate. API Error: 401 API key is invalid."
+    # The CLI's synthetic message is a warning, not something the agent said.
+    assert "Failed to authenticate. API Error: 401 API key is invalid." not in _levels(run, "info")
+
+
+async def test_the_cli_is_told_where_the_attachments_are(
+    workspace: WorkspaceServer, work_dir: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "claude.json"
+    workspace.attachments = {"file_1": b"# spec\n"}
+    attachment = Attachment(id="file_1", path="attachments/spec.md", size=7)
+    run = await _run(workspace, work_dir, "success.jsonl", record, attachments=[attachment])
+    assert run.returncode == 0, run
+    assert run.turn.steps[0].name == "download_attachments"
+    recorded = json.loads(record.read_text())
+    assert recorded["prompt"] == (
+        "Summarize the project\n\nThe user attached these files, in the work dir: "
+        "attachments/spec.md (7 bytes, application/octet-stream)."
+    )
+    assert (Path(recorded["cwd"]) / "attachments" / "spec.md").read_bytes() == b"# spec\n"

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 from pathlib import Path
 from typing import Any
 
-from sandstream.container.schemas import ChatTurn, ConfigResponse, EnvResponse, OpenAIAgent
+import pytest
+
+from sandstream.container.schemas import (
+    Attachment,
+    ChatTurn,
+    ConfigResponse,
+    EnvResponse,
+    OpenAIAgent,
+)
 from tests.support.container import ContainerRun, run_in_process
 from tests.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
 from tests.support.workspace import WorkspaceServer
@@ -159,6 +168,41 @@ async def test_unusable_completion_is_model_error(
     assert run.terminal["message"].startswith("malformed completion from the model provider")
 
 
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (
+            b'{"choices": [{"message": {"content": "hi"}, "logprobs": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}]}",
+            "JSON nested too deeply",
+        ),
+        (b'{"choices": [{"message": {"content": "\xff"}}]}', "invalid UTF-8: byte 0xff"),
+    ],
+)
+async def test_undecodable_completion_is_model_error(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path, body: bytes, needle: str
+) -> None:
+    model.add(Raw(body))
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 1, run
+    assert run.terminal["code"] == "model_error"
+    assert run.terminal["message"].startswith("malformed completion from the model provider")
+    assert needle in run.terminal["message"]
+
+
+async def test_deeply_nested_tool_arguments_are_a_failed_step(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    model.add(tool_calls(("read_file", "[" * 100_000 + "]" * 100_000)), reply("Sorry."))
+    run = await _run(workspace, model, work_dir)
+    assert run.returncode == 0, run
+    (failed,) = [s for s in run.steps() if s["status"] != "running"]
+    assert failed["error"] == "malformed tool arguments (not JSON: JSON nested too deeply)"
+    assert run.terminal["message"] == "Sorry."
+
+
 async def test_no_choices_is_model_error(
     workspace: WorkspaceServer, model: ModelServer, work_dir: Path
 ) -> None:
@@ -229,3 +273,51 @@ async def test_unreachable_model_is_model_error(workspace: WorkspaceServer, work
     assert run.returncode == 1, run
     assert run.terminal["code"] == "model_error"
     assert run.terminal["message"].startswith("model provider unreachable")
+
+
+async def test_attachments_are_in_the_work_dir_and_named_to_the_model(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    data = b"a,b\n1,2\n"
+    workspace.attachments = {"file_1": data}
+    attachment = Attachment(
+        id="file_1",
+        path="attachments/data.csv",
+        size=len(data),
+        content_type="text/csv",
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    model.add(tool_calls(("read_file", {"path": "attachments/data.csv"})), reply("Two columns."))
+    run = await _run(workspace, model, work_dir, attachments=[attachment])
+    assert run.returncode == 0, run
+    assert [(row.name, row.status) for row in run.turn.steps] == [
+        ("download_attachments", "succeeded"),
+        ("read_file", "succeeded"),
+    ]
+    assert (work_dir / "attachments" / "data.csv").read_bytes() == data
+    first, second = model.requests
+    assert first["messages"][0]["content"].endswith(
+        "The user attached these files, in the work dir: attachments/data.csv (8 bytes, text/csv)."
+    )
+    assert "1,2" in second["messages"][-1]["content"]  # the tool read the delivered file
+    # The run token downloaded it after /config redeemed it.
+    assert [r.route for r in workspace.redemptions][:3] == ["env", "config", "attachments"]
+
+
+async def test_an_attachment_not_as_announced_fails_the_run(
+    workspace: WorkspaceServer, model: ModelServer, work_dir: Path
+) -> None:
+    workspace.attachments = {"file_1": b"longer than announced"}
+    attachment = Attachment(id="file_1", path="attachments/a.txt", size=4)
+    run = await _run(workspace, model, work_dir, attachments=[attachment])
+    assert run.returncode == 1
+    assert run.terminal["code"] == "attachments_failed"
+    assert run.terminal["message"] == "attachments/a.txt is longer than its announced 4 bytes"
+    [step] = run.turn.steps
+    assert (step.name, step.status, step.error) == (
+        "download_attachments",
+        "failed",
+        run.terminal["message"],
+    )
+    assert not (work_dir / "attachments" / "a.txt").exists()  # the partial file is removed
+    assert model.requests == []  # the agent never started

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sandstream.container.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
-from tests.support.container import ContainerRun, run_in_process, wait_group_gone
+from tests.support.container import ContainerRun, run_container, run_in_process, wait_group_gone
 from tests.support.workspace import WorkspaceServer
 
 
@@ -59,6 +59,35 @@ async def test_misbehaving_skill_is_a_failed_step_and_the_run_goes_on(
     assert echoed["status"] == "succeeded"
     assert echoed["result"] == {"echo": {"after": True}}
     assert run.terminal["type"] == "result"
+
+
+@pytest.mark.parametrize(
+    ("skill", "needles"),
+    [
+        ("deep", ["skill printed invalid JSON: '[[[[[[[[[[", "(JSON nested too deeply)"]),
+        ("latin1", ["skill printed invalid JSON: ", "(invalid UTF-8: byte 0xe3 at offset 11)"]),
+    ],
+)
+async def test_undecodable_skill_output_fails_only_its_step(
+    workspace: WorkspaceServer, work_dir: Path, test_skills: Path, skill: str, needles: list[str]
+) -> None:
+    """A real container process: the run goes on to its result, exit 0, no traceback."""
+    workspace.config = ConfigResponse(
+        agent=ScriptedAgent(
+            steps=[ScriptedStep(tool=skill, args={}), ScriptedStep(tool="echo", args={"n": 2})]
+        )
+    )
+    run = await run_container(
+        workspace.mint_dispatch(), "--work-dir", str(work_dir), "--skills-dir", str(test_skills)
+    )
+    assert run.returncode == 0, run
+    failed, echoed = _terminal_steps(run)
+    assert (failed["name"], failed["status"]) == (skill, "failed")
+    assert all(needle in failed["error"] for needle in needles), failed["error"]
+    assert echoed["status"] == "succeeded"
+    assert echoed["result"] == {"echo": {"n": 2}}
+    assert run.terminal["type"] == "result"
+    assert b"Traceback" not in run.stderr
 
 
 async def test_hanging_skill_times_out_and_its_group_is_killed(
@@ -217,10 +246,21 @@ async def test_skills_path_from_the_env_and_setup(
     assert run.steps()[-1]["result"] == {"echo": {"n": 1}}
 
 
-async def test_broken_manifest_is_bad_config(workspace: WorkspaceServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("manifest", "needle"),
+    [
+        (b'{"skills": [{"name": "bad name!", "run": "x"}]}', "invalid skills manifest"),
+        (b'{"skills": [], "note": "\xff"}', "invalid UTF-8: byte 0xff"),
+        (b'{"skills": [], "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ],
+)
+async def test_broken_manifest_is_bad_config(
+    workspace: WorkspaceServer, tmp_path: Path, manifest: bytes, needle: str
+) -> None:
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "manifest.json").write_text('{"skills": [{"name": "bad name!", "run": "x"}]}')
+    (broken / "manifest.json").write_bytes(manifest)
     run = await run_in_process(workspace.mint_dispatch(), "--skills-dir", str(broken))
     assert run.terminal["code"] == "bad_config"
     assert "invalid skills manifest" in run.terminal["message"]
+    assert needle in run.terminal["message"]

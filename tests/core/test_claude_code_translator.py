@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from collections.abc import Sequence
@@ -30,7 +31,8 @@ TRANSCRIPTS = sorted(p.name for p in DATA.glob("*.jsonl"))
 SID = "b4f7c2e0-5d1a-4c8e-9f3b-2a6d8e1c7f90"
 INIT = Log(
     level="info",
-    message=f"claude-code session {SID} started (model claude-sonnet-4-5-20250929, 8 tools)",
+    message=f"claude-code session {SID} started (model claude-sonnet-4-5-20250929, "
+    "Claude Code 2.0.14, permission mode bypassPermissions, 8 tools)",
 )
 
 
@@ -154,7 +156,7 @@ def test_noisy_run_warns_and_goes_on() -> None:
         ("warn", "claude-code line 4: not a JSON object: [1,2,3]"),
         ("warn", "claude-code line 5: not JSON ", '{"type":"assistant"'),
         ("warn", "claude-code line 6: not JSON ", "\ufffd"),
-        ("warn", "claude-code line 8: unrecognized line type 'rate_limit_event': "),
+        ("debug", "claude-code rate limit: no details"),
         ("warn", "claude-code line 9: unrecognized line type None: "),
         Step(id="toolu_07Bash", name="Bash", status="running", args={"command": "date"}),
         ("warn", "claude-code line 11: tool_result for unknown tool_use 'toolu_99Ghost'"),
@@ -198,13 +200,21 @@ def test_transcripts_translate_to_valid_envelopes_with_one_terminal_last(name: s
     assert out[-1] is terminals[0]
 
 
-def test_all_four_transcripts_are_present() -> None:
+def test_every_transcript_is_present_and_cited() -> None:
     assert TRANSCRIPTS == [
+        "dots_interrupted_2.1.228.jsonl",
+        "dots_permission_denied_2.1.228.jsonl",
         "error_max_turns.jsonl",
+        "gleam_basic_query_2.1.7.jsonl",
         "noise.jsonl",
+        "relay_authentication_failed.jsonl",
         "success_two_tools.jsonl",
         "tool_error.jsonl",
+        "untether_autocompact_2.1.285.jsonl",
+        "untether_rate_limit_warning_2.1.285.jsonl",
     ]
+    readme = (DATA / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in TRANSCRIPTS)
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
@@ -223,6 +233,298 @@ def test_any_chunking_gives_identical_envelopes(name: str, cuts: list[int]) -> N
 def test_one_byte_at_a_time_gives_identical_envelopes(name: str) -> None:
     data = transcript(name)
     assert translate([data[i : i + 1] for i in range(len(data))]) == translate([data])
+
+
+# --- Recorded transcripts of current CLIs (see tests/data/claude_code/README.md) ------
+
+DENIED_ID = "toolu_0147PnvrgYvQkbYPA9HjHzod"
+
+
+def levels(envelopes: Sequence[Envelope], level: str) -> list[str]:
+    return [e.message for e in envelopes if isinstance(e, Log) and e.level == level]
+
+
+def test_permission_prompt_run_with_hooks_partial_messages_and_rate_limit() -> None:
+    out = translate([transcript("dots_permission_denied_2.1.228.jsonl")])
+    # Nothing is "unrecognized": partial messages vanish, the rest keeps its fields.
+    assert levels(out, "debug") == [
+        "claude-code system hook_started: hook_id=0d238734-0c02-4825-b6db-ddec8515940b, "
+        "hook_name=SessionStart:startup, hook_event=SessionStart",
+        "claude-code system hook_response: hook_id=0d238734-0c02-4825-b6db-ddec8515940b, "
+        "hook_name=SessionStart:startup, hook_event=SessionStart, "
+        'output={"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":""}}\n, '
+        'stdout={"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":""}}\n, '
+        "exit_code=0, outcome=success",
+        "claude-code system status: status=requesting",
+        "claude-code system thinking_tokens: estimated_tokens=50, estimated_tokens_delta=50",
+        "claude-code rate limit: status=allowed, resetsAt=1788428400, rateLimitType=five_hour, "
+        "overageStatus=rejected, overageDisabledReason=org_level_disabled_until, "
+        "isUsingOverage=false",
+    ]
+    assert levels(out, "warn") == [
+        "claude-code asks permission (request a8f8ddef-85af-4455-99e8-5e4990fc17d6): "
+        f"tool_name=Write, display_name=Write, description=a.txt, tool_use_id={DENIED_ID}; "
+        "nothing here answers permission prompts",
+        f"claude-code permission denials: Write ({DENIED_ID})",
+    ]
+    steps = [e for e in out if isinstance(e, Step)]
+    assert [(s.id, s.status) for s in steps] == [(DENIED_ID, "running"), (DENIED_ID, "failed")]
+    assert steps[1].error == "permission denied (permission-rule): denied by the spike driver"
+    assert out[-1] == Result(
+        message="Nothing durable was learned — the only event was a denied tool call from "
+        "the spike harness, so there's nothing worth remembering."
+    )
+
+
+def test_interrupted_turn_keeps_the_internal_diagnostic_out_of_the_error() -> None:
+    out = translate([transcript("dots_interrupted_2.1.228.jsonl")])
+    rejected = [e for e in out if isinstance(e, Step) and e.status == "failed"]
+    assert [s.error for s in rejected] == [
+        "permission denied (user-rejected): The user doesn't want to proceed with this tool "
+        "use. The tool use was rejected (eg. if it was a file edit, the new_string was NOT "
+        "written to the file). STOP what you are doing and wait for the user to tell you how "
+        "to proceed."
+    ]
+    assert levels(out, "debug") == [
+        "claude-code control_cancel_request: request_id=9dc45437-01a3-4d31-b99e-9957760c4e01",
+        'claude-code control_response: response={"subtype":"success",'
+        '"request_id":"req_1_interrupt","response":{"still_queued":[]}}',
+    ]
+    summary = levels(out, "info")[-1]
+    assert summary == (
+        "claude-code finished: subtype=error_during_execution, terminal_reason=aborted_tools, "
+        "num_turns=3, duration_ms=2508, total_cost_usd=0.27933899999999995, diagnostics: "
+        "[ede_diagnostic] result_type=user last_content_type=n/a stop_reason=tool_use"
+    )
+    assert out[-1] == Error(
+        code="agent_error", message="Claude Code stopped before finishing (aborted_tools)"
+    )
+
+
+def test_auto_compaction_is_logged_with_its_details() -> None:
+    out = translate([transcript("untether_autocompact_2.1.285.jsonl")])
+    assert out[0] == Log(
+        level="info",
+        message="claude-code session 4cda4f2a-2a49-499b-af37-c6f4739bd0c7 started (model "
+        "claude-haiku-4-5-20251001, Claude Code 2.1.285, permission mode bypassPermissions, "
+        "29 tools)",
+    )
+    assert levels(out, "debug")[:2] == [
+        "claude-code system status: status=compacting",
+        "claude-code system status: compact_result=success",
+    ]
+    (boundary,) = [m for m in levels(out, "info") if "compact_boundary" in m]
+    assert boundary.startswith(
+        'claude-code system compact_boundary: compact_metadata={"trigger":"auto",'
+        '"pre_tokens":79267,"post_tokens":15092,'
+    )
+    assert "logical_parent_uuid=969dfdc1-bbf4-4bf4-89c2-c6eb1df0442f" in boundary
+    assert warnings(out) == []
+    assert out[-1] == Result(message="901")
+
+
+def test_rate_limit_warning_is_a_warn_log() -> None:
+    out = translate([transcript("untether_rate_limit_warning_2.1.285.jsonl")])
+    (warning,) = warnings(out)
+    assert warning.startswith(
+        "claude-code rate limit: status=allowed_warning, resetsAt=1791036000, "
+        "rateLimitType=seven_day, utilization=0.77, isUsingOverage=false, "
+        "surpassedThreshold=0.75, unifiedWindows="
+    )
+    assert [type(e) for e in out] == [Step, Log, Step, Log, Log, Result]
+
+
+def test_authentication_failure_has_its_own_code_and_is_not_agent_text() -> None:
+    out = translate([transcript("relay_authentication_failed.jsonl")])
+    text = "Failed to authenticate. API Error: 401 API key is invalid."
+    assert out == [
+        Log(level="warn", message=f"claude-code API error authentication_failed: {text}"),
+        Log(
+            level="info",
+            message="claude-code finished: subtype=success, num_turns=1, total_cost_usd=0",
+        ),
+        Error(code="authentication_failed", message=text),
+    ]
+
+
+def test_basic_query_of_an_older_cli() -> None:
+    out = translate([transcript("gleam_basic_query_2.1.7.jsonl")])
+    assert out[0] == Log(
+        level="info",
+        message="claude-code session 1d1e46f9-35c7-4834-b529-846d5bb82288 started (model "
+        "claude-opus-4-5-20251101, Claude Code 2.1.7, permission mode acceptEdits, 7 tools)",
+    )
+    assert out[-1] == Result(message="4")
+
+
+def test_a_tool_result_over_the_line_bound_still_ends_its_step() -> None:
+    # The real rate-limit turn, its tool_result grown past a 4 KiB line bound (a Read of
+    # a large file does the same to the default 1 MiB bound).
+    data = transcript("untether_rate_limit_warning_2.1.285.jsonl").splitlines(keepends=True)
+    data[2] = data[2].replace(b"\\techo72", b"\\techo72" + b" padding" * 1000)
+    out = translate([b"".join(data)], max_line_bytes=4096)
+    steps = [e for e in out if isinstance(e, Step)]
+    assert [s.status for s in steps] == ["running", "failed"]
+    assert steps[1].error == (
+        "Claude Code ended the turn without a result for this tool call "
+        "(1 line(s) over 4096 bytes were skipped)"
+    )
+    assert isinstance(out[-1], Result)
+    assert out.index(steps[1]) < len(out) - 1  # before the terminal
+
+
+# --- Findings on other shapes of current CLIs -----------------------------------------
+
+
+def test_image_tool_result_base64_never_reaches_the_step() -> None:
+    png = base64.b64encode(bytes(3000)).decode()
+    content = [
+        {"type": "text", "text": "Screenshot taken"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+    ]
+    out = translate([lines(assistant(tool_use("t", "Read")), user(tool_result("t", content)))])
+    step = out[-1]
+    assert step == Step(
+        id="t",
+        name="Read",
+        status="succeeded",
+        result="Screenshot taken\n[image image/png, 3000 bytes, omitted]",
+    )
+    assert png[:100] not in encode_line(step).decode()
+    failed = translate(
+        [lines(assistant(tool_use("t", "Read")), user(tool_result("t", content, is_error=True)))]
+    )[-1]
+    assert isinstance(failed, Step) and png[:100] not in (failed.error or "")
+
+
+def test_url_images_and_unknown_blocks_are_kept() -> None:
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.org/a.png"}}
+    out = translate([lines(assistant(tool_use("t")), user(tool_result("t", [url])))])
+    assert out[-1] == Step(id="t", name="Bash", status="succeeded", result=[url])
+
+
+def test_denial_announced_by_a_system_line_marks_the_tool_result() -> None:
+    # Without --permission-prompt-tool the CLI denies on its own and says so first.
+    denied = {
+        "type": "system",
+        "subtype": "permission_denied",
+        "tool_name": "Write",
+        "tool_use_id": "t",
+        "message": "Claude requested permissions to write to /x, but you haven't granted it yet.",
+    }
+    text = "Claude requested permissions to write to /x, but you haven't granted it yet."
+    out = translate(
+        [lines(assistant(tool_use("t", "Write")), denied, user(tool_result("t", text, True)))]
+    )
+    assert out[1].level == "warn" and "permission_denied: tool_name=Write" in out[1].message
+    assert out[-1] == Step(
+        id="t",
+        name="Write",
+        status="failed",
+        error=f"permission denied (permission-denied): {text}",
+    )
+
+
+def test_a_denied_call_without_tool_result_fails_at_the_result_as_denied() -> None:
+    result = result_line(
+        result="done", permission_denials=[{"tool_name": "Bash", "tool_use_id": "t"}]
+    )
+    out = translate([lines(assistant(tool_use("t")), result)])
+    assert out[-2] == Step(
+        id="t",
+        name="Bash",
+        status="failed",
+        error="permission denied: Claude Code ended the turn without a result for this tool call",
+    )
+    assert out[-1] == Result(message="done")
+
+
+def test_a_failed_hook_is_a_warning_with_its_stderr() -> None:
+    hook = {
+        "type": "system",
+        "subtype": "hook_response",
+        "hook_name": "SessionStart:startup",
+        "exit_code": 2,
+        "outcome": "error",
+        "stderr": "no such file",
+    }
+    assert translate([lines(hook)]) == [
+        Log(
+            level="warn",
+            message="claude-code system hook_response: hook_name=SessionStart:startup, "
+            "exit_code=2, outcome=error, stderr=no such file",
+        )
+    ]
+
+
+def test_long_system_fields_are_cut() -> None:
+    out = translate([lines({"type": "system", "subtype": "hook_response", "output": "x" * 5000})])
+    (log,) = out
+    assert isinstance(log, Log) and log.message.endswith("x" * 10 + "…")
+    assert len(log.message) < 300
+
+
+def test_mcp_servers_are_listed_and_failures_warned() -> None:
+    init = {
+        "type": "system",
+        "subtype": "init",
+        "session_id": "s",
+        "mcp_servers": [
+            {"name": "memory", "status": "connected"},
+            {"name": "computer", "status": "failed"},
+        ],
+    }
+    assert translate([lines(init)]) == [
+        Log(
+            level="info",
+            message="claude-code session s started (MCP memory (connected), computer (failed))",
+        ),
+        Log(level="warn", message="claude-code MCP server computer is failed"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("obj", "code"),
+    [
+        (result_line("success", True, result="x", api_error_status=401), "authentication_failed"),
+        (result_line("success", True, result="x", api_error_status=429), "rate_limited"),
+        (result_line("success", True, result="x", api_error_status=500), "agent_error"),
+        (result_line("error_max_turns", True, api_error_status=401), "max_turns"),
+    ],
+)
+def test_api_error_status_picks_the_code(obj: dict[str, Any], code: str) -> None:
+    out = translate([lines(obj)])
+    assert isinstance(out[-1], Error) and out[-1].code == code
+
+
+def test_api_error_without_text_still_sets_the_code() -> None:
+    line = {"type": "assistant", "message": {"content": []}, "error": "billing_error"}
+    out = translate([lines(line, result_line("success", True))])
+    assert out[-1] == Error(code="billing_error", message="Claude Code run failed (success)")
+
+
+def test_only_internal_errors_fall_back_to_a_readable_message() -> None:
+    obj = result_line(
+        "error_during_execution",
+        True,
+        errors=["[ede_diagnostic] result_type=user", "Error: Request was aborted."],
+    )
+    out = translate([lines(obj)])
+    assert out[-1] == Error(code="agent_error", message="Error: Request was aborted.")
+    assert (
+        isinstance(out[0], Log)
+        and "diagnostics: [ede_diagnostic] result_type=user" in out[0].message
+    )
+
+
+def test_other_control_requests_are_debug_logs() -> None:
+    line = {"type": "control_request", "request_id": "r", "request": {"subtype": "interrupt"}}
+    assert translate([lines(line)]) == [
+        Log(
+            level="debug",
+            message='claude-code control_request: request_id=r, request={"subtype":"interrupt"}',
+        )
+    ]
 
 
 # --- Timing -------------------------------------------------------------------------
@@ -268,7 +570,11 @@ def test_duration_needs_both_timestamps_and_never_goes_negative() -> None:
         ([], ""),
         (
             [{"type": "text", "text": "a"}, {"type": "image", "source": {"data": "AA=="}}],
-            [{"type": "text", "text": "a"}, {"type": "image", "source": {"data": "AA=="}}],
+            "a\n[image of unknown type, 1 bytes, omitted]",
+        ),
+        (
+            [{"type": "tool_reference", "tool_name": "x"}, {"type": "text", "text": "b"}],
+            [{"type": "tool_reference", "tool_name": "x"}, "b"],
         ),
         ({"odd": True}, {"odd": True}),
         (None, None),
@@ -345,7 +651,9 @@ def test_tool_use_without_id_or_name_is_a_warning(block: dict[str, Any]) -> None
 
 
 def test_tool_use_without_input_has_no_args() -> None:
-    out = translate([lines(assistant({"type": "tool_use", "id": "t", "name": "Bash"}))])
+    out = ClaudeCodeTranslator().feed(
+        lines(assistant({"type": "tool_use", "id": "t", "name": "Bash"}))
+    )
     assert out == [Step(id="t", name="Bash", status="running")]
 
 
@@ -357,7 +665,7 @@ def test_tool_result_without_id_is_a_warning() -> None:
 def test_subagent_tool_calls_are_steps_too() -> None:
     line = assistant(tool_use("sub", name="Grep"))
     line["parent_tool_use_id"] = "toolu_task"
-    assert translate([lines(line)]) == [
+    assert ClaudeCodeTranslator().feed(lines(line)) == [
         Step(id="sub", name="Grep", status="running", args={"command": "ls"})
     ]
 
@@ -388,17 +696,27 @@ def test_text_and_thinking_blocks() -> None:
     ]
 
 
-def test_other_system_lines_are_debug_logs() -> None:
-    out = translate([lines({"type": "system", "subtype": "compact_boundary"})])
-    assert out == [Log(level="debug", message="claude-code system: compact_boundary")]
+def test_other_system_lines_keep_their_fields() -> None:
+    out = translate(
+        [
+            lines(
+                {"type": "system", "subtype": "status", "status": "compacting", "uuid": "u"},
+                {"type": "system", "subtype": "something_new", "count": 3, "tags": ["a", "b"]},
+                {"type": "system"},
+            )
+        ]
+    )
+    assert out == [
+        Log(level="debug", message="claude-code system status: status=compacting"),
+        Log(level="debug", message='claude-code system something_new: count=3, tags=["a","b"]'),
+        Log(level="debug", message="claude-code system None"),
+    ]
 
 
 def test_init_without_fields_still_logs() -> None:
     translator = ClaudeCodeTranslator()
     out = translator.feed(lines({"type": "system", "subtype": "init"}))
-    assert out == [
-        Log(level="info", message="claude-code session None started (model None, 0 tools)")
-    ]
+    assert out == [Log(level="info", message="claude-code session None started")]
     assert translator.session_id is None
 
 
@@ -488,13 +806,23 @@ def test_lines_after_the_result_are_dropped_and_counted() -> None:
     assert translator.lines_after_result == 2
 
 
-def test_close_without_result_synthesizes_nothing() -> None:
+def test_close_without_result_fails_running_steps_and_synthesizes_no_terminal() -> None:
     translator = ClaudeCodeTranslator()
-    out = translator.feed(lines(assistant(tool_use("t"))))
-    assert translator.close(now_ms=9) == []
+    out = translator.feed(lines(assistant(tool_use("t"))), now_ms=4)
     assert [type(e) for e in out] == [Step]
+    assert translator.close(now_ms=9) == [
+        Step(
+            id="t",
+            name="Bash",
+            status="failed",
+            error="Claude Code ended the turn without a result for this tool call",
+            duration_ms=5,
+            ts=9,
+        )
+    ]
+    assert translator.close() == []
     assert not translator.finished
-    assert translator.running_step_ids == ["t"]
+    assert translator.running_step_ids == []
 
 
 def test_close_translates_a_final_line_without_newline() -> None:
@@ -566,7 +894,24 @@ _json_leaf = st.one_of(
     st.integers(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=10),
-    st.sampled_from(["text", "tool_use", "tool_result", "init", "success", "error_max_turns"]),
+    st.sampled_from(
+        [
+            "text",
+            "tool_use",
+            "tool_result",
+            "init",
+            "success",
+            "error_max_turns",
+            "image",
+            "can_use_tool",
+            "permission_denied",
+            "hook_response",
+            "[ede_diagnostic] x",
+            "authentication_failed",
+            "allowed",
+            "QUJD",
+        ]
+    ),
 )
 _keys = st.sampled_from(
     [
@@ -586,6 +931,17 @@ _keys = st.sampled_from(
         "session_id",
         "tools",
         "model",
+        "non_execution_kind",
+        "tool_name",
+        "status",
+        "source",
+        "data",
+        "media_type",
+        "request",
+        "subtype",
+        "mcp_servers",
+        "outcome",
+        "exit_code",
     ]
 )
 _json = st.recursive(
@@ -597,7 +953,21 @@ _json = st.recursive(
     max_leaves=25,
 )
 _lines = st.fixed_dictionaries(
-    {"type": st.sampled_from(["system", "assistant", "user", "result", "stream_event", "x"])},
+    {
+        "type": st.sampled_from(
+            [
+                "system",
+                "assistant",
+                "user",
+                "result",
+                "stream_event",
+                "rate_limit_event",
+                "control_request",
+                "control_cancel_request",
+                "x",
+            ]
+        )
+    },
     optional={
         "subtype": _json,
         "message": st.fixed_dictionaries({}, optional={"content": _json, "role": _json}),
@@ -606,6 +976,15 @@ _lines = st.fixed_dictionaries(
         "errors": _json,
         "num_turns": _json,
         "session_id": _json,
+        "tool_result_meta": _json,
+        "permission_denials": _json,
+        "error": _json,
+        "rate_limit_info": _json,
+        "request": _json,
+        "mcp_servers": _json,
+        "terminal_reason": _json,
+        "api_error_status": _json,
+        "tool_use_id": _json,
     },
 )
 

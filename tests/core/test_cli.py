@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sandstream.core.sse_parser import SSEParser
+from sandstream.core.turn import DEFAULT_MAX_DIAGNOSTICS
 from tests.core.helpers import line, step
 
 SANDSTREAM = [sys.executable, "-m", "sandstream.core.cli"]
@@ -71,3 +76,44 @@ def test_validate_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_bad_arguments_exit_2() -> None:
     assert _run("convert", "--mode", "xml").returncode == 2
     assert _run("convert", "--max-line-bytes", "0").returncode == 2
+
+
+def test_convert_reports_each_bad_line_on_stderr() -> None:
+    done = _run("convert", stdin=TURN + b"\xff\n")
+    assert done.returncode == 0  # the turn still ended with its result
+    assert [e.event for e in SSEParser().feed(done.stdout)] == ["step", "step", "result", "done"]
+    report = done.stderr.decode().splitlines()
+    assert [line.split(":")[:3] for line in report] == [
+        ["sandstream convert", " line 2", " invalid_json"],
+        ["sandstream convert", " line 5", " after_terminal"],
+    ]
+
+
+def test_convert_counts_the_bad_lines_past_the_kept_ones() -> None:
+    done = _run("convert", "--mode", "ndjson", stdin=b"junk\n" * (DEFAULT_MAX_DIAGNOSTICS + 7))
+    report = done.stderr.decode().splitlines()
+    assert len(report) == DEFAULT_MAX_DIAGNOSTICS + 1
+    assert report[-1] == "sandstream convert: ... and 7 more bad line(s)"
+
+
+@pytest.mark.parametrize("command", ["validate", "convert"])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "run.ndjson"
+    path.write_bytes(b"junk\n" * 50_000 + TURN)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write, as `| head -0`
+    try:
+        args = [str(path)] if command == "validate" else []
+        with path.open("rb") as stdin:
+            done = subprocess.run(
+                [*SANDSTREAM, command, *args],
+                stdin=stdin,
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr.decode()
+    assert "Broken pipe" not in done.stderr.decode()
+    assert done.returncode == 128 + signal.SIGPIPE

@@ -249,7 +249,7 @@ def test_start_and_ping_frames() -> None:
     parsed = events(out)
     assert [(e.event, e.id) for e in parsed] == [("start", "1"), ("result", "2"), ("done", "3")]
     assert json.loads(parsed[0].data) == {"chatId": "c1"}
-    assert b": ping\n\n" in out
+    assert b"\n\n: ping\nid: 2\n" in out  # one comment line between two frames
     ndjson = StreamProcessor("ndjson")
     assert ndjson.start({"x": 1}) == b"" and ndjson.ping() == b""
 

@@ -69,8 +69,38 @@ def test_a_cancelled_turn_is_persisted_as_cancelled_with_its_steps_so_far() -> N
     message = assistant_message(proc.turn, message_id="m", created_at=1)
     assert message.status == "cancelled"
     trace, error = message.content
-    assert isinstance(trace, StepTraceBlock) and trace.steps[0].status == "running"
+    assert isinstance(trace, StepTraceBlock)
+    assert trace.steps[0].status == "cancelled"
+    assert trace.steps[0].error == "the turn was cancelled: the turn was cancelled"
     assert isinstance(error, ErrorBlock) and error.code == "cancelled"
+
+
+def test_every_step_still_running_in_an_ended_turn_is_closed() -> None:
+    done = step("s0", "running") + step("s0", "succeeded", result=1)
+    for settle, ending, status, reason in [
+        ("close", b"", "failed", "[upstream_closed] upstream ended without a result or error"),
+        ("close", line(type="error", code="x", message="m"), "failed", "[x] m"),
+        ("close", line(type="result", message="ok"), "failed", ""),
+    ]:
+        proc = _turn(done + step("s1", "running") + step("s2", "running") + ending, settle)
+        message = assistant_message(proc.turn, message_id="m", created_at=1)
+        trace = next(b for b in message.content if isinstance(b, StepTraceBlock))
+        assert [(s.id, s.status) for s in trace.steps] == [
+            ("s0", "succeeded"),
+            ("s1", status),
+            ("s2", status),
+        ]
+        assert trace.steps[0].error is None
+        expected = "the turn ended before this step finished" + (f": {reason}" if reason else "")
+        assert trace.steps[1].error == trace.steps[2].error == expected
+
+
+def test_a_turn_not_ended_yet_keeps_its_running_steps() -> None:
+    proc = StreamProcessor()
+    proc.feed(step("s1", "running"))
+    message = assistant_message(proc.turn, message_id="m", created_at=1)
+    trace = message.content[0]
+    assert isinstance(trace, StepTraceBlock) and trace.steps[0].status == "running"
 
 
 def test_an_error_turn_is_failed() -> None:

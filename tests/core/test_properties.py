@@ -8,10 +8,9 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandstream.core import NDJSONSplitter, StreamProcessor
+from sandstream.core import Mode, NDJSONSplitter, StreamProcessor
 from tests.core.helpers import events, line, step
-
-MODES = ("sse", "ndjson", "trace")
+from tests.fuzz.invariants import MODES, Case, check, pieces, process, reference_lines
 
 _ids = st.sampled_from(["s1", "s2", "s3"])
 _valid_lines = st.one_of(
@@ -42,18 +41,6 @@ _noise = st.one_of(
 _streams = st.lists(st.one_of(_valid_lines, _noise), max_size=25).map(b"".join)
 
 
-def _feed_in_pieces(data: bytes, cuts: list[int], mode: str, **options: object) -> bytes:
-    proc = StreamProcessor(mode, **options)  # type: ignore[arg-type]
-    out = []
-    start = 0
-    for cut in sorted(set(c % (len(data) + 1) for c in cuts)):
-        out.append(proc.feed(data[start:cut]))
-        start = cut
-    out.append(proc.feed(data[start:]))
-    out.append(proc.close())
-    return b"".join(out)
-
-
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=_streams,
@@ -63,18 +50,15 @@ def _feed_in_pieces(data: bytes, cuts: list[int], mode: str, **options: object) 
     max_line_bytes=st.sampled_from([8, 64, 1 << 20]),
 )
 def test_any_chunking_gives_byte_identical_output(
-    data: bytes, cuts: list[int], mode: str, strict: bool, max_line_bytes: int
+    data: bytes, cuts: list[int], mode: Mode, strict: bool, max_line_bytes: int
 ) -> None:
-    options = {"strict": strict, "max_line_bytes": max_line_bytes}
-    whole = _feed_in_pieces(data, [], mode, **options)
-    assert _feed_in_pieces(data, cuts, mode, **options) == whole
+    check(Case(data, tuple(cuts), max_line_bytes, mode, strict))
 
 
 @settings(max_examples=50)
 @given(data=_streams, mode=st.sampled_from(MODES))
-def test_one_byte_at_a_time_gives_the_same_output(data: bytes, mode: str) -> None:
-    whole = _feed_in_pieces(data, [], mode)
-    assert _feed_in_pieces(data, list(range(len(data))), mode) == whole
+def test_one_byte_at_a_time_gives_the_same_output(data: bytes, mode: Mode) -> None:
+    check(Case(data, tuple(range(len(data))), 1 << 20, mode))
 
 
 def _terminal_count(out: bytes, mode: str) -> int:
@@ -104,15 +88,15 @@ def test_arbitrary_bytes_never_raise_and_end_in_exactly_one_terminal(
 
 @settings(max_examples=200)
 @given(data=_streams, mode=st.sampled_from(MODES))
-def test_forwarded_output_is_only_valid_envelope_lines(data: bytes, mode: str) -> None:
-    out = _feed_in_pieces(data, [], mode)
+def test_forwarded_output_is_only_valid_envelope_lines(data: bytes, mode: Mode) -> None:
+    out, _ = process(Case(data, max_line_bytes=1 << 20, mode=mode))
     lines = out.splitlines() if mode == "ndjson" else [e.data.encode() for e in events(out)]
-    check = StreamProcessor("ndjson")
+    validator = StreamProcessor("ndjson")
     for raw in lines:
         if mode != "ndjson" and raw.startswith(b'{"terminal"'):
             continue  # the done frame's own payload
-        check.feed(raw + b"\n")
-    assert check.diagnostics == []
+        validator.feed(raw + b"\n")
+    assert validator.diagnostics == []
 
 
 @given(
@@ -123,19 +107,10 @@ def test_forwarded_output_is_only_valid_envelope_lines(data: bytes, mode: str) -
 def test_splitter_matches_a_reference_split(data: bytes, cuts: list[int], bound: int) -> None:
     splitter = NDJSONSplitter(bound)
     got: list[bytes | None] = []
-    start = 0
-    for cut in [*sorted({c % (len(data) + 1) for c in cuts}), len(data)]:
-        got += splitter.feed(data[start:cut])
-        start = cut
+    for piece in pieces(data, cuts):
+        got += splitter.feed(piece)
     got += splitter.close()
-    expected: list[bytes | None] = []
-    pieces = data.split(b"\n")
-    if pieces[-1] == b"":
-        pieces.pop()
-    for piece in pieces:
-        piece = piece[:-1] if piece.endswith(b"\r") else piece
-        expected.append(None if len(piece) > bound else piece)
-    assert got == expected
+    assert got == reference_lines(data, bound)
     assert splitter.buffered == 0
 
 

@@ -374,6 +374,60 @@ def test_events_are_frozen_and_have_spec_defaults() -> None:
     assert msgspec.json.decode(msgspec.json.encode(event), type=ServerSentEvent) == event
 
 
+# --- Reconnecting ---------------------------------------------------------------------
+
+
+def test_reconnect_keeps_last_event_id_and_retry_for_the_next_connection() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"id: 7\nretry: 250\ndata: a\n\n") == [ev("a", id="7", retry=250)]
+    parser.close()
+    parser.reconnect()
+    assert (parser.last_event_id, parser.retry) == ("7", 250)
+    assert parser.feed(b"data: b\n\n") == [ev("b", id="7", retry=250)]
+
+
+def test_reconnect_drops_the_unfinished_event_with_its_id() -> None:
+    parser = SSEParser()
+    parser.feed(b"id: 1\ndata: a\n\nid: 2\nevent: e\ndata: lost\n")
+    parser.reconnect()
+    assert parser.last_event_id == "1"
+    assert parser.feed(b"data: b\n\n") == [ev("b", id="1")]
+
+
+def test_reconnect_keeps_a_retry_from_the_unfinished_event() -> None:
+    parser = SSEParser()
+    parser.feed(b"retry: 900\ndata: lost\n")
+    parser.reconnect()
+    assert parser.retry == 900
+
+
+def test_reconnect_drops_a_partial_line() -> None:
+    parser = SSEParser()
+    parser.feed(b"data: half a li")
+    parser.reconnect()
+    assert parser.feed(b"ne\ndata: c\n\n") == [ev("c")]
+
+
+def test_reconnect_drops_a_partial_utf8_sequence_and_allows_a_new_bom() -> None:
+    parser = SSEParser()
+    parser.feed(b"\xef\xbb\xbfdata: a\n\ndata: \xe2\x82")
+    parser.reconnect()
+    assert parser.feed(b"\xef\xbb\xbfdata: \xe2\x82\xac\n\n") == [ev("\u20ac")]
+
+
+def test_reconnect_reopens_a_closed_or_failed_parser() -> None:
+    parser = SSEParser(max_line_chars=8)
+    parser.close()
+    parser.reconnect()
+    assert parser.feed(b"data: a\n\n") == [ev("a")]
+    with pytest.raises(SSEParseError):
+        parser.feed(b"data: far too long\n")
+    with pytest.raises(SSEParserClosedError):
+        parser.feed(b"\n")
+    parser.reconnect()
+    assert parser.feed(b"data: b\n\n") == [ev("b")]
+
+
 # --- Properties ---------------------------------------------------------------------
 
 _TOKENS = [

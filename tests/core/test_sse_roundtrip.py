@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 import re
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from sandstream.core import StreamProcessor
 from sandstream.core.sse import PING, format_comment, format_event
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
@@ -82,3 +84,24 @@ def test_ping_is_a_comment() -> None:
     parser = SSEParser(include_comments=True)
     assert parser.feed(PING) == [Comment("ping")]
     assert SSEParser().feed(PING) == []
+
+
+def test_a_callers_event_is_numbered_in_the_turns_sequence() -> None:
+    processor = StreamProcessor("sse")
+    out = processor.start({"chatId": "c"})
+    out += processor.feed(b'{"type":"step","id":"s","name":"n","status":"running"}\n')
+    out += processor.event("files", {"files": [{"id": "f", "name": "a.md", "size": 1}]})
+    out += processor.feed(b'{"type":"result","message":"ok"}\n')
+    events = [e for e in SSEParser().feed(out) if isinstance(e, ServerSentEvent)]
+    assert [(e.event, e.id) for e in events] == [
+        ("start", "1"),
+        ("step", "2"),
+        ("files", "3"),
+        ("result", "4"),
+        ("done", "5"),
+    ]
+    assert events[2].data == '{"files":[{"id":"f","name":"a.md","size":1}]}'
+    assert processor.turn.steps[0].status == "running"  # the caller's event is not folded
+    assert StreamProcessor("ndjson").event("files", b"{}") == b""
+    with pytest.raises(ValueError):
+        processor.event("bad\nname", b"{}")

@@ -43,6 +43,7 @@ from sandstream.server import (
 )
 from sandstream.server.runner.bwrap import BwrapContainer, BwrapLauncher
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from tests.support import processes
 from tests.support.container import alive
 from tests.support.servers import http1_client
 
@@ -128,6 +129,8 @@ async def start_runner(
     runner_settings: RunnerSettings | None = None,
     launcher: ContainerLauncher | None = None,
     graceful_timeout: float = 5.0,
+    backlog: int = 100,
+    keep_alive_timeout: float = 5.0,
 ) -> RunnerServer:
     """Serve a runner app on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
     app = create_app(
@@ -139,6 +142,8 @@ async def start_runner(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = graceful_timeout
+    config.backlog = backlog
+    config.keep_alive_timeout = keep_alive_timeout
     runner = get_runner(app)
     server = RunnerServer(url="", app=app, runner=runner)
     runner.add_listener(lambda turn, record: server.records.append(record))
@@ -227,24 +232,7 @@ def group_alive(pgid: int) -> list[int]:
 
 def marked(turn_ids: Sequence[str] | None = None) -> list[int]:
     """Live processes carrying a turn marker (of any turn, or of one of ``turn_ids``)."""
-    prefix = f"{TURN_MARKER_ENV}=".encode()
-    wanted = None if turn_ids is None else {prefix + t.encode() for t in turn_ids}
-    found = []
-    for proc in psutil.process_iter(["status"]):
-        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as file:
-                entries = file.read().split(b"\0")
-        except OSError:
-            continue
-        if wanted is None:
-            hit = any(entry.startswith(prefix) for entry in entries)
-        else:
-            hit = any(entry in wanted for entry in entries)
-        if hit:
-            found.append(proc.pid)
-    return found
+    return processes.with_env(TURN_MARKER_ENV, turn_ids)
 
 
 async def wait_gone(

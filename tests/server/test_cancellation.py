@@ -32,6 +32,7 @@ from tests.server.harness import (
     wait_gone,
     wait_until_alive,
 )
+from tests.support.container import remove_run_dirs
 from tests.support.workspace import WorkspaceServer
 
 
@@ -134,6 +135,7 @@ async def test_container_killed_from_outside_ends_with_a_terminal_line(
     assert record.returncode == -signal.SIGKILL
     assert record.stragglers >= 1
     await _assert_no_leftovers(server)
+    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
 
 
 async def test_runtime_cap(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:

@@ -154,7 +154,7 @@ async def test_an_invalid_body_is_422_problem_json(
             problem = response.json()
             assert problem["type"] == "urn:sandstream:problem:invalid-body"
             assert problem["status"] == 422
-            assert problem["detail"].startswith("the body is not a valid dispatch")
+            assert problem["detail"].startswith("the body is invalid")
     assert server.runner.admitted == 0
     assert workspace.redemptions == []
 
@@ -168,6 +168,8 @@ async def test_an_oversized_body_is_413(nursery: trio.Nursery, workspace: Worksp
         response = await client.post("/stream", json=dispatch)
     assert response.status_code == 413
     assert response.headers["content-type"] == PROBLEM
+    assert response.json()["type"] == "urn:sandstream:problem:payload-too-large"
+    assert "1000 bytes" in response.json()["detail"]
     assert server.runner.admitted == 0
 
 

@@ -6,6 +6,7 @@
 - :mod:`.fake_claude` — a fake ``claude`` CLI replaying ``transcripts/*.jsonl``;
 - :mod:`.container` — run the container as a subprocess, validate its stdout;
 - :mod:`.servers` — serve any Quart-Trio app on ``127.0.0.1:0`` in a nursery.
+- :mod:`.processes` — find processes by an environment marker, even orphaned, and kill them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
 Every :class:`ContainerRun` is checked by :func:`check_stream` on creation: stdout
 holds only valid envelope lines (no diagnostics from the core), exactly one of them is
 a terminal, it is the last line, and it was in the stdout itself (not synthesized).
-For signal tests, :func:`start_container` gives a running process to poke at.
+For signal tests, :func:`start_container` gives a running process to poke at, and
+:func:`remove_run_dirs` removes what a SIGKILLed container could not.
 :func:`run_in_process` runs the same code path in the test's own trio loop (same CLI
 arguments, stdout captured in memory, no signal handling): much faster, for the many
 tests that do not exercise the process boundary.
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +45,7 @@ __all__ = [
     "container_argv",
     "group_members",
     "namespace_members",
+    "remove_run_dirs",
     "run_container",
     "run_in_process",
     "start_container",
@@ -284,6 +288,20 @@ async def wait_group_gone(pgid: int, pids: Sequence[int] = (), timeout: float = 
             await trio.sleep(0.02)
     assert group_members(pgid) == [], f"process group {pgid} still has {group_members(pgid)}"
     assert alive(pids) == [], f"still alive: {alive(pids)}"
+
+
+def remove_run_dirs() -> list[str]:
+    """Remove the run and state dirs that SIGKILLed containers left; their names.
+
+    A container removes its own dirs on any exit it lives through; a SIGKILL gives
+    it none. They are in the test's own ``TMPDIR`` (tests/conftest.py), so this removes
+    only what the calling test's containers left. Call it once they are dead.
+    """
+    temp = Path(tempfile.gettempdir())
+    left = sorted([*temp.glob("sandstream-run-*"), *temp.glob("sandstream-state-*")])
+    for folder in left:
+        shutil.rmtree(folder)
+    return [folder.name for folder in left]
 
 
 def namespace_members(namespace: int) -> list[int]:

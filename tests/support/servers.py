@@ -28,9 +28,21 @@ async def serve_app(nursery: trio.Nursery, app: Any) -> str:
 
 
 def http1_client(
-    base_url: str, *, headers: Mapping[str, str] | None = None, timeout: float = 30.0
+    base_url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    transport: httpx.AsyncHTTPTransport | None = None,
 ) -> httpx.AsyncClient:
-    """An httpx client speaking HTTP/1.1 only, as the runner contract requires."""
+    """An httpx client speaking HTTP/1.1 only, as the runner contract requires.
+
+    A ``transport`` given replaces httpx's own; it must speak HTTP/1.1 only too.
+    """
     return httpx.AsyncClient(
-        base_url=base_url, headers=dict(headers or {}), timeout=timeout, http1=True, http2=False
+        base_url=base_url,
+        headers=dict(headers or {}),
+        timeout=timeout,
+        http1=True,
+        http2=False,
+        transport=transport,
     )

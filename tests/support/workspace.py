@@ -98,6 +98,18 @@ class TokenStore:
         """Make ``token`` expired now."""
         self._tokens[self._hash(token)].expires_at = self._clock() - 1
 
+    def check(self, token: str | None, purpose: Purpose) -> str | None:
+        """Check ``token`` for ``purpose`` without consuming it (used or not, unexpired);
+        return ``None`` if valid, else the reason."""
+        entry = self._tokens.get(self._hash(token)) if token else None
+        if entry is None:
+            return "unknown token"
+        if entry.purpose != purpose:
+            return f"token is for {entry.purpose}, not {purpose}"
+        if self._clock() >= entry.expires_at:
+            return "token expired"
+        return None
+
     def redeem(self, token: str | None, purpose: Purpose) -> str | None:
         """Consume ``token`` for ``purpose``; return ``None`` if valid, else the reason."""
         if not token:
@@ -143,7 +155,9 @@ class WorkspaceServer:
     ``env`` and ``config`` are served as JSON (a msgspec Struct, a mapping, or raw
     bytes for malformed-body tests). ``status`` forces a route's status after the
     token is redeemed (e.g. ``{"env": 500}``); ``hang`` lists routes that never
-    answer. ``uploads`` and ``redemptions`` record what happened.
+    answer. ``attachments`` maps attachment ids to the bytes ``GET …/attachments/{id}``
+    serves to a run token (checked, not consumed). ``uploads`` and ``redemptions``
+    record what happened.
     """
 
     env: Payload = field(default_factory=EnvResponse)
@@ -156,6 +170,7 @@ class WorkspaceServer:
     redemptions: list[Redemption] = field(default_factory=list)
     base_url: str = ""
     echo: bool = False
+    attachments: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -206,6 +221,17 @@ class WorkspaceServer:
         @app.get(f"{self.prefix}/config")
         async def config() -> Response:
             return await self._serve("config", self.config)
+
+        @app.get(f"{self.prefix}/attachments/<file_id>")
+        async def attachment(file_id: str) -> Response:
+            header = request.headers.get("Authorization", "")
+            reason = self.tokens.check(header[7:] if header.startswith("Bearer ") else None, "run")
+            self.redemptions.append(Redemption("attachments", 401 if reason else 200, reason))
+            if reason is not None:
+                return _problem(401, "Unauthorized", reason)
+            if file_id not in self.attachments:
+                return _problem(404, "Not found", f"no attachment {file_id}")
+            return Response(self.attachments[file_id], content_type="application/octet-stream")
 
         @app.post(f"{self.prefix}/results")
         async def results() -> Response:

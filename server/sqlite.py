@@ -1,5 +1,9 @@
 """SQLite connections driven from trio: every call runs in a worker thread.
 
+Shared by the roles that keep state in the data dir: the chat store
+(:mod:`sandstream.server.chat.sqlite_store`) and the session buffer
+(:mod:`sandstream.server.sessions.buffer`); each brings its own schema (``migrate``).
+
 :class:`SQLiteDatabase` keeps one writer connection (writes are serialized: one
 worker thread at a time, ``BEGIN IMMEDIATE`` transactions) and a small pool of reader
 connections (WAL mode lets them read while a write is in progress). No database call
@@ -21,9 +25,7 @@ from typing import Final, TypeVar
 
 import trio
 
-from .migrations import migrate
-
-__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLiteDatabase"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "Migrate", "SQLiteDatabase"]
 
 T = TypeVar("T")
 
@@ -42,19 +44,29 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     return conn
 
 
+Migrate = Callable[[sqlite3.Connection], object]
+"""Brings a database's schema up to date, on the writer connection, outside a transaction."""
+
+
 class SQLiteDatabase:
-    """A SQLite database file in WAL mode, migrated to the current schema.
+    """A SQLite database file in WAL mode, migrated to the current schema by ``migrate``.
 
     Open it with :meth:`open` (connects and migrates in a worker thread). ``readers``
     bounds the reader connections (and so the concurrent reads).
     """
 
     def __init__(
-        self, path: Path, *, readers: int = 4, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+        self,
+        path: Path,
+        *,
+        migrate: Migrate,
+        readers: int = 4,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
     ) -> None:
         if readers < 1:
             raise ValueError(f"readers must be >= 1, got {readers}")
         self.path = path
+        self._migrate = migrate
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: sqlite3.Connection | None = None
         self._write_lock = threading.Lock()
@@ -65,13 +77,14 @@ class SQLiteDatabase:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path, **options: int) -> SQLiteDatabase:
+    async def open(cls, path: Path, *, migrate: Migrate, **options: int) -> SQLiteDatabase:
         """Create or open the database at ``path``, switch it to WAL, migrate it.
 
-        Raises :class:`~.errors.StoreError` for a database newer than this code and
-        :class:`sqlite3.Error` / :class:`OSError` if it cannot be opened.
+        Raises what ``migrate`` raises (the chat store: ``StoreError`` for a database
+        newer than its code) and :class:`sqlite3.Error` / :class:`OSError` if it cannot
+        be opened.
         """
-        db = cls(path, **options)
+        db = cls(path, migrate=migrate, **options)
         await trio.to_thread.run_sync(db._open_sync)
         return db
 
@@ -82,7 +95,7 @@ class SQLiteDatabase:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"cannot switch {self.path} to WAL (got {mode})")
-            migrate(conn)
+            self._migrate(conn)
         except BaseException:
             conn.close()
             raise

@@ -1,0 +1,52 @@
+# Sourced by .dev/serve and .dev/test: install what they need, once.
+#
+# Each step checks first and does nothing when its part is in place, so a checkout
+# that is set up starts at once, and offline. Bash; stops at the first failure.
+#
+#   debian_packages PKG...  apt-get install the packages dpkg does not list as installed
+#                           (as root, or through sudo); elsewhere, say what to install
+#   venv                    .venv with this checkout installed (editable, with the dev
+#                           extra), created or brought up to date when pyproject.toml
+#                           changed since the last install
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+debian_packages() {
+  local missing=() package
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "setup: not a Debian system; make sure these are installed: $*" >&2
+    return 0
+  fi
+  for package in "$@"; do
+    dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null | grep -qx installed ||
+      missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+      echo "setup: needs root to run: apt-get install ${missing[*]}" >&2
+      return 1
+    }
+    as_root=(sudo)
+  fi
+  echo "setup: installing ${missing[*]} (apt-get)" >&2
+  "${as_root[@]}" apt-get update -q
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+}
+
+venv() {
+  local stamp="$root/.venv/.installed" want
+  if ! "$root/.venv/bin/python" -c '' 2>/dev/null; then
+    python3 -c 'import ensurepip' 2>/dev/null || debian_packages python3-venv
+    echo "setup: creating .venv" >&2
+    rm -rf "$root/.venv"
+    python3 -m venv "$root/.venv"
+  fi
+  want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$root/.venv/bin/python" -V)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: installing this checkout into .venv (pip install -e '.[dev]')" >&2
+    "$root/.venv/bin/pip" install -q -e "$root[dev]"
+    echo "$want" >"$stamp"
+  fi
+}

@@ -1,0 +1,371 @@
+"""Durable-session benchmarks: fan-out latency, catch-up, append rate, memory.
+
+``python -m benchmarks.sessions.run [fanout] [catchup] [append] [memory] [--json] [options]``
+
+Every part runs ``sandstream runner --data-dir <tmp>`` as its own process (the
+production shape) and its readers in this process, over loopback, as raw HTTP/1.1
+sockets (parsing only what each measure needs, so that the readers cost little).
+
+**fanout** — one session whose container emits ``--rate`` lines/s (50); N SSE readers
+(``--ladder``, default 1,10,100,1000) follow it live. Per line and reader, latency =
+the reader's receive time - the line's ``ts`` (stamped by the container as it writes
+the line). Measured for ``--duration`` s after every reader received its first frame
+and a warm-up. Goal: 1000 readers at p99 < 50 ms.
+
+**catchup** — a finished session of ``--chunks`` (2,000) chunks of ~1 KiB; ``--clients``
+(1,000) readers replay it from cursor 0 at once over NDJSON (and again over SSE):
+MB/s served in total, first request to last byte.
+
+**append** — lines/s of the same load-mode container (``--lines`` unpaced lines)
+into the session buffer (first to last chunk, by the chunks' ``created_at``) and
+through ``POST /stream`` (first to last byte at the client), interleaved
+``--repeat`` times; medians. Goal: sessions >= 70% of the attached rate.
+
+**memory** — the runner's RSS with N idle readers caught up on a live session
+(a container sleeping in a tool), and with M idle sessions (each a sleeping
+container): KiB per idle reader and per idle session (the containers' own RSS apart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import psutil
+import trio
+
+from benchmarks.runner.support import TOKEN, environment, percentile, start_runner_process
+from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
+from tests.support.workspace import WorkspaceServer, start_workspace
+
+AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
+GOAL_P99_MS: Final = 50.0
+GOAL_APPEND_RATIO: Final = 0.7
+_TS: Final = re.compile(rb'"ts":(\d+)')
+
+
+def _load(lines: int, rate: float = 0.0, payload: int = 64) -> ConfigResponse:
+    spec = LoadSpec(lines=lines, rate=rate, payload_bytes=payload)
+    return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
+
+
+def _sleeping() -> ConfigResponse:
+    step = ScriptedStep(tool="run_shell", args={"command": "sleep 600", "timeout_sec": 300})
+    return ConfigResponse(agent=ScriptedAgent(steps=[step]))
+
+
+async def _create(client: httpx.AsyncClient, workspace: WorkspaceServer) -> str:
+    response = await client.post("/sessions", json=workspace.mint_dispatch())
+    response.raise_for_status()
+    session_id: str = response.json()["id"]
+    return session_id
+
+
+async def _wait_state(client: httpx.AsyncClient, session_id: str, state: str) -> dict[str, Any]:
+    with trio.fail_after(600):
+        while True:
+            status: dict[str, Any] = (await client.get(f"/sessions/{session_id}/status")).json()
+            if status["state"] == state:
+                return status
+            await trio.sleep(0.05)
+
+
+async def _open_reader(url: str, session_id: str, accept: str) -> trio.SocketStream:
+    host, port = url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    await stream.send_all(
+        (
+            f"GET /sessions/{session_id}/stream?cursor=0 HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nAccept: {accept}\r\n\r\n"
+        ).encode()
+    )
+    return stream
+
+
+# -- fan-out ---------------------------------------------------------------------------
+
+
+async def _fanout_level(
+    readers: int, rate: float, duration: float, warmup: float, data_dir: Path
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    state = {"measuring": False, "flowing": 0}
+    all_flowing = trio.Event()
+    lines = int(rate * (duration + warmup + 120))
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load(lines, rate, 64))
+        proc = await start_runner_process(nursery, "--data-dir", str(data_dir))
+        runner_ps = psutil.Process(proc.process.pid)
+        async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=120) as client:
+            session_id = await _create(client, workspace)
+
+            async def reader() -> None:
+                stream = await _open_reader(proc.url, session_id, "text/event-stream")
+                started = False
+                async with stream:
+                    while data := await stream.receive_some(65536):
+                        now_ms = time.time() * 1000
+                        if not started and b"\ndata: " in data:
+                            started = True
+                            state["flowing"] += 1
+                            if state["flowing"] == readers:
+                                all_flowing.set()
+                        if state["measuring"]:
+                            latencies.extend(now_ms - int(ts) for ts in _TS.findall(data))
+
+            async with trio.open_nursery() as readers_nursery:
+                for _ in range(readers):
+                    readers_nursery.start_soon(reader)
+                with trio.fail_after(300):
+                    await all_flowing.wait()
+                await trio.sleep(warmup)
+                load = psutil.getloadavg()[0]
+                me = psutil.Process()
+                cpu_before = sum(runner_ps.cpu_times()[:2]), sum(me.cpu_times()[:2])
+                state["measuring"] = True
+                await trio.sleep(duration)
+                state["measuring"] = False
+                cpu = (sum(runner_ps.cpu_times()[:2]) - cpu_before[0]) / duration * 100
+                client_cpu = (sum(me.cpu_times()[:2]) - cpu_before[1]) / duration * 100
+                await client.post(f"/sessions/{session_id}/interrupt")
+                readers_nursery.cancel_scope.cancel()
+        await proc.stop()
+        nursery.cancel_scope.cancel()
+    return {
+        "readers": readers,
+        "lines_measured": len(latencies),
+        "expected": int(readers * rate * duration),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p95_ms": round(percentile(latencies, 95), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "max_ms": round(max(latencies), 2) if latencies else None,
+        "runner_cpu_percent": round(cpu),
+        "client_cpu_percent": round(client_cpu),
+        "load_average_1m": round(load, 2),
+    }
+
+
+async def fanout(
+    ladder: list[int], rate: float, duration: float, warmup: float, tmp: Path
+) -> dict[str, Any]:
+    levels = []
+    for index, readers in enumerate(ladder):
+        level = await _fanout_level(readers, rate, duration, warmup, tmp / f"fanout{index}")
+        levels.append(level)
+        print(
+            f"fanout {readers:>5} readers: p50 {level['p50_ms']} ms  p99 {level['p99_ms']} ms  "
+            f"({level['lines_measured']}/{level['expected']} lines, runner CPU "
+            f"{level['runner_cpu_percent']}%, client CPU {level['client_cpu_percent']}%, "
+            f"load {level['load_average_1m']})",
+            file=sys.stderr,
+        )
+    top = levels[-1]
+    return {"rate": rate, "levels": levels, "goal_met": top["p99_ms"] < GOAL_P99_MS}
+
+
+# -- catch-up ---------------------------------------------------------------------------
+
+
+async def catchup(chunks: int, clients: int, tmp: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {"chunks": chunks, "clients": clients}
+    async with trio.open_nursery() as nursery:
+        # bootstrap + skills logs, the load, writeback log and result: `chunks` in all
+        workspace = await start_workspace(nursery, config=_load(chunks - 4, 0.0, 1000))
+        proc = await start_runner_process(nursery, "--data-dir", str(tmp / "catchup"))
+        async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=120) as client:
+            session_id = await _create(client, workspace)
+            status = await _wait_state(client, session_id, "completed")
+            assert status["last_chunk_id"] == chunks, status
+            for accept, name in (("application/x-ndjson", "ndjson"), ("text/event-stream", "sse")):
+                received = [0]
+
+                async def reader(accept: str = accept, received: list[int] = received) -> None:
+                    stream = await _open_reader(proc.url, session_id, accept)
+                    async with stream:
+                        while data := await stream.receive_some(262144):
+                            received[0] += len(data)
+                            if data.endswith(b"0\r\n\r\n"):  # the chunked body's end
+                                return
+
+                started = time.perf_counter()
+                async with trio.open_nursery() as readers:
+                    for _ in range(clients):
+                        readers.start_soon(reader)
+                seconds = time.perf_counter() - started
+                results[name] = {
+                    "seconds": round(seconds, 2),
+                    "mb_served": round(received[0] / 1e6, 1),
+                    "mb_per_s": round(received[0] / 1e6 / seconds, 1),
+                }
+                print(f"catchup {name}: {results[name]}", file=sys.stderr)
+        await proc.stop()
+        nursery.cancel_scope.cancel()
+    return results
+
+
+# -- append -----------------------------------------------------------------------------
+
+
+def _append_seconds(data_dir: Path, session_id: str) -> tuple[int, float]:
+    with sqlite3.connect(data_dir / "sessions.sqlite3") as conn:
+        key, last = conn.execute(
+            "SELECT key, last_cursor FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        first_ms, last_ms = conn.execute(
+            "SELECT min(created_at), max(created_at) FROM chunks WHERE id > ? AND id < ?",
+            (key << 32, (key + 1) << 32),
+        ).fetchone()
+    return last, (last_ms - first_ms) / 1000
+
+
+async def append(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, Any]:
+    sessions: list[float] = []
+    attached: list[float] = []
+    data_dir = tmp / "append"
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load(lines, 0.0, payload))
+        proc = await start_runner_process(nursery, "--data-dir", str(data_dir))
+        async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=300) as client:
+            for _ in range(repeat):
+                count = 0
+                first = 0.0
+                async with client.stream(
+                    "POST", "/stream", json=workspace.mint_dispatch()
+                ) as response:
+                    async for chunk in response.aiter_raw():
+                        if not first:
+                            first = time.perf_counter()
+                        count += chunk.count(b"\n")
+                attached.append(count / (time.perf_counter() - first))
+                session_id = await _create(client, workspace)
+                await _wait_state(client, session_id, "completed")
+                count, seconds = await trio.to_thread.run_sync(
+                    _append_seconds, data_dir, session_id
+                )
+                sessions.append(count / seconds)
+                print(
+                    f"append: attached {attached[-1]:,.0f} lines/s, session "
+                    f"{sessions[-1]:,.0f} lines/s",
+                    file=sys.stderr,
+                )
+        await proc.stop()
+        nursery.cancel_scope.cancel()
+    ratio = statistics.median(sessions) / statistics.median(attached)
+    return {
+        "lines": lines,
+        "payload_bytes": payload,
+        "attached_lines_per_s": round(statistics.median(attached)),
+        "session_lines_per_s": round(statistics.median(sessions)),
+        "ratio": round(ratio, 2),
+        "goal_met": ratio >= GOAL_APPEND_RATIO,
+    }
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load(10))
+        proc = await start_runner_process(
+            nursery, "--data-dir", str(tmp / "memory"), "--max-live", str(sessions + 4)
+        )
+        runner_ps = psutil.Process(proc.process.pid)
+        async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=120) as client:
+            warm = await _create(client, workspace)  # every lazy import done
+            await _wait_state(client, warm, "completed")
+            workspace.config = _sleeping()
+            first = await _create(client, workspace)
+            with trio.fail_after(60):
+                while (await client.get(f"/sessions/{first}/status")).json()["last_chunk_id"] < 3:
+                    await trio.sleep(0.05)
+            await trio.sleep(1)
+            base = runner_ps.memory_info().rss
+            ids = [await _create(client, workspace) for _ in range(sessions)]
+            with trio.fail_after(120):
+                for session_id in ids:
+                    while (await client.get(f"/sessions/{session_id}/status")).json()[
+                        "last_chunk_id"
+                    ] < 3:
+                        await trio.sleep(0.05)
+            await trio.sleep(1)
+            with_sessions = runner_ps.memory_info().rss
+            streams = []
+            for _ in range(readers):
+                streams.append(await _open_reader(proc.url, first, "text/event-stream"))
+            for stream in streams:  # each has its backlog and its "caught up" control
+                with trio.fail_after(60):
+                    while b"upToDate" not in (data := await stream.receive_some(65536)):
+                        if not data:
+                            raise RuntimeError("the session ended: it should sleep")
+            await trio.sleep(1)
+            with_readers = runner_ps.memory_info().rss
+            for stream in streams:
+                await stream.aclose()
+            for session_id in [first, *ids]:
+                await client.post(f"/sessions/{session_id}/interrupt")
+        await proc.stop()
+        nursery.cancel_scope.cancel()
+    return {
+        "readers": readers,
+        "sessions": sessions,
+        "runner_rss_mb": round(base / 2**20, 1),
+        "kib_per_idle_session": round((with_sessions - base) / sessions / 1024, 1),
+        "kib_per_idle_reader": round((with_readers - with_sessions) / readers / 1024, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions.run")
+    parser.add_argument(
+        "parts", nargs="*", default=["fanout", "catchup", "append", "memory"], metavar="PART"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--ladder", default="1,10,100,1000", help="fan-out reader counts")
+    parser.add_argument("--rate", type=float, default=50.0, help="fan-out lines/s (50)")
+    parser.add_argument("--duration", type=float, default=10.0, help="fan-out measured s (10)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="fan-out warm-up s (2)")
+    parser.add_argument("--chunks", type=int, default=2000, help="catch-up chunks (2000)")
+    parser.add_argument("--clients", type=int, default=1000, help="catch-up readers (1000)")
+    parser.add_argument("--lines", type=int, default=200_000, help="append lines (200k)")
+    parser.add_argument("--payload", type=int, default=64, help="append payload bytes (64)")
+    parser.add_argument("--repeat", type=int, default=3, help="append rounds (3)")
+    parser.add_argument("--idle-readers", type=int, default=1000, help="memory readers (1000)")
+    parser.add_argument("--idle-sessions", type=int, default=20, help="memory sessions (20)")
+    args = parser.parse_args(argv)
+
+    async def run() -> dict[str, Any]:
+        results: dict[str, Any] = {"environment": environment()}
+        with tempfile.TemporaryDirectory(prefix="sandstream-bench-") as name:
+            tmp = Path(name)
+            if "fanout" in args.parts:
+                ladder = [int(n) for n in args.ladder.split(",")]
+                results["fanout"] = await fanout(ladder, args.rate, args.duration, args.warmup, tmp)
+            if "catchup" in args.parts:
+                results["catchup"] = await catchup(args.chunks, args.clients, tmp)
+            if "append" in args.parts:
+                results["append"] = await append(args.lines, args.payload, args.repeat, tmp)
+            if "memory" in args.parts:
+                results["memory"] = await memory(args.idle_readers, args.idle_sessions, tmp)
+        return results
+
+    results = trio.run(run)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for name, value in results.items():
+            print(f"{name}: {json.dumps(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

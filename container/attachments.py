@@ -1,0 +1,222 @@
+"""Attachments: the turn's files, downloaded into the work dir before the setup script.
+
+``/config`` names them (:class:`~.schemas.Attachment`). Each is fetched with ``GET
+{agent_url}/attachments/{id}`` and ``Authorization: Bearer <otp_run>`` (the workspace
+accepts the run token for exactly this turn's attachments until the turn settles) and
+written at its ``path`` in the work dir, whatever work dir the launcher gave the
+container. The whole download is one step, ``download_attachments`` (args: the
+paths; result: each path and size), so the user sees it happen.
+
+Bounds and checks: at most :data:`MAX_FILES` files and :data:`MAX_TOTAL_BYTES` bytes
+(the announced sizes, checked before anything is fetched); each body is cut at its
+announced size and must match it (and its ``sha256`` when announced). A path must be
+``attachments/<name>`` with a name that :func:`~.names.sanitize_name` leaves as it
+is, unique in the turn; the file is created exclusively (never overwriting, never
+following a link).
+
+Raises :class:`~.errors.AttachmentsError` (``attachments_failed``) on any failure,
+after closing the step as failed with the reason and removing the partial file.
+Cancellation closes the step as failed (``cancelled``), removes the partial file and
+propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
+
+import httpx
+import trio
+
+from sandstream.core.envelope import Step
+
+from .bootstrap import workspace_url
+from .errors import AttachmentsError, OutputClosedError
+from .http import HttpSettings, body_excerpt, send_with_retries
+from .names import sanitize_name
+from .output import Emitter, new_step_id
+from .schemas import Attachment
+
+__all__ = [
+    "ATTACHMENTS_DIR",
+    "MAX_FILES",
+    "MAX_TOTAL_BYTES",
+    "STEP_NAME",
+    "attachments_note",
+    "download_attachments",
+    "target_path",
+]
+
+ATTACHMENTS_DIR: Final = "attachments"
+"""The folder of the work dir that attachments are written to."""
+MAX_FILES: Final = 100
+MAX_TOTAL_BYTES: Final = 512 * 1024 * 1024
+STEP_NAME: Final = "download_attachments"
+
+
+def attachments_note(attachments: Sequence[Attachment]) -> str:
+    """A sentence naming the attached files for an agent's prompt (``""``: none)."""
+    if not attachments:
+        return ""
+    listed = ", ".join(f"{a.path} ({a.size} bytes, {a.content_type})" for a in attachments)
+    return f"The user attached these files, in the work dir: {listed}."
+
+
+def target_path(work_dir: Path, attachment: Attachment, seen: set[str]) -> Path:
+    """Where ``attachment`` goes; raises AttachmentsError for a path that is not
+    ``attachments/<sanitized name>`` or that another attachment already takes."""
+    parts = PurePosixPath(attachment.path).parts
+    if (
+        len(parts) != 2
+        or parts[0] != ATTACHMENTS_DIR
+        or sanitize_name(parts[1]) != parts[1]
+        or attachment.path != f"{ATTACHMENTS_DIR}/{parts[1]}"
+    ):
+        raise AttachmentsError(f"unsafe attachment path {attachment.path!r}")
+    if attachment.path in seen:
+        raise AttachmentsError(f"two attachments share the path {attachment.path!r}")
+    seen.add(attachment.path)
+    return work_dir / ATTACHMENTS_DIR / parts[1]
+
+
+def _check_bounds(attachments: Sequence[Attachment]) -> None:
+    total = sum(a.size for a in attachments)
+    if len(attachments) > MAX_FILES:
+        raise AttachmentsError(f"{len(attachments)} attachments (limit {MAX_FILES})")
+    if total > MAX_TOTAL_BYTES:
+        raise AttachmentsError(f"{total} bytes of attachments (limit {MAX_TOTAL_BYTES})")
+
+
+async def download_attachments(
+    client: httpx.AsyncClient,
+    settings: HttpSettings,
+    *,
+    agent_url: str,
+    token: str,
+    attachments: Sequence[Attachment],
+    work_dir: Path,
+    emitter: Emitter,
+) -> list[Path]:
+    """Download every attachment into ``work_dir`` as one step; return the files written."""
+    if not attachments:
+        return []
+    step_id = new_step_id()
+    emitter.emit(
+        Step(
+            id=step_id,
+            name=STEP_NAME,
+            status="running",
+            args={"files": [a.path for a in attachments]},
+        )
+    )
+    started = trio.current_time()
+    written: list[Path] = []
+    try:
+        _check_bounds(attachments)
+        seen: set[str] = set()
+        targets = [target_path(work_dir, a, seen) for a in attachments]
+        folder = work_dir / ATTACHMENTS_DIR
+        folder.mkdir(exist_ok=True)
+        if folder.is_symlink() or not folder.is_dir():
+            raise AttachmentsError(f"{ATTACHMENTS_DIR}/ in the work dir is not a folder")
+        for attachment, target in zip(attachments, targets, strict=True):
+            await _download(client, settings, agent_url, token, attachment, target)
+            written.append(target)
+    except BaseException as exc:
+        if isinstance(exc, AttachmentsError):
+            reason = exc.message
+        elif isinstance(exc, trio.Cancelled):
+            reason = "cancelled"
+        else:
+            reason = f"interrupted: {exc!r}"
+        with contextlib.suppress(OutputClosedError):
+            _finish(emitter, step_id, started, error=reason)
+        raise
+    result = {"files": [{"path": a.path, "size": a.size} for a in attachments]}
+    _finish(emitter, step_id, started, result=result)
+    return written
+
+
+def _finish(
+    emitter: Emitter, step_id: str, started: float, *, result: Any = None, error: str | None = None
+) -> None:
+    duration_ms = round((trio.current_time() - started) * 1000)
+    if error is None:
+        step: Step[Any] = Step(
+            id=step_id, name=STEP_NAME, status="succeeded", result=result, duration_ms=duration_ms
+        )
+    else:
+        step = Step(
+            id=step_id, name=STEP_NAME, status="failed", error=error, duration_ms=duration_ms
+        )
+    emitter.emit(step)
+
+
+async def _download(
+    client: httpx.AsyncClient,
+    settings: HttpSettings,
+    agent_url: str,
+    token: str,
+    attachment: Attachment,
+    target: Path,
+) -> None:
+    url = workspace_url(agent_url, f"attachments/{attachment.id}")
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        response = await send_with_retries(
+            client, settings, lambda: client.build_request("GET", url, headers=headers), stream=True
+        )
+    except httpx.HTTPError as exc:
+        raise AttachmentsError(f"downloading {attachment.path} failed: {exc!r}") from exc
+    try:
+        if response.status_code in (401, 403):
+            raise AttachmentsError(
+                f"workspace refused the run token for {attachment.path} ({response.status_code})"
+            )
+        if not response.is_success:
+            await response.aread()
+            raise AttachmentsError(
+                f"downloading {attachment.path} answered {response.status_code}: "
+                f"{body_excerpt(response)}"
+            )
+        await _write(response, attachment, target)
+    finally:
+        await response.aclose()
+
+
+async def _write(response: httpx.Response, attachment: Attachment, target: Path) -> None:
+    """Stream the body into ``target`` (created exclusively); remove it on any failure."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise AttachmentsError(f"cannot create {attachment.path}: {exc.strerror}") from exc
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        async with trio.wrap_file(os.fdopen(fd, "wb")) as out:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > attachment.size:
+                    raise AttachmentsError(
+                        f"{attachment.path} is longer than its announced {attachment.size} bytes"
+                    )
+                digest.update(chunk)
+                await out.write(chunk)
+        if size != attachment.size:
+            raise AttachmentsError(
+                f"{attachment.path}: got {size} of its announced {attachment.size} bytes"
+            )
+        if attachment.sha256 is not None and digest.hexdigest() != attachment.sha256:
+            raise AttachmentsError(f"{attachment.path}: its SHA-256 does not match")
+    except httpx.HTTPError as exc:
+        with contextlib.suppress(OSError):
+            target.unlink()
+        raise AttachmentsError(f"downloading {attachment.path} failed: {exc!r}") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            target.unlink()
+        raise

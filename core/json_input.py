@@ -1,0 +1,76 @@
+"""Decoding untrusted JSON: every way bad input fails becomes one :class:`JSONInputError`.
+
+msgspec reports bad input through four exception types: ``msgspec.DecodeError``
+(not JSON), ``msgspec.ValidationError`` (JSON of the wrong shape),
+``UnicodeDecodeError`` (invalid UTF-8 inside a string) and ``RecursionError``
+(nesting deeper than the interpreter's recursion limit allows, about a thousand
+levels). Code that decodes input from outside the process — a dispatch, a skill's
+answer, an HTTP body, a line of a subprocess's output — goes through
+:func:`decode_json`, so that one ``except JSONInputError`` covers them all and
+nothing escapes as an internal error.
+
+Invalid UTF-8 anywhere in the input is rejected, also inside values msgspec would
+skip (unknown fields, raw payloads): JSON text is UTF-8 (RFC 8259).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+
+import msgspec
+
+__all__ = ["JSONInputError", "JSONInputReason", "decode_json"]
+
+T = TypeVar("T")
+
+JSONInputReason: TypeAlias = Literal["invalid_json", "invalid_utf8", "too_deep", "invalid_value"]
+"""Why input was refused: not JSON, not UTF-8, nested too deeply, or the wrong shape."""
+
+_TOO_DEEP: Final = "JSON nested too deeply"
+
+
+class JSONInputError(ValueError):
+    """Untrusted JSON that could not be decoded.
+
+    ``reason`` says why (:data:`JSONInputReason`); ``str(error)`` is a message fit to
+    show to whoever sent the input (it quotes no more than msgspec's own position
+    information, never the input itself).
+    """
+
+    def __init__(self, reason: JSONInputReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: JSONInputReason = reason
+        self.message = message
+
+
+@overload
+def decode_json(data: bytes | str) -> Any: ...
+
+
+@overload
+def decode_json(data: bytes | str, type: type[T]) -> T: ...
+
+
+def decode_json(data: bytes | str, type: Any = Any) -> Any:
+    """Decode ``data`` as JSON into ``type`` (default: any JSON value).
+
+    Raises :class:`JSONInputError` for anything that is not valid UTF-8 JSON of that
+    type. Pure and synchronous: no I/O, nothing to cancel.
+    """
+    if isinstance(data, bytes) and not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONInputError(
+                "invalid_utf8", f"invalid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}"
+            ) from None
+    try:
+        return msgspec.json.decode(data, type=type)
+    except msgspec.ValidationError as exc:
+        raise JSONInputError("invalid_value", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise JSONInputError("invalid_json", str(exc)) from None
+    except UnicodeError:  # a str holding lone surrogates (bytes were checked above)
+        raise JSONInputError("invalid_utf8", "not encodable as UTF-8 (lone surrogates)") from None
+    except RecursionError:
+        raise JSONInputError("too_deep", _TOO_DEEP) from None

@@ -1,0 +1,35 @@
+"""The sessions role: durable sessions (seed 001) — a run that outlives its clients.
+
+- :class:`SessionService` (:mod:`.service`) creates sessions on the runner, runs one
+  nursery per session (container, upstream read, append to the buffer), restores
+  sessions after a restart and retires old ones;
+- :class:`SessionBuffer` (:mod:`.buffer`) is the SQLite buffer of chunks by cursor;
+- :class:`Session` (:mod:`.session`) is one session's state, reads by cursor, message
+  and interrupt; :class:`Follow` (:mod:`.follow`) one reader from a cursor;
+- :mod:`.routes` mounts ``/sessions`` (SSE, NDJSON, WebSocket), :mod:`.wire` frames it.
+"""
+
+from .buffer import SessionBuffer
+from .follow import CaughtUp, Chunks, Follow, KeepAlive
+from .routes import get_sessions, install_sessions
+from .service import RUNNER_LOST, SessionNotFoundError, SessionService
+from .session import CursorGoneError, Session, SessionEndedError, SessionStatus
+from .settings import SessionSettings
+
+__all__ = [
+    "RUNNER_LOST",
+    "CaughtUp",
+    "Chunks",
+    "CursorGoneError",
+    "Follow",
+    "KeepAlive",
+    "Session",
+    "SessionBuffer",
+    "SessionEndedError",
+    "SessionNotFoundError",
+    "SessionService",
+    "SessionSettings",
+    "SessionStatus",
+    "get_sessions",
+    "install_sessions",
+]

@@ -1,0 +1,241 @@
+"""The session buffer: every chunk of every session, in SQLite, by cursor (seed 001).
+
+One database file, ``sessions.sqlite3`` in the runner's data dir, in WAL mode, driven
+through :class:`~sandstream.server.sqlite.SQLiteDatabase` (one writer thread, a pool
+of reader threads: no call ever runs on the trio event loop).
+
+Schema (seed 001's ``response_chunks``, made denser)::
+
+    sessions(key INTEGER PRIMARY KEY, id TEXT UNIQUE, state, created_at, ended_at,
+             terminal BLOB, first_cursor, last_cursor)
+    chunks(id INTEGER PRIMARY KEY, count INTEGER, chunk BLOB, created_at INTEGER)
+
+A chunk's cursor is dense per session (1, 2, 3, …). A row holds a **run**: the
+``count`` chunks (whole lines, concatenated) of one append, the first at cursor
+``id - key * 2**32``. So the rows of one session are one contiguous range of the
+table's own B-tree, in cursor order: a read "after cursor N" is one seek and one
+range scan, and no secondary index is maintained (seed 001's ``(session_id, id)``
+index doubles every insert). One row per append instead of one per line is what lets
+the buffer keep up with a fast container (SQLite inserts ~250k rows/s on the
+development machine, a load-mode container emits ~400k lines/s), while a slow
+container (a line per read) still gets a row per line. ``first_cursor`` is the lowest
+cursor still retained (retention deletes whole runs from below), ``last_cursor`` the
+highest written.
+
+Appends are batched: one transaction per read of the container's stdout. Calls raise
+:class:`sqlite3.Error` when the database fails. Cancellation: a call that has started
+runs to completion in its thread (:mod:`sandstream.server.sqlite`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, TypeAlias
+
+from sandstream.server.sqlite import SQLiteDatabase
+
+__all__ = [
+    "BUFFER_FILE",
+    "CURSOR_SPAN",
+    "SessionBuffer",
+    "SessionRow",
+    "SessionState",
+]
+
+BUFFER_FILE: Final = "sessions.sqlite3"
+CURSOR_SPAN: Final = 1 << 32
+"""Cursors of one session are below this; a chunk's row id is ``key * CURSOR_SPAN + cursor``."""
+
+SessionState: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS sessions (
+        key INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        terminal BLOB,
+        first_cursor INTEGER NOT NULL DEFAULT 1,
+        last_cursor INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+        id INTEGER PRIMARY KEY,
+        count INTEGER NOT NULL,
+        chunk BLOB NOT NULL,
+        created_at INTEGER NOT NULL
+    )""",
+)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    for statement in _SCHEMA:
+        conn.execute(statement)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A session as stored. Times are Unix epoch milliseconds."""
+
+    key: int
+    id: str
+    state: SessionState
+    created_at: int
+    ended_at: int | None
+    terminal: bytes | None
+    first_cursor: int
+    last_cursor: int
+
+
+class SessionBuffer:
+    """The sessions and their chunks; see the module docstring. Open with :meth:`open`."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+
+    @classmethod
+    async def open(cls, data_dir: Path, *, readers: int = 4) -> SessionBuffer:
+        """Open (or create) the buffer in ``data_dir``. Raises sqlite3.Error / OSError."""
+        db = await SQLiteDatabase.open(data_dir / BUFFER_FILE, migrate=_migrate, readers=readers)
+        return cls(db)
+
+    async def close(self) -> None:
+        """Close every connection. Idempotent."""
+        await self._db.close()
+
+    # -- sessions ---------------------------------------------------------------------
+
+    async def create(self, session_id: str, created_at: int) -> int:
+        """Store a new running session; return its key."""
+
+        def insert(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
+                "INSERT INTO sessions (id, state, created_at) VALUES (?, 'running', ?)",
+                (session_id, created_at),
+            )
+            key = cursor.lastrowid
+            assert key is not None
+            return key
+
+        return await self._db.write(insert)
+
+    async def sessions(self) -> list[SessionRow]:
+        """Every stored session, oldest first."""
+
+        def select(conn: sqlite3.Connection) -> list[SessionRow]:
+            rows = conn.execute(
+                "SELECT key, id, state, created_at, ended_at, terminal, first_cursor, "
+                "last_cursor FROM sessions ORDER BY key"
+            ).fetchall()
+            return [SessionRow(*row) for row in rows]
+
+        return await self._db.read(select)
+
+    async def finish(
+        self, key: int, state: SessionState, ended_at: int, terminal: bytes | None
+    ) -> None:
+        """Record how a session ended (its terminal line, ``None`` if it has none)."""
+        await self._db.write(
+            lambda conn: conn.execute(
+                "UPDATE sessions SET state = ?, ended_at = ?, terminal = ? WHERE key = ?",
+                (state, ended_at, terminal, key),
+            )
+        )
+
+    async def delete_ended_before(self, ended_before: int) -> list[str]:
+        """Delete the sessions that ended before ``ended_before`` (ms); return their ids."""
+
+        def delete(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT key, id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?",
+                (ended_before,),
+            ).fetchall()
+            for key, _ in rows:
+                conn.execute(
+                    "DELETE FROM chunks WHERE id > ? AND id < ?",
+                    (key * CURSOR_SPAN, (key + 1) * CURSOR_SPAN),
+                )
+                conn.execute("DELETE FROM sessions WHERE key = ?", (key,))
+            return [session_id for _, session_id in rows]
+
+        return await self._db.write(delete)
+
+    # -- chunks -----------------------------------------------------------------------
+
+    async def append(
+        self, key: int, after: int, data: bytes, count: int, created_at: int, keep_from: int
+    ) -> int:
+        """Store ``data``, ``count`` whole lines (chunks at cursors ``after + 1``, …), as
+        one run in one transaction; return the session's first retained cursor.
+
+        Runs that hold only chunks below cursor ``keep_from`` (retention) are deleted in
+        the same transaction; a run that straddles it is kept whole, so slightly more
+        than asked may be retained. ``after`` must be the session's last cursor (the
+        session is the only writer of its rows).
+        """
+        low = key * CURSOR_SPAN
+        last = after + count
+        if last >= CURSOR_SPAN:
+            raise ValueError(f"session {key} ran out of cursors")
+        row = (low + after + 1, count, data, created_at)
+
+        def insert(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT INTO chunks (id, count, chunk, created_at) VALUES (?, ?, ?, ?)", row
+            )
+            if keep_from > 1:
+                conn.execute(
+                    "DELETE FROM chunks WHERE id > ? AND id < ? AND id + count <= ?",
+                    (low, low + keep_from, low + keep_from),
+                )
+            (first_id,) = conn.execute(
+                "SELECT min(id) FROM chunks WHERE id > ? AND id < ?", (low, low + CURSOR_SPAN)
+            ).fetchone()
+            first = int(first_id) - low
+            conn.execute(
+                "UPDATE sessions SET last_cursor = ?, first_cursor = ? WHERE key = ?",
+                (last, first, key),
+            )
+            return first
+
+        return await self._db.write(insert)
+
+    async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[bytes]:
+        """The chunks at cursors ``after + 1`` … ``upto``, in order, as many as fit.
+
+        Stops before ``max_bytes`` would be passed (but always returns at least one
+        chunk when there is one). Empty when the chunk at ``after + 1`` is no longer
+        retained: callers compare with what they asked for.
+        """
+        low = key * CURSOR_SPAN
+
+        def select(conn: sqlite3.Connection) -> list[bytes]:
+            (start,) = conn.execute(  # the run holding cursor after + 1
+                "SELECT max(id) FROM chunks WHERE id > ? AND id <= ?", (low, low + after + 1)
+            ).fetchone()
+            if start is None:
+                return []
+            out: list[bytes] = []
+            size = 0
+            cursor = after
+            for row_id, count, data in conn.execute(
+                "SELECT id, count, chunk FROM chunks WHERE id >= ? AND id <= ? ORDER BY id",
+                (start, low + upto),
+            ):
+                first = row_id - low  # the cursor of the run's first chunk
+                if first > cursor + 1:
+                    break  # a gap: deleted by retention
+                skip = cursor + 1 - first  # chunks of this run the caller holds
+                if skip >= count:
+                    continue
+                for line in data.split(b"\n")[skip : min(count, upto - first + 1)]:
+                    if out and size + len(line) + 1 > max_bytes:
+                        return out
+                    out.append(line + b"\n")
+                    size += len(line) + 1
+                    cursor += 1
+            return out
+
+        return await self._db.read(select)

@@ -1,0 +1,336 @@
+"""The session blueprint: create, read (SSE / NDJSON / WebSocket), status, message, interrupt.
+
+Every route needs the runner token (``Authorization: Bearer <token>``). Errors are
+problem JSON: 401, 404 (no such session), 409 (a message to an ended session), 410
+(the cursor is below what the buffer retains), 413/422 (body, cursor), 503 (at
+capacity or shutting down, with ``Retry-After``). The wire formats are in
+:mod:`.wire`; the rules in docs/protocol.md ("Durable sessions").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import msgspec
+from quart import Blueprint, Quart, Response, current_app, request, websocket
+
+from sandstream.container.schemas import Dispatch
+from sandstream.core.sse import PING
+from sandstream.server.http.auth import check_bearer
+from sandstream.server.http.problems import (
+    AT_CAPACITY,
+    NOT_FOUND,
+    SHUTTING_DOWN,
+    BadRequestError,
+    invalid,
+    problem,
+    unauthorized,
+)
+from sandstream.server.http.requests import json_response, read_json
+from sandstream.server.runner.service import AtCapacityError, RunnerUnavailableError
+
+from .follow import CaughtUp, Chunks, Follow
+from .service import SessionNotFoundError, SessionService
+from .session import CursorGoneError, Session, SessionEndedError
+from .wire import control_message, sse_chunks, sse_control
+
+__all__ = [
+    "CURSOR_GONE",
+    "SESSIONS_EXTENSION",
+    "SESSION_ENDED",
+    "get_sessions",
+    "install_sessions",
+    "sessions_blueprint",
+]
+
+log = logging.getLogger("sandstream.sessions")
+
+SESSIONS_EXTENSION: Final = "sandstream.sessions"
+CURSOR_GONE: Final = "urn:sandstream:problem:cursor-gone"
+SESSION_ENDED: Final = "urn:sandstream:problem:session-ended"
+SSE_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
+NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
+MAX_MESSAGE_BODY: Final = 1024 * 1024
+_REALM: Final = "sandstream-runner"
+
+sessions_blueprint = Blueprint("sessions", __name__)
+
+
+class MessageBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``POST /sessions/{id}/message``: the user message's text."""
+
+    text: str
+
+
+class MessageAck(msgspec.Struct, frozen=True):
+    """The cursor of the newest chunk when the message was handed to the container."""
+
+    cursor: int
+
+
+def get_sessions(app: Quart | None = None) -> SessionService:
+    """The :class:`SessionService` installed on ``app`` (default: the current app)."""
+    target = app if app is not None else current_app
+    service: SessionService = target.extensions[SESSIONS_EXTENSION]
+    return service
+
+
+def install_sessions(app: Quart, service: SessionService) -> None:
+    """Mount the sessions on ``app``: blueprint, and the service run by the app's lifespan.
+
+    ``before_serving`` starts :meth:`SessionService.run` in the app's nursery (buffer
+    opened, sessions restored); ``after_serving`` closes it (live sessions end with
+    ``error{code:"shutdown"}``, containers reaped, buffer closed).
+    """
+    app.extensions[SESSIONS_EXTENSION] = service
+    app.register_blueprint(sessions_blueprint)
+
+    @app.before_serving
+    async def _start_sessions() -> None:
+        await app.nursery.start(service.run)  # type: ignore[attr-defined]
+
+    @app.after_serving
+    async def _close_sessions() -> None:
+        await service.close()
+
+
+@sessions_blueprint.errorhandler(BadRequestError)
+async def _bad_request(error: BadRequestError) -> Response:
+    return error.response
+
+
+def _authorize(headers_authorization: str | None) -> None:
+    token = get_sessions().runner.settings.token
+    if not check_bearer(headers_authorization, token):
+        raise BadRequestError(
+            unauthorized(
+                "the session API needs the runner token: Authorization: Bearer <token>", _REALM
+            )
+        )
+
+
+def _session(session_id: str) -> Session:
+    try:
+        return get_sessions().get(session_id)
+    except SessionNotFoundError:
+        raise BadRequestError(
+            problem(404, "Session not found", f"no session {session_id!r}", type=NOT_FOUND)
+        ) from None
+
+
+def _cursor(session: Session, raw: str | None) -> int:
+    """The cursor to read after: ``0`` by default; 422 if malformed or past the end,
+    410 if below what is retained."""
+    if raw is None or raw.strip() == "":
+        cursor = 0
+    else:
+        try:
+            cursor = int(raw)
+        except ValueError:
+            raise BadRequestError(invalid(f"cursor must be an integer, got {raw[:40]!r}")) from None
+    if cursor < 0 or cursor > session.last_cursor:
+        raise BadRequestError(
+            invalid(
+                f"cursor {cursor} is outside the session's chunks (0 to {session.last_cursor})",
+                last_chunk_id=session.last_cursor,
+            )
+        )
+    try:
+        session.check_cursor(cursor)
+    except CursorGoneError as exc:
+        raise BadRequestError(_gone(exc)) from None
+    return cursor
+
+
+def _gone(exc: CursorGoneError) -> Response:
+    return problem(
+        410,
+        "Cursor below retention",
+        f"the chunks after cursor {exc.cursor} are no longer kept; the oldest kept is "
+        f"{exc.first}: read the session from cursor {exc.first - 1} or from its source",
+        type=CURSOR_GONE,
+        first_chunk_id=exc.first,
+    )
+
+
+# -- create, status, message, interrupt --------------------------------------------------
+
+
+@sessions_blueprint.post("/sessions")
+async def create_session() -> Response:
+    """Start a session running the dispatch → 201 with its id and URLs."""
+    _authorize(request.headers.get("Authorization"))
+    service = get_sessions()
+    dispatch = await read_json(Dispatch, service.runner.settings.max_body_bytes)
+    try:
+        session = await service.create(dispatch)
+    except RunnerUnavailableError as exc:
+        at_capacity = isinstance(exc, AtCapacityError)
+        return problem(
+            503,
+            "Runner at capacity" if at_capacity else "Runner shutting down",
+            str(exc),
+            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
+    base = f"/sessions/{session.id}"
+    body = {
+        "id": session.id,
+        "status_url": f"{base}/status",
+        "stream_url": f"{base}/stream",
+        "ws_url": f"{base}/ws",
+        "message_url": f"{base}/message",
+        "interrupt_url": f"{base}/interrupt",
+    }
+    response = json_response(body, status=201)
+    response.headers["Location"] = base
+    return response
+
+
+@sessions_blueprint.get("/sessions/<session_id>/status")
+async def session_status(session_id: str) -> Response:
+    _authorize(request.headers.get("Authorization"))
+    return json_response(_session(session_id).status())
+
+
+@sessions_blueprint.post("/sessions/<session_id>/message")
+async def session_message(session_id: str) -> Response:
+    """Hand a user message to the running agent → 200 ``{"cursor": N}``; 409 if ended."""
+    _authorize(request.headers.get("Authorization"))
+    session = _session(session_id)
+    body = await read_json(MessageBody, MAX_MESSAGE_BODY)
+    try:
+        cursor = await session.send_message(body.text)
+    except SessionEndedError as exc:
+        return problem(
+            409,
+            "Session ended",
+            str(exc),
+            type=SESSION_ENDED,
+            state=session.state,
+            last_chunk_id=session.last_cursor,
+        )
+    return json_response(MessageAck(cursor))
+
+
+@sessions_blueprint.post("/sessions/<session_id>/interrupt")
+async def session_interrupt(session_id: str) -> Response:
+    """End the session with ``error{code:"interrupted"}`` → 200 with its status (idempotent)."""
+    _authorize(request.headers.get("Authorization"))
+    session = _session(session_id)
+    await session.interrupt()
+    return json_response(session.status())
+
+
+# -- reads -------------------------------------------------------------------------
+
+
+class _SSEBody:
+    """SSE frames of one reader (an async iterator of bytes; no nursery)."""
+
+    def __init__(self, follow: Follow) -> None:
+        self._follow = follow
+        self._done = False
+
+    def __aiter__(self) -> _SSEBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._done:
+            raise StopAsyncIteration
+        follow = self._follow
+        try:
+            event = await follow.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            return sse_control(follow.cursor, closed=True)
+        except CursorGoneError:
+            self._done = True
+            return sse_control(follow.cursor, gone=True)
+        if isinstance(event, Chunks):
+            frames = sse_chunks(event.first, event.chunks)
+            if event.up_to_date:
+                frames += sse_control(follow.cursor, up_to_date=True)
+            return frames
+        if isinstance(event, CaughtUp):
+            return sse_control(event.cursor, up_to_date=True)
+        return PING
+
+
+class _NDJSONBody:
+    """The chunks of one reader, as they are (an async iterator of bytes)."""
+
+    def __init__(self, follow: Follow) -> None:
+        self._follow = follow
+
+    def __aiter__(self) -> _NDJSONBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while True:
+            try:
+                event = await self._follow.__anext__()
+            except CursorGoneError:
+                raise StopAsyncIteration from None
+            if isinstance(event, Chunks):
+                return b"".join(event.chunks)
+
+
+def _follow(session: Session, cursor: int) -> Follow:
+    settings = get_sessions().settings
+    return Follow(session, cursor, max_bytes=settings.read_bytes, keepalive=settings.keepalive)
+
+
+@sessions_blueprint.get("/sessions/<session_id>/stream")
+async def session_stream(session_id: str) -> Response:
+    """Replay after ``cursor`` (or ``Last-Event-ID``), then follow live until the end."""
+    _authorize(request.headers.get("Authorization"))
+    session = _session(session_id)
+    raw = request.args.get("cursor")
+    if raw is None:
+        raw = request.headers.get("Last-Event-ID")
+    cursor = _cursor(session, raw)
+    follow = _follow(session, cursor)
+    if "text/event-stream" in request.headers.get("Accept", ""):
+        response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
+    else:
+        response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    response.headers["Session-Last-Chunk-Id"] = str(session.last_cursor)
+    if cursor == session.last_cursor:
+        response.headers["Stream-Up-To-Date"] = "true"
+    if session.ended:
+        response.headers["Stream-Closed"] = "true"
+    response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
+    return response
+
+
+@sessions_blueprint.websocket("/sessions/<session_id>/ws")
+async def session_ws(session_id: str) -> Response | None:
+    """One text message per chunk, control messages, closed (1000) after the last chunk."""
+    try:
+        _authorize(websocket.headers.get("Authorization"))
+        session = _session(session_id)
+        cursor = _cursor(session, websocket.args.get("cursor"))
+    except BadRequestError as exc:
+        return exc.response
+    await websocket.accept()
+    follow = _follow(session, cursor)
+    try:
+        async for event in follow:
+            if isinstance(event, Chunks):
+                for chunk in event.chunks:
+                    await websocket.send(chunk[:-1].decode())
+                if event.up_to_date:
+                    await websocket.send(control_message(follow.cursor, up_to_date=True))
+            elif isinstance(event, CaughtUp):
+                await websocket.send(control_message(event.cursor, up_to_date=True))
+    except CursorGoneError:
+        await websocket.send(control_message(follow.cursor, gone=True))
+        await websocket.close(4410, "cursor below retention")
+        return None
+    await websocket.send(control_message(follow.cursor, closed=True))
+    await websocket.close(1000, "session ended")
+    return None

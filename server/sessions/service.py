@@ -1,0 +1,305 @@
+"""The session service: creates sessions, runs one nursery per session, restores, retires.
+
+:class:`SessionService` lives beside the :class:`~sandstream.server.runner.service.Runner`
+and uses it: a session is a runner turn (same admission, launcher, core and teardown)
+whose output goes to the buffer instead of an HTTP client::
+
+    service = SessionService(runner, SessionSettings(data_dir=...))
+    await nursery.start(service.run)            # opens the buffer, restores sessions
+    session = await service.create(dispatch)    # AtCapacityError / ShuttingDownError
+    ...
+    await service.close()                       # ends live sessions ("shutdown"), closes
+
+**One nursery per session.** The session's task enters its :class:`TurnStream`: the
+turn's nursery owns the container and the upstream read, and the body of its
+``async with`` — the append to the buffer — runs inside it. So ending any one of them
+ends all three, exactly as for ``POST /stream``: an interrupt, the container exiting,
+the runtime cap or shutdown (``TurnStream.end``) stop the container and append the
+terminal line; an append that fails leaves the ``async with`` with the exception, and
+the container is stopped and reaped. Readers are outside: they only read the buffer.
+
+**Restart.** :meth:`run` first restores every stored session. One still marked
+running belonged to a runner that died: it gets ``error{code:"runner_lost"}`` (made by
+the core) as its last chunk and is failed, so no reader waits forever (unless its
+last chunk already was a terminal: then it ends with that). A session whose task is
+cancelled (the runner stopped hard) ends the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Final
+
+import msgspec
+import trio
+
+from sandstream.container.schemas import Dispatch
+from sandstream.core import StreamProcessor
+from sandstream.server.runner.service import Runner
+from sandstream.server.runner.turn import TurnStream
+
+from .buffer import SessionBuffer, SessionRow, SessionState
+from .session import Session, new_session_id, now_ms
+from .settings import SessionSettings
+
+__all__ = ["RUNNER_LOST", "SessionNotFoundError", "SessionService", "terminal_state"]
+
+log = logging.getLogger("sandstream.sessions")
+
+RUNNER_LOST: Final = "runner_lost"
+"""Error code appended to a session whose runner died while it ran."""
+
+READ_AHEAD: Final = 4
+"""Reads of a session's stdout that may wait while the buffer writes."""
+
+
+class SessionNotFoundError(KeyError):
+    """No session with this id (never created, or retired by retention)."""
+
+
+class _Terminal(msgspec.Struct):
+    type: str
+    code: str | None = None
+
+
+def terminal_state(line: bytes) -> SessionState | None:
+    """The state a session ends in when ``line`` is its last chunk; ``None`` if it is
+    not a terminal line."""
+    try:
+        kind = msgspec.json.decode(line, type=_Terminal)
+    except msgspec.DecodeError:
+        return None
+    if kind.type == "result":
+        return "completed"
+    if kind.type == "error":
+        return "interrupted" if kind.code == "interrupted" else "failed"
+    return None
+
+
+class SessionService:
+    """Sessions of one runner; see the module docstring."""
+
+    def __init__(self, runner: Runner, settings: SessionSettings) -> None:
+        self.runner = runner
+        self.settings = settings
+        self._sessions: dict[str, Session] = {}
+        self._buffer: SessionBuffer | None = None
+        self._nursery: trio.Nursery | None = None
+        self._closing = trio.Event()
+        self._closed = trio.Event()
+
+    @property
+    def buffer(self) -> SessionBuffer:
+        if self._buffer is None:
+            raise RuntimeError("the session service is not running")
+        return self._buffer
+
+    def get(self, session_id: str) -> Session:
+        """The session ``session_id``; raises :class:`SessionNotFoundError`."""
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise SessionNotFoundError(session_id) from None
+
+    def sessions(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    # -- lifetime -------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the buffer, restore sessions, then own the session tasks until :meth:`close`.
+
+        Cancellation: every session's container is still stopped and reaped (the
+        turn's teardown is shielded), but no terminal is appended; the next start
+        marks those sessions ``runner_lost``.
+        """
+        self._buffer = await SessionBuffer.open(
+            self.settings.data_dir, readers=self.settings.readers
+        )
+        try:
+            await self._restore()
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                if self.settings.ttl is not None:
+                    nursery.start_soon(self._retire_expired, self.settings.ttl)
+                task_status.started()
+                await self._closing.wait()
+                await self._end_live()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self._buffer.close()
+            self._closed.set()
+
+    async def close(self) -> None:
+        """End every live session with ``error{code:"shutdown"}`` and close the buffer.
+
+        Returns once every session's container is gone. Idempotent.
+        """
+        self._closing.set()
+        if self._buffer is not None:
+            await self._closed.wait()
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def create(self, dispatch: Dispatch) -> Session:
+        """Admit and start a session running ``dispatch``; return it (running).
+
+        Raises :class:`~sandstream.server.runner.service.AtCapacityError` /
+        ``ShuttingDownError`` (the runner's admission) and :class:`sqlite3.Error`.
+        Cancellation before it returns: nothing is started.
+        """
+        nursery = self._nursery
+        if nursery is None or self._closing.is_set():
+            raise RuntimeError("the session service is not running")
+        send, receive = trio.open_memory_channel[bytes](0)
+        turn = self.runner.open_turn(dispatch, messages=receive)
+        try:
+            session_id = new_session_id()
+            created_at = now_ms()
+            key = await self.buffer.create(session_id, created_at)
+        except BaseException:
+            turn.discard()
+            receive.close()
+            raise
+        session = Session(
+            self.buffer,
+            key=key,
+            id=session_id,
+            created_at=created_at,
+            turn=turn,
+            messages=send,
+            retain_chunks=self.settings.retain_chunks,
+            tail_bytes=self.settings.tail_bytes,
+        )
+        self._sessions[session_id] = session
+        nursery.start_soon(self._run_session, session, turn)
+        return session
+
+    async def _run_session(self, session: Session, turn: TurnStream) -> None:
+        """The session's task: its turn's output appended to the buffer, then its end."""
+        try:
+            async with turn:
+                await _pump(session, turn)
+        except* sqlite3.Error as failed:
+            log.error("session %s: the buffer failed, session ended: %r", session.id, failed)
+        except* Exception:
+            log.exception("session %s failed", session.id)
+        finally:
+            turn.discard()  # never entered (cancelled before): give its slot back
+            with trio.CancelScope(shield=True):
+                if not session.ended:  # its output did not reach a terminal line
+                    await _settle(session, None)
+            session.turn = None  # its core state (every step row) is not needed any more
+            session.closed.set()
+
+    async def _end_live(self) -> None:
+        live = [s for s in self._sessions.values() if not s.closed.is_set()]
+        for session in live:
+            if session.turn is not None:
+                session.turn.end("shutdown", "the runner is shutting down")
+        for session in live:
+            await session.closed.wait()
+
+    async def _restore(self) -> None:
+        for row in await self.buffer.sessions():
+            session = _restored(self.buffer, row, self.settings)
+            self._sessions[row.id] = session
+            if row.state == "running":
+                await _settle(session, await _last_chunk(session))
+                session.closed.set()
+                log.warning("session %s: its runner was lost; ended", session.id)
+
+    async def _retire_expired(self, ttl: float) -> None:
+        """Delete the sessions that ended more than ``ttl`` seconds ago, periodically."""
+        while True:
+            await trio.sleep(min(self.settings.sweep_interval, ttl))
+            try:
+                gone = await self.buffer.delete_ended_before(now_ms() - int(ttl * 1000))
+            except sqlite3.Error as exc:
+                log.error("retiring expired sessions failed: %r", exc)
+                continue
+            for session_id in gone:
+                self._sessions.pop(session_id, None)
+
+
+async def _pump(session: Session, turn: TurnStream) -> None:
+    """Read the turn's output and append it, reading ahead of the buffer.
+
+    The next reads of stdout overlap the SQLite write of the previous one (at most
+    :data:`READ_AHEAD` reads wait: memory stays bounded, and a slow buffer still blocks
+    the container on its pipe). What has piled up meanwhile goes in one transaction. The
+    session ends as soon as the chunk holding the terminal line is stored. A failed
+    append cancels the read, and the turn then stops the container.
+    """
+    send, receive = trio.open_memory_channel[tuple[bytes, bool]](READ_AHEAD)
+
+    async def append_all() -> None:
+        async with receive:
+            async for data, final in receive:
+                parts = [data]
+                while not final:
+                    try:
+                        more, final = receive.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    parts.append(more)
+                data = b"".join(parts) if len(parts) > 1 else data
+                await session.append(data)
+                if final:
+                    await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(append_all)
+        async with send:
+            async for chunk in turn:
+                await send.send((chunk, turn.processor.ended))
+
+
+async def _settle(session: Session, last_line: bytes | None) -> None:
+    """End ``session`` with ``last_line`` if it is a terminal, else append
+    ``error{code:"runner_lost"}`` (made by the core) and end with that. Never raises
+    for a failing buffer (logged; the session still ends in memory)."""
+    state = None if last_line is None else terminal_state(last_line)
+    terminal = last_line if state is not None else None
+    if state is None:
+        line = StreamProcessor("ndjson").fail(
+            RUNNER_LOST, "the runner stopped serving the session before it ended"
+        )
+        try:
+            await session.append(line)
+            terminal = line
+        except sqlite3.Error as exc:
+            log.error("session %s: appending its end failed: %r", session.id, exc)
+        state = "failed"
+    try:
+        await session.end(state, terminal)
+    except sqlite3.Error as exc:
+        log.error("session %s: recording its end failed: %r", session.id, exc)
+
+
+async def _last_chunk(session: Session) -> bytes | None:
+    if session.last_cursor < session.first_cursor:
+        return None
+    chunks = await session.buffer.read(
+        session.key, session.last_cursor - 1, session.last_cursor, 1 << 30
+    )
+    return chunks[0] if chunks else None
+
+
+def _restored(buffer: SessionBuffer, row: SessionRow, settings: SessionSettings) -> Session:
+    return Session(
+        buffer,
+        key=row.key,
+        id=row.id,
+        created_at=row.created_at,
+        state=row.state,
+        ended_at=row.ended_at,
+        terminal=row.terminal,
+        first_cursor=row.first_cursor,
+        last_cursor=row.last_cursor,
+        retain_chunks=settings.retain_chunks,
+        tail_bytes=settings.tail_bytes,
+    )

@@ -1,0 +1,289 @@
+"""One durable session: its state, its tail in memory, reads by cursor, message, interrupt.
+
+A :class:`Session` is written by exactly one task, the session's own (see
+:mod:`.service`): :meth:`Session.append` stores a batch of validated lines in the
+buffer, then publishes it — the in-memory tail grows, ``last_cursor`` moves, and every
+waiting reader is woken once. Readers are never handed data: each one asks for the
+chunks after its own cursor (:meth:`Session.read`) and gets them from the tail if
+they are still there, else from SQLite, at most ``max_bytes`` at a time. So a slow
+reader costs the server one bounded batch, never a queue, and never slows the writer
+or another reader; and a reader can never skip a chunk: a cursor that retention has
+dropped raises :class:`CursorGoneError`.
+
+The tail holds the newest chunks, at most ``tail_bytes`` of them, and is dropped when
+the session ends (a finished session is read from SQLite).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Final
+
+import msgspec
+import trio
+
+from sandstream.container.inbox import UserMessage
+from sandstream.server.runner.turn import TurnStream
+
+from .buffer import SessionBuffer, SessionState
+
+__all__ = [
+    "CursorGoneError",
+    "Session",
+    "SessionEndedError",
+    "SessionStatus",
+    "new_session_id",
+    "now_ms",
+]
+
+DEFAULT_TAIL_BYTES: Final = 1024 * 1024
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``ses_`` and 16 random hex digits."""
+    return f"ses_{secrets.token_hex(8)}"
+
+
+def now_ms() -> int:
+    """Wall-clock time as Unix epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class CursorGoneError(Exception):
+    """The chunks after ``cursor`` are no longer retained (the first kept is ``first``)."""
+
+    def __init__(self, cursor: int, first: int) -> None:
+        super().__init__(f"cursor {cursor} is below the retained chunks (from {first})")
+        self.cursor = cursor
+        self.first = first
+
+
+class SessionEndedError(Exception):
+    """The session has ended: it takes no more messages."""
+
+
+class SessionStatus(msgspec.Struct, frozen=True):
+    """``GET /sessions/{id}/status``. Times are Unix epoch ms; ``terminal`` is the
+    session's terminal line (its last chunk) once it ended, else null."""
+
+    id: str
+    state: SessionState
+    last_chunk_id: int
+    first_chunk_id: int
+    created_at: int
+    ended_at: int | None
+    terminal: msgspec.Raw | None
+
+
+class Session:
+    """A session's live state; see the module docstring.
+
+    ``turn`` is the running turn (``None`` for a session restored from the buffer).
+    ``messages`` is the sending side of the container's stdin message lines.
+    """
+
+    def __init__(
+        self,
+        buffer: SessionBuffer,
+        *,
+        key: int,
+        id: str,
+        created_at: int,
+        state: SessionState = "running",
+        ended_at: int | None = None,
+        terminal: bytes | None = None,
+        first_cursor: int = 1,
+        last_cursor: int = 0,
+        turn: TurnStream | None = None,
+        messages: trio.MemorySendChannel[bytes] | None = None,
+        retain_chunks: int | None = None,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+    ) -> None:
+        self.buffer = buffer
+        self.key = key
+        self.id = id
+        self.created_at = created_at
+        self.state: SessionState = state
+        self.ended_at = ended_at
+        self.terminal = terminal
+        self.first_cursor = first_cursor
+        """The lowest cursor still retained."""
+        self.last_cursor = last_cursor
+        """The cursor of the newest chunk (0: none yet)."""
+        self.turn = turn
+        self._messages = messages
+        self._message_lock = trio.Lock()
+        self._retain = retain_chunks
+        self._tail_budget = tail_bytes
+        self._tail: list[_Run] = []
+        self._tail_size = 0
+        self._changed = trio.Event()
+        self.closed = trio.Event()
+        """Set once the session has ended and its container is gone."""
+        if state != "running":
+            self.closed.set()
+
+    @property
+    def ended(self) -> bool:
+        """True once the session's last chunk is in the buffer (nothing more comes)."""
+        return self.state != "running"
+
+    def status(self) -> SessionStatus:
+        return SessionStatus(
+            id=self.id,
+            state=self.state,
+            last_chunk_id=self.last_cursor,
+            first_chunk_id=self.first_cursor,
+            created_at=self.created_at,
+            ended_at=self.ended_at,
+            terminal=None if self.terminal is None else msgspec.Raw(self.terminal.rstrip(b"\n")),
+        )
+
+    # -- the writer (the session's own task) ----------------------------------------------
+
+    async def append(self, data: bytes) -> None:
+        """Store ``data`` (whole lines, each a chunk) in the buffer as one run, then
+        publish it to readers.
+
+        Raises :class:`sqlite3.Error` if the buffer fails (nothing is published then).
+        """
+        if not data:
+            return
+        count = data.count(b"\n")
+        after = self.last_cursor
+        keep_from = self.first_cursor
+        if self._retain is not None:
+            keep_from = max(keep_from, after + count - self._retain + 1)
+        first = await self.buffer.append(self.key, after, data, count, now_ms(), keep_from)
+        self._tail.append(_Run(after + 1, data))
+        self._tail_size += len(data)
+        while len(self._tail) > 1 and (
+            self._tail_size > self._tail_budget or self._tail[0].first < first
+        ):
+            self._tail_size -= self._tail.pop(0).size
+        self.first_cursor = first
+        self.last_cursor = after + count
+        self._notify()
+
+    async def end(self, state: SessionState, terminal: bytes | None) -> None:
+        """Record the end (buffer first), wake every reader, refuse further messages.
+
+        ``terminal`` is the last chunk when the session ended with one. A buffer that
+        fails here is logged by the caller; the session still ends in memory.
+        """
+        self.state = state
+        self.ended_at = now_ms()
+        self.terminal = terminal
+        if self._messages is not None:
+            self._messages.close()
+        self._tail, self._tail_size = [], 0
+        self._notify()
+        await self.buffer.finish(self.key, state, self.ended_at, terminal)
+
+    # -- readers ----------------------------------------------------------------------
+
+    def check_cursor(self, cursor: int) -> None:
+        """Raise :class:`CursorGoneError` if the chunks after ``cursor`` are not all kept."""
+        if cursor < self.first_cursor - 1:
+            raise CursorGoneError(cursor, self.first_cursor)
+
+    async def read(self, after: int, max_bytes: int) -> list[bytes]:
+        """The chunks after cursor ``after``, in order: at least one if there is one,
+        never more than ``max_bytes`` (unless a single chunk is larger). Empty when
+        ``after`` is the last cursor. Raises :class:`CursorGoneError`.
+        """
+        self.check_cursor(after)
+        last = self.last_cursor
+        if after >= last:
+            return []
+        tail = self._tail
+        if tail and after + 1 >= tail[0].first and after + 1 >= self.first_cursor:
+            return _from_runs(tail, after, max_bytes)
+        upto = tail[0].first - 1 if tail else last
+        chunks = await self.buffer.read(self.key, after, upto, max_bytes)
+        if not chunks:  # deleted between our check and the read
+            raise CursorGoneError(after, self.first_cursor)
+        return chunks
+
+    async def wait_beyond(self, cursor: int, timeout: float) -> bool:
+        """Wait until there is a chunk after ``cursor`` or the session ended.
+
+        Returns False if ``timeout`` seconds passed first.
+        """
+        with trio.move_on_after(timeout):
+            while self.last_cursor <= cursor and not self.ended:
+                await self._changed.wait()
+            return True
+        return False
+
+    # -- mutations --------------------------------------------------------------------
+
+    async def send_message(self, text: str) -> int:
+        """Hand ``text`` to the container's stdin; return the cursor it was taken at.
+
+        Messages are serialized per session. Raises :class:`SessionEndedError` if the
+        session has ended or its container is gone. Cancellation: the message may or
+        may not have been handed over.
+        """
+        line = msgspec.json.encode(UserMessage(text=text)) + b"\n"
+        async with self._message_lock:
+            if self.ended or self._messages is None:
+                raise SessionEndedError(f"session {self.id} has ended")
+            try:
+                await self._messages.send(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise SessionEndedError(f"session {self.id} has ended") from None
+            return self.last_cursor
+
+    async def interrupt(self) -> None:
+        """End the session with ``error{code:"interrupted"}`` and wait until its container
+        is gone. Idempotent; does nothing to a session that has already ended."""
+        if self.turn is not None and not self.ended:
+            self.turn.end("interrupted", "the session was interrupted")
+        await self.closed.wait()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+
+class _Run:
+    """Chunks appended together: the first one's cursor and their bytes. Split into
+    chunks on the first read (a session nobody follows never splits)."""
+
+    __slots__ = ("_lines", "data", "first", "size")
+
+    def __init__(self, first: int, data: bytes) -> None:
+        self.first = first
+        self.data = data
+        self.size = len(data)
+        self._lines: list[bytes] | None = None
+
+    @property
+    def lines(self) -> list[bytes]:
+        if self._lines is None:
+            self._lines = [line + b"\n" for line in self.data.split(b"\n")[:-1]]
+        return self._lines
+
+
+def _from_runs(runs: list[_Run], after: int, max_bytes: int) -> list[bytes]:
+    """The chunks after cursor ``after`` (held by ``runs``), up to ``max_bytes``."""
+    index = len(runs) - 1
+    while runs[index].first > after + 1:  # readers are mostly near the end
+        index -= 1
+    out: list[bytes] = []
+    size = 0
+    skip = after + 1 - runs[index].first
+    for run in runs[index:]:
+        if not out and run.size <= max_bytes and skip == 0 and len(runs) == index + 1:
+            return run.lines  # the common case: one whole new run
+        for line in run.lines[skip:] if skip else run.lines:
+            size += len(line)
+            if out and size > max_bytes:
+                return out
+            out.append(line)
+        skip = 0
+    return out

@@ -1,0 +1,62 @@
+"""How a reader's events are written: SSE frames, NDJSON lines, WebSocket messages.
+
+- **SSE**: each chunk is one frame, ``id: <cursor>`` and ``data: <the line>`` (the
+  default ``message`` event), so ``Last-Event-ID`` is the cursor to resume from. A
+  ``control`` event (no ``id``, so it never moves the client's last event id) says
+  ``{"cursor": N, "upToDate": true}`` when the reader caught up with a live session,
+  ``{"cursor": N, "streamClosed": true}`` right before the stream ends after the
+  session's last chunk (Durable Streams' names), and ``{"cursor": N, "gone": true}``
+  before it ends because retention dropped the chunks the reader needed next.
+  Keep-alive is the core's :data:`~sandstream.core.sse.PING`, the comment line
+  ``: ping`` with no blank line after it, so that no client turns it into an event.
+- **NDJSON**: the chunks themselves, one line each; the response headers give the
+  state at connect time (``Session-Last-Chunk-Id``; ``Stream-Up-To-Date: true`` and
+  ``Stream-Closed: true`` when they hold).
+- **WebSocket**: one text message per chunk (the line without its newline), the same
+  control objects as text messages with ``"type": "control"`` (never an envelope type).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from sandstream.core.sse import format_event
+
+__all__ = [
+    "control_message",
+    "sse_chunks",
+    "sse_control",
+]
+
+
+class _Control(msgspec.Struct, omit_defaults=True, kw_only=True):
+    cursor: int
+    upToDate: bool = False  # Durable Streams' names
+    streamClosed: bool = False
+    gone: bool = False
+
+
+def sse_chunks(first: int, chunks: list[bytes]) -> bytes:
+    """The SSE frames of ``chunks`` (each a ``\\n``-terminated line), ids from ``first``."""
+    return b"".join(
+        format_event(chunk[:-1], id=cursor) for cursor, chunk in enumerate(chunks, first)
+    )
+
+
+def sse_control(
+    cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
+) -> bytes:
+    """A ``control`` event (no ``id``)."""
+    return format_event(_control(cursor, up_to_date, closed, gone), event="control")
+
+
+def control_message(
+    cursor: int, *, up_to_date: bool = False, closed: bool = False, gone: bool = False
+) -> str:
+    """A WebSocket control message: ``{"type": "control", "cursor": N, …}``."""
+    return (b'{"type":"control",' + _control(cursor, up_to_date, closed, gone)[1:]).decode()
+
+
+def _control(cursor: int, up_to_date: bool, closed: bool, gone: bool) -> bytes:
+    control = _Control(cursor=cursor, upToDate=up_to_date, streamClosed=closed, gone=gone)
+    return msgspec.json.encode(control)

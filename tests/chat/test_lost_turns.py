@@ -1,0 +1,172 @@
+"""Lost turns are settled by a sweep, at start-up and periodically, with nobody touching
+their chat: ``turn_lost`` written, lock released, session settled, tokens dead."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from sandstream.server.chat import SQLiteChatStore
+from sandstream.server.chat.ids import new_id, now_ms
+from sandstream.server.chat.models import TurnRequest
+from sandstream.server.chat.tokens import mint_tokens
+from tests.chat.harness import (
+    DEADLINE,
+    WORKSPACE,
+    EventReader,
+    kill_marked,
+    plans,
+    running_step,
+    sleeping,
+    start_chat_server,
+    start_serve_process,
+    wait_no_process,
+)
+from tests.server.harness import wait_until_alive
+from tests.support.container import remove_run_dirs
+
+SLOW = {
+    "agent": {
+        "kind": "scripted",
+        "steps": [{"tool": "run_shell", "args": {"command": "sleep 120", "timeout_sec": 300}}],
+        "message": "slept",
+    }
+}
+
+
+async def _state(store: SQLiteChatStore, chat_id: str, session_id: str) -> dict[str, Any]:
+    """What is left of a turn: the chat's lock, the session, its live tokens, the messages."""
+
+    def read(conn: Any) -> dict[str, Any]:
+        chat = conn.execute("SELECT lock_holder FROM chats WHERE id = ?", (chat_id,)).fetchone()
+        session = conn.execute(
+            "SELECT settled_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        live = conn.execute(
+            "SELECT purpose FROM tokens WHERE session_id = ? AND used_at IS NULL "
+            "AND expires_at > ? ORDER BY purpose",
+            (session_id, now_ms()),
+        ).fetchall()
+        return {
+            "holder": chat["lock_holder"],
+            "settled": session["settled_at"] is not None,
+            "live_tokens": [row[0] for row in live],
+        }
+
+    state = await store.db.read(read)
+    state["messages"] = await store.get_messages(WORKSPACE, chat_id)
+    return state
+
+
+def _assert_lost(state: dict[str, Any], assistant_id: str) -> None:
+    assert state["holder"] is None
+    assert state["settled"]
+    assert state["live_tokens"] == []
+    user, lost = state["messages"]
+    assert user.role == "user"
+    assert (lost.id, lost.role, lost.status) == (assistant_id, "assistant", "failed")
+    assert msgspec.to_builtins(lost.content[-1])["code"] == "turn_lost"
+
+
+async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_untouched(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = await start_serve_process(nursery, data_dir, SLOW)
+    token = (data_dir / "api-token").read_text().strip()
+    body = {"workspaceId": WORKSPACE, "message": "slow and doomed"}
+    async with (
+        first.client(token) as client,
+        client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+    ):
+        session_id = response.headers["x-session-id"]
+        reader = EventReader(response)
+        await reader.until(running_step)
+        start = msgspec.json.decode(reader.events[0].data)
+        await wait_until_alive(first.process.pid, "sleep 120")  # else it may start unseen
+        first.process.send_signal(signal.SIGKILL)
+        with trio.fail_after(DEADLINE):
+            await first.exited.wait()
+    kill_marked(session_id)  # nobody reaps the orphaned container of a SIGKILLed server
+    await wait_no_process(session_id)
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
+    store = await SQLiteChatStore.open(data_dir)
+    try:
+        before = await _state(store, start["chatId"], session_id)
+        assert before["holder"] is not None and not before["settled"]
+        assert before["live_tokens"] == ["upload"]  # setup and run were redeemed
+        assert [m.role for m in before["messages"]] == ["user"]
+        # Wait out the dead server's lease (2 s), so the start-up sweep owns it.
+        expires = await store.db.read(
+            lambda conn: conn.execute(
+                "SELECT lock_expires_at FROM chats WHERE id = ?", (start["chatId"],)
+            ).fetchone()[0]
+        )
+        with trio.fail_after(DEADLINE):
+            while now_ms() <= expires:
+                await trio.sleep(0.05)
+        # No periodic sweep in time: only the start-up sweep can settle it.
+        second = await start_serve_process(nursery, data_dir, SLOW, "--sweep-interval", "3600")
+        after = await _state(store, start["chatId"], session_id)
+    finally:
+        await store.close()
+    _assert_lost(after, start["assistantMessageId"])
+    second.process.send_signal(signal.SIGTERM)
+    with trio.fail_after(DEADLINE):
+        await second.exited.wait()
+
+
+async def test_the_periodic_sweep_settles_a_lease_that_expires_while_serving(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(
+        nursery,
+        tmp_path,
+        agent=plans(slow=sleeping(300)),
+        sweep_interval=0.2,
+        lock_lease=2.0,
+        lock_heartbeat=0.1,
+    )
+    # A turn of a server that died: its lock expires in 0.5 s and nobody renews it.
+    now = now_ms()
+    session_id = new_id("sess")
+    dead = await server.store.begin_turn(
+        TurnRequest(
+            workspace_id=WORKSPACE,
+            chat_id=None,
+            workflow_id=None,
+            text="lost in a crash",
+            attachment_ids=[],
+            user_message_id=new_id("msg"),
+            assistant_message_id=new_id("msg"),
+            session_id=session_id,
+            holder=f"srv_dead:{session_id}",
+            lease_expires_at=now + 500,
+            tokens=list(mint_tokens(now).stored),
+            now=now,
+            replay_limit=20,
+        )
+    )
+    # A live turn alongside, whose heartbeat keeps its lease: the sweep leaves it be.
+    async with server.stream({"workspaceId": WORKSPACE, "message": "slow one"}) as response:
+        reader = EventReader(response)
+        await reader.until(running_step)
+        live = msgspec.json.decode(reader.events[0].data)
+        with trio.fail_after(DEADLINE):
+            while (await _state(server.store, dead.chat.id, session_id))["holder"] is not None:
+                await trio.sleep(0.05)
+        _assert_lost(
+            await _state(server.store, dead.chat.id, session_id),
+            dead.session.assistant_message_id or "",
+        )
+        # Several sweeps and more than a lease later, the live turn still holds its chat.
+        with trio.fail_after(DEADLINE):
+            while now_ms() < now + 3000:
+                await trio.sleep(0.1)
+        chat = await server.store.get_chat(WORKSPACE, live["chatId"], now=now_ms())
+        assert chat.active_message_id == live["assistantMessageId"]

@@ -1,0 +1,64 @@
+"""The session wire: SSE frames parse back to the chunks and cursors, whatever the chunking."""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandstream.core.sse import PING
+from sandstream.core.sse_parser import Comment, SSEParser
+from sandstream.server.sessions.wire import control_message, sse_chunks, sse_control
+
+lines = st.lists(
+    st.builds(
+        lambda text, ts: (
+            msgspec.json.encode({"type": "log", "level": "info", "message": text, "ts": ts}) + b"\n"
+        ),
+        st.text(max_size=60),
+        st.integers(min_value=0, max_value=2**40),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(lines, st.integers(min_value=1, max_value=10**9), st.data())
+def test_sse_frames_carry_each_chunk_with_its_cursor(
+    chunks: list[bytes], first: int, data: st.DataObject
+) -> None:
+    body = (
+        PING
+        + sse_chunks(first, chunks)
+        + PING
+        + sse_control(first + len(chunks) - 1, up_to_date=True)
+        + sse_control(first + len(chunks) - 1, closed=True)
+    )
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=8)))
+    parser: SSEParser[object] = SSEParser(include_comments=True)
+    items = []
+    start = 0
+    for cut in [*cuts, len(body)]:
+        items += parser.feed(body[start:cut])
+        start = cut
+    events = [item for item in items if not isinstance(item, Comment)]
+    assert [item.text for item in items if isinstance(item, Comment)] == ["ping"] * 2
+    data_events, controls = events[: len(chunks)], events[len(chunks) :]
+    assert [event.data.encode() + b"\n" for event in data_events] == chunks
+    assert [int(event.id) for event in data_events] == list(range(first, first + len(chunks)))
+    assert [event.event for event in controls] == ["control", "control"]
+    last = first + len(chunks) - 1
+    assert [msgspec.json.decode(event.data) for event in controls] == [
+        {"cursor": last, "upToDate": True},
+        {"cursor": last, "streamClosed": True},
+    ]
+    assert controls[-1].id == str(last)  # controls never move the last event id
+
+
+def test_websocket_control_messages_are_tagged_control() -> None:
+    assert msgspec.json.decode(control_message(7, closed=True)) == {
+        "type": "control",
+        "cursor": 7,
+        "streamClosed": True,
+    }
+    assert control_message(3, gone=True).startswith('{"type":"control",')
