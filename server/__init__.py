@@ -13,6 +13,7 @@ The runner's public API is re-exported here, with :func:`serve`.
 from .http.serve import serve
 from .runner.access_log import AccessLog, configure_access_log
 from .runner.app import create_app
+from .runner.bwrap import BwrapContainer, BwrapLauncher
 from .runner.launcher import (
     ContainerExit,
     ContainerHandle,
@@ -21,6 +22,7 @@ from .runner.launcher import (
     LocalContainer,
     LocalSubprocessLauncher,
 )
+from .runner.limits import LimitExceeded, ResourceLimits
 from .runner.routes import get_runner, install_runner, runner_blueprint
 from .runner.service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
 from .runner.settings import RunnerSettings
@@ -29,12 +31,16 @@ from .runner.turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
 __all__ = [
     "AccessLog",
     "AtCapacityError",
+    "BwrapContainer",
+    "BwrapLauncher",
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
     "LaunchError",
+    "LimitExceeded",
     "LocalContainer",
     "LocalSubprocessLauncher",
+    "ResourceLimits",
     "Runner",
     "RunnerSettings",
     "RunnerUnavailableError",

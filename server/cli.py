@@ -25,6 +25,11 @@ printed once. ``$SANDSTREAM_RUNNER_TOKEN`` (else a token saved in the data dir) 
 ``POST /stream`` and is sent to remote runners. Every flag and variable is in
 docs/chat.md.
 
+Both run each container in a bubblewrap sandbox (``--sandbox bwrap``, the default on
+Linux when ``bwrap`` is installed; ``--sandbox-network``, ``--memory-limit``,
+``--process-limit``, ``--cpu-limit``, ``--disk-limit``) or, for development only, as a
+bare subprocess (``--sandbox local``, announced with a warning).
+
 Both: SIGINT/SIGTERM end live turns with ``error{code:"shutdown"}`` (the chat backend
 persists them), every container is reaped, then the process exits. An address that
 cannot be bound (a port already in use) is one line on stderr and exit status 1.
@@ -63,11 +68,14 @@ from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_to
 from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
 from sandstream.server.runner.app import create_app
+from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
 from sandstream.server.runner.launcher import (
     DEFAULT_CONTAINER_ARGV,
     DEFAULT_KILL_GRACE,
+    ContainerLauncher,
     LocalSubprocessLauncher,
 )
+from sandstream.server.runner.limits import ResourceLimits, parse_size
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
@@ -184,7 +192,49 @@ def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
 
 
 def add_container_arguments(group: argparse._ActionsContainer) -> None:
-    """The flags that say how containers are launched and stopped."""
+    """The flags that say how containers are sandboxed, launched and stopped."""
+    default_limits = ResourceLimits()
+    group.add_argument(
+        "--sandbox",
+        choices=("bwrap", "local"),
+        default=None,
+        help="bwrap: each container in a bubblewrap sandbox (the default on Linux when "
+        "bwrap is installed); local: a bare subprocess that isolates nothing (development)",
+    )
+    group.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        default="on",
+        help="bwrap: the host's network, or loopback only (default: %(default)s)",
+    )
+    group.add_argument(
+        "--memory-limit",
+        type=_size,
+        default=default_limits.memory_bytes,
+        metavar="SIZE",
+        help="bwrap: memory of one sandbox, e.g. 512M, 2G, none (default: 2G)",
+    )
+    group.add_argument(
+        "--process-limit",
+        type=_optional_int,
+        default=default_limits.processes,
+        metavar="N",
+        help="bwrap: processes alive at once in one sandbox, or none (default: %(default)s)",
+    )
+    group.add_argument(
+        "--cpu-limit",
+        type=_optional_float,
+        default=default_limits.cpu_seconds,
+        metavar="SECONDS",
+        help="bwrap: CPU time of one sandbox, or none (default: none)",
+    )
+    group.add_argument(
+        "--disk-limit",
+        type=_size,
+        default=default_limits.disk_bytes,
+        metavar="SIZE",
+        help="bwrap: size of a sandbox's writable /tmp (work dir), or none (default: 1G)",
+    )
     group.add_argument(
         "--container-cmd",
         default=shlex.join(DEFAULT_CONTAINER_ARGV),
@@ -200,14 +250,74 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
         "--kill-grace",
         type=float,
         default=DEFAULT_KILL_GRACE,
-        help="seconds between SIGTERM and SIGKILL when a container is stopped",
+        help="local: seconds between SIGTERM and SIGKILL when a container is stopped",
     )
 
 
-def launcher_from_args(args: argparse.Namespace) -> LocalSubprocessLauncher:
-    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad)."""
+def _size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _optional_int(text: str) -> int | None:
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (use e.g. 512, or none)") from None
+
+
+def _optional_float(text: str) -> float | None:
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not seconds: {text!r} (use e.g. 60, or none)") from None
+
+
+def launcher_from_args(
+    args: argparse.Namespace, *, hidden_paths: Sequence[str] = ()
+) -> ContainerLauncher:
+    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad).
+
+    ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox. Without
+    ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
+    ``local`` launcher is announced with a warning: it isolates nothing.
+    """
+    argv = shlex.split(args.container_cmd)
+    sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
+    if sandbox == "bwrap":
+        limits = ResourceLimits(
+            memory_bytes=args.memory_limit,
+            processes=args.process_limit,
+            cpu_seconds=args.cpu_limit,
+            disk_bytes=args.disk_limit,
+        )
+        launcher = BwrapLauncher(
+            argv=argv,
+            network=args.sandbox_network == "on",
+            limits=limits,
+            hidden_paths=hidden_paths,
+            stderr=args.container_stderr,
+        )
+        logging.getLogger("sandstream.runner").debug(
+            "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
+            args.sandbox_network,
+            limits,
+            f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
+        )
+        return launcher
+    logging.getLogger("sandstream.runner").warning(
+        "sandbox: local — containers run as plain subprocesses with this server's user, "
+        "files and network; they are NOT isolated and can outlive their turn "
+        "(development only; install bubblewrap and use --sandbox bwrap)"
+    )
     return LocalSubprocessLauncher(
-        argv=shlex.split(args.container_cmd),
+        argv=argv,
         kill_grace=args.kill_grace,
         stderr=args.container_stderr,
     )
@@ -245,7 +355,8 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             if args.data_dir is None
             else session_settings(args.data_dir.expanduser().resolve(), args),
         )
-        launcher = launcher_from_args(args)
+        hidden = [] if args.data_dir is None else [str(args.data_dir.expanduser().resolve())]
+        launcher = launcher_from_args(args, hidden_paths=hidden)
         if not args.body_timeout > 0:
             raise ValueError("--body-timeout must be > 0")
     except (MissingTokenError, ValueError) as exc:
@@ -445,7 +556,7 @@ def build_serve_parser(
 class _Plan:
     settings: ChatSettings
     runner_settings: RunnerSettings | None
-    launcher: LocalSubprocessLauncher | None
+    launcher: ContainerLauncher | None
     api_token: ApiToken
     config: Config
     body_timeout: float
@@ -497,7 +608,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             shutdown_timeout=args.shutdown_timeout,
             sessions=session_settings(data_dir, args),
         )
-        launcher = launcher_from_args(args)
+        launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)
     return _Plan(settings, runner_settings, launcher, api_token, config, args.body_timeout)
 

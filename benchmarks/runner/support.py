@@ -9,7 +9,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,20 @@ def summary(values: Sequence[float]) -> dict[str, float]:
         "max": max(values) if values else math.nan,
         "mean": sum(values) / len(values) if values else math.nan,
     }
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """Run ``count`` CPU-spinning processes for the duration of the block."""
+    # A spinner stops by itself when its parent is gone (even one killed outright).
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def live_group_members(pgid: int) -> list[int]:

@@ -4,13 +4,15 @@
   them all down;
 - :class:`TurnStream` (:mod:`.turn`) is one turn: a container, its stdout through the
   core, bytes out, all owned by one nursery (usable in-process as well as over HTTP);
-- :mod:`.launcher` and :mod:`.procs` start containers and reap their process groups;
+- :mod:`.launcher` (the interface, ``local``), :mod:`.bwrap` (bubblewrap sandboxes),
+  :mod:`.limits` (resource limits) and :mod:`.procs` start containers and end them;
 - :mod:`.routes` mounts ``POST /stream`` and ``GET /healthz``, :func:`create_app`
   (:mod:`.app`) builds the runner's app; :mod:`.access_log` writes one record per turn.
 """
 
 from .access_log import AccessLog, configure_access_log
 from .app import create_app
+from .bwrap import BwrapContainer, BwrapLauncher
 from .launcher import (
     ContainerExit,
     ContainerHandle,
@@ -19,6 +21,7 @@ from .launcher import (
     LocalContainer,
     LocalSubprocessLauncher,
 )
+from .limits import LimitExceeded, ResourceLimits
 from .routes import get_runner, install_runner, runner_blueprint
 from .service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
 from .settings import RunnerSettings
@@ -27,12 +30,16 @@ from .turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
 __all__ = [
     "AccessLog",
     "AtCapacityError",
+    "BwrapContainer",
+    "BwrapLauncher",
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
     "LaunchError",
+    "LimitExceeded",
     "LocalContainer",
     "LocalSubprocessLauncher",
+    "ResourceLimits",
     "Runner",
     "RunnerSettings",
     "RunnerUnavailableError",

@@ -32,6 +32,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import trio
 
+from .limits import LimitExceeded
 from .procs import (
     TURN_MARKER_ENV,
     close_pidfd,
@@ -45,6 +46,7 @@ from .procs import (
 __all__ = [
     "DEFAULT_CONTAINER_ARGV",
     "DEFAULT_KILL_GRACE",
+    "PASSED_ENV",
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
@@ -53,6 +55,8 @@ __all__ = [
     "LocalSubprocessLauncher",
     "StderrMode",
     "feed_stdin",
+    "grow_pipe",
+    "log_stderr",
 ]
 
 DEFAULT_KILL_GRACE: Final = 2.0
@@ -60,8 +64,8 @@ DEFAULT_KILL_GRACE: Final = 2.0
 
 DEFAULT_CONTAINER_ARGV: Final[tuple[str, ...]] = (sys.executable, "-m", "sandstream.container")
 
-DEFAULT_SCRUBBED_ENV: Final = frozenset({"SANDSTREAM_RUNNER_TOKEN"})
-"""Variables of the runner's environment a container never sees."""
+PASSED_ENV: Final = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+"""The only variables of the runner's environment a local container inherits."""
 
 StderrMode: TypeAlias = Literal["log", "inherit", "discard"]
 
@@ -86,7 +90,8 @@ class ContainerExit:
     the whole grace and got ``SIGKILL``. ``stragglers``: processes of the container
     still alive after it exited, killed by the sweep. ``stopped_at`` / ``reaped_at``
     are :func:`time.monotonic` readings: when the stop began (``None`` if it exited
-    on its own) and when it was reaped.
+    on its own) and when it was reaped. ``limit``: the resource limit that made the
+    launcher end it, if any.
     """
 
     returncode: int
@@ -95,6 +100,9 @@ class ContainerExit:
     stragglers: int = 0
     stopped_at: float | None = None
     reaped_at: float = 0.0
+
+    limit: LimitExceeded | None = None
+    """Set when the launcher ended the sandbox because it went over a resource limit."""
 
     def describe(self) -> str:
         """``exited with status 3`` / ``was killed by SIGKILL``."""
@@ -188,10 +196,13 @@ class LocalSubprocessLauncher:
     container that escaped its group (tools run in sessions of their own) are found
     by their environment marker and killed (``sweep_stragglers``).
 
-    The container's environment is the runner's, minus ``scrub_env`` (the runner
-    token never reaches a sandbox), plus ``env`` and the turn marker
-    ``SANDSTREAM_TURN_ID``. ``stderr``: ``"log"`` reads it into the
-    ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
+    This launcher isolates nothing: the container runs with the runner's uid, sees
+    its files and network, and can outlive the turn by escaping the sweep (development
+    only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
+    environment is not the runner's: only the ``pass_env`` variables of the runner
+    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus ``env`` and the turn marker
+    ``SANDSTREAM_TURN_ID``; no token of the server reaches it. ``stderr``: ``"log"``
+    reads it into the ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
     ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
     fast producer blocks less often (kept modest: an unprivileged user's pipes share a
     budget, ``/proc/sys/fs/pipe-user-pages-soft``, 64 MiB by default).
@@ -200,7 +211,7 @@ class LocalSubprocessLauncher:
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
     kill_grace: float = DEFAULT_KILL_GRACE
     env: Mapping[str, str] = field(default_factory=dict)
-    scrub_env: frozenset[str] = DEFAULT_SCRUBBED_ENV
+    pass_env: Sequence[str] = PASSED_ENV
     cwd: str | None = None
     stderr: StderrMode = "log"
     pipe_size: int | None = 256 * 1024
@@ -214,7 +225,7 @@ class LocalSubprocessLauncher:
 
     def container_env(self, turn_id: str) -> dict[str, str]:
         """The environment a container of turn ``turn_id`` starts with."""
-        env = {k: v for k, v in os.environ.items() if k not in self.scrub_env}
+        env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
         env.update(self.env)
         env[TURN_MARKER_ENV] = turn_id
         return env
@@ -249,7 +260,7 @@ class LocalSubprocessLauncher:
         pidfd = open_pidfd(process.pid)
         container = LocalContainer(process, turn_id)
         if self.pipe_size:
-            _grow_pipe(container.stdout, self.pipe_size)
+            grow_pipe(container.stdout, self.pipe_size)
         exited = False
         stopped_at: float | None = None
         escalated = False
@@ -259,7 +270,7 @@ class LocalSubprocessLauncher:
                 assert process.stdin is not None
                 nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
                 if process.stderr is not None:
-                    nursery.start_soon(_log_stderr, process.stderr, turn_id)
+                    nursery.start_soon(log_stderr, process.stderr, turn_id)
                 await wait_exited(process, pidfd)
                 exited = True
                 if messages is not None:
@@ -309,7 +320,8 @@ class LocalSubprocessLauncher:
         return False
 
 
-def _grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:
+def grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:
+    """Enlarge the pipe behind ``stream`` to ``size`` bytes where Linux allows it."""
     setpipe: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
     fileno = getattr(stream, "fileno", None)
     if setpipe is None or fileno is None:
@@ -342,7 +354,7 @@ async def feed_stdin(
             messages.close()
 
 
-async def _log_stderr(stderr: trio.abc.ReceiveStream, turn_id: str) -> None:
+async def log_stderr(stderr: trio.abc.ReceiveStream, turn_id: str) -> None:
     """Read stderr to EOF, logging each line (truncated; at most a bounded number)."""
     pending = b""
     logged = 0

@@ -19,7 +19,9 @@ runs inside the nursery's cancel scope). Hence:
   process group, ``SIGKILL`` after the grace, reaped. Nothing is written after that.
 - **the container exits or crashes** → stdout reaches EOF, the exit status is
   collected, and the stream ends with the container's own terminal line, or with a
-  synthesized ``error{code:"upstream_closed"}`` whose message carries the status.
+  synthesized ``error{code:"upstream_closed"}`` whose message carries the status —
+  or, when the launcher ended it over a resource limit, ``error{code}`` with the
+  limit's code (``memory_limit``, ``process_limit``, ``cpu_limit``, ``disk_limit``).
 - **:meth:`TurnStream.end`** (runtime cap, stall watchdog, shutdown, strict protocol
   error) → the pending read is interrupted, the container is stopped, and the next
   chunk is ``error{code}`` (unless a terminal was already sent); then the stream ends.
@@ -65,6 +67,7 @@ TurnOutcome: TypeAlias = Literal[
     "result",  # the container sent its result
     "error",  # the container sent an error line
     "container_exited",  # it exited without a terminal line (upstream_closed)
+    "limit_exceeded",  # the launcher ended it over a resource limit (memory_limit, ...)
     "launch_failed",
     "client_disconnected",  # the HTTP client went away
     "cancelled",  # an in-process caller left early
@@ -430,8 +433,11 @@ class TurnStream:
                 await self._gone.wait()
         self._done = True
         exit_ = self.container_exit
-        status = exit_.describe() if exit_ is not None else "ended"
         processor = self.processor
+        if exit_ is not None and exit_.limit is not None and not processor.ended:
+            self._outcome = "limit_exceeded"
+            return processor.fail(exit_.limit.code, exit_.limit.message)
+        status = exit_.describe() if exit_ is not None else "ended"
         ended_before = processor.ended
         out = processor.close(f"the container {status} without sending a result or error")
         if not ended_before and processor.turn.synthesized:

@@ -38,7 +38,7 @@ from sandstream.container.schemas import ConfigResponse, ScriptedAgent, Scripted
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
-from sandstream.server import LocalSubprocessLauncher, Runner, RunnerSettings
+from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, Runner, RunnerSettings
 from sandstream.server.chat import (
     AgentProfile,
     BlobStore,
@@ -288,10 +288,15 @@ async def start_chat_server(
     *,
     embedded: bool = True,
     runner_settings: RunnerSettings | None = None,
-    kill_grace: float = 1.0,
+    kill_grace: float | None = None,
     **overrides: Any,
 ) -> ChatServer:
-    """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
+    """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
+
+    The embedded runner sandboxes containers with bwrap (the data dir hidden), as
+    ``sandstream serve`` does; with ``kill_grace`` it uses the local launcher with
+    that grace instead (for tests of the local launcher's ``SIGTERM`` path).
+    """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await SQLiteChatStore.open(data_dir)
     blobs = BlobStore(data_dir / "bag")
@@ -301,7 +306,9 @@ async def start_chat_server(
         runner = Runner(
             runner_settings
             or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
-            LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
+            BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
+            if kill_grace is None
+            else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
         )
     service = ChatService(settings, store, blobs, runner)
     app = create_chat_app(service)

@@ -159,7 +159,8 @@ async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
     with trio.fail_after(DEADLINE):
         while alive(orphans):
             await trio.sleep(0.05)
-    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
     assert done is not None and done.event == "done"
     assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]

@@ -64,7 +64,8 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
     kill_marked(session_id)
     await wait_no_process(session_id)
-    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
+    # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
+    assert remove_run_dirs() == []
 
     second = await start_serve_process(nursery, data_dir, QUICK)
     assert not any(token in line for line in second.stdout)  # not printed again

@@ -30,6 +30,7 @@ from quart_trio import QuartTrio
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.core import StreamProcessor
 from sandstream.server import (
+    ContainerLauncher,
     LocalContainer,
     LocalSubprocessLauncher,
     Runner,
@@ -40,6 +41,7 @@ from sandstream.server import (
     get_runner,
     serve,
 )
+from sandstream.server.runner.bwrap import BwrapContainer, BwrapLauncher
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from tests.support import processes
 from tests.support.container import alive
@@ -103,12 +105,29 @@ class RunnerServer:
                         return turn, handle
                 await trio.sleep(0.005)
 
+    async def wait_sandbox(self, timeout: float = 30.0) -> tuple[TurnStream, BwrapContainer]:
+        """Wait for a live turn with a running bwrap sandbox; return both."""
+        with trio.fail_after(timeout):
+            while True:
+                for turn in self.runner.turns():
+                    handle = turn.container
+                    if isinstance(handle, BwrapContainer) and handle.exit is None:
+                        return turn, handle
+                await trio.sleep(0.005)
+
+
+def bwrap_launcher(**overrides: Any) -> BwrapLauncher:
+    """A bubblewrap launcher for tests (stderr discarded)."""
+    values: dict[str, Any] = {"stderr": "discard"}
+    values.update(overrides)
+    return BwrapLauncher(**values)
+
 
 async def start_runner(
     nursery: trio.Nursery,
     *,
     runner_settings: RunnerSettings | None = None,
-    launcher: LocalSubprocessLauncher | None = None,
+    launcher: ContainerLauncher | None = None,
     graceful_timeout: float = 5.0,
     backlog: int = 100,
     keep_alive_timeout: float = 5.0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -12,8 +13,11 @@ import sys
 import httpx
 import msgspec
 import psutil
+import pytest
 import trio
 
+from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, ResourceLimits
+from sandstream.server.cli import build_runner_parser, launcher_from_args
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import Reader, parse_stream, scripted, shell, wait_gone
 from tests.support.workspace import WorkspaceServer
@@ -98,6 +102,54 @@ async def test_it_serves_and_shuts_down_on_sigterm(workspace: WorkspaceServer) -
         if line.startswith(b'{"event":"turn"')
     ]
     assert [record["outcome"] for record in records] == ["shutdown"]
+    # bwrap is installed, so it is the default sandbox.
+    assert [record["container"].split(":")[0] for record in records] == ["bwrap"]
+
+
+def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) -> None:
+    parser = build_runner_parser()
+    default = launcher_from_args(parser.parse_args([]))
+    assert isinstance(default, BwrapLauncher)
+    assert default.network and default.limits == ResourceLimits()
+    args = parser.parse_args(
+        [
+            "--sandbox-network",
+            "off",
+            "--memory-limit",
+            "512M",
+            "--process-limit",
+            "none",
+            "--cpu-limit",
+            "30",
+            "--disk-limit",
+            "64M",
+            "--container-cmd",
+            "sh -c true",
+        ]
+    )
+    launcher = launcher_from_args(args, hidden_paths=["/srv/data"])
+    assert isinstance(launcher, BwrapLauncher)
+    assert not launcher.network
+    assert launcher.limits == ResourceLimits(
+        memory_bytes=512 << 20, processes=None, cpu_seconds=30.0, disk_bytes=64 << 20
+    )
+    assert list(launcher.hidden_paths) == ["/srv/data"]
+    assert list(launcher.argv) == ["sh", "-c", "true"]
+    with caplog.at_level(logging.WARNING, logger="sandstream.runner"):
+        local = launcher_from_args(parser.parse_args(["--sandbox", "local"]))
+    assert isinstance(local, LocalSubprocessLauncher)
+    assert any("NOT isolated" in record.getMessage() for record in caplog.records)
+
+
+async def test_a_bad_limit_is_a_usage_error() -> None:
+    result = await trio.run_process(
+        [*CLI, "--insecure-no-token", "--memory-limit", "lots"],
+        env=_env(),
+        capture_stderr=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"not a size: 'lots'" in result.stderr
 
 
 def _kids(process: trio.Process) -> list[psutil.Process]:

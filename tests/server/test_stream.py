@@ -235,6 +235,21 @@ async def test_the_runner_token_is_not_in_the_container_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SANDSTREAM_RUNNER_TOKEN", "secret")
-    env = LocalSubprocessLauncher().container_env("turn_x")
-    assert "SANDSTREAM_RUNNER_TOKEN" not in env
-    assert env["SANDSTREAM_TURN_ID"] == "turn_x"
+    monkeypatch.setenv("SANDSTREAM_API_TOKEN", "api-secret")
+    monkeypatch.setenv("SOME_SERVER_SETTING", "private")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    env = LocalSubprocessLauncher(env={"EXTRA": "1"}).container_env("turn_x")
+    # an allow-list, not a deny-list: nothing of the server's environment but these
+    assert set(env) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "TMPDIR",
+        "EXTRA",
+        "SANDSTREAM_TURN_ID",
+    }
+    assert env["SANDSTREAM_TURN_ID"] == "turn_x" and env["EXTRA"] == "1"
+    assert env["LANG"] == "C.UTF-8"

@@ -44,6 +44,7 @@ __all__ = [
     "check_stream",
     "container_argv",
     "group_members",
+    "namespace_members",
     "remove_run_dirs",
     "run_container",
     "run_in_process",
@@ -301,3 +302,21 @@ def remove_run_dirs() -> list[str]:
     for folder in left:
         shutil.rmtree(folder)
     return [folder.name for folder in left]
+
+
+def namespace_members(namespace: int) -> list[int]:
+    """Live (non-zombie) processes of the PID namespace with inode ``namespace``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/pid").st_ino != namespace:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found

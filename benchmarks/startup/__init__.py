@@ -1,0 +1,1 @@
+"""Start-up cost a launcher adds to the first line of a turn."""

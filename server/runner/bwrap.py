@@ -1,0 +1,538 @@
+"""The bubblewrap launcher: each container in a sandbox of its own (``--sandbox bwrap``).
+
+A sandbox is one ``bwrap`` process and the PID namespace it creates:
+
+- **PID namespace** (``--unshare-pid``): the container runs under bwrap's init, the
+  namespace's pid 1. Killing that init with ``SIGKILL`` makes the kernel kill every
+  process of the namespace, whatever session, group, name or environment it gave
+  itself, and bwrap exits only once they are all gone. So reaping bwrap means the
+  sandbox is empty: no marker, no sweep. ``--die-with-parent`` does the same if the
+  runner itself dies.
+- **Mount namespace**: a fresh root with the system (``/usr``, ``/lib*``, a few
+  ``/etc`` files: DNS, TLS certificates, users, locale), the Python environment and
+  the sandstream packages bound read-only, a new ``/proc`` and ``/dev``, and one
+  writable size-limited tmpfs at ``/tmp`` (home, ``TMPDIR`` and the work dir), gone
+  with the namespace. Nothing else of the host: the server's data dir is never
+  bound, and is covered by an empty tmpfs should a bound directory contain it.
+- **Environment** (``--clearenv``): ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp``,
+  ``LANG``, the turn marker and ``env``; the container adds the workspace's ``/env``.
+- **Network**: the host's (the container calls its workspace and its model), or none
+  with ``network=False`` (``--unshare-net``: loopback only).
+- **No capabilities** (``--cap-drop ALL``), its own IPC and UTS namespaces.
+- **Limits** (:mod:`.limits`): a cgroup per sandbox where one can be created,
+  ``/proc`` polling otherwise; the size of ``/tmp`` is the disk limit.
+
+A custom command (``argv``) runs the same way: its executable (found on the host's
+``PATH``), the interpreter of a script, a virtual environment it belongs to, and every
+argument that names an existing host path are bound read-only at the same place
+(relative paths are made absolute, since the sandbox's working directory is ``/tmp``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from .launcher import (
+    DEFAULT_CONTAINER_ARGV,
+    ContainerExit,
+    ContainerHandle,
+    LaunchError,
+    StderrMode,
+    feed_stdin,
+    grow_pipe,
+    log_stderr,
+)
+from .limits import (
+    CgroupMeter,
+    CgroupRoot,
+    LimitExceeded,
+    Meter,
+    ProcMeter,
+    ResourceLimits,
+    exceeded,
+    find_cgroup_root,
+    watch_limits,
+)
+from .procs import TURN_MARKER_ENV, close_pidfd, open_pidfd, signal_group
+from .spawn import SpawnedProcess, spawn
+
+__all__ = [
+    "SANDBOX_TMP",
+    "BwrapContainer",
+    "BwrapLauncher",
+    "bwrap_available",
+    "python_paths",
+]
+
+SANDBOX_TMP: Final = "/tmp"
+"""The sandbox's only writable place: home, ``TMPDIR`` and the container's work dir."""
+
+SYSTEM_DIRS: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_ENTRIES: Final = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "pki",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "timezone",
+)
+"""What of ``/etc`` a sandbox sees (read-only): no shadow, no keys but public CAs."""
+
+_STARTUP_TIMEOUT: Final = 10.0
+_DRAIN_STDERR_AFTER_EXIT: Final = 1.0
+
+log = logging.getLogger("sandstream.runner")
+
+
+def bwrap_available(program: str = "bwrap") -> bool:
+    """True on Linux when ``program`` is on ``PATH``."""
+    return sys.platform.startswith("linux") and shutil.which(program) is not None
+
+
+def python_paths() -> list[str]:
+    """Host paths the default container needs: this Python and the sandstream packages."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    paths.append(os.path.dirname(os.path.realpath(sys.executable)))
+    for package in ("sandstream.core", "sandstream.container"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            paths.extend(os.path.realpath(p) for p in spec.submodule_search_locations)
+    return paths
+
+
+@dataclass(eq=False)
+class BwrapContainer:
+    """A running sandbox: the ``bwrap`` process and its PID namespace's init."""
+
+    process: SpawnedProcess
+    turn_id: str
+    init_pid: int
+    pid_namespace: int
+    """The inode of its PID namespace (``/proc/<pid>/ns/pid``), for checks."""
+    exit: ContainerExit | None = None
+
+    @property
+    def id(self) -> str:
+        return f"bwrap:{self.process.pid}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream:
+        stdout = self.process.stdout
+        assert stdout is not None
+        return stdout
+
+
+@dataclass
+class BwrapLauncher:
+    """Run each container in a bubblewrap sandbox; see the module docstring.
+
+    ``argv``: the container command. ``env``: more variables for it. ``network``:
+    share the host's network (else loopback only). ``limits``: per sandbox.
+    ``hidden_paths``: host paths never visible (the server's data dir).
+    ``extra_paths``: more host paths visible read-only. ``stderr``, ``pipe_size``: as
+    for :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`.
+    ``use_cgroups``: enforce limits with a cgroup when one can be created.
+    ``poll_interval``: seconds between two limit readings. Stopping a sandbox needs
+    no grace: its init is ``SIGKILL``-ed, which ends the whole namespace at once.
+    """
+
+    argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
+    env: Mapping[str, str] = field(default_factory=dict)
+    network: bool = True
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    hidden_paths: Sequence[str] = ()
+    extra_paths: Sequence[str] = ()
+    stderr: StderrMode = "log"
+    pipe_size: int | None = 256 * 1024
+    use_cgroups: bool = True
+    poll_interval: float = 0.1
+    bwrap: str = "bwrap"
+    cgroups: CgroupRoot | None = field(init=False, default=None)
+    """Where sandbox cgroups are created (``None``: limits are read from ``/proc``)."""
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("argv must name a program")
+        if not self.poll_interval > 0:
+            raise ValueError(f"poll_interval must be > 0, got {self.poll_interval}")
+        if shutil.which(self.bwrap) is None:
+            raise ValueError(f"bubblewrap is not installed ({self.bwrap!r} is not on PATH)")
+        if self.use_cgroups:
+            self.cgroups = find_cgroup_root()
+            if self.cgroups is not None:
+                self.cgroups.prune()
+
+    # -- the command line ------------------------------------------------------------
+
+    def sandbox_env(self, turn_id: str) -> dict[str, str]:
+        """The whole environment a container of turn ``turn_id`` starts with."""
+        python_bin = os.path.dirname(sys.executable)
+        env = {
+            "PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+            "HOME": SANDBOX_TMP,
+            "TMPDIR": SANDBOX_TMP,
+            "LANG": os.environ.get("LANG") or "C.UTF-8",
+            TURN_MARKER_ENV: turn_id,
+        }
+        env.update(self.env)
+        return env
+
+    def command(self, turn_id: str, *, info_fd: int, block_fd: int) -> list[str]:
+        """The ``bwrap`` command line for one sandbox. Raises :class:`LaunchError`."""
+        inside, named = _resolve_command(self.argv)
+        args = [
+            self.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--hostname",
+            "sandbox",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+        ]
+        if not self.network:
+            args.append("--unshare-net")
+        for path in SYSTEM_DIRS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for entry in ETC_ENTRIES:
+            args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        if self.limits.disk_bytes is not None:
+            args += ["--size", str(self.limits.disk_bytes)]
+        args += ["--tmpfs", SANDBOX_TMP]
+        hidden = [os.path.realpath(p) for p in self.hidden_paths]
+        binds = _outermost(
+            p
+            for p in (*python_paths(), *named, *self.extra_paths)
+            if not any(_within(p, h) for h in hidden)
+        )
+        for path in binds:
+            args += ["--ro-bind", path, path]
+        for path in hidden:
+            if any(_within(path, b) for b in binds) and os.path.isdir(path):
+                args += ["--tmpfs", path, "--remount-ro", path]
+        args += ["--chdir", SANDBOX_TMP, "--clearenv"]
+        for name, value in self.sandbox_env(turn_id).items():
+            args += ["--setenv", name, value]
+        args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd), "--", *inside]
+        return args
+
+    # -- running ------------------------------------------------------------------------
+
+    async def run(
+        self,
+        dispatch: bytes,
+        turn_id: str,
+        *,
+        messages: trio.MemoryReceiveChannel[bytes] | None = None,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`.
+
+        Cancellation: the sandbox's init is ``SIGKILL``-ed at once (no grace: nothing
+        of a cancelled run is kept), and this returns once bwrap, and so every process
+        of the sandbox, is gone. ``exit.reaped_at`` is then the moment the init's exit
+        was seen (its pidfd), which the kernel allows only once the rest of the
+        namespace is gone; bwrap is reaped right after.
+        """
+        try:
+            cgroup = self._create_cgroup(turn_id)
+        except BaseException:
+            if messages is not None:
+                messages.close()
+            raise
+        try:
+            return await self._run(dispatch, turn_id, messages, cgroup, task_status)
+        finally:
+            if messages is not None:
+                messages.close()  # the sandbox is gone: a sender learns it
+            if cgroup is not None:
+                with trio.CancelScope(shield=True):
+                    if not await cgroup.remove():
+                        log.warning("turn %s: could not remove cgroup %s", turn_id, cgroup.pids)
+
+    def _create_cgroup(self, turn_id: str) -> CgroupMeter | None:
+        if self.cgroups is None:
+            return None
+        try:
+            return self.cgroups.create(turn_id, self.limits)
+        except OSError as exc:
+            raise LaunchError(exc.errno, f"cannot create the sandbox's cgroup: {exc}") from exc
+
+    async def _run(
+        self,
+        dispatch: bytes,
+        turn_id: str,
+        messages: trio.MemoryReceiveChannel[bytes] | None,
+        cgroup: CgroupMeter | None,
+        task_status: trio.TaskStatus[ContainerHandle],
+    ) -> ContainerExit:
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        try:
+            argv = self.command(turn_id, info_fd=info_w, block_fd=block_r)
+            stderr_target = {
+                "log": subprocess.PIPE,
+                "inherit": None,
+                "discard": subprocess.DEVNULL,
+            }[self.stderr]
+            try:
+                process = await spawn(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_target,
+                    start_new_session=True,
+                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                    pass_fds=(info_w, block_r),
+                )
+            except OSError as exc:
+                message = f"cannot start {self.bwrap!r}: {exc.strerror or exc}"
+                raise LaunchError(exc.errno, message) from exc
+        except BaseException:
+            for fd in (info_r, info_w, block_r, block_w):
+                os.close(fd)
+            raise
+        os.close(info_w)
+        os.close(block_r)
+        init_pidfd: int | None = None
+        try:
+            info = await _read_info(info_r)
+            if info is None:
+                raise LaunchError(0, await self._startup_failure(process))
+            init_pid, namespace = info
+            init_pidfd = open_pidfd(init_pid)
+            if cgroup is not None:
+                try:
+                    cgroup.attach(init_pid)
+                except OSError as exc:
+                    raise LaunchError(
+                        exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
+                    ) from exc
+            os.write(block_w, b"1")
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                signal_group(process.pid, signal.SIGKILL)
+                await process.wait()
+                close_pidfd(init_pidfd)
+                for stream in (process.stdin, process.stdout, process.stderr):
+                    if stream is not None:
+                        await stream.aclose()
+            raise
+        finally:
+            os.close(block_w)
+        container = BwrapContainer(process, turn_id, init_pid, namespace)
+        if self.pipe_size:
+            grow_pipe(container.stdout, self.pipe_size)
+
+        def kill_sandbox() -> None:
+            _kill(init_pid, init_pidfd)
+
+        meter: Meter = cgroup if cgroup is not None else ProcMeter(init_pid)
+        limit: LimitExceeded | None = None
+        limit_scope = trio.CancelScope()
+
+        async def enforce_limits() -> None:
+            nonlocal limit
+            disk = f"/proc/{init_pid}/root{SANDBOX_TMP}"
+            with limit_scope:
+                limit = await watch_limits(
+                    meter, self.limits, disk_path=disk, interval=self.poll_interval
+                )
+                log.warning("turn %s: %s; ending the sandbox", turn_id, limit.message)
+                kill_sandbox()
+
+        exited = False
+        stopped_at: float | None = None
+        escalated = False
+        task_status.started(container)
+        try:
+            async with trio.open_nursery() as nursery:
+                assert process.stdin is not None
+                nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
+                if process.stderr is not None:
+                    nursery.start_soon(log_stderr, process.stderr, turn_id)
+                nursery.start_soon(enforce_limits)
+                await process.wait_exited()
+                exited = True
+                if messages is not None:
+                    messages.close()  # nobody reads them any more
+                limit_scope.cancel()
+                if limit is None:  # a kernel-enforced hit the last poll did not see
+                    limit = exceeded(meter.sample(), self.limits)
+                    if limit is not None:
+                        log.warning("turn %s: %s (seen at exit)", turn_id, limit.message)
+                nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
+        finally:
+            with trio.CancelScope(shield=True):
+                emptied_at: float | None = None
+                if not exited:
+                    stopped_at = time.monotonic()
+                    kill_sandbox()
+                    with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
+                        if init_pidfd is not None:
+                            # The init exits last, once the kernel has ended every
+                            # other process of its namespace: the sandbox is empty.
+                            await trio.lowlevel.wait_readable(init_pidfd)
+                            emptied_at = time.monotonic()
+                        await process.wait_exited()
+                    if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
+                        escalated = True
+                        signal_group(process.pid, signal.SIGKILL)
+                returncode = await process.wait()
+                reaped_at = emptied_at or time.monotonic()
+                close_pidfd(init_pidfd)
+                container.exit = ContainerExit(
+                    returncode=returncode,
+                    terminated=stopped_at is not None,
+                    escalated=escalated,
+                    stopped_at=stopped_at,
+                    reaped_at=reaped_at,
+                    limit=limit,
+                )
+        assert container.exit is not None
+        return container.exit
+
+    async def _startup_failure(self, process: SpawnedProcess) -> str:
+        """bwrap exited before starting the sandbox: its status and last stderr line."""
+        last = ""
+        if process.stderr is not None:
+            with trio.move_on_after(_STARTUP_TIMEOUT):
+                data = b""
+                while chunk := await process.stderr.receive_some(65536):
+                    data = (data + chunk)[-4096:]
+                lines = data.decode("utf-8", "replace").strip().splitlines()
+                last = f": {lines[-1]}" if lines else ""
+        returncode = await process.wait()
+        return f"bubblewrap could not start the sandbox (status {returncode}){last}"
+
+
+def _kill(init_pid: int, init_pidfd: int | None) -> None:
+    """``SIGKILL`` the namespace's init (and so the namespace); gone already is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if init_pidfd is not None:
+            signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
+        else:
+            os.kill(init_pid, signal.SIGKILL)
+
+
+async def _read_info(fd: int) -> tuple[int, int] | None:
+    """bwrap's ``--info-fd`` document: (init pid, PID namespace inode), or None at EOF."""
+    data = b""
+    async with trio.lowlevel.FdStream(fd) as stream:
+        with trio.move_on_after(_STARTUP_TIMEOUT):
+            while chunk := await stream.receive_some(4096):
+                data += chunk
+    try:
+        info = json.loads(data)
+        return int(info["child-pid"]), int(info.get("pid-namespace", 0))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _resolve_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(argv to run inside, host paths it names). Raises :class:`LaunchError`."""
+    program = argv[0]
+    found = shutil.which(program) if os.sep not in program else program
+    if found is None or not os.path.exists(found):
+        raise LaunchError(2, f"cannot start {program!r}: No such file or directory")
+    executable = os.path.abspath(found)
+    inside = [executable]
+    named = _program_paths(executable)
+    for arg in argv[1:]:
+        if arg and not arg.startswith("-") and os.path.exists(arg):
+            absolute = os.path.abspath(arg)
+            inside.append(absolute)
+            named += [absolute, os.path.realpath(absolute)]
+        else:
+            inside.append(arg)
+    return inside, named
+
+
+def _program_paths(executable: str, depth: int = 0) -> list[str]:
+    """An executable, what its symlinks point at, its venv, its script interpreter."""
+    real = os.path.realpath(executable)
+    paths = [executable, real]
+    for candidate in (executable, real):
+        venv = Path(candidate).parent.parent
+        if (venv / "pyvenv.cfg").is_file():
+            paths.append(str(venv))
+        if Path(candidate).name.startswith("python"):
+            paths.append(str(Path(candidate).parent.parent))
+    if depth < 2:
+        interpreter = _shebang(real)
+        if interpreter is not None:
+            paths += _program_paths(interpreter, depth + 1)
+    return paths
+
+
+def _shebang(path: str) -> str | None:
+    """The interpreter a ``#!`` script names (``env X`` resolved on the host's PATH)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.readline(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env" and len(words) > 1:
+        return shutil.which(words[1])
+    return words[0] if os.path.exists(words[0]) else None
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """Existing absolute paths, minus those inside another one or in the system dirs."""
+    existing = sorted({os.path.abspath(p) for p in paths if p and os.path.exists(p)})
+    kept: list[str] = []
+    for path in existing:
+        if any(_within(path, d) for d in (*SYSTEM_DIRS, *kept)):
+            continue
+        kept.append(path)
+    return kept
