@@ -8,16 +8,15 @@ from typing import Final
 from quart import Quart, Response
 
 from sandstream.server.http.problems import (
-    AT_CAPACITY,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
-    SHUTTING_DOWN,
     UNSUPPORTED_MEDIA_TYPE,
     invalid,
     problem,
     unauthorized,
 )
-from sandstream.server.runner.service import AtCapacityError, RunnerUnavailableError
+from sandstream.server.runner.refusals import unavailable
+from sandstream.server.runner.service import RunnerUnavailableError
 
 from .dispatch import TargetError
 from .errors import (
@@ -81,14 +80,7 @@ def install_chat_error_handlers(app: Quart) -> None:
 
     @app.errorhandler(RunnerUnavailableError)
     async def _unavailable(error: RunnerUnavailableError) -> Response:
-        at_capacity = isinstance(error, AtCapacityError)
-        return problem(
-            503,
-            "Runner at capacity" if at_capacity else "Shutting down",
-            str(error),
-            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
-            headers={"Retry-After": str(error.retry_after)},
-        )
+        return unavailable(error)
 
     @app.errorhandler(TokenRejectedError)
     async def _token(error: TokenRejectedError) -> Response:

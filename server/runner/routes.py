@@ -34,12 +34,13 @@ from sandstream.container.schemas import Dispatch
 from sandstream.server.http.asgi import HTTPConnection
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import AT_CAPACITY, SHUTTING_DOWN, UNAUTHORIZED, problem
+from sandstream.server.http.problems import SHUTTING_DOWN, UNAUTHORIZED, problem
 from sandstream.server.http.requests import read_json
 from sandstream.server.sessions.routes import install_sessions
 from sandstream.server.sessions.service import SessionService
 
-from .service import AtCapacityError, Runner, RunnerUnavailableError
+from .refusals import unavailable
+from .service import Runner, RunnerUnavailableError
 from .turn import TurnStream
 
 __all__ = [
@@ -143,14 +144,7 @@ async def stream() -> Response:
             cancel_outcome="client_disconnected",
         )
     except RunnerUnavailableError as exc:
-        at_capacity = isinstance(exc, AtCapacityError)
-        return problem(
-            503,
-            "Runner at capacity" if at_capacity else "Runner shutting down",
-            str(exc),
-            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
-            headers={"Retry-After": str(exc.retry_after)},
-        )
+        return unavailable(exc)
     scope.setdefault(_PENDING_TURNS, []).append(turn)
     response = Response(TurnBody(turn), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"

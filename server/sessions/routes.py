@@ -19,16 +19,15 @@ from sandstream.container.schemas import Dispatch
 from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.problems import (
-    AT_CAPACITY,
     NOT_FOUND,
-    SHUTTING_DOWN,
     BadRequestError,
     invalid,
     problem,
     unauthorized,
 )
 from sandstream.server.http.requests import json_response, read_json
-from sandstream.server.runner.service import AtCapacityError, RunnerUnavailableError
+from sandstream.server.runner.refusals import unavailable
+from sandstream.server.runner.service import RunnerUnavailableError
 
 from .follow import CaughtUp, Chunks, Follow
 from .service import SessionNotFoundError, SessionService
@@ -166,14 +165,7 @@ async def create_session() -> Response:
     try:
         session = await service.create(dispatch)
     except RunnerUnavailableError as exc:
-        at_capacity = isinstance(exc, AtCapacityError)
-        return problem(
-            503,
-            "Runner at capacity" if at_capacity else "Runner shutting down",
-            str(exc),
-            type=AT_CAPACITY if at_capacity else SHUTTING_DOWN,
-            headers={"Retry-After": str(exc.retry_after)},
-        )
+        return unavailable(exc)
     base = f"/sessions/{session.id}"
     body = {
         "id": session.id,
