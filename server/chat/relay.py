@@ -46,6 +46,8 @@ from typing import Final
 import trio
 from quart.wrappers.response import ResponseBody
 
+from sandstream.server.runner.turn import END_GRACE
+
 from .dispatch import UpstreamEnd
 from .live import LiveTurn
 
@@ -55,8 +57,6 @@ log = logging.getLogger("sandstream.chat")
 
 FINISH_GRACE: Final = 10.0
 """After the terminal, how long the runner side may take to wind down by itself."""
-END_GRACE: Final = 1.0
-"""On shutdown, how long a client may take to take its last chunk before it is cut."""
 
 
 class RelayBody(ResponseBody):

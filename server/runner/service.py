@@ -32,7 +32,7 @@ from sandstream.core import Mode
 from .access_log import AccessLog
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
 from .settings import RunnerSettings
-from .turn import TurnRecord, TurnStream
+from .turn import END_GRACE, TurnRecord, TurnStream
 
 __all__ = ["AtCapacityError", "Runner", "RunnerUnavailableError", "ShuttingDownError"]
 
@@ -155,10 +155,12 @@ class Runner:
         """End every turn with ``error{code:"shutdown"}``; return once all are closed.
 
         New turns are refused from the first call on. Live turns are ended at once
-        (their containers get ``SIGTERM``, then ``SIGKILL`` after the grace) and have
-        ``timeout`` seconds (default ``settings.shutdown_timeout``) to deliver their
-        last line; the connections of those that cannot (a client not reading) are
-        then cut, and they get ``timeout`` more seconds to close. Returns when every
+        (their containers get ``SIGTERM`` while their stdout is drained, ``SIGKILL``
+        only after the grace); a client still holding a chunk is cut off if it has not
+        taken it within :data:`~.turn.END_GRACE`. Turns have ``timeout`` seconds
+        (default ``settings.shutdown_timeout``) to deliver their last line; the
+        connections of those that cannot are then cut, and they get ``timeout`` more
+        seconds to close. Returns when every
         container is reaped (and, unless a write could not be freed, every turn
         closed). Idempotent. Cancellation: stops waiting; the turns carry on ending.
         """
@@ -166,7 +168,7 @@ class Runner:
         if timeout is None:
             timeout = self.settings.shutdown_timeout
         for turn in self.turns():
-            turn.end("shutdown", "the runner is shutting down")
+            turn.end("shutdown", "the runner is shutting down", client_grace=END_GRACE)
         if self._open:
             log.info("shutdown: ending %d live turn(s)", len(self._open))
         with trio.move_on_after(timeout):

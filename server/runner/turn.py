@@ -23,8 +23,12 @@ runs inside the nursery's cancel scope). Hence:
   or, when the launcher ended it over a resource limit, ``error{code}`` with the
   limit's code (``memory_limit``, ``process_limit``, ``cpu_limit``, ``disk_limit``).
 - **:meth:`TurnStream.end`** (runtime cap, stall watchdog, shutdown, strict protocol
-  error) → the pending read is interrupted, the container is stopped, and the next
-  chunk is ``error{code}`` (unless a terminal was already sent); then the stream ends.
+  error) → the pending read is interrupted, the container is stopped while its stdout
+  is read and dropped (nothing more of it is forwarded, and a container blocked on its
+  full pipe can then act on ``SIGTERM`` even if the caller is stuck in a write), and
+  the next chunk is ``error{code}`` (unless a terminal was already sent); then the
+  stream ends. With ``client_grace`` (shutdown), a caller still holding the chunk it
+  held at that moment ``client_grace`` seconds later is cut off (``abort_client``).
 
 Whatever happens, the stream carries only lines the core validated and ends with
 exactly one terminal line, except when the caller itself left (then it gets nothing
@@ -54,6 +58,7 @@ from .launcher import ContainerExit, ContainerHandle, ContainerLauncher, LaunchE
 from .settings import RunnerSettings
 
 __all__ = [
+    "END_GRACE",
     "TurnOutcome",
     "TurnRecord",
     "TurnStateError",
@@ -82,6 +87,9 @@ TurnOutcome: TypeAlias = Literal[
 EndCode: TypeAlias = Literal[
     "runtime_exceeded", "stalled", "shutdown", "protocol_error", "interrupted"
 ]
+
+END_GRACE: Final = 1.0
+"""On shutdown, how long a client may take to take its last chunk before it is cut."""
 
 _RECEIVE_ERRORS: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -245,22 +253,31 @@ class TurnStream:
 
     # -- control ------------------------------------------------------------------
 
-    def end(self, code: EndCode, message: str) -> None:
+    def end(self, code: EndCode, message: str, *, client_grace: float | None = None) -> None:
         """End the turn with ``error{code, message}`` and stop the container.
 
         Safe to call from any task, at any time, any number of times: the first
         reason wins, and nothing happens once the terminal line was handed out.
         A pending read is interrupted at once; the error line is the next chunk
-        (or nothing, if the container had already sent its own terminal). Called
-        before the turn is entered, no container is ever started.
+        (or nothing, if the container had already sent its own terminal). The
+        container's stdout is read and dropped while it stops, as soon as no read is
+        pending, so it exits on ``SIGTERM`` whatever the caller does. With
+        ``client_grace``, a caller that has not written the chunk it holds now within
+        that many seconds is cut off (:meth:`abort_client`). Called before the turn
+        is entered, no container is ever started.
         """
         if self._done or self._end is not None or self._state == "closed":
             return
         self._end = (code, message)
         self._outcome = code
         if self._read_scope is not None:
-            self._read_scope.cancel()
+            self._read_scope.cancel()  # the reader starts the discarding on its way out
+        else:
+            self._start_discarding()
         self._stop_container()
+        if client_grace is not None and self._sending_since is not None:
+            assert self._nursery is not None  # a chunk was handed out: the turn is open
+            self._nursery.start_soon(self._cut_if_still_holding, self.writes, client_grace)
 
     def abort_client(self) -> None:
         """Cut the client off (the ``abort_client`` hook), for a write that is stuck.
@@ -376,6 +393,7 @@ class TurnStream:
         processor = self.processor
         if self._end is not None:
             self._done = True
+            self._start_discarding()
             if processor.closed:
                 return b""
             return processor.fail(*self._end)
@@ -468,6 +486,17 @@ class TurnStream:
         await trio.sleep(cap)
         self.end("runtime_exceeded", f"the turn ran past its runtime cap of {cap:g} s")
 
+    async def _cut_if_still_holding(self, writes: int, grace: float) -> None:
+        """Cut the client off if, after ``grace``, the caller still holds chunk ``writes``."""
+        await trio.sleep(grace)
+        if self._sending_since is not None and self.writes == writes:
+            log.warning(
+                "turn %s: the client did not take its last chunk within %g s; cutting it off",
+                self.id,
+                grace,
+            )
+            self.abort_client()
+
     async def _watch_stall(self, timeout: float) -> None:
         """End the turn once one chunk has been in the caller's hands for ``timeout``.
 
@@ -492,7 +521,18 @@ class TurnStream:
             self._stop_requested_at = time.monotonic()
         self._container_scope.cancel()
 
-    async def _discard_output(self) -> None:
+    def _start_discarding(self) -> None:
+        """Start :meth:`_discard_output` in the nursery, once; only when no read is
+        pending (two readers of one stream would collide)."""
+        if self._discard_scope is not None or self._stdout is None or self._gone.is_set():
+            return
+        assert self._nursery is not None and self._read_scope is None
+        self._discard_scope = trio.CancelScope(shield=True)  # cancelled once it is gone
+        self._nursery.start_soon(self._discard_output, self._stdout, self._discard_scope)
+
+    async def _discard_output(
+        self, stdout: trio.abc.ReceiveStream, scope: trio.CancelScope
+    ) -> None:
         """Read and drop stdout until the container is gone (shielded).
 
         A container blocked writing to a full pipe could not act on ``SIGTERM``
@@ -500,16 +540,12 @@ class TurnStream:
         grace. Reading on while it stops lets it exit at once. Bounded: the
         container is gone within the kill grace, and that ends this.
         """
-        assert self._stdout is not None
-        with trio.CancelScope(shield=True) as scope:
-            self._discard_scope = scope
+        with scope:
             try:
-                while await self._stdout.receive_some(self._settings.read_size):
+                while await stdout.receive_some(self._settings.read_size):
                     pass
             except _RECEIVE_ERRORS:
                 pass
-            finally:
-                self._discard_scope = None
 
     def _mark_gone(self) -> None:
         if self._gone.is_set():
@@ -528,8 +564,7 @@ class TurnStream:
         """Close the nursery (shielded, so the container is always reaped), then record."""
         assert self._nursery is not None and self._nursery_manager is not None
         try:
-            if self._stdout is not None and not self._gone.is_set():
-                await self._discard_output()
+            self._start_discarding()  # the nursery waits for it: shielded, bounded
             scope = self._nursery.cancel_scope
             scope.shield = True
             scope.cancel()

@@ -30,6 +30,7 @@ from tests.chat.harness import (
     start_chat_server,
     wait_no_process,
 )
+from tests.support import processes
 from tests.support.container import remove_run_dirs
 
 
@@ -248,15 +249,6 @@ async def test_a_client_that_stops_reading_is_cut_off(
     await stream.aclose()
 
 
-def _blocked_writing(pid: int) -> bool:
-    """True while process ``pid`` sleeps in a write to a full pipe."""
-    try:
-        with open(f"/proc/{pid}/wchan") as handle:
-            return "pipe_write" in handle.read()
-    except OSError:
-        return False
-
-
 async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -294,7 +286,7 @@ async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
             sent = -1
             while still < 3:
                 await trio.sleep(0.1)
-                stuck = _blocked_writing(container.pid) and turn.bytes == sent
+                stuck = processes.blocked_writing(container.pid) and turn.bytes == sent
                 still = still + 1 if stuck else 0
                 sent = turn.bytes
         await server.shutdown()

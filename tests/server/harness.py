@@ -131,8 +131,13 @@ async def start_runner(
     graceful_timeout: float = 5.0,
     backlog: int = 100,
     keep_alive_timeout: float = 5.0,
+    hold_drain: trio.Event | None = None,
 ) -> RunnerServer:
-    """Serve a runner app on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``)."""
+    """Serve a runner app on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
+
+    With ``hold_drain``, the serve loop's drain waits for it after the runner's
+    shutdown returned, so a test can look at a draining server without racing it.
+    """
     app = create_app(
         runner_settings or settings(),
         launcher=launcher or LocalSubprocessLauncher(stderr="discard"),
@@ -148,13 +153,18 @@ async def start_runner(
     server = RunnerServer(url="", app=app, runner=runner)
     runner.add_listener(lambda turn, record: server.records.append(record))
 
+    async def drain() -> None:
+        await runner.shutdown()
+        if hold_drain is not None:
+            await hold_drain.wait()
+
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             await serve(
                 app,
                 config,
                 shutdown_trigger=server._stop.wait,
-                drain=runner.shutdown,
+                drain=drain,
                 task_status=task_status,
             )
         finally:

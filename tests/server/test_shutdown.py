@@ -6,7 +6,7 @@ import os
 
 import trio
 
-from sandstream.server import LocalContainer
+from sandstream.server import LocalContainer, LocalSubprocessLauncher
 from tests.server.harness import (
     Reader,
     descendants,
@@ -14,18 +14,22 @@ from tests.server.harness import (
     marked,
     parse_stream,
     scripted,
+    settings,
     shell,
     start_runner,
     wait_gone,
     wait_until_alive,
 )
+from tests.server.test_cancellation import _raw_post
+from tests.support import processes
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 
 async def test_shutdown_ends_live_streams_and_reaps_every_container(
     nursery: trio.Nursery, workspace: WorkspaceServer
 ) -> None:
-    server = await start_runner(nursery)
+    served = trio.Event()  # held until the draining server was looked at
+    server = await start_runner(nursery, hold_drain=served)
     loader = await start_workspace(nursery, config=load(10_000_000, rate=1000))
     workspace.config = scripted(shell("sleep 308 & sleep 309; wait"))
     dispatches = [workspace.mint_dispatch(), workspace.mint_dispatch(), loader.mint_dispatch()]
@@ -74,6 +78,7 @@ async def test_shutdown_ends_live_streams_and_reaps_every_container(
         assert refused.headers["retry-after"] == "5"
         assert refused.json()["type"] == "urn:sandstream:problem:shutting-down"
         assert health.status_code == 503
+        served.set()
 
     for index in range(len(dispatches)):
         lines = parse_stream(bodies[index])
@@ -86,23 +91,36 @@ async def test_shutdown_ends_live_streams_and_reaps_every_container(
     assert marked([record.turn_id for record in records]) == []
 
 
-async def test_shutdown_with_a_client_that_does_not_read_still_finishes(
+async def test_shutdown_with_a_client_that_stopped_reading_stops_its_container_at_once(
     nursery: trio.Nursery, workspace: WorkspaceServer
 ) -> None:
-    from tests.server.harness import settings
-    from tests.server.test_cancellation import _raw_post
-
     server = await start_runner(
-        nursery, runner_settings=settings(stall_timeout=None, shutdown_timeout=1.0)
+        nursery,
+        # Only shutdown may end this turn, and it must not wait out its own timeout.
+        runner_settings=settings(stall_timeout=None, shutdown_timeout=120.0),
+        # A container left to wait out the grace would outlive the test.
+        launcher=LocalSubprocessLauncher(stderr="discard", kill_grace=300.0),
     )
     workspace.config = load(50_000_000, payload_bytes=1000)
     stream = await _raw_post(server.url, workspace.mint_dispatch())
     try:
-        _, container = await server.wait_container()
-        await trio.sleep(0.5)  # let the buffers fill: the server's write now blocks for good
-        await server.shutdown(timeout=30)
-        (record,) = await server.wait_records(1)
-        assert record.outcome == "shutdown"
-        await wait_gone(container.pgid, [container.pid])
+        turn, container = await server.wait_container()
+        # Never read. Wait until the whole chain is stuck: the container blocks on its
+        # full pipe and the turn hands out nothing more.
+        with trio.fail_after(60):
+            still, sent = 0, -1
+            while still < 3:
+                await trio.sleep(0.1)
+                stuck = processes.blocked_writing(container.pid) and turn.bytes == sent
+                still = still + 1 if stuck else 0
+                sent = turn.bytes
+        await server.shutdown()
+        # By the time shutdown returned the container was gone, stopped by SIGTERM
+        # (its pipe drained) rather than killed after the 300 s grace.
+        assert container.exit is not None and not container.exit.escalated
+        assert marked([turn.id]) == []
+        (record,) = server.records
+        assert (record.outcome, record.terminal) == ("shutdown", "shutdown")
+        assert server.runner.live == 0
     finally:
         await stream.aclose()

@@ -14,7 +14,7 @@ from contextlib import suppress
 
 import psutil
 
-__all__ = ["describe", "kill", "with_env"]
+__all__ = ["blocked_writing", "describe", "kill", "with_env"]
 
 
 def with_env(name: str, values: Collection[str] | None = None) -> list[int]:
@@ -41,6 +41,15 @@ def with_env(name: str, values: Collection[str] | None = None) -> list[int]:
         if hit:
             found.append(proc.pid)
     return found
+
+
+def blocked_writing(pid: int) -> bool:
+    """True while process ``pid`` sleeps in a write to a full pipe (its ``wchan``)."""
+    try:
+        with open(f"/proc/{pid}/wchan") as handle:
+            return "pipe_write" in handle.read()
+    except OSError:
+        return False
 
 
 def describe(pid: int) -> str:
