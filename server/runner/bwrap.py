@@ -49,6 +49,7 @@ import trio
 
 from .launcher import (
     DEFAULT_CONTAINER_ARGV,
+    STDERR_TARGETS,
     ContainerExit,
     ContainerHandle,
     LaunchError,
@@ -311,17 +312,12 @@ class BwrapLauncher:
         block_r, block_w = os.pipe()
         try:
             argv = self.command(turn_id, info_fd=info_w, block_fd=block_r)
-            stderr_target = {
-                "log": subprocess.PIPE,
-                "inherit": None,
-                "discard": subprocess.DEVNULL,
-            }[self.stderr]
             try:
                 process = await spawn(
                     argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    stderr=stderr_target,
+                    stderr=STDERR_TARGETS[self.stderr],
                     start_new_session=True,
                     env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                     pass_fds=(info_w, block_r),

@@ -69,6 +69,13 @@ PASSED_ENV: Final = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR
 
 StderrMode: TypeAlias = Literal["log", "inherit", "discard"]
 
+STDERR_TARGETS: Final[dict[StderrMode, int | None]] = {
+    "log": subprocess.PIPE,
+    "inherit": None,
+    "discard": subprocess.DEVNULL,
+}
+"""What a container's stderr is connected to, per :data:`StderrMode`."""
+
 _STDERR_LINE_LIMIT: Final = 4096
 _STDERR_MAX_LINES: Final = 2000
 _DRAIN_STDERR_AFTER_EXIT: Final = 1.0
@@ -239,17 +246,12 @@ class LocalSubprocessLauncher:
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`."""
-        stderr_target = {
-            "log": subprocess.PIPE,
-            "inherit": None,
-            "discard": subprocess.DEVNULL,
-        }[self.stderr]
         try:
             process = await trio.lowlevel.open_process(
                 list(self.argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=stderr_target,
+                stderr=STDERR_TARGETS[self.stderr],
                 start_new_session=True,
                 env=self.container_env(turn_id),
                 cwd=self.cwd,
