@@ -5,8 +5,9 @@ A sandbox is one ``bwrap`` process and the PID namespace it creates:
 - **PID namespace** (``--unshare-pid``): the container runs under bwrap's init, the
   namespace's pid 1. Killing that init with ``SIGKILL`` makes the kernel kill every
   process of the namespace, whatever session, group, name or environment it gave
-  itself, and bwrap exits only once they are all gone. So reaping bwrap means the
-  sandbox is empty: no marker, no sweep. ``--die-with-parent`` does the same if the
+  itself; the init's pidfd turns readable only once they are all gone. bwrap itself
+  exits as soon as the command does, so the init is killed and awaited however the
+  turn ends: no marker, no sweep. ``--die-with-parent`` ends the sandbox if the
   runner itself dies.
 - **Mount namespace**: a fresh root with the system (``/usr``, ``/lib*``, a few
   ``/etc`` files: DNS, TLS certificates, users, locale), the Python environment and
@@ -404,17 +405,19 @@ class BwrapLauncher:
                 emptied_at: float | None = None
                 if not exited:
                     stopped_at = time.monotonic()
-                    kill_sandbox()
-                    with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
-                        if init_pidfd is not None:
-                            # The init exits last, once the kernel has ended every
-                            # other process of its namespace: the sandbox is empty.
-                            await trio.lowlevel.wait_readable(init_pidfd)
-                            emptied_at = time.monotonic()
-                        await process.wait_exited()
-                    if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
-                        escalated = True
-                        signal_group(process.pid, signal.SIGKILL)
+                # Also when bwrap exited by itself: it exits as soon as the command
+                # does, while its init lives on for whatever else the sandbox runs.
+                kill_sandbox()
+                with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
+                    if init_pidfd is not None:
+                        # The init exits last, once the kernel has ended every
+                        # other process of its namespace: the sandbox is empty.
+                        await trio.lowlevel.wait_readable(init_pidfd)
+                        emptied_at = time.monotonic()
+                    await process.wait_exited()
+                if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
+                    escalated = True
+                    signal_group(process.pid, signal.SIGKILL)
                 returncode = await process.wait()
                 reaped_at = emptied_at or time.monotonic()
                 close_pidfd(init_pidfd)
