@@ -87,7 +87,7 @@ function renderAssistant(message, article) {
   for (const block of message.content) {
     if (block.type === "error") {
       article.append(el("p", { class: "turn-error", role: "alert" },
-        el("strong", {}, message.status === "cancelled" ? "Stopped" : "Error"),
+        el("strong", {}, message.status === "failed" ? "Error" : "Stopped"),
         ` [${block.code}] `, block.message));
     }
   }
