@@ -69,7 +69,6 @@ def test_a_full_turn_shows_its_steps_answer_and_written_file(
     # The chat is listed, titled by its first message, newest first.
     page.wait_for_selector(".chat-link[aria-current=page]")
     assert page.locator(".chat-link .chat-title").first.inner_text().startswith("hello <img")
-    screenshot(page, "web-live-turn.png", tmp_path)
 
     stored = server.chat(chat_id(page))["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant"]
@@ -192,18 +191,23 @@ def test_a_wrong_token_is_refused_at_sign_in(context: BrowserContext, server: Se
 
 
 def test_stop_ends_the_turn_and_the_next_one_runs(
-    context: BrowserContext, server: ServerThread
+    context: BrowserContext, server: ServerThread, tmp_path: Path
 ) -> None:
     page = signed_in(context, server)
+    send(page, "Summarize the work dir in a report")
+    assistant(page, "complete")
     send(page, "slow turn")
-    page.wait_for_selector("article.message-assistant .step-running .step-name:text('run_shell')")
+    running = "article.message-assistant[data-status=running]"
+    page.wait_for_selector(f"{running} .step-running .step-name:text('run_shell')")
+    screenshot(page, "web-live-turn.png", tmp_path)
     page.click("#stop")
-    stopped = page.locator("article.message-assistant").first
+    stopped = page.locator("article.message-assistant").nth(1)
     page.wait_for_selector("article.message-assistant:not([data-status=running]) .turn-error")
     assert stopped.locator(".step-running").count() == 0
     page.wait_for_selector("#stop", state="hidden")
     send(page, "after the stop")
-    page.wait_for_selector("article.message-assistant:nth-of-type(4)[data-status=complete]")
+    page.wait_for_selector("article.message-assistant:nth-of-type(6)[data-status=complete]")
     stored = server.chat(chat_id(page))["messages"]
-    assert [m.get("status") for m in stored] == [None, stored[1]["status"], None, "complete"]
-    assert stored[1]["status"] != "complete"
+    statuses = [m.get("status") for m in stored]
+    assert statuses == [None, "complete", None, stored[3]["status"], None, "complete"]
+    assert stored[3]["status"] != "complete"

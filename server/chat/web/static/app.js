@@ -204,9 +204,13 @@ async function openChat(chatId) {
   scrollToEnd();
 }
 
-function scrollToEnd() {
+function atEnd() {
   const messages = $("messages");
-  messages.lastElementChild?.scrollIntoView({ block: "end" });
+  return messages.scrollHeight - messages.scrollTop - messages.clientHeight < 48;
+}
+
+function scrollToEnd() {
+  $("messages").scrollTop = $("messages").scrollHeight;
 }
 
 // -- live turns ----------------------------------------------------------------------------
@@ -239,6 +243,7 @@ class Turn {
     const old = this.element;
     const open = new Set([...old.querySelectorAll(".step details[open]")].map((d) => d.closest(".step").dataset.stepId));
     const focused = old.contains(document.activeElement) ? document.activeElement.closest(".step")?.dataset.stepId : null;
+    const follow = atEnd(); // a reader who scrolled up is left where they are
     const fresh = render(this.live.message());
     for (const step of fresh.querySelectorAll(".step")) {
       if (open.has(step.dataset.stepId)) step.querySelector("details").open = true;
@@ -249,7 +254,7 @@ class Turn {
     if (state.chatId === this.chatId) {
       const steps = this.live.steps.size;
       say(this.live.ended ? "" : `Running… ${steps} step${steps === 1 ? "" : "s"}`);
-      scrollToEnd();
+      if (follow) scrollToEnd();
     }
   }
 }
@@ -363,6 +368,7 @@ async function startTurn(text) {
     fileAttachments: attachments,
   });
   $("messages").append(user);
+  scrollToEnd();
   $("message").value = "";
   clearPending();
   const turn = new Turn(chatId, "");
