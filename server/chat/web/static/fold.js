@@ -45,15 +45,15 @@ export class LiveTurn {
     } else {
       if (row.status !== "running" || row.name !== step.name) return; // the server drops these
       row.status = step.status;
-      if (step.ts !== undefined) {
+      if (step.ts != null) {
         if (row.firstTs === null) row.firstTs = step.ts;
         row.lastTs = step.ts;
       }
     }
     if ("args" in step) row.args = raw.args;
     if ("result" in step) row.result = raw.result;
-    if (step.error !== undefined) row.error = step.error;
-    if (step.durationMs !== undefined) row.durationMs = step.durationMs;
+    if (step.error != null) row.error = step.error;
+    if (step.durationMs != null) row.durationMs = step.durationMs;
   }
 
   /** End the turn on this side (the client gave up the stream): as the server settles it. */
@@ -93,6 +93,8 @@ export class LiveTurn {
     }
     if (row.error !== null) trace.error = row.error;
     if (row.durationMs !== null) trace.durationMs = row.durationMs;
+    if (row.firstTs !== null) trace.firstTs = row.firstTs;
+    if (row.lastTs !== null) trace.lastTs = row.lastTs;
     if (this.ended && trace.status === "running") closeStep(trace, this.error);
     return trace;
   }
