@@ -191,3 +191,52 @@ def test_a_payload_just_over_the_bound_keeps_whole_characters_only(page: Page) -
     assert output["truncated"] is True
     assert len(output["output"].encode()) <= DEFAULT_DISPLAY_BYTES
 
+
+
+# -- the Markdown renderer ------------------------------------------------------------------
+
+RENDER_MARKDOWN = """async ([source]) => {
+  const { renderMarkdown } = await import("/web/markdown.js");
+  const box = document.createElement("div");
+  box.append(renderMarkdown(source));
+  const elements = [...box.querySelectorAll("*")].map((node) => ({
+    tag: node.tagName.toLowerCase(),
+    attributes: Object.fromEntries([...node.attributes].map((a) => [a.name, a.value])),
+  }));
+  return { elements, text: box.textContent };
+}"""
+
+ALLOWED_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "code", "blockquote", "ul", "ol"}
+ALLOWED_TAGS |= {"li", "hr", "strong", "em", "a", "br"}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "target", "rel", "referrerpolicy"},
+    "ol": {"start"},
+    "code": {"data-lang"},
+}
+markdown_source = st.lists(
+    st.sampled_from(
+        ["# ", "## ", "- ", "1. ", "> ", "```", "~~~", "`", "**", "*", "_", "[", "](", ")", "---",
+         "  \n", "\\\n", "\n", "\n\n", " ", "text", "<script>alert(1)</script>",
+         '<img src=x onerror="alert(1)">', "javascript:alert(1)", "http://example.com/a?b=c",
+         "mailto:x@example.com", "data:text/html,<b>x</b>", "&amp;", "é€𝄞"]
+    )
+    | st.text(max_size=8),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=200)
+@given(source=markdown_source)
+def test_markdown_makes_only_safe_elements_and_keeps_every_tag_as_text(
+    page: Page, source: str
+) -> None:
+    rendered = page.evaluate(RENDER_MARKDOWN, [source])
+    for element in rendered["elements"]:
+        assert element["tag"] in ALLOWED_TAGS, element
+        allowed = ALLOWED_ATTRIBUTES.get(element["tag"], set())
+        assert set(element["attributes"]) <= allowed, element
+        if element["tag"] == "a":
+            assert element["attributes"]["href"].startswith(("http:", "https:", "mailto:"))
+            assert element["attributes"]["rel"] == "noopener noreferrer"
+    for dangerous in ("<script>", "<img src=x"):
+        assert (dangerous in source) <= (dangerous in rendered["text"])
