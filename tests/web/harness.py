@@ -22,8 +22,8 @@ from typing import Any, Final
 
 import httpx
 import trio
-from playwright.sync_api import BrowserContext, Page, Playwright
 from playwright.sync_api import Browser as PlaywrightBrowser
+from playwright.sync_api import BrowserContext, Page, Playwright
 
 from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.server.chat import AgentProfile

@@ -47,13 +47,16 @@ def test_a_full_turn_shows_its_steps_answer_and_written_file(
     assert page.locator(f"{done} .step-name").all_inner_texts() == ["list_files", "write_file"]
     assert all(t.endswith(("ms", " s")) for t in page.locator(".step-duration").all_inner_texts())
     # Args and results open on demand.
-    page.click(f'{done} .step:nth-child(2) summary')
+    page.click(f"{done} .step:nth-child(2) summary")
     args = page.locator(f"{done} .step:nth-child(2) .payload").first.inner_text()
     assert '"path": "output/report.md"' in args
     # The answer is Markdown; the user's text inside it stays text.
     answer = page.locator(f"{done} .answer")
     assert answer.locator("strong").inner_text() == "Done"
-    assert answer.locator("li").all_inner_texts() == ["listed the work dir", "wrote output/report.md"]
+    assert answer.locator("li").all_inner_texts() == [
+        "listed the work dir",
+        "wrote output/report.md",
+    ]
     assert answer.locator("code").inner_text() == "output/report.md"
     assert "<img src=x" in answer.inner_text()
     assert page.locator("#messages img, #messages script").count() == 0
@@ -72,9 +75,9 @@ def test_a_full_turn_shows_its_steps_answer_and_written_file(
 
     stored = server.chat(chat_id(page))["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant"]
-    assert page.locator("article.message").evaluate_all("els => els.map(e => e.dataset.messageId)") == [
-        m["id"] for m in stored
-    ]
+    assert page.locator("article.message").evaluate_all(
+        "els => els.map(e => e.dataset.messageId)"
+    ) == [m["id"] for m in stored]
 
 
 def test_a_reopened_chat_renders_exactly_what_the_live_stream_rendered(

@@ -15,7 +15,9 @@ from playwright.sync_api import BrowserContext, Page
 
 from tests.web.harness import ServerThread, assistant, chat_id, send, signed_in, thread_html
 
-SLEEPING = "article.message-assistant[data-status=running] .step-running .step-name:text('run_shell')"
+SLEEPING = (
+    "article.message-assistant[data-status=running] .step-running .step-name:text('run_shell')"
+)
 """The live turn's sleeping tool, shown as running."""
 
 

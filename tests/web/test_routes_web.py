@@ -86,9 +86,7 @@ async def test_the_page_needs_no_token_but_the_api_does(chat_server: ChatServer)
 async def test_sandstream_serve_serves_the_app_at_the_root(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    served = await start_serve_process(
-        nursery, tmp_path / "data", {"agent": {"kind": "scripted"}}
-    )
+    served = await start_serve_process(nursery, tmp_path / "data", {"agent": {"kind": "scripted"}})
     async with served.client("unused") as client:
         page = await client.get("/")
         module = await client.get("/web/app.js")
