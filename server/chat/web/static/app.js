@@ -270,8 +270,10 @@ async function follow(turn, open) {
   try {
     let response = await open(turn.abort.signal);
     while (response) {
+      const before = turn.cursor;
       turn.cursor = (await readFrames(response, (frame) => turn.fold(frame))) || turn.cursor;
       if (turn.live.ended) break;
+      if (turn.cursor === before) await sleep(POLL_MS); // no progress: do not spin
       response = await state.api.joinTurn(turn.chatId, turn.cursor, turn.abort.signal); // dropped: resume
     }
     turn.draw();
@@ -299,23 +301,28 @@ async function follow(turn, open) {
   }
 }
 
-/** Wait until the chat holds the turn's message, then draw it from history. */
+/**
+ * Wait until the chat's turn has settled (its lock released; the message is stored
+ * in the same transaction), then draw the stored message.
+ */
 async function showStored(turn) {
   if (state.chatId === turn.chatId) say("Waiting for the turn to be saved…");
-  for (;;) {
-    const chat = await state.api.getChat(turn.chatId);
-    const stored = chat.messages.find((message) => message.id === turn.live.id);
-    if (!chat.activeMessageId && (stored || !turn.live.id)) {
-      if (stored) {
-        const fresh = render(stored);
-        turn.element.replaceWith(fresh);
-        turn.element = fresh;
-      }
-      if (state.chatId === turn.chatId) say("");
-      return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  let chat = await state.api.getChat(turn.chatId);
+  while (chat.activeMessageId) {
+    await sleep(POLL_MS);
+    chat = await state.api.getChat(turn.chatId);
   }
+  const stored = chat.messages.find((message) => message.id === turn.live.id);
+  if (stored) {
+    const fresh = render(stored);
+    turn.element.replaceWith(fresh);
+    turn.element = fresh;
+  }
+  if (state.chatId === turn.chatId) say("");
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function announce(kind, chatId) {
