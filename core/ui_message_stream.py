@@ -176,10 +176,10 @@ class UIMessageStream:
         for item in items:
             if self._finished:
                 break
-            if type(item) is Comment:
+            if isinstance(item, Comment):
                 out.append(PING)
             elif item.event in _ENVELOPE_EVENTS:
-                envelope = self._envelope(item.event, item.data)  # type: ignore[union-attr]
+                envelope = self._envelope(item.event, item.data)
                 if type(envelope) is Step:
                     out.append(self._step(envelope))
                 else:
@@ -191,7 +191,9 @@ class UIMessageStream:
             envelope = _decode_line(data.encode())
         except (msgspec.DecodeError, RecursionError) as exc:
             self._finished = True
-            raise UIMessageStreamError(f"a {event!r} frame's data is no envelope line: {exc}")
+            raise UIMessageStreamError(
+                f"a {event!r} frame's data is no envelope line: {exc}"
+            ) from exc
         kind = envelope.__struct_config__.tag
         if kind != event:
             self._finished = True

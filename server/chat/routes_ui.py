@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from functools import partial
 from types import TracebackType
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
 import msgspec
@@ -40,7 +40,7 @@ from .ids import now_ms
 from .relay import RelayBody
 from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
 
-__all__ = ["UIChatRequest", "UIMessageStreamBody", "ui_blueprint"]
+__all__ = ["ChatSSEBody", "UIChatRequest", "UIMessageStreamBody", "ui_blueprint"]
 
 ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui")
 require_api_token(ui_blueprint)
@@ -163,6 +163,21 @@ def _bad_file_part(url: str | None) -> BadRequestError:
     )
 
 
+class ChatSSEBody(Protocol):
+    """A response body of the chat's SSE, such as :class:`~.relay.RelayBody`."""
+
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def __anext__(self) -> bytes: ...
+
+
 class UIMessageStreamBody(ResponseBody):
     """A chat SSE response body (its context and iteration: :class:`~.relay.RelayBody`),
     translated by ``stream``: the source's frames go out as UI message stream frames.
@@ -172,7 +187,7 @@ class UIMessageStreamBody(ResponseBody):
     as on the chat's own stream. Reading stops at the translator's ``[DONE]``.
     """
 
-    def __init__(self, source: ResponseBody, stream: UIMessageStream) -> None:
+    def __init__(self, source: ChatSSEBody, stream: UIMessageStream) -> None:
         self._source = source
         self._stream = stream
 
