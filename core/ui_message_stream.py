@@ -24,23 +24,28 @@ objects in ``ai`` 5.0.0, so an unknown key would fail an older client):
   the terminal get ``tool-output-error`` with the reason the stored message gives them
   (:func:`~sandstream.core.persistence.assistant_message`);
 - after the terminal, ``finish`` and ``data: [DONE]``; later input is ignored;
-- a comment (``: ping``) is passed on as a keep-alive; ``files``, ``log``, the chat's
-  own ``start``, ``done`` and unknown events send nothing.
+- ``files`` (files the run wrote back) → one ``file`` chunk per file (``url``: what
+  ``file_url`` makes of its id, ``mediaType``: its content type), if ``file_url`` is
+  given;
+- a comment (``: ping``) is passed on as a keep-alive; ``log``, the chat's own
+  ``start``, ``done`` and unknown events send nothing.
 
-Bad input: a ``step``, ``result`` or ``error`` frame whose data is not such an
-envelope line raises :class:`UIMessageStreamError` (the stream accepts nothing more).
+Bad input: a ``step``, ``result``, ``error`` or ``files`` frame whose data is not what
+the chat sends there raises :class:`UIMessageStreamError` (the stream accepts nothing
+more).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Final
 
 import msgspec
 
 from .envelope import Error, Result, Step, WireEnvelope, new_wire_decoder
 from .errors import SandstreamError
-from .persistence import StepTraceBlock, assistant_message
+from .persistence import PersistedFileAttachment, StepTraceBlock, assistant_message
 from .sse import PING, format_event
 from .sse_parser import Comment, ServerSentEvent, SSEParseError, SSEParser
 from .turn import Turn
@@ -93,6 +98,11 @@ class _ToolOutputError(_Chunk, tag="tool-output-error"):
     dynamic: bool
 
 
+class _File(_Chunk, tag="file"):
+    url: str
+    media_type: str
+
+
 class _TextStart(_Chunk, tag="text-start"):
     id: str
 
@@ -114,7 +124,12 @@ class _Finish(_Chunk, tag="finish"):
     pass
 
 
+class _Files(msgspec.Struct):
+    files: list[PersistedFileAttachment]
+
+
 _encode: Final = msgspec.json.Encoder().encode
+_decode_files: Final = msgspec.json.Decoder(_Files).decode
 _decode_line: Final = new_wire_decoder().decode
 _ENVELOPE_EVENTS: Final = frozenset({"step", "result", "error"})
 
@@ -126,10 +141,11 @@ class UIMessageStream:
     step still running.
     """
 
-    __slots__ = ("_finished", "_open_steps", "_parser", "_started", "message_id")
+    __slots__ = ("_file_url", "_finished", "_open_steps", "_parser", "_started", "message_id")
 
-    def __init__(self, message_id: str) -> None:
+    def __init__(self, message_id: str, *, file_url: Callable[[str], str] | None = None) -> None:
         self.message_id = message_id
+        self._file_url = file_url
         self._parser = SSEParser(include_comments=True)
         self._started = False
         self._finished = False
@@ -184,7 +200,17 @@ class UIMessageStream:
                     out.append(self._step(envelope))
                 else:
                     out.append(self._terminal(envelope))  # type: ignore[arg-type]
+            elif item.event == "files" and self._file_url is not None:
+                out.append(self._files(item.data, self._file_url))
         return b"".join(out)
+
+    def _files(self, data: str, file_url: Callable[[str], str]) -> bytes:
+        try:
+            files = _decode_files(data.encode()).files
+        except (msgspec.DecodeError, RecursionError) as exc:
+            self._finished = True
+            raise UIMessageStreamError(f"a 'files' frame's data is no file list: {exc}") from exc
+        return b"".join(_frame(_File(file_url(f.id), f.content_type)) for f in files)
 
     def _envelope(self, event: str, data: str) -> WireEnvelope:
         try:

@@ -6,7 +6,8 @@ stream out (:class:`~sandstream.core.UIMessageStream`).
   a turn exactly as ``POST /api/assistant/chat/stream`` does: ``id`` is the chat (it
   must exist: ``POST /api/assistant/chats``), the last message (a user's) is the turn's
   message: its text parts joined, its file parts naming files of the chat's bag. The
-  answer is the turn's SSE translated frame by frame.
+  answer is the turn's SSE translated frame by frame; files the run writes back are
+  ``file`` parts whose ``url`` is their download path (:func:`bag_file_url`).
 - ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: ``204`` when
   the chat has no live turn. A live turn can be followed only by the connection that
   started it until the chat runs on durable sessions (issue 11): meanwhile ``409``.
@@ -24,7 +25,7 @@ import re
 from functools import partial
 from types import TracebackType
 from typing import Annotated, Any, Final, Literal, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import msgspec
 from quart import Blueprint, Response, request
@@ -40,7 +41,7 @@ from .ids import now_ms
 from .relay import RelayBody
 from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
 
-__all__ = ["ChatSSEBody", "UIChatRequest", "UIMessageStreamBody", "ui_blueprint"]
+__all__ = ["ChatSSEBody", "UIChatRequest", "UIMessageStreamBody", "bag_file_url", "ui_blueprint"]
 
 ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui")
 require_api_token(ui_blueprint)
@@ -117,7 +118,10 @@ async def ui_chat() -> Response:
         stall_timeout=settings.stall_timeout,
         abort_client=partial(abort_scope_connection, scope),
     )
-    stream = UIMessageStream(turn.assistant_message_id)
+    stream = UIMessageStream(
+        turn.assistant_message_id,
+        file_url=partial(bag_file_url, turn_request.workspace_id, turn.chat_id),
+    )
     response = Response(UIMessageStreamBody(relay, stream), status=200)
     response.headers.update(UI_MESSAGE_STREAM_HEADERS)
     response.headers["X-Chat-Id"] = turn.chat_id
@@ -141,6 +145,13 @@ async def ui_chat_resume(chat_id: str) -> Response:
         type=TURN_NOT_FOLLOWABLE,
         chatId=chat.id,
         activeMessageId=chat.active_message_id,
+    )
+
+
+def bag_file_url(workspace_id: str, chat_id: str, file_id: str) -> str:
+    """The path a bag file is downloaded from (and a file part may name)."""
+    return (
+        f"/api/assistant/chats/{chat_id}/files/{file_id}?{urlencode({'workspaceId': workspace_id})}"
     )
 
 

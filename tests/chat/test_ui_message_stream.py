@@ -75,9 +75,10 @@ async def new_chat(server: ChatServer) -> str:
     return str(response.json()["id"])
 
 
-def expected_parts(stored: dict[str, Any]) -> list[dict[str, Any]]:
+def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]:
     """The UIMessage parts the stored assistant message stands for: each step a
-    ``dynamic-tool`` part (its output, or its error), then the text if any."""
+    ``dynamic-tool`` part (its output, or its error), each file it wrote back a
+    ``file`` part (its download path), then the text if any."""
     blocks = stored["content"]
     outputs = {b["stepId"]: b["output"] for b in blocks if b["type"] == "tool_output"}
     steps = next((b["steps"] for b in blocks if b["type"] == "steps"), [])
@@ -94,6 +95,14 @@ def expected_parts(stored: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             part |= {"state": "output-error", "errorText": step.get("error") or "failed"}
         parts.append(part)
+    parts += [
+        {
+            "type": "file",
+            "mediaType": file["contentType"],
+            "url": f"/api/assistant/chats/{chat_id}/files/{file['id']}?workspaceId={WORKSPACE}",
+        }
+        for file in stored.get("fileAttachments", [])
+    ]
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     parts += [{"type": "text", "text": text, "state": "done"} for text in texts]
     return parts
@@ -102,14 +111,15 @@ def expected_parts(stored: dict[str, Any]) -> list[dict[str, Any]]:
 def built_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The SDK's message parts, with only the fields the stored message has."""
     keys = ("type", "toolCallId", "toolName", "input", "state", "output", "errorText", "text")
+    keys += ("mediaType", "url")
     return [{k: part[k] for k in keys if k in part} for part in message["parts"]]
 
 
-def assert_built_as_stored(output: dict[str, Any], stored: dict[str, Any]) -> None:
+def assert_built_as_stored(output: dict[str, Any], stored: dict[str, Any], chat_id: str) -> None:
     message = output["message"]
     assert message["id"] == stored["id"]
     assert message["role"] == "assistant"
-    assert built_parts(message) == expected_parts(stored)
+    assert built_parts(message) == expected_parts(stored, chat_id)
     # ai 5.0.0 (strict chunk objects) read the same bytes to the same message.
     assert output["message500"] == message
     assert output["errors500"] == output["errors"]
@@ -134,13 +144,20 @@ async def test_use_chat_builds_the_message_the_chat_stored(
     user, stored = chat["messages"]
     assert user["content"] == [{"type": "text", "text": "hello there"}]
     assert stored["status"] == "complete"
-    assert_built_as_stored(output, stored)
-    kinds = [(p["toolName"], p["state"]) for p in output["message"]["parts"][:-1]]
+    assert_built_as_stored(output, stored, chat_id)
+    parts = output["message"]["parts"]
+    kinds = [(p["toolName"], p["state"]) for p in parts[:3]]
     assert kinds == [
         ("run_shell", "output-available"),
         ("read_file", "output-error"),
         ("write_file", "output-available"),
     ]
+    # The written-back file is a file part the client can download with its token.
+    [written] = stored["fileAttachments"]
+    assert written["name"] == "notes.md"
+    async with server.client() as client:
+        download = await client.get(parts[3]["url"])
+    assert download.content == b"# notes\n"
     assert output["message"]["parts"][-1]["text"] == "ok hello there\nsecond line"
 
 
@@ -156,7 +173,7 @@ async def test_an_error_turn_reaches_on_error_with_its_steps(
     assert output["errors"] == ["[model_error] the model said no"]
     stored = (await server.chat(chat_id))["messages"][-1]
     assert stored["status"] == "failed"
-    assert_built_as_stored(output, stored)
+    assert_built_as_stored(output, stored, chat_id)
     assert [p["type"] for p in output["message"]["parts"]] == ["dynamic-tool"]
 
 
@@ -180,7 +197,7 @@ async def test_file_parts_name_files_of_the_chats_bag(
     assert output["errors"] == []
     user, stored = (await server.chat(chat_id))["messages"]
     assert [a["id"] for a in user["fileAttachments"]] == [file_id]
-    assert_built_as_stored(output, stored)
+    assert_built_as_stored(output, stored, chat_id)
     assert output["message"]["parts"][-1]["text"] == "Done: read it"
 
     refused = await use_chat(

@@ -332,3 +332,17 @@ def test_chunks_are_encoded_as_their_structs_say() -> None:
     assert frames[-1] == b""
     assert all(f.startswith(b"data: ") and b"\n" not in f for f in frames[:-1])
     assert msgspec.json.decode(frames[0][6:]) == {"type": "start", "messageId": "m1"}
+
+
+def test_written_back_files_are_file_chunks_when_urls_are_given() -> None:
+    sse, _ = chat_sse(line(type="result", message="ok"), files=True)
+    stream = UIMessageStream("m1", file_url=lambda file_id: f"/files/{file_id}")
+    parsed = chunks(stream.feed(sse) + stream.close())
+    assert parsed[1] == {
+        "type": "file",
+        "url": "/files/f1",
+        "mediaType": "application/octet-stream",
+    }
+    assert set(parsed[1]) <= {"type", "url", "mediaType", "providerMetadata"}  # ai 5.0.0's keys
+    with pytest.raises(UIMessageStreamError, match="no file list"):
+        UIMessageStream("m1", file_url=str).feed(b'event: files\ndata: {"files":[{}]}\n\n')
