@@ -55,11 +55,12 @@ __all__ = ["UI_MESSAGE_STREAM_HEADERS", "UIMessageStream", "UIMessageStreamError
 UI_MESSAGE_STREAM_HEADERS: Final = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
-    "Connection": "keep-alive",
     "X-Vercel-AI-UI-Message-Stream": "v1",
     "X-Accel-Buffering": "no",
 }
-"""The response headers the AI SDK's ``createUIMessageStreamResponse`` sends."""
+"""The response headers of the stream: those of the AI SDK's own
+``createUIMessageStreamResponse``, less ``Connection`` (HTTP/2 forbids it), plus
+``X-Accel-Buffering: no`` so a proxy does not hold the frames back."""
 
 DONE: Final = b"data: [DONE]\n\n"
 TEXT_PART_ID: Final = "text"

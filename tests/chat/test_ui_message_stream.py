@@ -311,3 +311,26 @@ async def test_the_workspace_may_come_in_the_body(server: ChatServer) -> None:
         "finish",
     ]
     assert chunks[2]["delta"] == "Done: hi"
+
+
+async def test_file_parts_must_be_files_of_this_chats_bag(server: ChatServer) -> None:
+    chat_id = await new_chat(server)
+    other = await new_chat(server)
+
+    async def send(url: str) -> dict[str, Any]:
+        body = ui_body(chat_id, "see attached")
+        body["messages"][0]["parts"].append({"type": "file", "mediaType": "text/plain", "url": url})
+        async with server.client() as client:
+            response = await client.post(
+                "/api/assistant/ui/chat", params={"workspaceId": WORKSPACE}, json=body
+            )
+        assert response.status_code == 422, response.text
+        problem: dict[str, Any] = response.json()
+        return problem
+
+    foreign = await send(f"/api/assistant/chats/{other}/files/file_1")
+    assert "must be a file of this chat's bag" in foreign["detail"]
+    unknown = await send(f"https://elsewhere.example/api/assistant/chats/{chat_id}/files/file_1")
+    assert unknown["type"] == "urn:sandstream:problem:unknown-attachment"
+    assert unknown["unknownIds"] == ["file_1"]
+    assert "activeMessageId" not in await server.chat(chat_id)
