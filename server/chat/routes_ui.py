@@ -11,8 +11,8 @@ stream out (:class:`~sandstream.core.UIMessageStream`).
 - ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: ``204`` when
   the chat has no live turn. A live turn can be followed only by the connection that
   started it until the chat runs on durable sessions (issue 11): meanwhile ``409``.
-  Following it then is :class:`UIMessageStreamBody` over the chat's SSE from its first
-  frame, with a fresh translator (``useChat`` fails on a delta whose part it has not
+  Following it then is :func:`ui_stream_response` over the chat's live turn followed
+  from cursor 0 (a fresh translator: ``useChat`` fails on a delta whose part it has not
   seen, so a resume replays the whole message).
 
 Both need the chat API token and ``workspaceId`` (the query, or the POST body).
@@ -41,7 +41,14 @@ from .ids import now_ms
 from .relay import RelayBody
 from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
 
-__all__ = ["ChatSSEBody", "UIChatRequest", "UIMessageStreamBody", "bag_file_url", "ui_blueprint"]
+__all__ = [
+    "ChatSSEBody",
+    "UIChatRequest",
+    "UIMessageStreamBody",
+    "bag_file_url",
+    "ui_blueprint",
+    "ui_stream_response",
+]
 
 ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui")
 require_api_token(ui_blueprint)
@@ -118,14 +125,25 @@ async def ui_chat() -> Response:
         stall_timeout=settings.stall_timeout,
         abort_client=partial(abort_scope_connection, scope),
     )
-    stream = UIMessageStream(
-        turn.assistant_message_id,
-        file_url=partial(bag_file_url, turn_request.workspace_id, turn.chat_id),
+    response = ui_stream_response(
+        relay, turn.assistant_message_id, turn_request.workspace_id, turn.chat_id
     )
-    response = Response(UIMessageStreamBody(relay, stream), status=200)
-    response.headers.update(UI_MESSAGE_STREAM_HEADERS)
-    response.headers["X-Chat-Id"] = turn.chat_id
     response.headers["X-Session-Id"] = turn.session_id
+    return response
+
+
+def ui_stream_response(
+    source: ChatSSEBody, message_id: str, workspace_id: str, chat_id: str
+) -> Response:
+    """``200``: the chat SSE of ``source`` as the UI message stream of ``message_id``.
+
+    ``source`` is read from its first frame: a resume hands in the chat's live turn
+    followed from cursor 0, so the client rebuilds the whole message.
+    """
+    stream = UIMessageStream(message_id, file_url=partial(bag_file_url, workspace_id, chat_id))
+    response = Response(UIMessageStreamBody(source, stream), status=200)
+    response.headers.update(UI_MESSAGE_STREAM_HEADERS)
+    response.headers["X-Chat-Id"] = chat_id
     response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
     return response
 
