@@ -334,3 +334,36 @@ async def test_file_parts_must_be_files_of_this_chats_bag(server: ChatServer) ->
     assert unknown["type"] == "urn:sandstream:problem:unknown-attachment"
     assert unknown["unknownIds"] == ["file_1"]
     assert "activeMessageId" not in await server.chat(chat_id)
+
+
+async def test_a_shutdown_mid_turn_closes_the_running_step_as_stored(
+    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path, agent=plans(slow=sleeping(300)))
+    chat_id = await new_chat(server)
+    outputs: list[dict[str, Any]] = []
+
+    async def client() -> None:
+        outputs.append(await use_chat(node_packages, server, chatId=chat_id, text="slow please"))
+
+    nursery.start_soon(client)
+    with trio.fail_after(DEADLINE):  # the sleeping step has been streamed
+        while not any(
+            row.status == "running"
+            for turn in server.service.live.turns()
+            for row in turn.processor.turn.steps
+        ):
+            await trio.sleep(0.05)
+    await server.shutdown()
+    with trio.fail_after(DEADLINE):
+        while not outputs:
+            await trio.sleep(0.05)
+
+    [output] = outputs
+    assert output["errors"] == ["[shutdown] the server is shutting down"]
+    messages = await server.store.get_messages(WORKSPACE, chat_id)  # the server is gone
+    stored = msgspec.json.decode(msgspec.json.encode(messages[-1]))
+    assert stored["status"] == "failed"
+    assert_built_as_stored(output, stored, chat_id)
+    [part] = output["message"]["parts"]
+    assert part["state"] == "output-error" and "[shutdown]" in part["errorText"]
