@@ -8,6 +8,10 @@
 #   venv                    .venv with this checkout installed (editable, with the dev
 #                           extra), created or brought up to date when pyproject.toml
 #                           changed since the last install
+#   node_packages           tests/node/node_modules (the `ai` npm package the AI SDK
+#                           stream is tested with) from its package-lock.json, with
+#                           `npm ci`, when missing or older than the lock file; npm
+#                           itself from Debian's npm package when missing
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -49,4 +53,14 @@ venv() {
     "$root/.venv/bin/pip" install -q -e "$root[dev]"
     echo "$want" >"$stamp"
   fi
+}
+
+node_packages() {
+  local dir="$root/tests/node"
+  command -v npm >/dev/null 2>&1 || debian_packages npm
+  if [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  echo "setup: installing the npm packages of tests/node (npm ci)" >&2
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
 }

@@ -20,12 +20,14 @@ from .turn import (
     Turn,
     decode_payload,
 )
+from .ui_message_stream import UI_MESSAGE_STREAM_HEADERS, UIMessageStream, UIMessageStreamError
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_STEP_BYTES",
     "PING",
+    "UI_MESSAGE_STREAM_HEADERS",
     "ChatTurn",
     "Diagnostic",
     "DiagnosticCode",
@@ -48,6 +50,8 @@ __all__ = [
     "StepStatus",
     "StreamProcessor",
     "Turn",
+    "UIMessageStream",
+    "UIMessageStreamError",
     "assistant_message",
     "decode_payload",
     "encode_line",

@@ -40,6 +40,7 @@ from .multipart import PART_OVERHEAD
 from .routes_agents import agents_blueprint
 from .routes_callbacks import callbacks_blueprint
 from .routes_chat import chat_blueprint
+from .routes_ui import ui_blueprint
 from .routes_web import web_blueprint
 from .service import PENDING_TURNS, ChatService
 
@@ -97,6 +98,7 @@ def create_chat_app(service: ChatService) -> QuartTrio:
     app.asgi_http_class = ChatAwareHTTPConnection
     install_chat_error_handlers(app)
     app.register_blueprint(chat_blueprint)
+    app.register_blueprint(ui_blueprint)
     app.register_blueprint(agents_blueprint)
     app.register_blueprint(callbacks_blueprint)
     app.register_blueprint(web_blueprint)

@@ -1,0 +1,250 @@
+"""The chat turn for the Vercel AI SDK's ``useChat``: its request body in, the UI message
+stream out (:class:`~sandstream.core.UIMessageStream`).
+
+- ``POST /api/assistant/ui/chat`` takes ``DefaultChatTransport``'s body (``{id,
+  messages, trigger, messageId}`` plus the transport's own ``body`` fields) and starts
+  a turn exactly as ``POST /api/assistant/chat/stream`` does: ``id`` is the chat (it
+  must exist: ``POST /api/assistant/chats``), the last message (a user's) is the turn's
+  message: its text parts joined, its file parts naming files of the chat's bag. The
+  answer is the turn's SSE translated frame by frame; files the run writes back are
+  ``file`` parts whose ``url`` is their download path (:func:`bag_file_url`).
+- ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: ``204`` when
+  the chat has no live turn. A live turn can be followed only by the connection that
+  started it until the chat runs on durable sessions (issue 11): meanwhile ``409``.
+  Following it then is :func:`ui_stream_response` over the chat's live turn followed
+  from cursor 0 (a fresh translator: ``useChat`` fails on a delta whose part it has not
+  seen, so a resume replays the whole message).
+
+Both need the chat API token and ``workspaceId`` (the query, or the POST body).
+Errors are problem JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+from types import TracebackType
+from typing import Annotated, Any, Final, Literal, Protocol
+from urllib.parse import unquote, urlencode, urlsplit
+
+import msgspec
+from quart import Blueprint, Response, request
+from quart.wrappers.response import ResponseBody
+
+from sandstream.core import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.http.problems import BadRequestError, invalid, problem
+from sandstream.server.http.requests import read_json
+
+from .app_state import get_service, require_api_token
+from .ids import now_ms
+from .relay import RelayBody
+from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
+
+__all__ = [
+    "ChatSSEBody",
+    "UIChatRequest",
+    "UIMessageStreamBody",
+    "bag_file_url",
+    "ui_blueprint",
+    "ui_stream_response",
+]
+
+ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui")
+require_api_token(ui_blueprint)
+
+TURN_NOT_FOLLOWABLE: Final = "urn:sandstream:problem:turn-not-followable"
+_BAG_FILE_PATH: Final = re.compile(r"/api/assistant/chats/([^/]+)/files/([^/]+)\Z")
+
+
+class UIMessagePart(msgspec.Struct, rename="camel", kw_only=True):
+    """A part of a ``UIMessage``: only ``text`` and ``file`` parts are read."""
+
+    type: str
+    text: str | None = None
+    url: str | None = None
+
+
+class UIMessage(msgspec.Struct, kw_only=True):
+    """A ``UIMessage`` as ``useChat`` sends it (``metadata`` and the rest ignored)."""
+
+    id: str
+    role: Literal["system", "user", "assistant"]
+    parts: Annotated[list[UIMessagePart], msgspec.Meta(max_length=1000)]
+
+
+class UIChatRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``POST /api/assistant/ui/chat``: ``DefaultChatTransport``'s body.
+
+    ``workflowId``, ``sandboxUrl`` and ``workspaceId`` may come from the transport's
+    ``body`` option; ``messageId`` (an edited or regenerated message) is refused.
+    """
+
+    id: Identifier
+    messages: Annotated[list[UIMessage], msgspec.Meta(min_length=1, max_length=100_000)]
+    trigger: str = "submit-message"
+    message_id: str | None = None
+    workspace_id: Identifier | None = None
+    workflow_id: Identifier | None = None
+    sandbox_url: str | None = None
+
+
+@ui_blueprint.post("/chat")
+async def ui_chat() -> Response:
+    """One user turn → ``200`` UI message stream: start, tool parts, text, finish, [DONE]."""
+    service = get_service()
+    settings = service.settings
+    body = await read_json(UIChatRequest, settings.max_json_bytes)
+    if body.trigger != "submit-message" or body.message_id is not None:
+        return invalid(
+            "only new messages can be sent (trigger 'submit-message' without messageId): "
+            "the chat's history is the server's and is never rewritten"
+        )
+    last = body.messages[-1]
+    if last.role != "user":
+        return invalid(f"the last message must be the user's, not the {last.role}'s")
+    message = "\n\n".join(p.text for p in last.parts if p.type == "text" and p.text is not None)
+    if not message.strip():
+        return invalid("the last message has no text")
+    if len(message) > settings.max_message_chars:
+        return invalid(f"message is limited to {settings.max_message_chars} characters")
+    attachment_ids = [_bag_file_id(p.url, body.id) for p in last.parts if p.type == "file"]
+    turn_request = ChatStreamRequest(
+        workspace_id=body.workspace_id or workspace_query(),
+        message=message,
+        chat_id=body.id,
+        workflow_id=body.workflow_id,
+        attachment_ids=attachment_ids,
+        sandbox_url=body.sandbox_url,
+    )
+    scope: dict[str, Any] = request.scope  # type: ignore[assignment]
+    turn = await service.start_chat_turn(turn_request, scope)
+    relay = RelayBody(
+        turn,
+        ping_interval=settings.ping_interval,
+        stall_timeout=settings.stall_timeout,
+        abort_client=partial(abort_scope_connection, scope),
+    )
+    response = ui_stream_response(
+        relay, turn.assistant_message_id, turn_request.workspace_id, turn.chat_id
+    )
+    response.headers["X-Session-Id"] = turn.session_id
+    return response
+
+
+def ui_stream_response(
+    source: ChatSSEBody, message_id: str, workspace_id: str, chat_id: str
+) -> Response:
+    """``200``: the chat SSE of ``source`` as the UI message stream of ``message_id``.
+
+    ``source`` is read from its first frame: a resume hands in the chat's live turn
+    followed from cursor 0, so the client rebuilds the whole message.
+    """
+    stream = UIMessageStream(message_id, file_url=partial(bag_file_url, workspace_id, chat_id))
+    response = Response(UIMessageStreamBody(source, stream), status=200)
+    response.headers.update(UI_MESSAGE_STREAM_HEADERS)
+    response.headers["X-Chat-Id"] = chat_id
+    response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
+    return response
+
+
+@ui_blueprint.get("/chat/<chat_id>/stream")
+async def ui_chat_resume(chat_id: str) -> Response:
+    """``204`` when the chat has no live turn; ``409`` while one runs (see the module)."""
+    service = get_service()
+    chat = await service.store.get_chat(workspace_query(), chat_id, now=now_ms())
+    if chat.active_message_id is None:
+        return Response(b"", status=204)
+    return problem(
+        409,
+        "Turn not followable",
+        "a turn is live on this chat, and only the connection that started it can "
+        "follow it until the chat runs on durable sessions",
+        type=TURN_NOT_FOLLOWABLE,
+        chatId=chat.id,
+        activeMessageId=chat.active_message_id,
+    )
+
+
+def bag_file_url(workspace_id: str, chat_id: str, file_id: str) -> str:
+    """The path a bag file is downloaded from (and a file part may name)."""
+    return (
+        f"/api/assistant/chats/{chat_id}/files/{file_id}?{urlencode({'workspaceId': workspace_id})}"
+    )
+
+
+def _bag_file_id(url: str | None, chat_id: str) -> str:
+    """The id of the bag file a file part's ``url`` names (absolute or relative:
+    ``…/api/assistant/chats/{chatId}/files/{fileId}``, query ignored); 422 otherwise."""
+    match = _BAG_FILE_PATH.search(urlsplit(url or "").path)
+    if match is None or unquote(match[1]) != chat_id:
+        raise _bad_file_part(url)
+    return check_id(unquote(match[2]), "a file part's file id")
+
+
+def _bad_file_part(url: str | None) -> BadRequestError:
+    shown = (url or "")[:80]
+    return BadRequestError(
+        invalid(
+            "a file part's url must be a file of this chat's bag "
+            f"(/api/assistant/chats/{{chatId}}/files/{{fileId}}, uploaded first), not {shown!r}"
+        )
+    )
+
+
+class ChatSSEBody(Protocol):
+    """A response body of the chat's SSE, such as :class:`~.relay.RelayBody`."""
+
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def __anext__(self) -> bytes: ...
+
+
+class UIMessageStreamBody(ResponseBody):
+    """A chat SSE response body (its context and iteration: :class:`~.relay.RelayBody`),
+    translated by ``stream``: the source's frames go out as UI message stream frames.
+
+    The source stays in charge of the turn: entering, leaving (also on cancellation)
+    and every read are its own, so a client that leaves or stops reading is handled
+    as on the chat's own stream. Reading stops at the translator's ``[DONE]``.
+    """
+
+    def __init__(self, source: ChatSSEBody, stream: UIMessageStream) -> None:
+        self._source = source
+        self._stream = stream
+
+    async def __aenter__(self) -> UIMessageStreamBody:
+        await self._source.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._source.__aexit__(exc_type, exc, tb)
+
+    def __aiter__(self) -> UIMessageStreamBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        """The next UI frames (a ``: ping`` passes through as one)."""
+        stream = self._stream
+        while not stream.finished:
+            try:
+                chunk = await self._source.__anext__()
+            except StopAsyncIteration:
+                out = stream.close()
+            else:
+                out = stream.feed(chunk)
+            if out:
+                return out
+        raise StopAsyncIteration
