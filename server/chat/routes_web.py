@@ -25,7 +25,7 @@ __all__ = ["CONTENT_SECURITY_POLICY", "web_blueprint"]
 STATIC_DIR: Final = Path(__file__).parent / "web" / "static"
 
 CONTENT_SECURITY_POLICY: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 

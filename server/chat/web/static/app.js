@@ -408,7 +408,8 @@ async function followUp(text) {
     turn.element.before(user);
     $("message").value = "";
   } catch (error) {
-    fail(error);
+    const noRoute = error instanceof ApiError && (error.status === 404 || error.status === 405);
+    fail(noRoute ? new Error("This server takes no messages while a turn runs: send it once the turn ends.") : error);
   }
 }
 
