@@ -235,3 +235,25 @@ def test_a_second_tab_shows_the_turns_another_tab_runs(
     for page in (first, second):
         page.wait_for_selector(done)
     assert thread_html(second) == thread_html(first)
+
+
+def test_chats_are_listed_newest_first_and_new_chat_starts_an_empty_thread(
+    context: BrowserContext, server: ServerThread
+) -> None:
+    page = signed_in(context, server)
+    send(page, "the older chat")
+    assistant(page, "complete")
+    older = chat_id(page)
+    page.click("#new-chat")
+    assert page.locator("#messages article").count() == 0
+    assert page.evaluate("document.activeElement.id") == "message"
+    send(page, "the newer chat")
+    page.wait_for_selector("#chat-list li:first-child .chat-title:text-is('the newer chat')")
+    newer = chat_id(page)
+    assert newer != older
+    listed = page.locator(".chat-link").evaluate_all("els => els.map(e => e.dataset.chatId)")
+    assert listed == [newer, older]
+    page.click(f'.chat-link[data-chat-id="{older}"]')
+    page.wait_for_selector("article.message-user:has-text('the older chat')")
+    assert chat_id(page) == older
+    assert page.locator("#messages article").count() == 2

@@ -89,7 +89,7 @@ def test_a_follow_up_while_the_turn_runs_is_stored_as_a_user_message(
     page.wait_for_selector("article.message-assistant[data-status=running] .step")
     assert page.locator("#send").inner_text() == "Send follow-up"
     send(page, "and one more thing")
-    page.wait_for_selector("article.message-user:text('and one more thing')")
+    page.wait_for_selector("article.message-user:has-text('and one more thing')")
     assert page.locator("#alert").inner_text() == ""
     assistant(page, "complete")
 
