@@ -67,7 +67,7 @@ def web_plans() -> AgentProfile:
     in Markdown. ``fail``: a failing step (a missing file) ends the turn with an error.
     ``long``: a step whose result is over the 16 KiB display bound. ``cat``: print
     the attached ``notes.txt``. ``slow``: a step, then a tool sleeping 300 s.
-    ``nap``: a step, then a tool sleeping 3 s.
+    ``nap``: a step, then a tool sleeping 5 s.
     """
     template = ConfigResponse(agent=_plan(LIST_FILES, write_step("output/report.md", REPORT)))
     return PlanByPrompt(
@@ -81,7 +81,7 @@ def web_plans() -> AgentProfile:
             "long": _plan(shell("head -c 20000 /dev/zero | tr '\\0' x"), message="long: done"),
             "cat": _plan(shell("cat attachments/notes.txt"), message="read the notes"),
             "slow": _plan(LIST_FILES, shell("sleep 300"), message="slept"),
-            "nap": _plan(LIST_FILES, shell("sleep 3"), message="napped: {prompt}"),
+            "nap": _plan(LIST_FILES, shell("sleep 5"), message="napped: {prompt}"),
         },
     )
 
