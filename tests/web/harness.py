@@ -32,7 +32,6 @@ from tests.chat.harness import (
     AUTH,
     DEADLINE,
     WORKSPACE,
-    ChatServer,
     PlanByPrompt,
     shell,
     start_chat_server,
@@ -97,7 +96,6 @@ class ServerThread:
         self.data_dir = data_dir
         self.overrides = overrides
         self.url = ""
-        self._server: ChatServer | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
         self._ready = threading.Event()
@@ -123,11 +121,6 @@ class ServerThread:
         self._thread.join(DEADLINE)
         assert not self._thread.is_alive(), "the chat server did not stop"
 
-    @property
-    def server(self) -> ChatServer:
-        assert self._server is not None
-        return self._server
-
     def _run(self) -> None:
         try:
             trio.run(self._serve)
@@ -138,12 +131,12 @@ class ServerThread:
     async def _serve(self) -> None:
         self._stop = trio.Event()
         async with trio.open_nursery() as nursery:
-            self._server = await start_chat_server(nursery, self.data_dir, **self.overrides)
-            self.url = self._server.url
+            server = await start_chat_server(nursery, self.data_dir, **self.overrides)
+            self.url = server.url
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
             await self._stop.wait()
-            await self._server.shutdown()
+            await server.shutdown()
             nursery.cancel_scope.cancel()
 
     def api(self) -> httpx.Client:
@@ -159,10 +152,6 @@ class ServerThread:
         assert response.status_code == 200, response.text
         data: dict[str, Any] = response.json()
         return data
-
-    def live_turns(self) -> int:
-        """Turns the server is running now."""
-        return len(self.server.service.live)
 
 
 def launch(playwright: Playwright) -> PlaywrightBrowser:

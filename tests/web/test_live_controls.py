@@ -11,8 +11,12 @@ follow-up is refused.
 
 from __future__ import annotations
 
+import time
+
+import psutil
 from playwright.sync_api import BrowserContext, Page
 
+from tests.chat.harness import DEADLINE
 from tests.web.harness import ServerThread, assistant, chat_id, send, signed_in, thread_html
 
 SLEEPING = (
@@ -23,6 +27,26 @@ SLEEPING = (
 
 def wait_sleeping(page: Page) -> None:
     page.wait_for_selector(SLEEPING)
+
+
+def sleeping_tools() -> list[int]:
+    """Live processes under this test run of the slow plan's tool (``sleep 300``)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.cmdline()[:2] == ["sleep", "300"] and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_no_sleeping_tool() -> None:
+    """Poll until no ``sleep 300`` runs (the stopped turn's container is gone)."""
+    deadline = time.monotonic() + DEADLINE
+    while sleeping_tools():
+        assert time.monotonic() < deadline, "the stopped turn's tool still runs"
+        time.sleep(0.05)
 
 
 def test_a_reload_mid_turn_resumes_the_live_turn(
@@ -37,7 +61,7 @@ def test_a_reload_mid_turn_resumes_the_live_turn(
     wait_sleeping(page)  # the same turn, still running, drawn again from its frames
     assert page.locator("article.message-assistant .step").count() == before
     assert page.locator("article.message-user").count() == 1
-    assert server.live_turns() == 1
+    assert sleeping_tools(), "the reload stopped the turn's tool"
 
     page.click("#stop")
     page.wait_for_selector("article.message-assistant:not([data-status=running])")
@@ -75,7 +99,7 @@ def test_stop_interrupts_the_turn_keeps_its_steps_and_the_next_turn_runs_at_once
 
     send(page, "right after the stop")  # no 409: the chat is free at once
     page.wait_for_selector("article.message-assistant:nth-of-type(4)[data-status=complete]")
-    assert server.live_turns() == 0
+    wait_no_sleeping_tool()
     page.reload()
     page.wait_for_selector("article.message-assistant:nth-of-type(4)[data-status=complete]")
     assert page.locator("article.message").nth(1).evaluate("e => e.outerHTML") in live
