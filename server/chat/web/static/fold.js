@@ -8,7 +8,7 @@
 // stores it. Sizes are those of the JSON as the sandbox sent it, read from the
 // frame's own text (rawMembers), not of a re-encoding.
 
-export const DISPLAY_BYTES = 16 * 1024;
+const DISPLAY_BYTES = 16 * 1024;
 
 const utf8 = new TextEncoder();
 
@@ -127,7 +127,7 @@ function bounded(rawText) {
  * The members of a JSON object text as raw value texts: {"a": 1, "b": [2]} gives
  * {a: "1", b: "[2]"}. The text is valid JSON (the server validated the line).
  */
-export function rawMembers(text) {
+function rawMembers(text) {
   const members = {};
   let i = skipSpace(text, text.indexOf("{") + 1);
   while (i < text.length && text[i] !== "}") {

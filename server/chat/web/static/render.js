@@ -5,8 +5,6 @@
 
 import { renderMarkdown } from "./markdown.js";
 
-const STATUS_LABELS = { running: "running", succeeded: "succeeded", failed: "failed", cancelled: "cancelled" };
-
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
@@ -32,7 +30,7 @@ export function formatSize(bytes) {
 }
 
 /** "412 ms", "1.2 s", "2 min 5 s". */
-export function formatDuration(ms) {
+function formatDuration(ms) {
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const seconds = Math.round(ms / 1000);
@@ -94,11 +92,10 @@ function renderAssistant(message, article) {
 }
 
 function renderStep(step, output) {
-  const status = STATUS_LABELS[step.status] || step.status;
   const summary = el("summary", {},
     el("span", { class: "step-icon", "aria-hidden": "true" }),
     el("span", { class: "step-name" }, step.name),
-    el("span", { class: "step-status" }, status),
+    el("span", { class: "step-status" }, step.status),
   );
   if (step.durationMs !== undefined && step.durationMs !== null) {
     summary.append(el("span", { class: "step-duration" }, formatDuration(step.durationMs)));
