@@ -205,7 +205,8 @@ RENDER_MARKDOWN = """async ([source]) => {
     tag: node.tagName.toLowerCase(),
     attributes: Object.fromEntries([...node.attributes].map((a) => [a.name, a.value])),
   }));
-  return { elements, text: box.textContent };
+  const attributes = elements.flatMap((e) => Object.values(e.attributes)).join(" ");
+  return { elements, text: box.textContent + " " + attributes };
 }"""
 
 ALLOWED_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "code", "blockquote", "ul", "ol"}
@@ -256,7 +257,7 @@ markdown_source = st.lists(
 
 @settings(max_examples=200)
 @given(source=markdown_source)
-def test_markdown_makes_only_safe_elements_and_keeps_every_tag_as_text(
+def test_markdown_makes_only_safe_elements_and_keeps_every_tag_as_text_or_attribute_value(
     page: Page, source: str
 ) -> None:
     rendered = page.evaluate(RENDER_MARKDOWN, [source])

@@ -23,7 +23,7 @@ function el(tag, ...children) {
   return node;
 }
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)/;
+const FENCE = /^ {0,3}(`{3,}(?!.*`)|~{3,})\s*(.*?)\s*$/; // a backtick fence's info has no backtick
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
 const BULLET = /^ {0,3}[-*+]\s+(.*)$/;
@@ -43,7 +43,7 @@ function renderBlocks(lines, parent) {
       for (i++; i < lines.length && !lines[i].trimStart().startsWith(fence); i++) body.push(lines[i]);
       i++; // the closing fence (or the end)
       const code = el("code", body.join("\n"));
-      if (match[2]) code.dataset.lang = match[2];
+      if (match[2]) code.dataset.lang = match[2]; // the info string: kept, not shown
       parent.append(el("pre", code));
     } else if ((match = HEADING.exec(line))) {
       parent.append(inline(el(`h${match[1].length}`), match[2]));
