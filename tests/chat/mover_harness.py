@@ -9,11 +9,12 @@ as a replica would; the takeover tests and benchmarks kill it mid-session.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pytest
 import trio
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 LeaseKind = Literal["sqlite", "redis"]
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -55,22 +57,56 @@ async def open_chat_db(path: Path) -> SQLiteDatabase:
     return await SQLiteDatabase.open(path, migrate=migrate)
 
 
+_LABEL: contextvars.ContextVar[tuple[str, int, int, int] | None] = contextvars.ContextVar(
+    "label", default=None
+)
+
+
+class _RecordingDatabase:
+    """The database's ``write``, recording the label of each write that commits, in
+    the writer thread, under the write lock: the list is in commit order."""
+
+    def __init__(self, db: SQLiteDatabase, events: list[tuple[str, int, int, int]]) -> None:
+        self._db = db
+        self._events = events
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        label = _LABEL.get()  # the worker thread runs in a copy of this context
+
+        def recorded(conn: sqlite3.Connection) -> T:
+            result = fn(conn)
+            if label is not None:
+                self._events.append(label)
+            return result
+
+        return await self._db.write(recorded)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._db.read(fn)
+
+
 class RecordingSink(MovedChunks):
-    """The real sink, which also records each write that committed, in commit order:
-    ``("fence", generation, 0, 0)`` and ``("move", generation, first, last)``."""
+    """The real sink, which also records each of its writes that committed, in commit
+    order: ``("fence", generation, 0, 0)`` and ``("move", generation, first, last)``."""
 
     def __init__(self, db: SQLiteDatabase) -> None:
-        super().__init__(db)
         self.events: list[tuple[str, int, int, int]] = []
+        super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
 
     async def fence(self, session_id: str, generation: int) -> None:
-        await super().fence(session_id, generation)
-        self.events.append(("fence", generation, 0, 0))
+        token = _LABEL.set(("fence", generation, 0, 0))
+        try:
+            await super().fence(session_id, generation)
+        finally:
+            _LABEL.reset(token)
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
-        await super().move(session_id, generation, batch)
-        if batch:
-            self.events.append(("move", generation, batch[0][0], batch[-1][0]))
+        label = ("move", generation, batch[0][0], batch[-1][0]) if batch else None
+        token = _LABEL.set(label)
+        try:
+            await super().move(session_id, generation, batch)
+        finally:
+            _LABEL.reset(token)
 
 
 class Proxy:

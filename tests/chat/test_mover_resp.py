@@ -80,8 +80,7 @@ def test_a_command_is_an_array_of_bulk_strings(args: list[bytes | str | int]) ->
     parser = RespParser()
     parser.receive_data(encode_command(*args))
     expected = [
-        a if isinstance(a, bytes) else a.encode() if isinstance(a, str) else b"%d" % a
-        for a in args
+        a if isinstance(a, bytes) else a.encode() if isinstance(a, str) else b"%d" % a for a in args
     ]
     assert parser.next_reply() == expected
     assert parser.next_reply() is NEED_DATA
