@@ -256,7 +256,17 @@ class LogMover:
     async def _move_and_settle(self, holding: _Holding) -> None:
         ref, generation = holding.ref, holding.generation
         session_id = ref.session_id
-        await self.sink.fence(session_id, generation)
+        try:
+            await self.sink.fence(session_id, generation)
+        except FencedError as exc:
+            log.error(
+                "session %s: the lease's generation %d is below the session's fence %d: "
+                "did the lease store lose its generation counter (Redis without persistence)?",
+                session_id,
+                generation,
+                exc.fence,
+            )
+            raise
 
         async def deliver(batch: Batch) -> None:
             if trio.current_time() >= holding.deadline:

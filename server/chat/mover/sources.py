@@ -204,6 +204,8 @@ class RemoteSource:
                     max_message_size=self._max_chunk,
                     connect_timeout=self._connect_timeout,
                     disconnect_timeout=1.0,
+                    receive_buffer_size=None,  # trio's default (64 KiB), not 4 KiB
+                    message_queue_size=64,
                 ) as ws:
                     delay = self._delay
                     while True:
