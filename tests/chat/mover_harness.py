@@ -110,13 +110,15 @@ class RecordingSink(MovedChunks):
 
 
 class Proxy:
-    """A TCP proxy on loopback to ``target``; :meth:`cut` drops every connection."""
+    """A TCP proxy on loopback to ``target``; :meth:`cut` drops every connection,
+    :meth:`freeze` silences them (a partition: nobody sees a close)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.url = ""
         self.cuts = 0
         self._scopes: set[trio.CancelScope] = set()
+        self._frozen: set[trio.CancelScope] = set()
 
     def cut(self) -> None:
         """Close every connection through the proxy now (both sides see it drop)."""
@@ -124,24 +126,41 @@ class Proxy:
         for scope in list(self._scopes):
             scope.cancel()
 
+    def freeze(self) -> None:
+        """Stop forwarding on every open connection, and keep its sockets open; new
+        connections are forwarded."""
+        self._frozen |= self._scopes
+
     async def _handle(self, client: trio.SocketStream) -> None:
         with trio.CancelScope() as scope:
             self._scopes.add(scope)
+
+            def frozen() -> bool:
+                return scope in self._frozen
+
             try:
                 upstream = await trio.open_tcp_stream("127.0.0.1", self.target_port)
                 async with client, upstream, trio.open_nursery() as nursery:
-                    nursery.start_soon(_pipe, client, upstream, nursery.cancel_scope)
-                    nursery.start_soon(_pipe, upstream, client, nursery.cancel_scope)
+                    for source, sink in ((client, upstream), (upstream, client)):
+                        nursery.start_soon(_pipe, source, sink, nursery.cancel_scope, frozen)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             finally:
                 self._scopes.discard(scope)
+                self._frozen.discard(scope)
         await client.aclose()
 
 
-async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, done: trio.CancelScope) -> None:
+async def _pipe(
+    source: trio.SocketStream,
+    sink: trio.SocketStream,
+    done: trio.CancelScope,
+    frozen: Callable[[], bool],
+) -> None:
     try:
         while data := await source.receive_some(65536):
+            if frozen():
+                await trio.sleep_forever()  # swallowed: the peer hears nothing more
             await sink.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass

@@ -184,6 +184,24 @@ async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
     assert [call[0] for call in settled.calls] == [session_id]
 
 
+async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+) -> None:
+    proxy = await start_proxy(nursery, runner.url)
+    session_id = await start_session(runner, workspace, 1500, rate=500)
+    ref = LiveSessionRef(session_id, proxy.url)
+    source = RemoteSource(proxy.url, TOKEN, ping_interval=0.1, ping_timeout=0.3)
+    sink, settled = MovedChunks(db), Settled()
+    the_mover = mover(SqliteLease(db), sink, lambda _: source, "replica-1", ref, settled)
+    await nursery.start(the_mover.run)
+    await wait_stored(sink, session_id, 100)
+    proxy.freeze()  # a partition: no close, no data, no pong
+    with trio.fail_after(60):
+        await settled.event(session_id).wait()
+    assert proxy.cuts == 0 and source.reconnects >= 1
+    assert await sink.read(session_id) == await output(runner, session_id)
+
+
 async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_owner(
     runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
 ) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, Literal
 
@@ -40,8 +41,9 @@ from sandstream.core import StreamProcessor
 from sandstream.server.sessions.service import terminal_state
 
 from .lease import Lease
+from .resp import RespError
 from .sink import Batch, FencedError, MovedChunks
-from .sources import LiveSessionRef, SessionGoneError, Source
+from .sources import LiveSessionRef, SessionGoneError, Source, SourceError
 
 __all__ = [
     "SESSION_LOST",
@@ -180,6 +182,10 @@ class LogMover:
     async def _move_logged(self, ref: LiveSessionRef) -> None:
         try:
             await self.move(ref)
+        except (SourceError, RespError, sqlite3.Error) as exc:  # no traceback: not a bug
+            log.warning(
+                "moving session %s failed (%r); the next sweep tries again", ref.session_id, exc
+            )
         except Exception:
             log.exception("moving session %s failed; the next sweep tries again", ref.session_id)
         finally:

@@ -15,8 +15,9 @@ last chunk was delivered (its terminal line), and raises
 - :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`,
   read with :class:`~sandstream.server.sessions.Follow` (no copy, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N`` (trio-websocket,
-  the runner token in ``Authorization``). A connection that drops, a runner that does
-  not answer or answers 5xx is retried from the last cursor received, with a backoff
+  the runner token in ``Authorization``). A connection that drops or, idle, stops
+  answering pings, a runner that does not answer or answers 5xx is retried from the
+  last cursor received, with a backoff
   (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long as the
   caller lets it: the session's chunks are kept by its runner.
 
@@ -130,12 +131,54 @@ class _Control(msgspec.Struct):
 _control_decoder: Final = msgspec.json.Decoder(_Control)
 
 
+class _Progress:
+    """One follow's state across its connections: the last cursor received, and when."""
+
+    def __init__(self, cursor: int) -> None:
+        self.cursor = cursor
+        self.received = trio.current_time()
+        self.waiting = False
+        """True while the reader waits for the runner's next message."""
+
+
+async def _receive(
+    ws: trio_websocket.WebSocketConnection,
+    session_id: str,
+    progress: _Progress,
+    send: trio.MemorySendChannel[tuple[int, bytes]],
+) -> None:
+    """Hand the chunks of one connection to ``send`` until the ``streamClosed`` control.
+    Raises :class:`SessionGoneError` on ``gone``, and what the connection raises."""
+    while True:
+        progress.waiting = True
+        try:
+            message = await ws.get_message()
+        finally:
+            progress.waiting = False
+        progress.received = trio.current_time()
+        text = message if isinstance(message, str) else message.decode()
+        if text.startswith(_CONTROL_PREFIX):
+            control = _control_decoder.decode(text)
+            if control.gone:
+                raise SessionGoneError(
+                    f"session {session_id}: the runner no longer keeps the chunks after "
+                    f"cursor {control.cursor}"
+                )
+            if control.streamClosed:
+                return
+            continue
+        progress.cursor += 1
+        await send.send((progress.cursor, text.encode() + b"\n"))
+
+
 class RemoteSource:
     """A runner's sessions, over its WebSocket; see the module docstring.
 
     ``read_ahead``: chunks received and not yet delivered, at most (memory is bounded
     by it times the largest chunk, ``max_chunk_bytes``, larger WebSocket messages
-    close the connection). ``reconnects`` counts the connections that were retried.
+    close the connection). A connection idle for ``ping_interval`` s is pinged, and
+    dropped if no pong comes within ``ping_timeout`` s (a partition, a runner that
+    hangs). ``reconnects`` counts the connections that were retried.
     """
 
     def __init__(
@@ -148,6 +191,8 @@ class RemoteSource:
         read_ahead: int = 1024,
         max_chunk_bytes: int = 16 * 1024 * 1024,
         connect_timeout: float = 10.0,
+        ping_interval: float = 10.0,
+        ping_timeout: float = 10.0,
     ) -> None:
         base = runner_url.rstrip("/")
         if base.startswith("https://"):
@@ -163,6 +208,8 @@ class RemoteSource:
         self._read_ahead = read_ahead
         self._max_chunk = max_chunk_bytes
         self._connect_timeout = connect_timeout
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
         self.reconnects = 0
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
@@ -193,10 +240,10 @@ class RemoteSource:
     async def _read(
         self, session_id: str, after: int, send: trio.MemorySendChannel[tuple[int, bytes]]
     ) -> None:
-        cursor = after
+        progress = _Progress(after)
         delay = self._delay
         while True:
-            url = f"{self._ws_base}/sessions/{session_id}/ws?cursor={cursor}"
+            url = f"{self._ws_base}/sessions/{session_id}/ws?cursor={progress.cursor}"
             try:
                 async with trio_websocket.open_websocket_url(
                     url,
@@ -208,29 +255,17 @@ class RemoteSource:
                     message_queue_size=64,
                 ) as ws:
                     delay = self._delay
-                    while True:
-                        message = await ws.get_message()
-                        text = message if isinstance(message, str) else message.decode()
-                        if text.startswith(_CONTROL_PREFIX):
-                            control = _control_decoder.decode(text)
-                            if control.gone:
-                                raise SessionGoneError(
-                                    f"session {session_id}: the runner no longer keeps the "
-                                    f"chunks after cursor {control.cursor}"
-                                )
-                            if control.streamClosed:
-                                return
-                            continue
-                        cursor += 1
-                        await send.send((cursor, text.encode() + b"\n"))
+                    if await self._watched(ws, session_id, progress, send):
+                        return
+                    why = f"no pong within {self._ping_timeout} s"
             except trio_websocket.ConnectionRejected as exc:
-                self._refused(session_id, cursor, exc)
+                self._refused(session_id, progress.cursor, exc)
                 why = f"the runner answered {exc.status_code}"
             except (
                 trio_websocket.ConnectionClosed,
                 trio_websocket.HandshakeError,
                 OSError,
-                msgspec.DecodeError,
+                ValueError,  # msgspec.DecodeError, UnicodeDecodeError: not the runner's words
             ) as exc:
                 why = repr(exc)
             self.reconnects += 1
@@ -239,11 +274,55 @@ class RemoteSource:
                 session_id,
                 self.runner_url,
                 why,
-                cursor,
+                progress.cursor,
                 delay,
             )
             await trio.sleep(delay)
             delay = min(delay * 2, self._max_delay)
+
+    async def _watched(
+        self,
+        ws: trio_websocket.WebSocketConnection,
+        session_id: str,
+        progress: _Progress,
+        send: trio.MemorySendChannel[tuple[int, bytes]],
+    ) -> bool:
+        """Receive until the session ended (True), or until the runner stopped answering
+        pings (False: a dead peer, a partition, which TCP alone notices only after
+        minutes). Raises what receiving raises."""
+        failure: list[Exception] = []
+        ended = False
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ping, ws, progress, nursery.cancel_scope)
+            try:
+                await _receive(ws, session_id, progress, send)
+                ended = True
+            except Exception as exc:  # raised as itself below, not in an exception group
+                failure.append(exc)
+            nursery.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        return ended
+
+    async def _ping(
+        self, ws: trio_websocket.WebSocketConnection, progress: _Progress, reading: trio.CancelScope
+    ) -> None:
+        """Ping a connection idle for ``ping_interval`` s; cancel ``reading`` if no pong
+        comes within ``ping_timeout`` s. (Not while the reader waits for its consumer:
+        the pong would wait behind the unread messages.)"""
+        while True:
+            await trio.sleep(self._ping_interval)
+            idle = trio.current_time() - progress.received
+            if not progress.waiting or idle < self._ping_interval:
+                continue
+            with trio.move_on_after(self._ping_timeout) as waited:
+                try:
+                    await ws.ping()
+                except trio_websocket.ConnectionClosed:
+                    return  # the reader sees it too
+            if waited.cancelled_caught:
+                reading.cancel()
+                return
 
     def _refused(
         self, session_id: str, cursor: int, exc: trio_websocket.ConnectionRejected
