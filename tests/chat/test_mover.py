@@ -301,9 +301,25 @@ async def test_a_cancelled_owner_hands_over_and_the_other_finishes(
     await check_takeover(runner, session_id, sink, settled)
 
 
+def owner_process(
+    runner: RunnerServer, session_id: str, db_path: Path, redis_url: str | None
+) -> subprocess.Popen[bytes]:
+    """``tests.chat.mover_harness`` moving the session as ``replica-1``, in a process."""
+    argv = [
+        sys.executable, "-m", "tests.chat.mover_harness",
+        "--db", str(db_path), "--runner-url", runner.url,
+        "--token", TOKEN, "--session", session_id, "--owner", "replica-1",
+        "--ttl", str(TTL), "--heartbeat", str(HEARTBEAT),
+        *(["--redis-url", redis_url] if redis_url else []),
+    ]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.PIPE)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
-async def test_a_killed_owner_is_taken_over_after_the_ttl(
+@pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
+async def test_an_owner_process_that_dies_or_freezes_is_taken_over_after_the_ttl(
     kind: LeaseKind,
+    death: str,
     nursery: trio.Nursery,
     runner: RunnerServer,
     workspace: WorkspaceServer,
@@ -314,31 +330,29 @@ async def test_a_killed_owner_is_taken_over_after_the_ttl(
     ref = LiveSessionRef(session_id, runner.url)
     sink, settled = RecordingSink(db), Settled()
     async with open_kind(kind, db) as (lease, url):
-        argv = [
-            sys.executable, "-m", "tests.chat.mover_harness",
-            "--db", str(tmp_path / "chat.sqlite3"), "--runner-url", runner.url,
-            "--token", TOKEN, "--session", session_id, "--owner", "replica-1",
-            "--ttl", str(TTL), "--heartbeat", str(HEARTBEAT),
-            *(["--redis-url", url] if url else []),
-        ]  # fmt: skip
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE)
+        child = owner_process(runner, session_id, tmp_path / "chat.sqlite3", url)
         try:
             await wait_stored(sink, session_id, 100)
-            second = mover(
-                lease, sink, SessionSources(runner_token=TOKEN), "replica-2", ref, settled
-            )
+            sources = SessionSources(runner_token=TOKEN)
+            second = mover(lease, sink, sources, "replica-2", ref, settled)
             await nursery.start(second.run)  # its sweeps find the lease held
             await wait_stored(sink, session_id, 200)
             assert not session_service(runner).get(session_id).ended
-            child.send_signal(signal.SIGKILL)  # no release: the lease must expire
-            await trio.to_thread.run_sync(child.wait)
+            # no release: the lease must expire
+            child.send_signal(signal.SIGKILL if death == "SIGKILL" else signal.SIGSTOP)
             with trio.fail_after(60):
                 await settled.event(session_id).wait()
+            if death == "SIGSTOP":  # a pause longer than the ttl (a GC, a VM migration)
+                moved = await sink.read(session_id)
+                child.send_signal(signal.SIGCONT)
+                out, _ = await trio.to_thread.run_sync(child.communicate)
+                assert out.decode().split() == ["outcome", "lease_lost"]  # it did not settle
+                assert await sink.read(session_id) == moved
         finally:
             child.kill()
             child.wait()
-            assert child.stdout is not None
-            child.stdout.close()
+            if child.stdout is not None:
+                child.stdout.close()
     await check_takeover(runner, session_id, sink, settled)
 
 
