@@ -18,7 +18,9 @@ of its own (``python -m tests.chat.mover_harness``) moves a live session over th
 WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
 (no release: its lease must expire); the time from the kill to the second mover's
 first moved batch, ``--repeat`` times, beside the lease's ``--ttl`` (renewed every
-``--heartbeat`` s), which bounds it: between ttl - heartbeat and ttl + sweep.
+``--heartbeat`` s), which bounds it: between ttl - heartbeat and ttl + sweep. The kill
+falls at a random phase of the first's heartbeat (seeded), so the median is expected
+near ttl - heartbeat / 2.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -186,6 +189,7 @@ async def _one_takeover(
     ttl: float,
     heartbeat: float,
     sweep: float,
+    phase: random.Random,
 ) -> float:
     session_id = await _session(runner, workspace, _load(100_000, rate=500))
     db = await open_chat_db(db_path)
@@ -217,7 +221,8 @@ async def _one_takeover(
                 sweep_interval=sweep,
             )
             await nursery.start(second.run)
-            await trio.sleep(heartbeat)  # the first has renewed at least once meanwhile
+            # at a random phase of the first's heartbeat (it renewed at least once)
+            await trio.sleep(heartbeat * (1 + phase.random()))
             child.send_signal(signal.SIGKILL)
             killed = trio.current_time()
             await trio.to_thread.run_sync(child.wait)
@@ -242,6 +247,7 @@ async def takeover(
     repeat: int, ttl: float, heartbeat: float, sweep: float, tmp: Path
 ) -> dict[str, Any]:
     results: dict[str, Any] = {"ttl_s": ttl, "heartbeat_s": heartbeat, "sweep_s": sweep}
+    phase = random.Random(11)
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load(1))
         runner = await start_sessions(nursery, tmp / "runner-takeover")
@@ -252,11 +258,11 @@ async def takeover(
                 if kind == "redis":
                     async with open_redis_server() as server:
                         seconds = await _one_takeover(
-                            runner, workspace, db_path, server.url, ttl, heartbeat, sweep
+                            runner, workspace, db_path, server.url, ttl, heartbeat, sweep, phase
                         )
                 else:
                     seconds = await _one_takeover(
-                        runner, workspace, db_path, None, ttl, heartbeat, sweep
+                        runner, workspace, db_path, None, ttl, heartbeat, sweep, phase
                     )
                 times.append(seconds)
             results[kind] = {
