@@ -178,7 +178,8 @@ class RemoteSource:
     by it times the largest chunk, ``max_chunk_bytes``, larger WebSocket messages
     close the connection). A connection idle for ``ping_interval`` s is pinged, and
     dropped if no pong comes within ``ping_timeout`` s (a partition, a runner that
-    hangs). ``reconnects`` counts the connections that were retried.
+    hangs). A batch gathers what arrives for up to ``linger`` s after its first chunk.
+    ``reconnects`` counts the connections that were retried.
     """
 
     def __init__(
@@ -193,6 +194,7 @@ class RemoteSource:
         connect_timeout: float = 10.0,
         ping_interval: float = 10.0,
         ping_timeout: float = 10.0,
+        linger: float = 0.01,
     ) -> None:
         base = runner_url.rstrip("/")
         if base.startswith("https://"):
@@ -210,11 +212,12 @@ class RemoteSource:
         self._connect_timeout = connect_timeout
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
+        self._linger = linger
         self.reconnects = 0
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
         """Every chunk after ``after`` to the session's end, in batches of what has
-        arrived meanwhile (at most 256 KiB, unless one chunk is larger). Reconnects
+        arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger). Reconnects
         from the last cursor received when the connection drops. Raises
         :class:`SessionGoneError`, :class:`SourceRefusedError`."""
         send, receive = trio.open_memory_channel[tuple[int, bytes]](self._read_ahead)
@@ -230,7 +233,7 @@ class RemoteSource:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(read)
             try:
-                await _batches(receive, deliver)
+                await _batches(receive, deliver, self._linger)
             except Exception as exc:  # raised as itself below, not in an exception group
                 failure.append(exc)
             nursery.cancel_scope.cancel()
@@ -338,20 +341,25 @@ class RemoteSource:
             )
 
 
-async def _batches(receive: trio.MemoryReceiveChannel[tuple[int, bytes]], deliver: Deliver) -> None:
+async def _batches(
+    receive: trio.MemoryReceiveChannel[tuple[int, bytes]], deliver: Deliver, linger: float
+) -> None:
     """Hand what ``receive`` holds to ``deliver`` as batches: whatever has arrived while
-    the previous batch was delivered, up to 256 KiB."""
+    the previous batch was delivered, and for up to ``linger`` s after a batch's first
+    chunk, up to 256 KiB (fewer, larger transactions: a WebSocket hands chunks over one
+    at a time). The end of the channel ends a batch at once."""
     async with receive:
         async for first in receive:
             batch = [first]
             size = len(first[1])
-            while size < _BATCH_BYTES:
-                try:
-                    item = receive.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
-                batch.append(item)
-                size += len(item[1])
+            with trio.move_on_after(linger):
+                while size < _BATCH_BYTES:
+                    try:
+                        item = await receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                    batch.append(item)
+                    size += len(item[1])
             await deliver(batch)
 
 
