@@ -152,6 +152,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
         "chunks": total,
         "payload_bytes": payload,
         "chunks_per_s": {name: round(value) for name, value in medians.items()},
+        "rounds": {name: [round(value) for value in values] for name, values in rates.items()},
         "mover_embedded_vs_ndjson_read": round(
             medians["mover, embedded"] / medians["runner read, NDJSON"], 2
         ),
