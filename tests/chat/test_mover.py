@@ -382,3 +382,17 @@ async def test_a_fenced_owner_stops_at_once_and_writes_nothing_more(
     await check_takeover(runner, session_id, sink, settled)
     moves_of_first = [e for e in sink.events if e[0] == "move" and e[1] == 1]
     assert moves_of_first and moves_of_first[-1][3] < len(await sink.read(session_id))
+
+
+async def test_bad_settings_are_refused(db: SQLiteDatabase) -> None:
+    sink, settled = MovedChunks(db), Settled()
+    sources = SessionSources()
+    ref = LiveSessionRef("ses_a")
+    with pytest.raises(ValueError, match="shorter than ttl"):
+        mover(SqliteLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
+    with pytest.raises(ValueError, match="sweep_interval"):
+        mover(SqliteLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
+    with pytest.raises(RuntimeError, match="not running"):
+        mover(SqliteLease(db), sink, sources, "r", ref, settled).claim_now(ref)
+    with pytest.raises(ValueError, match="http"):
+        RemoteSource("ftp://runner", TOKEN)
