@@ -388,7 +388,7 @@ async def test_bad_settings_are_refused(db: SQLiteDatabase) -> None:
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources()
     ref = LiveSessionRef("ses_a")
-    with pytest.raises(ValueError, match="shorter than ttl"):
+    with pytest.raises(ValueError, match="shorter than the ttl"):
         mover(SqliteLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
     with pytest.raises(ValueError, match="sweep_interval"):
         mover(SqliteLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
