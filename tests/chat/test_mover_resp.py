@@ -168,3 +168,20 @@ async def test_a_server_that_goes_away_is_a_connection_error() -> None:
     await redis.aclose()
     with pytest.raises(RedisConnectionError, match="closed"):
         await redis.execute("PING")
+
+
+async def test_the_client_logs_in_and_selects_the_database_the_url_names() -> None:
+    async with open_redis_server("--requirepass", "s3:cret") as server:
+        base = f"127.0.0.1:{server.port}"
+        async with RedisClient(f"redis://:s3%3Acret@{base}/2") as redis:
+            await redis.execute("SET", "k", "in db 2")
+        async with RedisClient(f"redis://default:s3%3Acret@{base}/0") as redis:
+            assert await redis.execute("GET", "k") is None
+            await redis.execute("SELECT", 2)
+            assert await redis.execute("GET", "k") == b"in db 2"
+        for url in (f"redis://:wrong@{base}/0", f"redis://{base}/0"):
+            async with RedisClient(url) as redis:
+                with pytest.raises(
+                    (RedisConnectionError, RedisReplyError), match=r"WRONGPASS|NOAUTH"
+                ):
+                    await redis.execute("GET", "k")

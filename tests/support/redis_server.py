@@ -45,7 +45,8 @@ def _free_port() -> int:
 
 
 async def _answers_ping(port: int, process: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Poll until the server answers PING (True) or exits (False); fail at ``timeout``."""
+    """Poll until the server answers PING (True; ``-NOAUTH`` counts: it needs a
+    password) or exits (False); fail at ``timeout``."""
     with trio.fail_after(timeout):
         while process.poll() is None:
             try:
@@ -61,16 +62,17 @@ async def _answers_ping(port: int, process: subprocess.Popen[bytes], timeout: fl
                     if not data:
                         break
                     reply += data
-            if reply == b"+PONG\r\n":
+            if reply == b"+PONG\r\n" or reply.startswith(b"-NOAUTH"):
                 return True
             await trio.sleep(0.01)
     return False
 
 
 @asynccontextmanager
-async def open_redis_server(timeout: float = 20.0) -> AsyncIterator[RedisServer]:
-    """Start ``redis-server`` on 127.0.0.1 and a free port; stop it and remove its temp
-    dir when the block ends. Raises :class:`RuntimeError` if it does not start."""
+async def open_redis_server(*options: str, timeout: float = 20.0) -> AsyncIterator[RedisServer]:
+    """Start ``redis-server`` on 127.0.0.1 and a free port, with ``options`` added to
+    its command line (``"--requirepass", "secret"``); stop it and remove its temp dir
+    when the block ends. Raises :class:`RuntimeError` if it does not start."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server)")
@@ -89,6 +91,7 @@ async def open_redis_server(timeout: float = 20.0) -> AsyncIterator[RedisServer]
                     "--appendonly", "no",
                     "--daemonize", "no",
                     "--loglevel", "warning",
+                    *options,
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
