@@ -37,7 +37,14 @@ from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, RecordingSink, open_chat_db, start_proxy
 from tests.server.harness import RunnerServer, load
-from tests.sessions.harness import TOKEN, create, read_all, session_service, start_sessions
+from tests.sessions.harness import (
+    TOKEN,
+    create,
+    read_all,
+    session_service,
+    start_sessions,
+    wait_state,
+)
 from tests.support.redis_server import open_redis_server
 from tests.support.workspace import WorkspaceServer
 
@@ -396,3 +403,23 @@ async def test_bad_settings_are_refused(db: SQLiteDatabase) -> None:
         mover(SqliteLease(db), sink, sources, "r", ref, settled).claim_now(ref)
     with pytest.raises(ValueError, match="http"):
         RemoteSource("ftp://runner", TOKEN)
+
+
+async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
+    nursery: trio.Nursery, workspace: WorkspaceServer, db: SQLiteDatabase, tmp_path: Path
+) -> None:
+    runner = await start_sessions(nursery, tmp_path / "runner", retain_chunks=10)
+    session_id = await start_session(runner, workspace, 100, rate=0)
+    async with runner.client() as client:
+        await wait_state(client, session_id, "completed")
+    sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
+    for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
+        sink, settled = MovedChunks(db), Settled()
+        await db.write(lambda conn: conn.execute("DELETE FROM moved_chunks"))
+        outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
+        assert outcome == "moved"
+        (line,) = await sink.read(session_id)  # never a silent skip to the retained ones
+        error = msgspec.json.decode(line)
+        assert (error["type"], error["code"]) == ("error", SESSION_LOST)
+        assert "retain" in error["message"] or "410" in error["message"], error
+        assert [call[0] for call in settled.calls] == [session_id]
