@@ -157,6 +157,35 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX chats_locked ON chats (lock_expires_at) WHERE lock_holder IS NOT NULL",
         ),
     ),
+    Migration(
+        3,
+        "the log mover: session leases with fencing generations, the fence each session's "
+        "writes are checked against, and the chunks moved from the runners",
+        (
+            """
+            CREATE TABLE leases (
+                session_id TEXT PRIMARY KEY,
+                owner TEXT,
+                generation INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE session_fences (
+                session_id TEXT PRIMARY KEY,
+                generation INTEGER NOT NULL
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE moved_chunks (
+                session_id TEXT NOT NULL,
+                cursor INTEGER NOT NULL,
+                chunk BLOB NOT NULL,
+                PRIMARY KEY (session_id, cursor)
+            ) WITHOUT ROWID
+            """,
+        ),
+    ),
 )
 
 

@@ -1,0 +1,315 @@
+"""Log mover benchmarks: chunks moved per second, and takeover time.
+
+``python -m benchmarks.mover.run [throughput] [takeover] [--json] [options]``
+
+A runner with durable sessions is served by Hypercorn in this process (so that the
+embedded mover reads its :class:`SessionService` directly); the chat database is a
+fresh SQLite file per measure.
+
+**throughput** — one finished session of ``--lines`` load-mode lines (``--payload``
+bytes each), then, interleaved ``--repeat`` times (medians): the runner's own read of
+it to the end over NDJSON and over its WebSocket (the baselines: one reader, no
+storage), and one :class:`LogMover` moving it whole into a fresh chat database, from
+the in-process session (embedded) and over the WebSocket. Chunks/s; each mover
+beside the read it depends on.
+
+**takeover** — for the SQLite lease and a real redis-server's: a mover in a process
+of its own (``python -m tests.chat.mover_harness``) moves a live session over the
+WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
+(no release: its lease must expire); the time from the kill to the second mover's
+first moved batch, ``--repeat`` times, beside the lease's ``--ttl`` (renewed every
+``--heartbeat`` s), which bounds it: between ttl - heartbeat and ttl + sweep. The kill
+falls at a random phase of the first's heartbeat (seeded), so the median is expected
+near ttl - heartbeat / 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from benchmarks.runner.support import environment
+from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.server.chat.mover import (
+    Batch,
+    Lease,
+    LiveSessionRef,
+    LogMover,
+    MovedChunks,
+    RemoteSource,
+    SessionSources,
+    SourceFor,
+    SqliteLease,
+    open_lease,
+)
+from sandstream.server.sqlite import SQLiteDatabase
+from tests.chat.mover_harness import open_chat_db
+from tests.server.harness import RunnerServer
+from tests.sessions.harness import TOKEN, create, session_service, start_sessions, wait_state
+from tests.support.redis_server import open_redis_server
+from tests.support.session_client import read_session
+from tests.support.workspace import WorkspaceServer, start_workspace
+
+
+def _load(lines: int, rate: float = 0.0, payload: int = 64) -> ConfigResponse:
+    spec = LoadSpec(lines=lines, rate=rate, payload_bytes=payload)
+    return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
+
+
+async def _no_sessions() -> list[LiveSessionRef]:
+    return []
+
+
+async def _settled(ref: LiveSessionRef, generation: int) -> None:
+    return None
+
+
+def _mover(
+    lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, **times: float
+) -> LogMover:
+    return LogMover(
+        lease, sink, sources, owner, live_sessions=_no_sessions, on_terminal=_settled, **times
+    )
+
+
+async def _session(runner: RunnerServer, workspace: WorkspaceServer, config: ConfigResponse) -> str:
+    workspace.config = config
+    async with runner.client() as client:
+        return await create(client, workspace.mint_dispatch("go"))
+
+
+# -- throughput --------------------------------------------------------------------------
+
+
+async def _timed(job: Callable[[], Awaitable[int]]) -> tuple[float, int]:
+    started = time.perf_counter()
+    count = await job()
+    return time.perf_counter() - started, count
+
+
+async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, Any]:
+    rates: dict[str, list[float]] = {
+        "runner read, NDJSON": [],
+        "runner read, WebSocket": [],
+        "mover, embedded": [],
+        "mover, WebSocket": [],
+    }
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load(lines, payload=payload))
+        runner = await start_sessions(nursery, tmp / "runner")
+        session_id = await _session(runner, workspace, _load(lines, payload=payload))
+        async with runner.client() as client:
+            status = await wait_state(client, session_id, "completed", timeout=600)
+        total: int = status["last_chunk_id"]
+        embedded = SessionSources(embedded=session_service(runner))
+        remote = SessionSources(runner_token=TOKEN)
+
+        async def read(transport: str) -> int:
+            result = await read_session(
+                runner.url, session_id, TOKEN, transport, 0, on_chunk=lambda c, line: None
+            )  # type: ignore[arg-type]
+            return result.cursor
+
+        async def move(sources: SessionSources, url: str | None, name: str) -> int:
+            db = await open_chat_db(tmp / f"chat-{name}.sqlite3")
+            try:
+                sink = MovedChunks(db)
+                ref = LiveSessionRef(session_id, url)
+                await _mover(SqliteLease(db), sink, sources, "bench").move(ref)
+                return await sink.last_cursor(session_id)
+            finally:
+                await db.close()
+
+        for round_ in range(repeat):
+            jobs: dict[str, Callable[[], Awaitable[int]]] = {
+                "runner read, NDJSON": lambda: read("ndjson"),
+                "runner read, WebSocket": lambda: read("ws"),
+                "mover, embedded": lambda n=round_: move(embedded, None, f"embedded-{n}"),
+                "mover, WebSocket": lambda n=round_: move(remote, runner.url, f"ws-{n}"),
+            }
+            for name, job in jobs.items():
+                seconds, count = await _timed(job)
+                if count != total:
+                    raise RuntimeError(f"{name}: {count} chunks of {total}")
+                rates[name].append(total / seconds)
+        await runner.shutdown()
+        nursery.cancel_scope.cancel()
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    return {
+        "chunks": total,
+        "payload_bytes": payload,
+        "chunks_per_s": {name: round(value) for name, value in medians.items()},
+        "rounds": {name: [round(value) for value in values] for name, values in rates.items()},
+        "mover_embedded_vs_ndjson_read": round(
+            medians["mover, embedded"] / medians["runner read, NDJSON"], 2
+        ),
+        "mover_ws_vs_ws_read": round(
+            medians["mover, WebSocket"] / medians["runner read, WebSocket"], 2
+        ),
+    }
+
+
+# -- takeover ------------------------------------------------------------------------------
+
+
+class _FirstMove(MovedChunks):
+    """The sink, noting when the first batch of a newer generation than ``before`` was
+    stored (trio time)."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        super().__init__(db)
+        self.before = 0
+        self.first: float | None = None
+        self.moved = trio.Event()
+
+    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
+        await super().move(session_id, generation, batch)
+        if batch and generation > self.before and self.first is None:
+            self.first = trio.current_time()
+            self.moved.set()
+
+
+async def _one_takeover(
+    runner: RunnerServer,
+    workspace: WorkspaceServer,
+    db_path: Path,
+    redis_url: str | None,
+    ttl: float,
+    heartbeat: float,
+    sweep: float,
+    phase: random.Random,
+) -> float:
+    session_id = await _session(runner, workspace, _load(100_000, rate=500))
+    db = await open_chat_db(db_path)
+    argv = [
+        sys.executable, "-m", "tests.chat.mover_harness", "--db", str(db_path),
+        "--runner-url", runner.url, "--token", TOKEN, "--session", session_id,
+        "--owner", "first", "--ttl", str(ttl), "--heartbeat", str(heartbeat),
+        *(["--redis-url", redis_url] if redis_url else []),
+    ]  # fmt: skip
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    try:
+        async with open_lease(redis_url, db) as lease, trio.open_nursery() as nursery:
+            sink = _FirstMove(db)
+            with trio.fail_after(60):
+                while await sink.last_cursor(session_id) < 50:
+                    await trio.sleep(0.01)
+            sink.before = await sink.generation(session_id)  # the first's
+            ref = LiveSessionRef(session_id, runner.url)
+            source = RemoteSource(runner.url, TOKEN)
+            second = LogMover(
+                lease,
+                sink,
+                lambda _: source,
+                "second",
+                live_sessions=lambda: _just(ref),
+                on_terminal=_settled,
+                ttl=ttl,
+                heartbeat=heartbeat,
+                sweep_interval=sweep,
+            )
+            await nursery.start(second.run)
+            # at a random phase of the first's heartbeat (it renewed at least once)
+            await trio.sleep(heartbeat * (1 + phase.random()))
+            child.send_signal(signal.SIGKILL)
+            killed = trio.current_time()
+            await trio.to_thread.run_sync(child.wait)
+            with trio.fail_after(ttl * 10 + 30):
+                await sink.moved.wait()
+            assert sink.first is not None
+            nursery.cancel_scope.cancel()
+    finally:
+        child.kill()
+        child.wait()
+        await db.close()
+        async with runner.client() as client:
+            await client.post(f"/sessions/{session_id}/interrupt")
+    return sink.first - killed
+
+
+async def _just(ref: LiveSessionRef) -> list[LiveSessionRef]:
+    return [ref]
+
+
+async def takeover(
+    repeat: int, ttl: float, heartbeat: float, sweep: float, tmp: Path
+) -> dict[str, Any]:
+    results: dict[str, Any] = {"ttl_s": ttl, "heartbeat_s": heartbeat, "sweep_s": sweep}
+    phase = random.Random(11)
+    async with trio.open_nursery() as nursery:
+        workspace = await start_workspace(nursery, config=_load(1))
+        runner = await start_sessions(nursery, tmp / "runner-takeover")
+        for kind in ("sqlite", "redis"):
+            times = []
+            for round_ in range(repeat):
+                db_path = tmp / f"takeover-{kind}-{round_}.sqlite3"
+                if kind == "redis":
+                    async with open_redis_server() as server:
+                        seconds = await _one_takeover(
+                            runner, workspace, db_path, server.url, ttl, heartbeat, sweep, phase
+                        )
+                else:
+                    seconds = await _one_takeover(
+                        runner, workspace, db_path, None, ttl, heartbeat, sweep, phase
+                    )
+                times.append(seconds)
+            results[kind] = {
+                "median_s": round(statistics.median(times), 3),
+                "min_s": round(min(times), 3),
+                "max_s": round(max(times), 3),
+                "median_vs_ttl": round(statistics.median(times) / ttl, 2),
+            }
+        await runner.shutdown()
+        nursery.cancel_scope.cancel()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.mover.run")
+    parser.add_argument("parts", nargs="*", default=["throughput", "takeover"], metavar="PART")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--lines", type=int, default=50_000, help="throughput lines (50k)")
+    parser.add_argument("--payload", type=int, default=64, help="throughput payload bytes (64)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of each measure (3)")
+    parser.add_argument("--ttl", type=float, default=3.0, help="takeover lease ttl s (3)")
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="takeover heartbeat s (1)")
+    parser.add_argument("--sweep", type=float, default=0.1, help="takeover sweep interval s")
+    args = parser.parse_args(argv)
+
+    async def run() -> dict[str, Any]:
+        results: dict[str, Any] = {"environment": environment()}
+        with tempfile.TemporaryDirectory(prefix="sandstream-bench-") as name:
+            tmp = Path(name)
+            if "throughput" in args.parts:
+                results["throughput"] = await throughput(args.lines, args.payload, args.repeat, tmp)
+            if "takeover" in args.parts:
+                results["takeover"] = await takeover(
+                    args.repeat, args.ttl, args.heartbeat, args.sweep, tmp
+                )
+        results["environment"]["load_average_1m_after"] = round(os.getloadavg()[0], 2)
+        return results
+
+    results = trio.run(run)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for name, value in results.items():
+            print(f"{name}: {json.dumps(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

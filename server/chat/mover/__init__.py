@@ -1,0 +1,56 @@
+"""The log mover (seed 001, issue 11): each live session's chunks moved into the chat
+database by exactly one replica, under a fenced lease.
+
+- :mod:`.lease`: :class:`Lease` — :class:`SqliteLease` (embedded default) and
+  :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
+- :mod:`.resp`: the RESP2 client on trio that :class:`RedisLease` speaks;
+- :mod:`.sink`: :class:`MovedChunks`, the fenced, idempotent store of moved chunks;
+- :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
+  :class:`RemoteSource` (a runner's WebSocket), chosen by :class:`SessionSources`;
+- :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, move and settle.
+"""
+
+from .lease import Lease, RedisLease, SqliteLease, open_lease
+from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
+from .resp import RedisClient, RedisConnectionError, RedisReplyError, RespError, RespProtocolError
+from .sink import Batch, ChunkGapError, FencedError, MovedChunks
+from .sources import (
+    EmbeddedSource,
+    LiveSessionRef,
+    RemoteSource,
+    SessionGoneError,
+    SessionSources,
+    Source,
+    SourceError,
+    SourceRefusedError,
+)
+
+__all__ = [
+    "SESSION_LOST",
+    "Batch",
+    "ChunkGapError",
+    "EmbeddedSource",
+    "FencedError",
+    "Lease",
+    "LiveSessionRef",
+    "LiveSessions",
+    "LogMover",
+    "MoveOutcome",
+    "MovedChunks",
+    "OnTerminal",
+    "RedisClient",
+    "RedisConnectionError",
+    "RedisLease",
+    "RedisReplyError",
+    "RemoteSource",
+    "RespError",
+    "RespProtocolError",
+    "SessionGoneError",
+    "SessionSources",
+    "Source",
+    "SourceError",
+    "SourceFor",
+    "SourceRefusedError",
+    "SqliteLease",
+    "open_lease",
+]

@@ -1,0 +1,207 @@
+"""Who owns a session's persistence: a lease per session, with a fencing generation.
+
+A :class:`Lease` grants one owner (a chat replica) a session for ``ttl`` seconds.
+:meth:`~Lease.acquire` succeeds only when no live lease exists (``SET … NX``), and
+returns a new **fencing generation**, strictly greater than every generation ever
+handed out for that session; the owner renews it (its heartbeat) and releases it.
+The generation goes with every write of the moved chunks (:mod:`.sink`), so an owner
+that lost its lease (a long pause, a partition) is refused once a newer one claimed.
+
+- :class:`SqliteLease`: the embedded default, a ``leases`` row per session in the chat
+  database (one process or several on one file; wall-clock expiry);
+- :class:`RedisLease`: for replicas on several machines (seed 001): the key
+  ``sandbox:{<id>}:owner`` set ``NX PX <ttl>`` and ``INCR sandbox:{<id>}:generation``,
+  both in one Lua script; renew and release are Lua check-and-``PEXPIRE`` /
+  check-and-``DEL`` on the owner and the generation. The braces make the session id a Redis
+  Cluster hash tag: both keys live in one slot. Expiry runs on the Redis server's clock.
+
+:func:`open_lease` picks one from a ``--redis-url`` (or none).
+
+Every method raises what its store raises when it cannot be reached
+(:class:`sqlite3.Error`, :class:`~.resp.RespError`): the outcome is then unknown.
+A lease whose ``ttl`` has passed is gone: :meth:`~Lease.renew` then answers False even
+if nobody else has claimed it yet.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final, Protocol
+
+from sandstream.server.sqlite import SQLiteDatabase
+
+from .resp import RedisClient, RespProtocolError
+
+__all__ = ["Lease", "RedisLease", "SqliteLease", "open_lease", "redis_keys"]
+
+
+class Lease(Protocol):
+    """A lease per session id; see the module docstring."""
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
+        """Take the session for ``ttl`` s: a new fencing generation (strictly greater
+        than every one before for this session), or None while another live lease
+        (even ``owner``'s own) holds it."""
+        ...
+
+    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
+        """Extend ``owner``'s lease of ``generation`` to ``ttl`` s from now; False if it
+        is not held any more (expired, released, or another generation holds it)."""
+        ...
+
+    async def release(self, session_id: str, owner: str, generation: int) -> None:
+        """Give the lease up if ``owner`` still holds ``generation``; else do nothing."""
+        ...
+
+
+def _ttl_ms(ttl: float) -> int:
+    if not (ttl > 0 and math.isfinite(ttl)):
+        raise ValueError(f"a lease ttl must be a finite number of seconds > 0, got {ttl}")
+    return max(1, math.ceil(ttl * 1000))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SqliteLease:
+    """:class:`Lease` on the chat database's ``leases`` table (migration 3).
+
+    A row keeps the session's last generation after release (``owner`` NULL), so
+    generations only grow. Expiry compares wall-clock times: processes sharing the
+    file must share a clock (one machine).
+    """
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self.db = db
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
+        ttl_ms = _ttl_ms(ttl)
+
+        def run(conn: sqlite3.Connection) -> int | None:
+            now = _now_ms()
+            row = conn.execute(
+                "SELECT owner, generation, expires_at FROM leases WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is not None and row["owner"] is not None and row["expires_at"] > now:
+                return None
+            generation = 1 if row is None else int(row["generation"]) + 1
+            conn.execute(
+                "INSERT INTO leases (session_id, owner, generation, expires_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+                "owner = excluded.owner, generation = excluded.generation, "
+                "expires_at = excluded.expires_at",
+                (session_id, owner, generation, now + ttl_ms),
+            )
+            return generation
+
+        return await self.db.write(run)
+
+    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
+        ttl_ms = _ttl_ms(ttl)
+
+        def run(conn: sqlite3.Connection) -> bool:
+            now = _now_ms()
+            cursor = conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ? "
+                "AND generation = ? AND expires_at > ?",
+                (now + ttl_ms, session_id, owner, generation, now),
+            )
+            return cursor.rowcount == 1
+
+        return await self.db.write(run)
+
+    async def release(self, session_id: str, owner: str, generation: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE leases SET owner = NULL, expires_at = 0 "
+                "WHERE session_id = ? AND owner = ? AND generation = ?",
+                (session_id, owner, generation),
+            )
+
+        await self.db.write(run)
+
+
+_ACQUIRE: Final = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return false
+"""
+"""Claim: the owner key ``NX`` and a new generation, at once (no claim without one)."""
+
+_HOLDS: Final = "redis.call('GET', KEYS[1]) == ARGV[1] and redis.call('GET', KEYS[2]) == ARGV[2]"
+"""The owner key is ``owner``'s, and the generation its claim was given is the latest."""
+
+_RENEW: Final = f"""
+if {_HOLDS} then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 0
+"""
+
+_RELEASE: Final = f"""
+if {_HOLDS} then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def redis_keys(session_id: str) -> tuple[str, str]:
+    """The Redis keys of a session's lease: its owner, its generation counter."""
+    tag = f"sandbox:{{{session_id}}}"
+    return f"{tag}:owner", f"{tag}:generation"
+
+
+class RedisLease:
+    """:class:`Lease` on a Redis server (seed 001's ``SET … NX``; see the module
+    docstring). The generation counter is never deleted, so generations only grow.
+
+    A claim sets the owner key and increments the counter in one script, so the owner
+    key, while it exists, belongs to the counter's latest generation: renew and release
+    check both, and a replica that lost the lease and claimed it again under a newer
+    generation cannot renew or release the old one.
+    """
+
+    def __init__(self, redis: RedisClient) -> None:
+        self.redis = redis
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
+        keys = redis_keys(session_id)
+        reply = await self.redis.execute("EVAL", _ACQUIRE, 2, *keys, owner, _ttl_ms(ttl))
+        if reply is None:
+            return None
+        if not isinstance(reply, int):
+            raise RespProtocolError(f"the lease script answered {reply!r}, not a generation")
+        return reply
+
+    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
+        keys = redis_keys(session_id)
+        reply = await self.redis.execute("EVAL", _RENEW, 2, *keys, owner, generation, _ttl_ms(ttl))
+        return reply == 1
+
+    async def release(self, session_id: str, owner: str, generation: int) -> None:
+        keys = redis_keys(session_id)
+        await self.redis.execute("EVAL", _RELEASE, 2, *keys, owner, generation)
+
+
+@asynccontextmanager
+async def open_lease(redis_url: str | None, db: SQLiteDatabase) -> AsyncIterator[Lease]:
+    """The lease the log mover uses: :class:`RedisLease` on ``redis_url`` (the
+    ``--redis-url`` flag), else :class:`SqliteLease` on the chat database ``db``.
+
+    Raises :class:`ValueError` for a malformed Redis URL (before anything connects);
+    Redis is first reached by the first lease call. The Redis connection is closed
+    when the block ends.
+    """
+    if redis_url is None:
+        yield SqliteLease(db)
+        return
+    async with RedisClient(redis_url) as redis:
+        yield RedisLease(redis)

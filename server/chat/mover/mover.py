@@ -1,0 +1,294 @@
+"""The log mover (seed 001): exactly one replica moves each live session's chunks
+into the chat database, under a lease, and settles it when it ends.
+
+:class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves
+every session it does not move yet; :meth:`LogMover.claim_now` starts one at once.
+Moving one session (:meth:`LogMover.move`):
+
+1. **claim**: :meth:`Lease.acquire` (None: another replica owns it, nothing to do),
+   then raise the session's fence to the new generation (:meth:`MovedChunks.fence`):
+   from here on, the previous owner's writes are refused;
+2. **move**: follow the session's source from the stored cursor
+   (:meth:`MovedChunks.last_cursor`), one :meth:`MovedChunks.move` per batch, while a
+   heartbeat renews the lease every ``heartbeat`` s;
+3. **settle**: after the terminal chunk, ``on_terminal(ref, generation)`` (the chat
+   folds the moved chunks and settles its turn there), still under the lease;
+4. **release** the lease (also on an error or cancellation: best effort, shielded).
+
+A session whose source is gone (its runner forgot it, or retention dropped chunks it
+still needed) gets ``error{code:"session_lost"}`` (made by the core) as its last
+moved chunk, so the chat can settle it like any ended session; so does a session whose
+chunks ended without a terminal line.
+
+**The lease is lost** when a renewal answers False, or when ``ttl`` has passed since
+the last renewal that succeeded was sent (Redis or the database unreachable): the
+mover then stops at once, before its next write, and does not settle. A write that a
+newer owner fenced off (:class:`FencedError`) stops it the same way. Either way it
+writes nothing more; the new owner resumes from the stored cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Literal
+
+import trio
+
+from sandstream.core import StreamProcessor
+from sandstream.server.sessions.service import terminal_state
+
+from .lease import Lease
+from .resp import RespError
+from .sink import Batch, FencedError, MovedChunks
+from .sources import LiveSessionRef, SessionGoneError, Source, SourceError
+
+__all__ = [
+    "SESSION_LOST",
+    "LiveSessions",
+    "LogMover",
+    "MoveOutcome",
+    "OnTerminal",
+    "SourceFor",
+]
+
+log = logging.getLogger("sandstream.chat.mover")
+
+SESSION_LOST: Final = "session_lost"
+"""Error code of the terminal chunk the mover adds to a session it cannot read to its end."""
+
+RELEASE_TIMEOUT: Final = 5.0
+"""Seconds a release may take when moving ends (then the lease just expires)."""
+
+MoveOutcome = Literal["moved", "held_elsewhere", "lease_lost"]
+"""How :meth:`LogMover.move` ended: the session was moved to its end and settled;
+another owner holds its lease; the lease was lost (or fenced off) while moving."""
+
+OnTerminal = Callable[[LiveSessionRef, int], Awaitable[None]]
+"""Called with the session and the lease generation once its terminal chunk is stored."""
+
+LiveSessions = Callable[[], Awaitable[Sequence[LiveSessionRef]]]
+"""The sessions that should be moved (the chat's live turns)."""
+
+SourceFor = Callable[[LiveSessionRef], Source]
+"""The source a session's chunks are read from (:class:`~.sources.SessionSources`)."""
+
+
+class _LeaseLost(Exception):
+    """Internal: the lease ran out before a write."""
+
+
+class _Holding:
+    """One claimed session: its generation and until when the lease surely holds."""
+
+    def __init__(self, ref: LiveSessionRef, generation: int, deadline: float) -> None:
+        self.ref = ref
+        self.generation = generation
+        self.deadline = deadline
+        """trio time: the last successful claim or renewal was *sent* before ``deadline - ttl``."""
+        self.last: tuple[int, bytes] | None = None
+        self.lost = False
+
+
+class LogMover:
+    """Moves live sessions' chunks under a lease; see the module docstring.
+
+    ``owner_id`` names this replica in the leases (unique per process). Times are in
+    seconds: ``heartbeat`` must be shorter than ``ttl`` (a third of it is a good value).
+    ``on_terminal`` and ``live_sessions`` that raise are logged: the session is left
+    for the next sweep.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        sink: MovedChunks,
+        sources: SourceFor,
+        owner_id: str,
+        *,
+        live_sessions: LiveSessions,
+        on_terminal: OnTerminal,
+        ttl: float = 30.0,
+        heartbeat: float = 10.0,
+        sweep_interval: float = 5.0,
+    ) -> None:
+        for name, value in (
+            ("ttl", ttl),
+            ("heartbeat", heartbeat),
+            ("sweep_interval", sweep_interval),
+        ):
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number of seconds > 0, got {value}")
+        if heartbeat >= ttl:
+            raise ValueError(
+                f"the heartbeat ({heartbeat} s) must be shorter than the ttl ({ttl} s)"
+            )
+        self.lease = lease
+        self.sink = sink
+        self.sources = sources
+        self.owner_id = owner_id
+        self.ttl = ttl
+        self.heartbeat = heartbeat
+        self.sweep_interval = sweep_interval
+        self._live_sessions = live_sessions
+        self._on_terminal = on_terminal
+        self._moving: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def moving(self) -> frozenset[str]:
+        """The ids of the sessions this mover is moving (or claiming) now."""
+        return frozenset(self._moving)
+
+    # -- the sweep ------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Sweep every ``sweep_interval`` s until cancelled, moving each live session
+        in a task of its own. Cancellation: every move stops and releases its lease."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                while True:
+                    await self.sweep()
+                    await trio.sleep(self.sweep_interval)
+            finally:
+                self._nursery = None
+
+    async def sweep(self) -> None:
+        """Ask ``live_sessions()`` once and start moving those not moved yet (a move
+        whose lease another replica holds ends at once)."""
+        try:
+            refs = await self._live_sessions()
+        except Exception:
+            log.exception("the log mover's sweep could not list the live sessions")
+            return
+        for ref in refs:
+            self.claim_now(ref)
+
+    def claim_now(self, ref: LiveSessionRef) -> bool:
+        """Start moving ``ref`` now, without waiting for the sweep; False if this
+        mover moves it already. Raises :class:`RuntimeError` unless :meth:`run` runs."""
+        if self._nursery is None:
+            raise RuntimeError("the log mover is not running")
+        if ref.session_id in self._moving:
+            return False
+        self._moving.add(ref.session_id)
+        self._nursery.start_soon(self._move_logged, ref)
+        return True
+
+    async def _move_logged(self, ref: LiveSessionRef) -> None:
+        try:
+            await self.move(ref)
+        except (SourceError, RespError, sqlite3.Error) as exc:  # no traceback: not a bug
+            log.warning(
+                "moving session %s failed (%r); the next sweep tries again", ref.session_id, exc
+            )
+        except Exception:
+            log.exception("moving session %s failed; the next sweep tries again", ref.session_id)
+        finally:
+            self._moving.discard(ref.session_id)
+
+    # -- one session ----------------------------------------------------------------
+
+    async def move(self, ref: LiveSessionRef) -> MoveOutcome:
+        """Claim, move, settle and release one session (see the module docstring).
+
+        Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
+        (:class:`sqlite3.Error`, :class:`~.sink.ChunkGapError`), the lease or
+        ``on_terminal`` raise; the lease is released first. Cancellation: stops at
+        once and releases the lease.
+        """
+        started = trio.current_time()
+        generation = await self.lease.acquire(ref.session_id, self.owner_id, self.ttl)
+        if generation is None:
+            return "held_elsewhere"
+        holding = _Holding(ref, generation, started + self.ttl)
+        try:
+            return await self._hold(holding)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
+                try:
+                    await self.lease.release(ref.session_id, self.owner_id, generation)
+                except Exception as exc:
+                    log.warning("session %s: releasing the lease failed: %r", ref.session_id, exc)
+
+    async def _hold(self, holding: _Holding) -> MoveOutcome:
+        """Move and settle under the lease, the heartbeat beside it."""
+        failure: list[Exception] = []
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as work:
+                nursery.start_soon(self._keep, holding, work)
+                try:
+                    await self._move_and_settle(holding)
+                except (FencedError, _LeaseLost) as exc:
+                    log.warning("session %s: stopped moving: %s", holding.ref.session_id, exc)
+                    holding.lost = True
+                except Exception as exc:  # raised as itself below, not in an exception group
+                    failure.append(exc)
+            nursery.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        return "lease_lost" if holding.lost else "moved"
+
+    async def _keep(self, holding: _Holding, work: trio.CancelScope) -> None:
+        """The heartbeat: renew every ``heartbeat`` s; cancel ``work`` once the lease is
+        lost (renewal refused, or none succeeded within the ttl)."""
+        session_id = holding.ref.session_id
+        while True:
+            await trio.sleep(self.heartbeat)
+            sent = trio.current_time()
+            held = False
+            with trio.move_on_at(holding.deadline):
+                try:
+                    held = await self.lease.renew(
+                        session_id, self.owner_id, holding.generation, self.ttl
+                    )
+                    if held:
+                        holding.deadline = sent + self.ttl
+                    else:
+                        log.warning("session %s: the lease was lost", session_id)
+                        break
+                except Exception as exc:
+                    log.warning("session %s: renewing the lease failed: %r", session_id, exc)
+            if not held and trio.current_time() >= holding.deadline:
+                log.warning("session %s: no renewal within the lease's ttl", session_id)
+                break
+        holding.lost = True
+        work.cancel()
+
+    async def _move_and_settle(self, holding: _Holding) -> None:
+        ref, generation = holding.ref, holding.generation
+        session_id = ref.session_id
+        try:
+            await self.sink.fence(session_id, generation)
+        except FencedError as exc:
+            log.error(
+                "session %s: the lease's generation %d is below the session's fence %d: "
+                "did the lease store lose its generation counter (Redis without persistence)?",
+                session_id,
+                generation,
+                exc.fence,
+            )
+            raise
+
+        async def deliver(batch: Batch) -> None:
+            if trio.current_time() >= holding.deadline:
+                raise _LeaseLost(f"the lease of generation {generation} ran out")
+            await self.sink.move(session_id, generation, batch)
+            holding.last = batch[-1]
+
+        after = await self.sink.last_cursor(session_id)
+        ended_why = "the session's chunks ended without a terminal line"
+        try:
+            await self.sources(ref).follow(session_id, after, deliver)
+        except SessionGoneError as exc:
+            log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
+            ended_why = str(exc)
+        last = holding.last or await self.sink.last_chunk(session_id)
+        if last is None or terminal_state(last[1]) is None:
+            line = StreamProcessor("ndjson").fail(SESSION_LOST, ended_why)
+            await deliver([((last[0] if last else 0) + 1, line)])
+        await self._on_terminal(ref, generation)

@@ -1,0 +1,391 @@
+"""Where the log mover reads a session's chunks: in-process, or from a runner's WebSocket.
+
+A :class:`Source` follows one session from a cursor to its end and hands the chunks
+to a ``deliver`` callback as batches of ``(cursor, chunk)`` (:data:`~.sink.Batch`),
+one batch at a time: the next is read while ``deliver`` runs, but handed over only
+after it returned (back-pressure). :meth:`Source.follow` returns after the session's
+last chunk was delivered (its terminal line), and raises
+
+- :class:`SessionGoneError` when the session cannot be read any more: unknown to its
+  runner (retired, or never there), or its chunks after the cursor are no longer
+  retained (the runner answers 404 / 410);
+- :class:`SourceRefusedError` when the runner refuses the read for good (a wrong
+  runner token, a cursor past the session's end).
+
+- :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`,
+  read with :class:`~sandstream.server.sessions.Follow` (no copy, no socket);
+- :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N`` (trio-websocket,
+  the runner token in ``Authorization``). A connection that drops or, idle, stops
+  answering pings, a runner that does not answer or answers 5xx is retried from the
+  last cursor received, with a backoff
+  (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long as the
+  caller lets it: the session's chunks are kept by its runner.
+
+Cancellation: ``follow`` stops at once (the WebSocket is closed); chunks read but not
+yet delivered are dropped, which is safe: the caller resumes from what it stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import msgspec
+import trio
+import trio_websocket
+
+from sandstream.server.sessions import (
+    Chunks,
+    CursorGoneError,
+    Follow,
+    SessionNotFoundError,
+    SessionService,
+)
+
+from .sink import Batch
+
+__all__ = [
+    "Deliver",
+    "EmbeddedSource",
+    "LiveSessionRef",
+    "RemoteSource",
+    "SessionGoneError",
+    "SessionSources",
+    "Source",
+    "SourceError",
+    "SourceRefusedError",
+]
+
+log = logging.getLogger("sandstream.chat.mover")
+
+Deliver = Callable[[Batch], Awaitable[None]]
+"""Takes one batch of chunks; the source waits for it before handing over the next."""
+
+_CONTROL_PREFIX: Final = '{"type":"control"'
+_BATCH_BYTES: Final = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSessionRef:
+    """A session the mover should move: its id, and its runner's base URL (``None``:
+    the embedded runner of this process)."""
+
+    session_id: str
+    runner_url: str | None = None
+
+
+class SourceError(Exception):
+    """A session's chunks cannot be read from its source."""
+
+
+class SessionGoneError(SourceError):
+    """The session, or its chunks after the cursor asked for, are no longer there."""
+
+
+class SourceRefusedError(SourceError):
+    """The runner refuses the read, and asking again will not change that."""
+
+
+class Source(Protocol):
+    """One session's chunks from a cursor to its end; see the module docstring."""
+
+    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None: ...
+
+
+class EmbeddedSource:
+    """The sessions of the in-process :class:`SessionService`."""
+
+    def __init__(self, service: SessionService) -> None:
+        self.service = service
+
+    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
+        """Every chunk after ``after`` to the session's end, in batches of at most the
+        service's ``read_bytes`` (one read each). Raises :class:`SessionGoneError`,
+        :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
+        try:
+            session = self.service.get(session_id)
+        except SessionNotFoundError:
+            raise SessionGoneError(f"no session {session_id!r} in this process") from None
+        if after > session.last_cursor:
+            raise SourceRefusedError(
+                f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
+            )
+        settings = self.service.settings
+        follow = Follow(session, after, max_bytes=settings.read_bytes, keepalive=settings.keepalive)
+        try:
+            async for event in follow:
+                if isinstance(event, Chunks):
+                    await deliver(list(enumerate(event.chunks, event.first)))
+        except CursorGoneError as exc:
+            raise SessionGoneError(f"session {session_id}: {exc}") from None
+
+
+class _Control(msgspec.Struct):
+    cursor: int
+    streamClosed: bool = False  # Durable Streams' names
+    gone: bool = False
+
+
+_control_decoder: Final = msgspec.json.Decoder(_Control)
+
+
+class _Progress:
+    """One follow's state across its connections: the last cursor received, and when."""
+
+    def __init__(self, cursor: int) -> None:
+        self.cursor = cursor
+        self.received = trio.current_time()
+        self.waiting = False
+        """True while the reader waits for the runner's next message."""
+
+
+async def _receive(
+    ws: trio_websocket.WebSocketConnection,
+    session_id: str,
+    progress: _Progress,
+    send: trio.MemorySendChannel[tuple[int, bytes]],
+) -> None:
+    """Hand the chunks of one connection to ``send`` until the ``streamClosed`` control.
+    Raises :class:`SessionGoneError` on ``gone``, and what the connection raises."""
+    while True:
+        progress.waiting = True
+        try:
+            message = await ws.get_message()
+        finally:
+            progress.waiting = False
+        progress.received = trio.current_time()
+        text = message if isinstance(message, str) else message.decode()
+        if text.startswith(_CONTROL_PREFIX):
+            control = _control_decoder.decode(text)
+            if control.gone:
+                raise SessionGoneError(
+                    f"session {session_id}: the runner no longer keeps the chunks after "
+                    f"cursor {control.cursor}"
+                )
+            if control.streamClosed:
+                return
+            continue
+        progress.cursor += 1
+        await send.send((progress.cursor, text.encode() + b"\n"))
+
+
+class RemoteSource:
+    """A runner's sessions, over its WebSocket; see the module docstring.
+
+    ``read_ahead``: chunks received and not yet delivered, at most (memory is bounded
+    by it times the largest chunk, ``max_chunk_bytes``, larger WebSocket messages
+    close the connection). A connection idle for ``ping_interval`` s is pinged, and
+    dropped if no pong comes within ``ping_timeout`` s (a partition, a runner that
+    hangs). A batch gathers what arrives for up to ``linger`` s after its first chunk.
+    ``reconnects`` counts the connections that were retried.
+    """
+
+    def __init__(
+        self,
+        runner_url: str,
+        token: str,
+        *,
+        reconnect_delay: float = 0.05,
+        max_reconnect_delay: float = 2.0,
+        read_ahead: int = 1024,
+        max_chunk_bytes: int = 16 * 1024 * 1024,
+        connect_timeout: float = 10.0,
+        ping_interval: float = 10.0,
+        ping_timeout: float = 10.0,
+        linger: float = 0.01,
+    ) -> None:
+        base = runner_url.rstrip("/")
+        if base.startswith("https://"):
+            self._ws_base = "wss://" + base.removeprefix("https://")
+        elif base.startswith("http://"):
+            self._ws_base = "ws://" + base.removeprefix("http://")
+        else:
+            raise ValueError(f"a runner URL must be http:// or https://, got {runner_url!r}")
+        self.runner_url = base
+        self._headers = [(b"Authorization", f"Bearer {token}".encode())]
+        self._delay = reconnect_delay
+        self._max_delay = max_reconnect_delay
+        self._read_ahead = read_ahead
+        self._max_chunk = max_chunk_bytes
+        self._connect_timeout = connect_timeout
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
+        self._linger = linger
+        self.reconnects = 0
+
+    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
+        """Every chunk after ``after`` to the session's end, in batches of what has
+        arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger). Reconnects
+        from the last cursor received when the connection drops. Raises
+        :class:`SessionGoneError`, :class:`SourceRefusedError`."""
+        send, receive = trio.open_memory_channel[tuple[int, bytes]](self._read_ahead)
+        failure: list[Exception] = []
+
+        async def read() -> None:
+            async with send:
+                try:
+                    await self._read(session_id, after, send)
+                except SourceError as exc:
+                    failure.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            try:
+                await _batches(receive, deliver, self._linger)
+            except Exception as exc:  # raised as itself below, not in an exception group
+                failure.append(exc)
+            nursery.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+
+    async def _read(
+        self, session_id: str, after: int, send: trio.MemorySendChannel[tuple[int, bytes]]
+    ) -> None:
+        progress = _Progress(after)
+        delay = self._delay
+        while True:
+            url = f"{self._ws_base}/sessions/{session_id}/ws?cursor={progress.cursor}"
+            try:
+                async with trio_websocket.open_websocket_url(
+                    url,
+                    extra_headers=self._headers,
+                    max_message_size=self._max_chunk,
+                    connect_timeout=self._connect_timeout,
+                    disconnect_timeout=1.0,
+                    receive_buffer_size=None,  # trio's default (64 KiB), not 4 KiB
+                    message_queue_size=64,
+                ) as ws:
+                    delay = self._delay
+                    if await self._watched(ws, session_id, progress, send):
+                        return
+                    why = f"no pong within {self._ping_timeout} s"
+            except trio_websocket.ConnectionRejected as exc:
+                self._refused(session_id, progress.cursor, exc)
+                why = f"the runner answered {exc.status_code}"
+            except (
+                trio_websocket.ConnectionClosed,
+                trio_websocket.HandshakeError,
+                OSError,
+                ValueError,  # msgspec.DecodeError, UnicodeDecodeError: not the runner's words
+            ) as exc:
+                why = repr(exc)
+            self.reconnects += 1
+            log.info(
+                "session %s: reading from %s failed (%s); again from cursor %d in %.2f s",
+                session_id,
+                self.runner_url,
+                why,
+                progress.cursor,
+                delay,
+            )
+            await trio.sleep(delay)
+            delay = min(delay * 2, self._max_delay)
+
+    async def _watched(
+        self,
+        ws: trio_websocket.WebSocketConnection,
+        session_id: str,
+        progress: _Progress,
+        send: trio.MemorySendChannel[tuple[int, bytes]],
+    ) -> bool:
+        """Receive until the session ended (True), or until the runner stopped answering
+        pings (False: a dead peer, a partition, which TCP alone notices only after
+        minutes). Raises what receiving raises."""
+        failure: list[Exception] = []
+        ended = False
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ping, ws, progress, nursery.cancel_scope)
+            try:
+                await _receive(ws, session_id, progress, send)
+                ended = True
+            except Exception as exc:  # raised as itself below, not in an exception group
+                failure.append(exc)
+            nursery.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        return ended
+
+    async def _ping(
+        self, ws: trio_websocket.WebSocketConnection, progress: _Progress, reading: trio.CancelScope
+    ) -> None:
+        """Ping a connection idle for ``ping_interval`` s; cancel ``reading`` if no pong
+        comes within ``ping_timeout`` s. (Not while the reader waits for its consumer:
+        the pong would wait behind the unread messages.)"""
+        while True:
+            await trio.sleep(self._ping_interval)
+            idle = trio.current_time() - progress.received
+            if not progress.waiting or idle < self._ping_interval:
+                continue
+            with trio.move_on_after(self._ping_timeout) as waited:
+                try:
+                    await ws.ping()
+                except trio_websocket.ConnectionClosed:
+                    return  # the reader sees it too
+            if waited.cancelled_caught:
+                reading.cancel()
+                return
+
+    def _refused(
+        self, session_id: str, cursor: int, exc: trio_websocket.ConnectionRejected
+    ) -> None:
+        """Raise for a refusal that asking again will not change; return for a 5xx."""
+        status = exc.status_code
+        body = (exc.body or b"")[:300].decode(errors="replace")
+        if status in (404, 410):
+            raise SessionGoneError(f"session {session_id} at {self.runner_url}: {status} {body}")
+        if status < 500 and status != 429:
+            raise SourceRefusedError(
+                f"session {session_id} at {self.runner_url}, cursor {cursor}: {status} {body}"
+            )
+
+
+async def _batches(
+    receive: trio.MemoryReceiveChannel[tuple[int, bytes]], deliver: Deliver, linger: float
+) -> None:
+    """Hand what ``receive`` holds to ``deliver`` as batches: whatever has arrived while
+    the previous batch was delivered, and for up to ``linger`` s after a batch's first
+    chunk, up to 256 KiB (fewer, larger transactions: a WebSocket hands chunks over one
+    at a time). The end of the channel ends a batch at once."""
+    async with receive:
+        async for first in receive:
+            batch = [first]
+            size = len(first[1])
+            with trio.move_on_after(linger):
+                while size < _BATCH_BYTES:
+                    try:
+                        item = await receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                    batch.append(item)
+                    size += len(item[1])
+            await deliver(batch)
+
+
+class SessionSources:
+    """The source of each session: the embedded one (``embedded``, this process's
+    :class:`SessionService`) or a :class:`RemoteSource` per runner URL, sharing
+    ``runner_token``. Raises :class:`SourceRefusedError` for a session whose kind
+    it has no source for."""
+
+    def __init__(
+        self, *, embedded: SessionService | None = None, runner_token: str | None = None
+    ) -> None:
+        self._embedded = None if embedded is None else EmbeddedSource(embedded)
+        self._token = runner_token
+        self._remote: dict[str, RemoteSource] = {}
+
+    def __call__(self, ref: LiveSessionRef) -> Source:
+        if ref.runner_url is None:
+            if self._embedded is None:
+                raise SourceRefusedError(f"session {ref.session_id}: no embedded runner here")
+            return self._embedded
+        if self._token is None:
+            raise SourceRefusedError(
+                f"session {ref.session_id}: no runner token for {ref.runner_url}"
+            )
+        source = self._remote.get(ref.runner_url)
+        if source is None:
+            source = self._remote[ref.runner_url] = RemoteSource(ref.runner_url, self._token)
+        return source

@@ -1,0 +1,228 @@
+"""Shared pieces of the log mover tests: Redis, the chat database, a cuttable proxy,
+a recording sink, and a process that runs one LogMover (to be SIGKILLed).
+
+``python -m tests.chat.mover_harness --db DB --runner-url URL --session ID ...`` moves
+one session of a remote runner under a lease (SQLite on ``DB``, or ``--redis-url``),
+as a replica would; the takeover tests and benchmarks kill it mid-session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextvars
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import pytest
+import trio
+
+from sandstream.server.chat.migrations import migrate
+from sandstream.server.chat.mover import (
+    Batch,
+    Lease,
+    LiveSessionRef,
+    LogMover,
+    MovedChunks,
+    RemoteSource,
+    open_lease,
+)
+from sandstream.server.sqlite import SQLiteDatabase
+from tests.support.redis_server import open_redis_server
+
+__all__ = [
+    "LeaseKind",
+    "Proxy",
+    "RecordingSink",
+    "open_chat_db",
+    "redis_url",
+    "start_proxy",
+]
+
+LeaseKind = Literal["sqlite", "redis"]
+T = TypeVar("T")
+
+
+@pytest.fixture
+async def redis_url() -> AsyncIterator[str]:
+    """A real redis-server on a free loopback port, for this test."""
+    async with open_redis_server() as server:
+        yield server.url
+
+
+async def open_chat_db(path: Path) -> SQLiteDatabase:
+    """The chat database at ``path``, migrated (leases, fences, moved chunks)."""
+    return await SQLiteDatabase.open(path, migrate=migrate)
+
+
+_LABEL: contextvars.ContextVar[tuple[str, int, int, int] | None] = contextvars.ContextVar(
+    "label", default=None
+)
+
+
+class _RecordingDatabase:
+    """The database's ``write``, recording the label of each write that commits, in
+    the writer thread, under the write lock: the list is in commit order."""
+
+    def __init__(self, db: SQLiteDatabase, events: list[tuple[str, int, int, int]]) -> None:
+        self._db = db
+        self._events = events
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        label = _LABEL.get()  # the worker thread runs in a copy of this context
+
+        def recorded(conn: sqlite3.Connection) -> T:
+            result = fn(conn)
+            if label is not None:
+                self._events.append(label)
+            return result
+
+        return await self._db.write(recorded)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._db.read(fn)
+
+
+class RecordingSink(MovedChunks):
+    """The real sink, which also records each of its writes that committed, in commit
+    order: ``("fence", generation, 0, 0)`` and ``("move", generation, first, last)``."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self.events: list[tuple[str, int, int, int]] = []
+        super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
+
+    async def fence(self, session_id: str, generation: int) -> None:
+        token = _LABEL.set(("fence", generation, 0, 0))
+        try:
+            await super().fence(session_id, generation)
+        finally:
+            _LABEL.reset(token)
+
+    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
+        label = ("move", generation, batch[0][0], batch[-1][0]) if batch else None
+        token = _LABEL.set(label)
+        try:
+            await super().move(session_id, generation, batch)
+        finally:
+            _LABEL.reset(token)
+
+
+class Proxy:
+    """A TCP proxy on loopback to ``target``; :meth:`cut` drops every connection,
+    :meth:`freeze` silences them (a partition: nobody sees a close)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.url = ""
+        self.cuts = 0
+        self._scopes: set[trio.CancelScope] = set()
+        self._frozen: set[trio.CancelScope] = set()
+
+    def cut(self) -> None:
+        """Close every connection through the proxy now (both sides see it drop)."""
+        self.cuts += 1
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    def freeze(self) -> None:
+        """Stop forwarding on every open connection, and keep its sockets open; new
+        connections are forwarded."""
+        self._frozen |= self._scopes
+
+    async def _handle(self, client: trio.SocketStream) -> None:
+        with trio.CancelScope() as scope:
+            self._scopes.add(scope)
+
+            def frozen() -> bool:
+                return scope in self._frozen
+
+            try:
+                upstream = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+                async with client, upstream, trio.open_nursery() as nursery:
+                    for source, sink in ((client, upstream), (upstream, client)):
+                        nursery.start_soon(_pipe, source, sink, nursery.cancel_scope, frozen)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            finally:
+                self._scopes.discard(scope)
+                self._frozen.discard(scope)
+        await client.aclose()
+
+
+async def _pipe(
+    source: trio.SocketStream,
+    sink: trio.SocketStream,
+    done: trio.CancelScope,
+    frozen: Callable[[], bool],
+) -> None:
+    try:
+        while data := await source.receive_some(65536):
+            if frozen():
+                await trio.sleep_forever()  # swallowed: the peer hears nothing more
+            await sink.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    done.cancel()
+
+
+async def start_proxy(nursery: trio.Nursery, target_url: str) -> Proxy:
+    """A :class:`Proxy` to the server at ``target_url`` (``http://127.0.0.1:PORT``)."""
+    proxy = Proxy(int(target_url.rsplit(":", 1)[1]))
+    listeners = await nursery.start(trio.serve_tcp, proxy._handle, 0)
+    port = listeners[0].socket.getsockname()[1]
+    proxy.url = f"http://127.0.0.1:{port}"
+    return proxy
+
+
+# -- a mover in a process of its own ----------------------------------------------------
+
+
+async def _run_owner(args: argparse.Namespace) -> None:
+    db = await open_chat_db(Path(args.db))
+    lease: Lease
+    try:
+        async with open_lease(args.redis_url, db) as lease:
+            ref = LiveSessionRef(args.session, args.runner_url)
+            source = RemoteSource(args.runner_url, args.token)
+
+            async def live() -> list[LiveSessionRef]:
+                return [ref]
+
+            async def settled(ref: LiveSessionRef, generation: int) -> None:
+                print(f"terminal {generation}", flush=True)
+
+            mover = LogMover(
+                lease,
+                MovedChunks(db),
+                lambda _ref: source,
+                args.owner,
+                live_sessions=live,
+                on_terminal=settled,
+                ttl=args.ttl,
+                heartbeat=args.heartbeat,
+            )
+            print(f"outcome {await mover.move(ref)}", flush=True)
+    finally:
+        await db.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--redis-url")
+    parser.add_argument("--runner-url", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--session", required=True)
+    parser.add_argument("--owner", required=True)
+    parser.add_argument("--ttl", type=float, default=1.0)
+    parser.add_argument("--heartbeat", type=float, default=0.25)
+    try:
+        trio.run(_run_owner, parser.parse_args(argv))
+    except sqlite3.Error as exc:
+        sys.exit(f"mover: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Leases (SQLite and a real Redis) and the fenced sink: NX, renew and release by the
+holder only, generations that only grow, expiry, fencing, idempotent moves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from sandstream.server.chat.mover import (
+    ChunkGapError,
+    FencedError,
+    Lease,
+    MovedChunks,
+    RedisClient,
+    RedisLease,
+    SqliteLease,
+    open_lease,
+)
+from sandstream.server.chat.mover.lease import redis_keys
+from sandstream.server.sqlite import SQLiteDatabase
+from tests.chat.mover_harness import LeaseKind, open_chat_db
+from tests.support.redis_server import open_redis_server
+
+TTL = 0.3
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+    database = await open_chat_db(tmp_path / "chat.sqlite3")
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def lease(request: pytest.FixtureRequest, db: SQLiteDatabase) -> AsyncIterator[Lease]:
+    kind: LeaseKind = request.param
+    if kind == "sqlite":
+        yield SqliteLease(db)
+        return
+    async with open_redis_server() as server, open_lease(server.url, db) as redis_lease:
+        assert isinstance(redis_lease, RedisLease)
+        yield redis_lease
+
+
+async def wait_acquired(lease: Lease, session_id: str, owner: str, ttl: float) -> int:
+    """Acquire once the holder's lease has expired (polled, under a deadline)."""
+    with trio.fail_after(10):
+        while (generation := await lease.acquire(session_id, owner, ttl)) is None:
+            await trio.sleep(0.02)
+    return generation
+
+
+async def test_one_owner_at_a_time_and_generations_only_grow(lease: Lease) -> None:
+    first = await lease.acquire("ses_a", "replica-1", 30)
+    assert first == 1
+    assert await lease.acquire("ses_a", "replica-2", 30) is None
+    assert await lease.acquire("ses_a", "replica-1", 30) is None  # NX: even its holder
+    assert await lease.acquire("ses_b", "replica-2", 30) == 1  # per session
+    await lease.release("ses_a", "replica-1", first)
+    second = await lease.acquire("ses_a", "replica-2", 30)
+    assert second == 2
+    await lease.release("ses_a", "replica-2", second)
+    assert await lease.acquire("ses_a", "replica-1", 30) == 3
+
+
+async def test_only_the_holder_of_the_generation_renews_or_releases(lease: Lease) -> None:
+    generation = await lease.acquire("ses_a", "replica-1", 30)
+    assert generation is not None
+    assert await lease.renew("ses_a", "replica-1", generation, 30)
+    assert not await lease.renew("ses_a", "replica-2", generation, 30)
+    assert not await lease.renew("ses_a", "replica-1", generation + 1, 30)
+    await lease.release("ses_a", "replica-2", generation)  # not its: nothing happens
+    await lease.release("ses_a", "replica-1", generation - 1)
+    assert await lease.acquire("ses_a", "replica-2", 30) is None
+    assert await lease.renew("ses_a", "replica-1", generation, 30)
+
+
+async def test_an_expired_lease_is_lost_and_a_new_claim_fences_the_old_one(lease: Lease) -> None:
+    old = await lease.acquire("ses_a", "replica-1", TTL)
+    assert old is not None
+    new = await wait_acquired(lease, "ses_a", "replica-2", 30)
+    assert new > old
+    assert not await lease.renew("ses_a", "replica-1", old, 30)
+    # the same replica claiming again gets a new generation; the old one stays dead
+    await lease.release("ses_a", "replica-2", new)
+    again = await lease.acquire("ses_a", "replica-1", 30)
+    assert again is not None and again > new
+    assert not await lease.renew("ses_a", "replica-1", old, 30)
+    await lease.release("ses_a", "replica-1", old)
+    assert await lease.renew("ses_a", "replica-1", again, 30)
+
+
+async def test_an_expired_lease_cannot_be_renewed_even_unclaimed(lease: Lease) -> None:
+    generation = await lease.acquire("ses_a", "replica-1", TTL)
+    assert generation is not None
+    await trio.sleep(TTL * 2)  # past its expiry (a lower bound: no race)
+    assert not await lease.renew("ses_a", "replica-1", generation, 30)
+    assert await lease.acquire("ses_a", "replica-2", 30) == generation + 1
+
+
+async def test_bad_ttls_are_refused(lease: Lease) -> None:
+    for ttl in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="ttl"):
+            await lease.acquire("ses_a", "replica-1", ttl)
+
+
+async def test_redis_lease_keys_follow_the_seed(db: SQLiteDatabase) -> None:
+    async with open_redis_server() as server, RedisClient(server.url) as redis:
+        lease = RedisLease(redis)
+        generation = await lease.acquire("ses_a", "replica-1", 30)
+        owner, counter = redis_keys("ses_a")
+        assert (owner, counter) == ("sandbox:{ses_a}:owner", "sandbox:{ses_a}:generation")
+        assert await redis.execute("GET", owner) == b"replica-1"
+        assert await redis.execute("GET", counter) == b"%d" % generation
+        ttl_ms = await redis.execute("PTTL", owner)
+        assert isinstance(ttl_ms, int) and 0 < ttl_ms <= 30_000
+        await lease.release("ses_a", "replica-1", generation)
+        assert await redis.execute("EXISTS", owner) == 0
+        assert await redis.execute("GET", counter) == b"1"  # kept: generations only grow
+
+
+async def test_open_lease_refuses_a_bad_url(db: SQLiteDatabase) -> None:
+    with pytest.raises(ValueError, match="redis://"):
+        async with open_lease("http://localhost:6379", db):
+            pass
+    async with open_lease(None, db) as lease:
+        assert isinstance(lease, SqliteLease)
+
+
+# -- the sink ------------------------------------------------------------------------
+
+
+def chunks(first: int, last: int) -> list[tuple[int, bytes]]:
+    return [(cursor, b'{"n":%d}\n' % cursor) for cursor in range(first, last + 1)]
+
+
+async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) -> None:
+    sink = MovedChunks(db)
+    assert await sink.last_cursor("ses_a") == 0
+    assert await sink.last_chunk("ses_a") is None
+    await sink.move("ses_a", 1, chunks(1, 5))
+    await sink.move("ses_a", 1, chunks(3, 8))  # overlapping: moved twice, stored once
+    await sink.move("ses_a", 1, chunks(1, 8))
+    await sink.move("ses_b", 1, chunks(1, 2))
+    assert await sink.read("ses_a") == [chunk for _, chunk in chunks(1, 8)]
+    assert await sink.last_cursor("ses_a") == 8
+    assert await sink.last_chunk("ses_a") == (8, b'{"n":8}\n')
+    assert await sink.read("ses_b") == [chunk for _, chunk in chunks(1, 2)]
+
+
+async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabase) -> None:
+    sink = MovedChunks(db)
+    await sink.move("ses_a", 1, chunks(1, 3))
+    with pytest.raises(ChunkGapError):
+        await sink.move("ses_a", 1, chunks(5, 6))
+    with pytest.raises(ChunkGapError):
+        await sink.move("ses_a", 1, [(4, b"x\n"), (6, b"y\n")])
+    with pytest.raises(ChunkGapError):
+        await sink.move("ses_a", 1, [(0, b"x\n")])
+    assert await sink.last_cursor("ses_a") == 3
+
+
+async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
+    sink = MovedChunks(db)
+    await sink.move("ses_a", 1, chunks(1, 3))
+    await sink.fence("ses_a", 2)  # a new owner claimed
+    with pytest.raises(FencedError) as fenced:
+        await sink.move("ses_a", 1, chunks(4, 9))
+    assert (fenced.value.generation, fenced.value.fence) == (1, 2)
+    with pytest.raises(FencedError):
+        await sink.move("ses_a", 1, [])
+    assert await sink.last_cursor("ses_a") == 3
+    await sink.move("ses_a", 3, chunks(4, 5))  # a newer one raises the fence as it writes
+    assert await sink.generation("ses_a") == 3
+    with pytest.raises(FencedError):
+        await sink.move("ses_a", 2, chunks(6, 6))
+    with pytest.raises(FencedError):
+        await sink.fence("ses_a", 2)
+    assert await sink.read("ses_a") == [chunk for _, chunk in chunks(1, 5)]
