@@ -41,6 +41,7 @@ from .routes_agents import agents_blueprint
 from .routes_callbacks import callbacks_blueprint
 from .routes_chat import chat_blueprint
 from .routes_ui import ui_blueprint
+from .routes_web import web_blueprint
 from .service import PENDING_TURNS, ChatService
 
 __all__ = ["ChatAwareHTTPConnection", "create_chat_app", "serve_chat"]
@@ -100,6 +101,7 @@ def create_chat_app(service: ChatService) -> QuartTrio:
     app.register_blueprint(ui_blueprint)
     app.register_blueprint(agents_blueprint)
     app.register_blueprint(callbacks_blueprint)
+    app.register_blueprint(web_blueprint)
 
     @app.after_serving
     async def _shutdown_chat() -> None:

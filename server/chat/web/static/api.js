@@ -1,0 +1,140 @@
+// The chat API as the app uses it: every URL in ROUTES, one request helper that
+// adds the token and turns a problem-JSON answer into an ApiError, and the SSE
+// reader for a turn's stream (fetch streaming + the event-stream parser).
+
+import { SSEParser } from "./sse.js";
+
+const enc = encodeURIComponent;
+
+/** Every URL the app calls, in one place. */
+export const ROUTES = {
+  chats: () => "/api/assistant/chats",
+  chat: (chatId) => `/api/assistant/chats/${enc(chatId)}`,
+  files: (chatId) => `/api/assistant/chats/${enc(chatId)}/files`,
+  file: (chatId, fileId) => `/api/assistant/chats/${enc(chatId)}/files/${enc(fileId)}`,
+  turn: () => "/api/assistant/chat/stream",
+  // The live controls of a running turn (the chat on durable sessions, issue 11):
+  join: (chatId) => `/api/assistant/chats/${enc(chatId)}/stream`,
+  interrupt: (chatId) => `/api/assistant/chats/${enc(chatId)}/interrupt`,
+  followUp: (chatId) => `/api/assistant/chats/${enc(chatId)}/messages`,
+};
+
+/** A non-2xx answer: `status`, and the problem's `title`, `detail`, `type`. */
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+export class Api {
+  constructor(token, workspaceId) {
+    this.token = token;
+    this.workspaceId = workspaceId;
+  }
+
+  /** fetch() with the token and `workspaceId` in the query; throws ApiError unless 2xx. */
+  async request(method, url, { json, body, query = {}, signal, headers = {} } = {}) {
+    const params = new URLSearchParams({ workspaceId: this.workspaceId, ...query });
+    const init = { method, signal, headers: { Authorization: `Bearer ${this.token}`, ...headers } };
+    if (json !== undefined) {
+      init.body = JSON.stringify(json);
+      init.headers["Content-Type"] = "application/json";
+    } else if (body !== undefined) {
+      init.body = body;
+    }
+    const response = await fetch(`${url}?${params}`, init);
+    if (!response.ok) throw new ApiError(response.status, await problemOf(response));
+    return response;
+  }
+
+  async json(method, url, options) {
+    const response = await this.request(method, url, options);
+    return response.status === 204 ? null : response.json();
+  }
+
+  listChats() {
+    return this.json("GET", ROUTES.chats(), { query: { limit: "100" } });
+  }
+
+  createChat(title) {
+    const json = { workspaceId: this.workspaceId };
+    if (title) json.title = title;
+    return this.json("POST", ROUTES.chats(), { json });
+  }
+
+  getChat(chatId) {
+    return this.json("GET", ROUTES.chat(chatId));
+  }
+
+  async upload(chatId, files) {
+    const form = new FormData();
+    for (const file of files) form.append("file", file, file.name);
+    return (await this.json("POST", ROUTES.files(chatId), { body: form })).files;
+  }
+
+  async download(chatId, fileId) {
+    return (await this.request("GET", ROUTES.file(chatId, fileId))).blob();
+  }
+
+  /** Start a turn: the streamed response (read it with readFrames). */
+  startTurn({ chatId, message, attachmentIds }, signal) {
+    const json = { workspaceId: this.workspaceId, message };
+    if (chatId) json.chatId = chatId;
+    if (attachmentIds && attachmentIds.length) json.attachmentIds = attachmentIds;
+    return this.request("POST", ROUTES.turn(), { json, signal, headers: { Accept: "text/event-stream" } });
+  }
+
+  /** Join the chat's live turn after `cursor` frames: the response, or null (204). */
+  async joinTurn(chatId, cursor, signal) {
+    const query = cursor ? { cursor: String(cursor) } : {};
+    const response = await this.request("GET", ROUTES.join(chatId), {
+      query,
+      signal,
+      headers: { Accept: "text/event-stream" },
+    });
+    return response.status === 204 ? null : response;
+  }
+
+  interrupt(chatId) {
+    return this.json("POST", ROUTES.interrupt(chatId), { json: { workspaceId: this.workspaceId } });
+  }
+
+  followUp(chatId, message) {
+    return this.json("POST", ROUTES.followUp(chatId), {
+      json: { workspaceId: this.workspaceId, message },
+    });
+  }
+}
+
+async function problemOf(response) {
+  const text = await response.text();
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && typeof parsed === "object") return parsed;
+  } catch {
+    // not JSON: a proxy's page, say
+  }
+  return { title: `HTTP ${response.status}`, detail: text.slice(0, 200) || response.statusText };
+}
+
+/**
+ * Read a turn's SSE response, calling onFrame({type, data, id}) per event (data is
+ * the parsed JSON); resolves to the last event id when the body ends. Rejects with
+ * the fetch's AbortError when the signal aborts it.
+ */
+export async function readFrames(response, onFrame) {
+  const parser = new SSEParser();
+  const reader = response.body.getReader();
+  const dispatch = (events) => {
+    for (const event of events) onFrame({ type: event.type, id: event.id, raw: event.data, data: JSON.parse(event.data) });
+  };
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    dispatch(parser.feed(value));
+  }
+  dispatch(parser.close());
+  return parser.lastEventId;
+}

@@ -1,0 +1,517 @@
+// The chat web app: sign-in, the chat list, a thread, the composer, and live turns.
+//
+// A turn is read from its SSE stream and folded into the message shape history
+// holds (fold.js); the same render function (render.js) draws live and stored
+// messages. The token lives in sessionStorage (this tab only). Other tabs of the
+// browser hear about turns on a BroadcastChannel and join them.
+
+import { Api, ApiError, readFrames } from "./api.js";
+import { LiveTurn } from "./fold.js";
+import { formatSize, renderMessage } from "./render.js";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "sandstream.token";
+const WORKSPACE_KEY = "sandstream.workspace";
+const DISCONNECTED = "the client disconnected"; // how the server settles a turn whose client left
+const POLL_MS = 1000;
+
+const state = {
+  api: null,
+  chatId: null, // the open chat (null: a new chat not created yet)
+  pending: [], // files uploaded for the next message: {file} while uploading, then {attachment}
+  turns: new Map(), // chatId → the Turn this tab follows
+  channel: "BroadcastChannel" in window ? new BroadcastChannel("sandstream-chat") : null,
+};
+
+// -- sign-in -------------------------------------------------------------------------------
+
+async function signIn(token, workspace) {
+  const api = new Api(token, workspace);
+  await api.listChats(); // checks the token
+  state.api = api;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  sessionStorage.setItem(WORKSPACE_KEY, workspace);
+  $("signin").hidden = true;
+  $("app").hidden = false;
+  $("workspace-name").textContent = workspace;
+  await refreshChats();
+  await route();
+}
+
+function showSignIn(message = "") {
+  state.api = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  $("app").hidden = true;
+  $("signin").hidden = false;
+  $("signin-error").textContent = message;
+  $("workspace").value = sessionStorage.getItem(WORKSPACE_KEY) || $("workspace").value;
+  $("token").focus();
+}
+
+$("signin-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("signin-error").textContent = "";
+  try {
+    await signIn($("token").value.trim(), $("workspace").value.trim());
+  } catch (error) {
+    showSignIn(error instanceof ApiError && error.status === 401 ? "That token was refused." : error.message);
+  }
+});
+
+$("signout").addEventListener("click", () => {
+  sessionStorage.clear();
+  location.hash = "";
+  location.reload();
+});
+
+/** Show an API failure; a refused token goes back to the sign-in form. */
+function fail(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    showSignIn("The token was refused; sign in again.");
+    return;
+  }
+  $("alert").textContent = error.message;
+}
+
+function say(text) {
+  $("status").textContent = text;
+}
+
+// -- the chat list ------------------------------------------------------------------------
+
+async function refreshChats() {
+  const { chats } = await state.api.listChats();
+  const list = $("chat-list");
+  list.replaceChildren(
+    ...chats.map((chat) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "chat-link";
+      button.dataset.chatId = chat.id;
+      if (chat.id === state.chatId) button.setAttribute("aria-current", "page");
+      const title = document.createElement("span");
+      title.className = "chat-title";
+      title.textContent = chat.title || "Untitled chat";
+      const meta = document.createElement("span");
+      meta.className = "chat-meta";
+      const when = new Date(chat.updatedAt).toLocaleString();
+      meta.textContent = `${chat.messageCount} messages · ${when}${chat.activeMessageId ? " · running" : ""}`;
+      button.append(title, meta);
+      button.addEventListener("click", () => {
+        location.hash = `#chat=${encodeURIComponent(chat.id)}`;
+        document.body.classList.remove("chats-open");
+        $("toggle-chats").setAttribute("aria-expanded", "false");
+      });
+      const item = document.createElement("li");
+      item.append(button);
+      return item;
+    }),
+  );
+}
+
+$("new-chat").addEventListener("click", () => {
+  location.hash = "";
+  openNewChat();
+  $("message").focus();
+});
+
+$("toggle-chats").addEventListener("click", () => {
+  const open = document.body.classList.toggle("chats-open");
+  $("toggle-chats").setAttribute("aria-expanded", String(open));
+});
+
+// -- the thread ---------------------------------------------------------------------------
+
+function fileChip(file) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "chip";
+  button.dataset.fileId = file.id;
+  button.title = `Download ${file.name}`;
+  const name = document.createElement("span");
+  name.className = "chip-name";
+  name.textContent = file.name;
+  const size = document.createElement("span");
+  size.className = "chip-size";
+  size.textContent = formatSize(file.size);
+  button.append(name, size);
+  button.addEventListener("click", () => download(file));
+  return button;
+}
+
+async function download(file) {
+  try {
+    const blob = await state.api.download(state.chatId, file.id);
+    const url = URL.createObjectURL(blob);
+    const anchor = document.createElement("a");
+    anchor.href = url;
+    anchor.download = file.name.split("/").pop();
+    anchor.click();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  } catch (error) {
+    fail(error);
+  }
+}
+
+function render(message) {
+  return renderMessage(message, { fileChip });
+}
+
+function openNewChat() {
+  state.chatId = null;
+  $("messages").replaceChildren();
+  clearPending();
+  $("alert").textContent = "";
+  say("");
+  updateControls();
+  markCurrentChat();
+}
+
+function markCurrentChat() {
+  for (const button of $("chat-list").querySelectorAll(".chat-link")) {
+    if (button.dataset.chatId === state.chatId) button.setAttribute("aria-current", "page");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+/** Render the chat from history; follow its live turn if it has one. */
+async function openChat(chatId) {
+  const opened = chatId !== state.chatId;
+  state.chatId = chatId;
+  $("alert").textContent = "";
+  if (opened) clearPending();
+  markCurrentChat();
+  let chat;
+  try {
+    chat = await state.api.getChat(chatId);
+  } catch (error) {
+    fail(error);
+    return;
+  }
+  if (state.chatId !== chatId) return; // another chat was opened meanwhile
+  const turn = state.turns.get(chatId);
+  const live = turn ? turn.live.id : chat.activeMessageId;
+  const shown = chat.messages.filter((message) => !(live && message.id === live));
+  $("messages").replaceChildren(...shown.map(render));
+  if (turn) {
+    $("messages").append(turn.element);
+  } else if (chat.activeMessageId) {
+    follow(new Turn(chatId, chat.activeMessageId), (signal) => state.api.joinTurn(chatId, 0, signal));
+  } else {
+    say("");
+  }
+  updateControls();
+  scrollToEnd();
+}
+
+function atEnd() {
+  const messages = $("messages");
+  return messages.scrollHeight - messages.scrollTop - messages.clientHeight < 48;
+}
+
+function scrollToEnd() {
+  $("messages").scrollTop = $("messages").scrollHeight;
+}
+
+// -- live turns ----------------------------------------------------------------------------
+
+/** One turn this tab follows: its fold, its element, the stream's abort switch. */
+class Turn {
+  constructor(chatId, assistantMessageId) {
+    this.chatId = chatId;
+    this.live = new LiveTurn(assistantMessageId);
+    this.element = render(this.live.message());
+    this.abort = new AbortController();
+    this.cursor = "";
+    this.stopped = false;
+    this.timer = null;
+  }
+
+  fold(frame) {
+    this.live.fold(frame);
+    if (frame.type === "start") {
+      announce("turn-started", this.chatId);
+      refreshChats().catch(fail);
+    }
+    this.timer ??= setTimeout(() => this.draw(), 0); // one redraw per burst of frames
+  }
+
+  /** Redraw the message, keeping which steps are open and where the focus is. */
+  draw() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    const old = this.element;
+    const open = new Set([...old.querySelectorAll(".step details[open]")].map((d) => d.closest(".step").dataset.stepId));
+    const focused = old.contains(document.activeElement) ? document.activeElement.closest(".step")?.dataset.stepId : null;
+    const follow = atEnd(); // a reader who scrolled up is left where they are
+    const fresh = render(this.live.message());
+    for (const step of fresh.querySelectorAll(".step")) {
+      if (open.has(step.dataset.stepId)) step.querySelector("details").open = true;
+    }
+    old.replaceWith(fresh);
+    this.element = fresh;
+    if (focused) fresh.querySelector(`.step[data-step-id="${CSS.escape(focused)}"] summary`)?.focus();
+    if (state.chatId === this.chatId) {
+      const steps = this.live.steps.size;
+      say(this.live.ended ? "" : `Running… ${steps} step${steps === 1 ? "" : "s"}`);
+      if (follow) scrollToEnd();
+    }
+  }
+}
+
+/**
+ * Follow `turn` through the stream `open(signal)` gives, resuming with the last
+ * event id when the connection drops, until the turn's terminal (or a stop).
+ */
+async function follow(turn, open) {
+  state.turns.set(turn.chatId, turn);
+  if (state.chatId === turn.chatId) $("messages").append(turn.element);
+  updateControls();
+  try {
+    let response = await open(turn.abort.signal);
+    while (response) {
+      const before = turn.cursor;
+      turn.cursor = (await readFrames(response, (frame) => turn.fold(frame))) || turn.cursor;
+      if (turn.live.ended) break;
+      if (turn.cursor === before) await sleep(POLL_MS); // no progress: do not spin
+      response = await state.api.joinTurn(turn.chatId, turn.cursor, turn.abort.signal); // dropped: resume
+    }
+    turn.draw();
+    if (!turn.live.ended) await showStored(turn); // 204: it settled before we joined
+  } catch (error) {
+    if (turn.stopped) {
+      turn.live.cancel(DISCONNECTED); // the server settles a turn its client left this way
+      turn.draw();
+      await showStored(turn).catch(fail);
+    } else if (!turn.live.id) {
+      fail(error); // the turn was refused (409 busy, 422, 503): nothing of it was kept
+    } else {
+      // A join refused, or a dropped stream that cannot be resumed (a server without
+      // the live routes): show the turn once it is stored.
+      const noLiveRoute = error instanceof ApiError && (error.status === 404 || error.status === 405);
+      if (!noLiveRoute) fail(error);
+      else if (turn.cursor) fail(new Error("The connection to the turn was lost."));
+      await showStored(turn).catch(fail);
+    }
+  } finally {
+    state.turns.delete(turn.chatId);
+    announce("turn-ended", turn.chatId);
+    updateControls();
+    await refreshChats().catch(fail);
+  }
+}
+
+/**
+ * Wait until the chat's turn has settled (its lock released; the message is stored
+ * in the same transaction), then draw the stored message.
+ */
+async function showStored(turn) {
+  if (state.chatId === turn.chatId) say("Waiting for the turn to be saved…");
+  let chat = await state.api.getChat(turn.chatId);
+  while (chat.activeMessageId) {
+    await sleep(POLL_MS);
+    chat = await state.api.getChat(turn.chatId);
+  }
+  const stored = chat.messages.find((message) => message.id === turn.live.id);
+  if (stored) {
+    const fresh = render(stored);
+    turn.element.replaceWith(fresh);
+    turn.element = fresh;
+  }
+  if (state.chatId === turn.chatId) say("");
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function announce(kind, chatId) {
+  state.channel?.postMessage({ kind, chatId, workspaceId: state.api?.workspaceId });
+}
+
+state.channel?.addEventListener("message", async ({ data }) => {
+  if (!state.api || data.workspaceId !== state.api.workspaceId) return;
+  await refreshChats().catch(fail);
+  if (data.chatId === state.chatId && !state.turns.has(data.chatId)) await openChat(data.chatId);
+});
+
+// -- the composer ---------------------------------------------------------------------------
+
+async function ensureChat(title) {
+  if (state.chatId) return state.chatId;
+  const clean = title.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ").trim().slice(0, 80);
+  const chat = await state.api.createChat(clean);
+  state.chatId = chat.id;
+  history.replaceState(null, "", `#chat=${encodeURIComponent(chat.id)}`);
+  return chat.id;
+}
+
+async function send() {
+  const text = $("message").value;
+  if (!text.trim()) return;
+  if (state.pending.some((item) => !item.attachment)) {
+    say("Waiting for the uploads to finish…");
+    return;
+  }
+  $("alert").textContent = "";
+  if (state.turns.has(state.chatId)) await followUp(text);
+  else await startTurn(text);
+}
+
+async function startTurn(text) {
+  let chatId;
+  try {
+    chatId = await ensureChat(text);
+  } catch (error) {
+    fail(error);
+    return;
+  }
+  const attachments = state.pending.map((item) => item.attachment);
+  const user = render({
+    id: "",
+    role: "user",
+    content: [{ type: "text", text }],
+    createdAt: Date.now(),
+    fileAttachments: attachments,
+  });
+  $("messages").append(user);
+  scrollToEnd();
+  $("message").value = "";
+  clearPending();
+  const turn = new Turn(chatId, "");
+  const frames = turn.fold.bind(turn);
+  turn.fold = (frame) => {
+    if (frame.type === "start") user.dataset.messageId = frame.data.userMessageId;
+    frames(frame);
+  };
+  const open = async (signal) => {
+    try {
+      return await state.api.startTurn({ chatId, message: text, attachmentIds: attachments.map((a) => a.id) }, signal);
+    } catch (error) {
+      user.remove(); // refused or unreachable: nothing of the turn was kept
+      turn.element.remove();
+      $("message").value = text;
+      state.pending = attachments.map((attachment) => ({ attachment }));
+      drawPending();
+      throw error;
+    }
+  };
+  await follow(turn, open);
+}
+
+async function followUp(text) {
+  const turn = state.turns.get(state.chatId);
+  try {
+    const answer = await state.api.followUp(state.chatId, text);
+    const id = answer?.id || answer?.message?.id || answer?.userMessageId || "";
+    const user = render({ id, role: "user", content: [{ type: "text", text }], createdAt: Date.now() });
+    turn.element.before(user);
+    $("message").value = "";
+  } catch (error) {
+    const noRoute = error instanceof ApiError && (error.status === 404 || error.status === 405);
+    fail(noRoute ? new Error("This server takes no messages while a turn runs: send it once the turn ends.") : error);
+  }
+}
+
+async function stop() {
+  const turn = state.turns.get(state.chatId);
+  if (!turn || turn.stopped) return;
+  say("Stopping…");
+  try {
+    await state.api.interrupt(turn.chatId); // the turn ends on its stream
+  } catch {
+    turn.stopped = true; // no interrupt route: leaving the stream cancels the turn
+    turn.abort.abort();
+  }
+}
+
+function updateControls() {
+  const running = state.turns.has(state.chatId);
+  $("stop").hidden = !running;
+  $("send").textContent = running ? "Send follow-up" : "Send";
+  $("thread").setAttribute("aria-busy", String(running));
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+
+$("message").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  } else if (event.key === "Escape" && state.turns.has(state.chatId)) {
+    event.preventDefault();
+    stop();
+  }
+});
+
+$("stop").addEventListener("click", stop);
+$("attach").addEventListener("click", () => $("file-input").click());
+
+$("file-input").addEventListener("change", async () => {
+  const files = [...$("file-input").files];
+  $("file-input").value = "";
+  if (!files.length) return;
+  const uploading = files.map((file) => ({ file }));
+  state.pending.push(...uploading);
+  drawPending();
+  try {
+    const chatId = await ensureChat($("message").value || files[0].name);
+    const attachments = await state.api.upload(chatId, files);
+    uploading.forEach((item, index) => (item.attachment = attachments[index]));
+  } catch (error) {
+    state.pending = state.pending.filter((item) => !uploading.includes(item));
+    fail(error);
+  }
+  drawPending();
+});
+
+function clearPending() {
+  state.pending = [];
+  drawPending();
+}
+
+function drawPending() {
+  $("pending-files").replaceChildren(
+    ...state.pending.map((item) => {
+      const chip = document.createElement("li");
+      chip.className = item.attachment ? "chip pending" : "chip pending uploading";
+      const name = document.createElement("span");
+      name.className = "chip-name";
+      name.textContent = item.attachment ? item.attachment.name : item.file.name;
+      const size = document.createElement("span");
+      size.className = "chip-size";
+      size.textContent = item.attachment ? formatSize(item.attachment.size) : "uploading…";
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "chip-remove";
+      remove.textContent = "×";
+      remove.setAttribute("aria-label", `Remove ${name.textContent}`);
+      remove.addEventListener("click", () => {
+        state.pending = state.pending.filter((other) => other !== item);
+        drawPending();
+        $("message").focus();
+      });
+      chip.append(name, size, remove);
+      return chip;
+    }),
+  );
+}
+
+// -- routing -------------------------------------------------------------------------------
+
+async function route() {
+  const match = /^#chat=(.+)$/.exec(location.hash);
+  if (match) await openChat(decodeURIComponent(match[1]));
+  else openNewChat();
+}
+
+window.addEventListener("hashchange", () => {
+  if (state.api) route().catch(fail);
+});
+
+const saved = sessionStorage.getItem(TOKEN_KEY);
+if (saved) signIn(saved, sessionStorage.getItem(WORKSPACE_KEY) || "default").catch((error) => showSignIn(error.message));
+else showSignIn();

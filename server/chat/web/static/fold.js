@@ -1,0 +1,169 @@
+// The live turn folded into the message shape history returns (a PersistedMessage,
+// docs/protocol.md "Persisted messages"), so one render function draws both.
+//
+// It follows the core's fold (core/turn.py, core/persistence.py): steps keyed by id
+// in first-seen order, each line overwriting the fields it carries; args and results
+// whose JSON is over the display bound become a UTF-8-safe preview string with
+// their full size; at the terminal, a step still running is closed as the server
+// stores it. Sizes are those of the JSON as the sandbox sent it, read from the
+// frame's own text (rawMembers), not of a re-encoding.
+
+const DISPLAY_BYTES = 16 * 1024;
+
+const utf8 = new TextEncoder();
+
+export class LiveTurn {
+  constructor(assistantMessageId) {
+    this.id = assistantMessageId;
+    this.steps = new Map();
+    this.result = null;
+    this.error = null;
+    this.files = [];
+    this.createdAt = Date.now();
+  }
+
+  get ended() {
+    return this.result !== null || this.error !== null;
+  }
+
+  /** Fold one frame ({type, data, raw}); frames the fold does not use are ignored. */
+  fold(frame) {
+    const { type, data } = frame;
+    if (type === "start" && data.assistantMessageId) this.id = data.assistantMessageId;
+    else if (type === "step") this.foldStep(data, rawMembers(frame.raw));
+    else if (type === "files") this.files = data.files || [];
+    else if (type === "result" && !this.ended) this.result = data;
+    else if (type === "error" && !this.ended) this.error = data;
+  }
+
+  foldStep(step, raw) {
+    let row = this.steps.get(step.id);
+    if (row === undefined) {
+      row = { id: step.id, name: step.name, status: step.status, args: null, result: null, error: null,
+              durationMs: null, firstTs: step.ts ?? null, lastTs: step.ts ?? null };
+      this.steps.set(step.id, row);
+    } else {
+      if (row.status !== "running" || row.name !== step.name) return; // the server drops these
+      row.status = step.status;
+      if (step.ts != null) {
+        if (row.firstTs === null) row.firstTs = step.ts;
+        row.lastTs = step.ts;
+      }
+    }
+    if ("args" in step) row.args = raw.args;
+    if ("result" in step) row.result = raw.result;
+    if (step.error != null) row.error = step.error;
+    if (step.durationMs != null) row.durationMs = step.durationMs;
+  }
+
+  /** End the turn on this side (the client gave up the stream): as the server settles it. */
+  cancel(message) {
+    if (!this.ended) this.error = { code: "cancelled", message };
+  }
+
+  /** The message as history will hold it (`status` unset while the turn runs). */
+  message() {
+    const content = [];
+    if (this.result) content.push({ type: "text", text: this.result.message });
+    const rows = [...this.steps.values()];
+    if (rows.length) {
+      content.push({ type: "steps", steps: rows.map((row) => this.trace(row)) });
+      for (const row of rows) {
+        if (row.result === null) continue;
+        const [output, truncated, size] = bounded(row.result);
+        const block = { type: "tool_output", stepId: row.id, name: row.name, output, size };
+        if (truncated) block.truncated = true;
+        content.push(block);
+      }
+    }
+    if (this.error) content.push({ type: "error", code: this.error.code, message: this.error.message });
+    const message = { id: this.id, role: "assistant", content, createdAt: this.createdAt };
+    if (this.files.length) message.fileAttachments = this.files;
+    if (this.ended) message.status = this.result ? "complete" : this.error.code === "cancelled" ? "cancelled" : "failed";
+    return message;
+  }
+
+  trace(row) {
+    const trace = { id: row.id, name: row.name, status: row.status };
+    if (row.args !== null) {
+      const [args, truncated, size] = bounded(row.args);
+      trace.args = args;
+      if (truncated) trace.argsTruncated = true;
+      trace.argsSize = size;
+    }
+    if (row.error !== null) trace.error = row.error;
+    if (row.durationMs !== null) trace.durationMs = row.durationMs;
+    if (row.firstTs !== null) trace.firstTs = row.firstTs;
+    if (row.lastTs !== null) trace.lastTs = row.lastTs;
+    if (this.ended && trace.status === "running") closeStep(trace, this.error);
+    return trace;
+  }
+}
+
+/** A step the turn left running, closed as core/persistence.py `_closed_step` does. */
+function closeStep(trace, error) {
+  if (error === null) {
+    trace.status = "failed";
+    trace.error = "the turn ended before this step finished";
+  } else if (error.code === "cancelled") {
+    trace.status = "cancelled";
+    trace.error = `the turn was cancelled: ${error.message}`;
+  } else {
+    trace.status = "failed";
+    trace.error = `the turn ended before this step finished: [${error.code}] ${error.message}`;
+  }
+}
+
+/** [value, truncated, size] of a raw JSON text: the value, or its first bytes as a string. */
+function bounded(rawText) {
+  const bytes = utf8.encode(rawText);
+  if (bytes.length <= DISPLAY_BYTES) return [JSON.parse(rawText), false, bytes.length];
+  let end = DISPLAY_BYTES;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--; // not inside a UTF-8 sequence
+  return [new TextDecoder().decode(bytes.subarray(0, end)), true, bytes.length];
+}
+
+/**
+ * The members of a JSON object text as raw value texts: {"a": 1, "b": [2]} gives
+ * {a: "1", b: "[2]"}. The text is valid JSON (the server validated the line).
+ */
+function rawMembers(text) {
+  const members = {};
+  let i = skipSpace(text, text.indexOf("{") + 1);
+  while (i < text.length && text[i] !== "}") {
+    const keyEnd = skipValue(text, i);
+    const key = JSON.parse(text.slice(i, keyEnd));
+    const valueStart = skipSpace(text, skipSpace(text, keyEnd) + 1); // past the colon
+    const valueEnd = skipValue(text, valueStart);
+    members[key] = text.slice(valueStart, valueEnd);
+    i = skipSpace(text, valueEnd);
+    if (text[i] === ",") i = skipSpace(text, i + 1);
+  }
+  return members;
+}
+
+function skipSpace(text, i) {
+  while (i < text.length && " \t\n\r".includes(text[i])) i++;
+  return i;
+}
+
+/** The index just past the JSON value starting at `i`. */
+function skipValue(text, i) {
+  let depth = 0;
+  for (; i < text.length; i++) {
+    const ch = text[i];
+    if (ch === '"') {
+      for (i++; text[i] !== '"'; i++) if (text[i] === "\\") i++;
+      if (depth === 0) return i + 1;
+    } else if (ch === "{" || ch === "[") {
+      depth++;
+    } else if (ch === "}" || ch === "]") {
+      depth--;
+      if (depth === 0) return i + 1;
+      if (depth < 0) return i;
+    } else if (depth === 0 && (ch === "," || " \t\n\r".includes(ch))) {
+      return i;
+    }
+  }
+  return i;
+}

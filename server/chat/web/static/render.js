@@ -1,0 +1,120 @@
+// One render function for a message, live or from history: a PersistedMessage in
+// (docs/protocol.md), an <article> out. The live turn folds its frames into that
+// same shape (fold.js), so a reopened chat draws exactly what the stream drew.
+// Every string of the message goes into text nodes or the safe Markdown renderer.
+
+import { renderMarkdown } from "./markdown.js";
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-") || key.startsWith("aria-") || key === "role") node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  node.append(...children);
+  return node;
+}
+
+/** "18 B", "2.0 KiB", "3.4 MiB". */
+export function formatSize(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ["KiB", "MiB", "GiB"];
+  let value = bytes / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** "412 ms", "1.2 s", "2 min 5 s". */
+function formatDuration(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const seconds = Math.round(ms / 1000);
+  return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
+/**
+ * The <article> of `message`. `fileChip(file)` makes the element of an attached
+ * file (the app's download button).
+ */
+export function renderMessage(message, { fileChip }) {
+  const article = el("article", {
+    class: `message message-${message.role}`,
+    "data-message-id": message.id,
+    "data-status": message.status || (message.role === "assistant" ? "running" : "sent"),
+  });
+  const label = message.role === "user" ? "You" : "Assistant";
+  article.append(el("h2", { class: "visually-hidden" }, label));
+  if (message.role === "user") {
+    for (const block of message.content) {
+      if (block.type === "text") article.append(el("p", { class: "user-text" }, block.text));
+    }
+  } else {
+    renderAssistant(message, article);
+  }
+  const files = message.fileAttachments || [];
+  if (files.length) {
+    const title = message.role === "user" ? "Attached" : "Files written";
+    article.append(
+      el("div", { class: "files", role: "group", "aria-label": title },
+        el("span", { class: "files-title" }, title),
+        el("ul", { class: "chips" }, ...files.map((file) => el("li", {}, fileChip(file))))),
+    );
+  }
+  return article;
+}
+
+function renderAssistant(message, article) {
+  const outputs = new Map();
+  for (const block of message.content) if (block.type === "tool_output") outputs.set(block.stepId, block);
+  for (const block of message.content) {
+    if (block.type === "steps") {
+      article.append(el("ol", { class: "steps", "aria-label": "Steps" },
+        ...block.steps.map((step) => renderStep(step, outputs.get(step.id)))));
+    } else if (block.type === "steps_omitted") {
+      article.append(el("p", { class: "steps-omitted" }, block.message));
+    }
+  }
+  for (const block of message.content) {
+    if (block.type === "text") article.append(el("div", { class: "answer markdown" }, renderMarkdown(block.text)));
+  }
+  for (const block of message.content) {
+    if (block.type === "error") {
+      article.append(el("p", { class: "turn-error", role: "alert" },
+        el("strong", {}, message.status === "failed" ? "Error" : "Stopped"),
+        ` [${block.code}] `, block.message));
+    }
+  }
+}
+
+function renderStep(step, output) {
+  const summary = el("summary", {},
+    el("span", { class: "step-icon", "aria-hidden": "true" }),
+    el("span", { class: "step-name" }, step.name),
+    el("span", { class: "step-status" }, step.status),
+  );
+  if (step.durationMs !== undefined && step.durationMs !== null) {
+    summary.append(el("span", { class: "step-duration" }, formatDuration(step.durationMs)));
+  }
+  const details = el("details", { class: "step-details" }, summary);
+  if (step.args !== undefined) {
+    details.append(payload("Arguments", step.args, step.argsTruncated, step.argsSize));
+  }
+  if (output) details.append(payload("Result", output.output, output.truncated, output.size));
+  if (step.error) details.append(el("p", { class: "step-error" }, step.error));
+  if (step.omittedBytes) {
+    details.append(el("p", { class: "step-omitted" }, `${formatSize(step.omittedBytes)} of later output not kept`));
+  }
+  return el("li", { class: `step step-${step.status}`, "data-step-id": step.id }, details);
+}
+
+function payload(title, value, truncated, size) {
+  const text = truncated || typeof value === "string" ? String(value) : JSON.stringify(value, null, 2);
+  const heading = el("h3", {}, title);
+  if (truncated) heading.append(el("span", { class: "truncated" }, ` truncated, ${formatSize(size)} in full`));
+  return el("section", { class: "payload" }, heading, el("pre", {}, el("code", {}, text)));
+}
