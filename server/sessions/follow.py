@@ -11,6 +11,16 @@ each time it has reached the newest chunk of a live session (``Chunks.up_to_date
 on the chunks that got it there, so a live reader gets one write per chunk, or
 :class:`CaughtUp` when it had nothing to read),
 then waits to be woken by the writer (or for ``keepalive`` seconds: :class:`KeepAlive`).
+
+Given ``live`` (the caught-up reader's connection and its transport's
+:data:`~.session.Frame`), it waits in the session's live set instead
+(:meth:`Session.join_live`): the writer then writes new chunks to that connection
+itself, ``Follow.cursor`` moves on without an event, and the reader's task wakes only
+for what it must write through its transport — the rest of a write its socket did
+not take (written here, then reading goes on from the cursor), the session's end,
+a keep-alive. The caller must have written every event handed out before the next
+``__anext__`` (an ASGI body iterator has), since the session writes to the same
+connection meanwhile.
 It stops after the last chunk of an ended session — for a session that ended with a
 terminal line, right after that line. No queue is kept per reader: memory per reader
 is one batch. Raises :class:`~.session.CursorGoneError` when retention dropped the
@@ -20,11 +30,16 @@ held across an ``await``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .session import Session
+import trio
 
-__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "ReadEvent"]
+from sandstream.server.http.raw_connection import RawConnection
+
+from .session import Frame, LiveReader, Session
+
+__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +68,34 @@ class KeepAlive:
 ReadEvent = Chunks | CaughtUp | KeepAlive
 
 
+@dataclass(frozen=True, slots=True)
+class Live:
+    """How a caught-up reader is written to by the session: ``connect`` gives the
+    connection under its response (``None``: no such connection, wait as usual),
+    ``frame`` its transport's bytes for chunks."""
+
+    connect: Callable[[], RawConnection | None]
+    frame: Frame
+
+
 class Follow:
     """A reader of ``session`` from cursor ``after`` (see the module docstring)."""
 
-    def __init__(self, session: Session, after: int, *, max_bytes: int, keepalive: float) -> None:
+    def __init__(
+        self,
+        session: Session,
+        after: int,
+        *,
+        max_bytes: int,
+        keepalive: float,
+        live: Live | None = None,
+    ) -> None:
         self.session = session
         self.cursor = after
         """The cursor of the last chunk handed out."""
         self._max_bytes = max_bytes
         self._keepalive = keepalive
+        self._live = live
         self._announced = False
 
     def __aiter__(self) -> Follow:
@@ -82,5 +116,36 @@ class Follow:
             if not self._announced:
                 self._announced = True
                 return CaughtUp(self.cursor)
-            if not await session.wait_beyond(self.cursor, self._keepalive):
+            woken = await self._wait_live() if self._live is not None else None
+            if woken is None:
+                woken = await session.wait_beyond(self.cursor, self._keepalive)
+            if not woken:
                 return KeepAlive()
+
+    async def _wait_live(self) -> bool | None:
+        """Wait in the session's live set: True when woken, False after ``keepalive``
+        seconds with nothing written, ``None`` if the reader cannot be live."""
+        assert self._live is not None
+        connection = self._live.connect()
+        if connection is None:
+            return None
+        session = self.session
+        try:
+            reader = LiveReader(connection, self._live.frame, self.cursor)
+            if not session.join_live(reader):
+                return True  # a chunk came, or the end
+            try:
+                while not reader.woken.is_set():
+                    quiet_since = max(reader.joined_at, session.written_at)
+                    if trio.current_time() >= quiet_since + self._keepalive:
+                        return False
+                    with trio.move_on_at(quiet_since + self._keepalive):
+                        await reader.woken.wait()
+            finally:
+                session.leave_live(reader)
+                self.cursor = reader.cursor
+            if reader.rest:
+                await connection.send(reader.rest)
+            return True
+        finally:
+            connection.close()

@@ -247,7 +247,7 @@ async def _pump(session: Session, turn: TurnStream) -> None:
                         break
                     parts.append(more)
                 data = b"".join(parts) if len(parts) > 1 else data
-                await session.append(data)
+                await session.append(data, final=final)
                 if final:
                     await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
 
@@ -269,7 +269,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
             RUNNER_LOST, "the runner stopped serving the session before it ended"
         )
         try:
-            await session.append(line)
+            await session.append(line, final=True)
             terminal = line
         except sqlite3.Error as exc:
             log.error("session %s: appending its end failed: %r", session.id, exc)
