@@ -171,6 +171,11 @@ class Session:
         """True once the session's last chunk is in the buffer (nothing more comes)."""
         return self.state != "running"
 
+    @property
+    def live_readers(self) -> int:
+        """How many caught-up readers the writer writes to itself now."""
+        return len(self._live)
+
     def status(self) -> SessionStatus:
         return SessionStatus(
             id=self.id,
