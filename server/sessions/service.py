@@ -50,8 +50,11 @@ log = logging.getLogger("sandstream.sessions")
 RUNNER_LOST: Final = "runner_lost"
 """Error code appended to a session whose runner died while it ran."""
 
-READ_AHEAD: Final = 4
-"""Reads of a session's stdout that may wait while the buffer writes."""
+READ_AHEAD: Final = 8
+"""Reads of a session's stdout that may wait while the buffer writes (each at most the
+runner's ``read_size``, 256 KiB: 2 MiB a session at most). Fewer, bigger appends: each
+transaction costs several hand-overs of the GIL between the event loop and the SQLite
+thread, up to 5 ms each while the loop is busy."""
 
 
 class SessionNotFoundError(KeyError):
