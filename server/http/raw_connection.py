@@ -12,7 +12,8 @@ objects (:func:`raw_connection`): the ``send`` callable Hypercorn hands the app 
 in the scope by :class:`~.asgi.HTTPConnection`) belongs to its ``HTTPStream``, whose
 ``send`` belongs to its ``H11Protocol``, whose ``send`` is the ``TCPServer``'s raw,
 locked, shielded socket write. Anything else (HTTP/2, TLS, another server, a Hypercorn
-that moved these) gives ``None``, and callers keep to the ASGI path.
+that moved these) gives ``None``, and callers keep to the ASGI path; so does a ``HEAD``
+request, whose response has no body at all.
 
 The rules that keep the wire exactly as h11 would write it:
 
@@ -96,7 +97,11 @@ def raw_connection(scope: Mapping[str, object]) -> RawConnection | None:
     """The :class:`RawConnection` under the HTTP/1.1 response of ``scope``, or ``None``
     where there is none (see the module docstring). Raises nothing."""
     extensions = scope.get("extensions")
-    if scope.get("http_version") != "1.1" or not isinstance(extensions, dict):
+    if (
+        scope.get("http_version") != "1.1"
+        or scope.get("method") == "HEAD"  # its response has no body: Hypercorn drops it
+        or not isinstance(extensions, dict)
+    ):
         return None
     send = extensions.get(RAW_SEND_EXTENSION, {}).get("send")
     http_stream = getattr(send, "__self__", None)

@@ -157,3 +157,28 @@ async def test_an_http_1_0_reader_is_never_written_chunks_its_body_has_no_framin
     head, _, content = body.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"chunked" not in head.lower()
     assert content == b"".join((await read_all(server, session_id)).chunks)
+
+
+async def test_a_head_request_on_a_live_stream_gets_no_body_at_all(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    workspace.config = load(40, rate=40, payload_bytes=100)
+    async with server.client() as client:
+        session_id = await create(client, workspace.mint_dispatch("head"))
+        host, port = server.url.removeprefix("http://").split(":")
+        received = b""
+        with trio.fail_after(60):
+            async with await trio.open_tcp_stream(host, int(port)) as stream:
+                request = (
+                    f"HEAD /sessions/{session_id}/stream HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Authorization: Bearer {TOKEN}\r\nAccept: text/event-stream\r\n"
+                    "Connection: close\r\n\r\n"
+                )
+                await stream.send_all(request.encode())
+                while data := await stream.receive_some(65536):  # closed after the end
+                    received += data
+        await wait_state(client, session_id, "completed")
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert body == b""
