@@ -84,10 +84,11 @@ class RawConnection:
         except OSError:  # BlockingIOError, or broken: send() of the rest tells which
             return 0
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes | memoryview) -> None:
         """Write ``data`` through Hypercorn (its lock, a shielded write; a broken
         connection ends the response with ``http.disconnect``, as for any write)."""
-        await self._send_raw(RawData(data=data))
+        # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
+        await self._send_raw(RawData(data=data))  # type: ignore[arg-type]
 
     def close(self) -> None:
         self.socket.close()

@@ -11,21 +11,23 @@ each time it has reached the newest chunk of a live session (``Chunks.up_to_date
 on the chunks that got it there, so a live reader gets one write per chunk, or
 :class:`CaughtUp` when it had nothing to read),
 then waits to be woken by the writer (or for ``keepalive`` seconds: :class:`KeepAlive`).
-
-Given ``live`` (the caught-up reader's connection and its transport's
-:data:`~.session.Frame`), it waits in the session's live set instead
-(:meth:`Session.join_live`): the writer then writes new chunks to that connection
-itself, ``Follow.cursor`` moves on without an event, and the reader's task wakes only
-for what it must write through its transport — the rest of a write its socket did
-not take (written here, then reading goes on from the cursor), the session's end,
-a keep-alive. The caller must have written every event handed out before the next
-``__anext__`` (an ASGI body iterator has), since the session writes to the same
-connection meanwhile.
 It stops after the last chunk of an ended session — for a session that ended with a
 terminal line, right after that line. No queue is kept per reader: memory per reader
 is one batch. Raises :class:`~.session.CursorGoneError` when retention dropped the
 chunks it needs next (it never skips). Cancellation: safe at any point; nothing is
 held across an ``await``.
+
+Given ``live`` (how to reach the connection under the reader's response, and its
+transport's :data:`~.session.Frame`), a caught-up reader waits in the session's live
+set instead (:meth:`Session.join_live`): the writer writes new chunks to that
+connection itself, ``Follow.cursor`` moves on without an event, and the reader's task
+wakes only for what goes through its transport — the rest of a write its socket did
+not take (written here, then reading goes on from the cursor), the session's end, a
+keep-alive. The caller must have written every event handed out before it asks for
+the next one (an ASGI body iterator has), since the session writes to the same
+connection meanwhile. Cancellation: the reader leaves the live set and its
+descriptor is closed; a rest being written is finished by Hypercorn (its writes are
+shielded).
 """
 
 from __future__ import annotations
@@ -116,22 +118,21 @@ class Follow:
             if not self._announced:
                 self._announced = True
                 return CaughtUp(self.cursor)
-            woken = await self._wait_live() if self._live is not None else None
+            woken = None if self._live is None else await self._wait_live(self._live)
             if woken is None:
                 woken = await session.wait_beyond(self.cursor, self._keepalive)
             if not woken:
                 return KeepAlive()
 
-    async def _wait_live(self) -> bool | None:
+    async def _wait_live(self, live: Live) -> bool | None:
         """Wait in the session's live set: True when woken, False after ``keepalive``
         seconds with nothing written, ``None`` if the reader cannot be live."""
-        assert self._live is not None
-        connection = self._live.connect()
+        connection = live.connect()
         if connection is None:
             return None
         session = self.session
         try:
-            reader = LiveReader(connection, self._live.frame, self.cursor)
+            reader = LiveReader(connection, live.frame, self.cursor)
             if not session.join_live(reader):
                 return True  # a chunk came, or the end
             try:

@@ -176,6 +176,7 @@ class SessionService:
             messages=send,
             retain_chunks=self.settings.retain_chunks,
             tail_bytes=self.settings.tail_bytes,
+            max_write=self.settings.read_bytes,
         )
         self._sessions[session_id] = session
         nursery.start_soon(self._run_session, session, turn)

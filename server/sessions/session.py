@@ -18,10 +18,13 @@ the session ends (a finished session is read from SQLite).
 HTTP response and how its transport frames chunks. Then the writer itself writes each
 new run to every live reader, framed once per transport and shared, with one
 non-blocking ``send`` each, and wakes nobody. A reader whose socket does not take the
-whole write leaves the set with the rest of it (``LiveReader.rest``) and is woken: its
-own task writes that rest and reads on at its own pace, so a slow reader still never
-slows the writer or another reader. The run that ends the session is not written this
-way: every live reader is woken to read it (and the session's end) itself.
+whole write leaves the set with the rest of it (``LiveReader.rest``, a view of the
+shared bytes) and is woken: its own task writes that rest and reads on at its own
+pace, so a slow reader still never slows the writer or another reader. Two kinds of
+run are not written this way: one over ``max_write`` bytes (a fast container's; the
+readers are woken to read it in batches of their own size, so a reader still holds at
+most one bounded batch) and the run that ends the session (every live reader is woken
+to read it, and the session's end, itself).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ __all__ = [
 ]
 
 DEFAULT_TAIL_BYTES: Final = 1024 * 1024
+DEFAULT_MAX_WRITE: Final = 256 * 1024
 
 
 def new_session_id() -> str:
@@ -67,7 +71,7 @@ def now_ms() -> int:
 
 Frame: TypeAlias = Callable[[int, list[bytes]], bytes]
 """A transport's body bytes for chunks at cursors ``first``, ``first + 1``, … (each a
-``\n``-terminated line), when they bring the reader up to date with a live session."""
+``\\n``-terminated line), when they bring the reader up to date with a live session."""
 
 
 class LiveReader:
@@ -85,7 +89,7 @@ class LiveReader:
         self.frame = frame
         self.cursor = cursor
         self.joined_at = 0.0
-        self.rest = b""
+        self.rest = memoryview(b"")
         self.woken = trio.Event()
 
 
@@ -138,6 +142,7 @@ class Session:
         messages: trio.MemorySendChannel[bytes] | None = None,
         retain_chunks: int | None = None,
         tail_bytes: int = DEFAULT_TAIL_BYTES,
+        max_write: int = DEFAULT_MAX_WRITE,
     ) -> None:
         self.buffer = buffer
         self.key = key
@@ -155,6 +160,7 @@ class Session:
         self._message_lock = trio.Lock()
         self._retain = retain_chunks
         self._tail_budget = tail_bytes
+        self._max_write = max_write
         self._tail: list[_Run] = []
         self._tail_size = 0
         self._changed = trio.Event()
@@ -192,7 +198,8 @@ class Session:
     async def append(self, data: bytes, *, final: bool = False) -> None:
         """Store ``data`` (whole lines, each a chunk) in the buffer as one run, then
         publish it to readers: written to the live ones, unless it is the ``final`` run
-        (the session's end follows it), and every waiting one woken.
+        (the session's end follows it) or over ``max_write`` bytes, and every waiting
+        one woken.
 
         Raises :class:`sqlite3.Error` if the buffer fails (nothing is published then).
         """
@@ -213,7 +220,7 @@ class Session:
         self.first_cursor = first
         self.last_cursor = after + count
         self._notify()
-        if final:
+        if final or len(data) > self._max_write:
             self._wake_live(after)
         else:
             self._write_live(self._tail[-1])
@@ -332,7 +339,7 @@ class Session:
                 payload = payloads[reader.frame] = http_chunk(reader.frame(run.first, run.lines))
             sent = reader.connection.try_send(payload)
             if sent != len(payload):
-                reader.rest = payload[sent:]
+                reader.rest = memoryview(payload)[sent:]
                 behind.append(reader)
         for reader in behind:
             del self._live[reader]
