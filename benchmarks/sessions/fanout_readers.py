@@ -71,7 +71,7 @@ def run(
         for fd, _ in poller.poll(0.05):
             data = sockets[fd].recv(65536)
             if not data:
-                raise SystemExit("a reader's stream ended while measuring")
+                raise SystemExit("a reader's stream ended before the window closed")
             received_ms = time.time() * 1000
             if measuring:
                 latencies.extend(received_ms - int(ts) for ts in _TS.findall(data))
