@@ -41,6 +41,8 @@ from quart.wrappers import Request
 from quart_trio.asgi import TrioASGIHTTPConnection
 from werkzeug.exceptions import RequestTimeout
 
+from .raw_connection import RAW_SEND_EXTENSION
+
 __all__ = ["HTTPConnection"]
 
 
@@ -56,6 +58,9 @@ class HTTPConnection(TrioASGIHTTPConnection):
     _response_complete = False
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        # Hypercorn's own send, for a body written beside ASGI (.raw_connection)
+        self.scope.setdefault("extensions", {})[RAW_SEND_EXTENSION] = {"send": send}
+
         async def send_noting_the_end(message: ASGISendEvent) -> None:
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 self._response_complete = True

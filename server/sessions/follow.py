@@ -16,15 +16,32 @@ terminal line, right after that line. No queue is kept per reader: memory per re
 is one batch. Raises :class:`~.session.CursorGoneError` when retention dropped the
 chunks it needs next (it never skips). Cancellation: safe at any point; nothing is
 held across an ``await``.
+
+Given ``live`` (how to reach the connection under the reader's response, and its
+transport's :data:`~.session.Frame`), a caught-up reader waits in the session's live
+set instead (:meth:`Session.join_live`): the writer writes new chunks to that
+connection itself, ``Follow.cursor`` moves on without an event, and the reader's task
+wakes only for what goes through its transport — the rest of a write its socket did
+not take (written here, then reading goes on from the cursor), the session's end, a
+keep-alive. The caller must have written every event handed out before it asks for
+the next one (an ASGI body iterator has), since the session writes to the same
+connection meanwhile. Cancellation: the reader leaves the live set and its
+descriptor is closed; a rest being written is finished by Hypercorn (its writes are
+shielded).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .session import Session
+import trio
 
-__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "ReadEvent"]
+from sandstream.server.http.raw_connection import RawConnection
+
+from .session import Frame, LiveReader, Session
+
+__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +70,34 @@ class KeepAlive:
 ReadEvent = Chunks | CaughtUp | KeepAlive
 
 
+@dataclass(frozen=True, slots=True)
+class Live:
+    """How a caught-up reader is written to by the session: ``connect`` gives the
+    connection under its response (``None``: no such connection, wait as usual),
+    ``frame`` its transport's bytes for chunks."""
+
+    connect: Callable[[], RawConnection | None]
+    frame: Frame
+
+
 class Follow:
     """A reader of ``session`` from cursor ``after`` (see the module docstring)."""
 
-    def __init__(self, session: Session, after: int, *, max_bytes: int, keepalive: float) -> None:
+    def __init__(
+        self,
+        session: Session,
+        after: int,
+        *,
+        max_bytes: int,
+        keepalive: float,
+        live: Live | None = None,
+    ) -> None:
         self.session = session
         self.cursor = after
         """The cursor of the last chunk handed out."""
         self._max_bytes = max_bytes
         self._keepalive = keepalive
+        self._live = live
         self._announced = False
 
     def __aiter__(self) -> Follow:
@@ -82,5 +118,35 @@ class Follow:
             if not self._announced:
                 self._announced = True
                 return CaughtUp(self.cursor)
-            if not await session.wait_beyond(self.cursor, self._keepalive):
+            woken = None if self._live is None else await self._wait_live(self._live)
+            if woken is None:
+                woken = await session.wait_beyond(self.cursor, self._keepalive)
+            if not woken:
                 return KeepAlive()
+
+    async def _wait_live(self, live: Live) -> bool | None:
+        """Wait in the session's live set: True when woken, False after ``keepalive``
+        seconds with nothing written, ``None`` if the reader cannot be live."""
+        connection = live.connect()
+        if connection is None:
+            return None
+        session = self.session
+        try:
+            reader = LiveReader(connection, live.frame, self.cursor)
+            if not session.join_live(reader):
+                return True  # a chunk came, or the end
+            try:
+                while not reader.woken.is_set():
+                    quiet_since = max(reader.joined_at, session.written_at)
+                    if trio.current_time() >= quiet_since + self._keepalive:
+                        return False
+                    with trio.move_on_at(quiet_since + self._keepalive):
+                        await reader.woken.wait()
+            finally:
+                session.leave_live(reader)
+                self.cursor = reader.cursor
+            if reader.rest:
+                await connection.send(reader.rest)
+            return True
+        finally:
+            connection.close()

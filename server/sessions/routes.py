@@ -25,14 +25,15 @@ from sandstream.server.http.problems import (
     problem,
     unauthorized,
 )
+from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.http.requests import json_response, read_json
 from sandstream.server.runner.refusals import unavailable
 from sandstream.server.runner.service import RunnerUnavailableError
 
-from .follow import CaughtUp, Chunks, Follow
+from .follow import CaughtUp, Chunks, Follow, Live
 from .service import SessionNotFoundError, SessionService
-from .session import CursorGoneError, Session, SessionEndedError
-from .wire import control_message, sse_chunks, sse_control
+from .session import CursorGoneError, Frame, Session, SessionEndedError
+from .wire import control_message, ndjson_chunks, sse_caught_up, sse_chunks, sse_control
 
 __all__ = [
     "CURSOR_GONE",
@@ -241,10 +242,9 @@ class _SSEBody:
             self._done = True
             return sse_control(follow.cursor, gone=True)
         if isinstance(event, Chunks):
-            frames = sse_chunks(event.first, event.chunks)
             if event.up_to_date:
-                frames += sse_control(follow.cursor, up_to_date=True)
-            return frames
+                return sse_caught_up(event.first, event.chunks)
+            return sse_chunks(event.first, event.chunks)
         if isinstance(event, CaughtUp):
             return sse_control(event.cursor, up_to_date=True)
         return PING
@@ -266,12 +266,20 @@ class _NDJSONBody:
             except CursorGoneError:
                 raise StopAsyncIteration from None
             if isinstance(event, Chunks):
-                return b"".join(event.chunks)
+                return ndjson_chunks(event.first, event.chunks)
 
 
-def _follow(session: Session, cursor: int) -> Follow:
+def _follow(session: Session, cursor: int, frame: Frame | None = None) -> Follow:
+    """A reader of ``session`` after ``cursor``; with ``frame``, one the session writes
+    to itself while it is caught up (over the request's HTTP/1.1 connection)."""
     settings = get_sessions().settings
-    return Follow(session, cursor, max_bytes=settings.read_bytes, keepalive=settings.keepalive)
+    live = None
+    if frame is not None:
+        scope = request.scope
+        live = Live(lambda: raw_connection(scope), frame)
+    return Follow(
+        session, cursor, max_bytes=settings.read_bytes, keepalive=settings.keepalive, live=live
+    )
 
 
 @sessions_blueprint.get("/sessions/<session_id>/stream")
@@ -283,10 +291,11 @@ async def session_stream(session_id: str) -> Response:
     if raw is None:
         raw = request.headers.get("Last-Event-ID")
     cursor = _cursor(session, raw)
-    follow = _follow(session, cursor)
     if "text/event-stream" in request.headers.get("Accept", ""):
+        follow = _follow(session, cursor, sse_caught_up)
         response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
     else:
+        follow = _follow(session, cursor, ndjson_chunks)
         response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"

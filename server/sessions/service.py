@@ -50,8 +50,11 @@ log = logging.getLogger("sandstream.sessions")
 RUNNER_LOST: Final = "runner_lost"
 """Error code appended to a session whose runner died while it ran."""
 
-READ_AHEAD: Final = 4
-"""Reads of a session's stdout that may wait while the buffer writes."""
+READ_AHEAD: Final = 8
+"""Reads of a session's stdout that may wait while the buffer writes (each at most the
+runner's ``read_size``, 256 KiB: 2 MiB a session at most). Fewer, bigger appends: each
+transaction costs several hand-overs of the GIL between the event loop and the SQLite
+thread, up to 5 ms each while the loop is busy."""
 
 
 class SessionNotFoundError(KeyError):
@@ -173,6 +176,7 @@ class SessionService:
             messages=send,
             retain_chunks=self.settings.retain_chunks,
             tail_bytes=self.settings.tail_bytes,
+            max_write=self.settings.read_bytes,
         )
         self._sessions[session_id] = session
         nursery.start_soon(self._run_session, session, turn)
@@ -247,7 +251,7 @@ async def _pump(session: Session, turn: TurnStream) -> None:
                         break
                     parts.append(more)
                 data = b"".join(parts) if len(parts) > 1 else data
-                await session.append(data)
+                await session.append(data, final=final)
                 if final:
                     await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
 
@@ -269,7 +273,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
             RUNNER_LOST, "the runner stopped serving the session before it ended"
         )
         try:
-            await session.append(line)
+            await session.append(line, final=True)
             terminal = line
         except sqlite3.Error as exc:
             log.error("session %s: appending its end failed: %r", session.id, exc)

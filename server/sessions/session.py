@@ -12,24 +12,42 @@ dropped raises :class:`CursorGoneError`.
 
 The tail holds the newest chunks, at most ``tail_bytes`` of them, and is dropped when
 the session ends (a finished session is read from SQLite).
+
+**Live readers.** A reader that has caught up can join the session's live set
+(:meth:`Session.join_live`) with a :class:`LiveReader`: the connection under its
+HTTP response and how its transport frames chunks. Then the writer itself writes each
+new run to every live reader, framed once per transport and shared, with one
+non-blocking ``send`` each, and wakes nobody. A reader whose socket does not take the
+whole write leaves the set with the rest of it (``LiveReader.rest``, a view of the
+shared bytes) and is woken: its own task writes that rest and reads on at its own
+pace, so a slow reader still never slows the writer or another reader. Two kinds of
+run are not written this way: one over ``max_write`` bytes (a fast container's; the
+readers are woken to read it in batches of their own size, so a reader still holds at
+most one bounded batch) and the run that ends the session (every live reader is woken
+to read it, and the session's end, itself).
 """
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeAlias
 
 import msgspec
 import trio
 
 from sandstream.container.inbox import UserMessage
+from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
 from .buffer import SessionBuffer, SessionState
 
 __all__ = [
     "CursorGoneError",
+    "Frame",
+    "LiveReader",
     "Session",
     "SessionEndedError",
     "SessionStatus",
@@ -38,6 +56,7 @@ __all__ = [
 ]
 
 DEFAULT_TAIL_BYTES: Final = 1024 * 1024
+DEFAULT_MAX_WRITE: Final = 256 * 1024
 
 
 def new_session_id() -> str:
@@ -48,6 +67,30 @@ def new_session_id() -> str:
 def now_ms() -> int:
     """Wall-clock time as Unix epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+Frame: TypeAlias = Callable[[int, list[bytes]], bytes]
+"""A transport's body bytes for chunks at cursors ``first``, ``first + 1``, … (each a
+``\\n``-terminated line), when they bring the reader up to date with a live session."""
+
+
+class LiveReader:
+    """A caught-up reader the session writes to itself (see the module docstring).
+
+    ``cursor``: the last chunk it holds once it left the live set (counting ``rest``).
+    ``rest``: the end of a write its socket did not take, for its task to write.
+    ``woken``: set when the session takes it out of the live set.
+    """
+
+    __slots__ = ("connection", "cursor", "frame", "joined_at", "rest", "woken")
+
+    def __init__(self, connection: RawConnection, frame: Frame, cursor: int) -> None:
+        self.connection = connection
+        self.frame = frame
+        self.cursor = cursor
+        self.joined_at = 0.0
+        self.rest = memoryview(b"")
+        self.woken = trio.Event()
 
 
 class CursorGoneError(Exception):
@@ -99,6 +142,7 @@ class Session:
         messages: trio.MemorySendChannel[bytes] | None = None,
         retain_chunks: int | None = None,
         tail_bytes: int = DEFAULT_TAIL_BYTES,
+        max_write: int = DEFAULT_MAX_WRITE,
     ) -> None:
         self.buffer = buffer
         self.key = key
@@ -116,9 +160,13 @@ class Session:
         self._message_lock = trio.Lock()
         self._retain = retain_chunks
         self._tail_budget = tail_bytes
+        self._max_write = max_write
         self._tail: list[_Run] = []
         self._tail_size = 0
         self._changed = trio.Event()
+        self._live: dict[LiveReader, None] = {}
+        self.written_at = -math.inf
+        """When (trio time) the writer last wrote to the live readers."""
         self.closed = trio.Event()
         """Set once the session has ended and its container is gone."""
         if state != "running":
@@ -128,6 +176,11 @@ class Session:
     def ended(self) -> bool:
         """True once the session's last chunk is in the buffer (nothing more comes)."""
         return self.state != "running"
+
+    @property
+    def live_readers(self) -> int:
+        """How many caught-up readers the writer writes to itself now."""
+        return len(self._live)
 
     def status(self) -> SessionStatus:
         return SessionStatus(
@@ -142,9 +195,11 @@ class Session:
 
     # -- the writer (the session's own task) ----------------------------------------------
 
-    async def append(self, data: bytes) -> None:
+    async def append(self, data: bytes, *, final: bool = False) -> None:
         """Store ``data`` (whole lines, each a chunk) in the buffer as one run, then
-        publish it to readers.
+        publish it to readers: written to the live ones, unless it is the ``final`` run
+        (the session's end follows it) or over ``max_write`` bytes, and every waiting
+        one woken.
 
         Raises :class:`sqlite3.Error` if the buffer fails (nothing is published then).
         """
@@ -165,6 +220,10 @@ class Session:
         self.first_cursor = first
         self.last_cursor = after + count
         self._notify()
+        if final or len(data) > self._max_write:
+            self._wake_live(after)
+        else:
+            self._write_live(self._tail[-1])
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
         """Record the end (buffer first), wake every reader, refuse further messages.
@@ -179,6 +238,7 @@ class Session:
             self._messages.close()
         self._tail, self._tail_size = [], 0
         self._notify()
+        self._wake_live(self.last_cursor)
         await self.buffer.finish(self.key, state, self.ended_at, terminal)
 
     # -- readers ----------------------------------------------------------------------
@@ -205,6 +265,22 @@ class Session:
         if not chunks:  # deleted between our check and the read
             raise CursorGoneError(after, self.first_cursor)
         return chunks
+
+    def join_live(self, reader: LiveReader) -> bool:
+        """Add ``reader`` to the live set; False (not added) unless it holds every chunk
+        of a live session. Leave with :meth:`leave_live`."""
+        if reader.cursor != self.last_cursor or self.ended:
+            return False
+        reader.joined_at = trio.current_time()
+        self._live[reader] = None
+        return True
+
+    def leave_live(self, reader: LiveReader) -> None:
+        """Take ``reader`` out of the live set, holding every chunk so far (no-op if
+        the session took it out already)."""
+        if reader in self._live:
+            del self._live[reader]
+            reader.cursor = self.last_cursor
 
     async def wait_beyond(self, cursor: int, timeout: float) -> bool:
         """Wait until there is a chunk after ``cursor`` or the session ended.
@@ -248,6 +324,34 @@ class Session:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    def _write_live(self, run: _Run) -> None:
+        """Write ``run`` (the newest) to every live reader; wake the ones that could
+        not take all of it, with the rest."""
+        if not self._live:
+            return
+        self.written_at = trio.current_time()
+        payloads: dict[Frame, bytes] = {}
+        behind: list[LiveReader] = []
+        for reader in self._live:
+            payload = payloads.get(reader.frame)
+            if payload is None:
+                payload = payloads[reader.frame] = http_chunk(reader.frame(run.first, run.lines))
+            sent = reader.connection.try_send(payload)
+            if sent != len(payload):
+                reader.rest = memoryview(payload)[sent:]
+                behind.append(reader)
+        for reader in behind:
+            del self._live[reader]
+            reader.cursor = self.last_cursor
+            reader.woken.set()
+
+    def _wake_live(self, cursor: int) -> None:
+        """Take every reader out of the live set, holding the chunks up to ``cursor``."""
+        for reader in self._live:
+            reader.cursor = cursor
+            reader.woken.set()
+        self._live.clear()
 
 
 class _Run:

@@ -24,6 +24,8 @@ from sandstream.core.sse import format_event
 
 __all__ = [
     "control_message",
+    "ndjson_chunks",
+    "sse_caught_up",
     "sse_chunks",
     "sse_control",
 ]
@@ -41,6 +43,17 @@ def sse_chunks(first: int, chunks: list[bytes]) -> bytes:
     return b"".join(
         format_event(chunk[:-1], id=cursor) for cursor, chunk in enumerate(chunks, first)
     )
+
+
+def sse_caught_up(first: int, chunks: list[bytes]) -> bytes:
+    """:func:`sse_chunks`, then the ``upToDate`` control at the last one's cursor: what
+    a reader gets for chunks that bring it up to date with a live session."""
+    return sse_chunks(first, chunks) + sse_control(first + len(chunks) - 1, up_to_date=True)
+
+
+def ndjson_chunks(first: int, chunks: list[bytes]) -> bytes:
+    """The chunks as they are (NDJSON needs no cursor: ``first`` is unused)."""
+    return b"".join(chunks)
 
 
 def sse_control(
