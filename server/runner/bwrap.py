@@ -378,8 +378,13 @@ class BwrapLauncher:
         if self.pipe_size:
             grow_pipe(container.stdout, self.pipe_size)
 
+        killed = False
+
         def kill_sandbox() -> None:
-            _kill_sandbox(init_pid, init_pidfd, namespace)
+            nonlocal killed
+            if not killed:
+                killed = True
+                _kill_sandbox(init_pid, init_pidfd, namespace)
 
         meter: Meter = cgroup if cgroup is not None else ProcMeter(init_pid)
         limit: LimitExceeded | None = None
@@ -406,7 +411,13 @@ class BwrapLauncher:
                 if process.stderr is not None:
                     nursery.start_soon(log_stderr, process.stderr, turn_id)
                 nursery.start_soon(enforce_limits)
-                await process.wait_exited()
+                try:
+                    await process.wait_exited()
+                except trio.Cancelled:
+                    # The turn is over: kill now, not once this nursery has unwound.
+                    stopped_at = time.monotonic()
+                    kill_sandbox()
+                    raise
                 exited = True
                 if messages is not None:
                     messages.close()  # nobody reads them any more
@@ -419,7 +430,7 @@ class BwrapLauncher:
         finally:
             with trio.CancelScope(shield=True):
                 emptied_at: float | None = None
-                if not exited:
+                if not exited and stopped_at is None:
                     stopped_at = time.monotonic()
                 # Also when bwrap exited by itself: it exits as soon as the command
                 # does, while its init lives on for whatever else the sandbox runs.
