@@ -30,8 +30,8 @@ A sandbox is one ``bwrap`` process and the PID namespace it creates:
   waits for an expedited RCU grace period: milliseconds on a loaded machine); once
   every process is gone, that fd is closed in a worker thread, before :meth:`run
   <BwrapLauncher.run>` returns. Where the runner may (``CAP_SYS_NICE``), the killed
-  processes get nice -20 first, so their exit does not queue for a CPU behind the
-  machine's other work.
+  processes first get the lowest real-time priority, so their exit (the kernel
+  freeing their memory) does not queue for a CPU behind the machine's other work.
 
 A custom command (``argv``) runs the same way: its executable (found on the host's
 ``PATH``), the interpreter of a script, a virtual environment it belongs to, and every
@@ -123,7 +123,8 @@ ETC_ENTRIES: Final = (
 _STARTUP_TIMEOUT: Final = 10.0
 _DIRECT_KILLS: Final = 64
 """Children of the init killed one by one at teardown; the kernel kills the rest."""
-_TEARDOWN_NICE: Final = -20
+_TEARDOWN_PRIORITY: Final = 1
+"""The ``SCHED_FIFO`` priority killed sandbox processes exit at (the lowest)."""
 _DRAIN_STDERR_AFTER_EXIT: Final = 1.0
 
 log = logging.getLogger("sandstream.runner")
@@ -482,11 +483,10 @@ def _kill_sandbox(init_pid: int, init_pidfd: int | None, namespace: int) -> None
     pid reused meanwhile is never hit. At most :data:`_DIRECT_KILLS` children: the
     kernel kills the rest when the init dies.
     """
-    autogroups = _autogroups()
     if namespace:
         for pid in _children(init_pid)[:_DIRECT_KILLS]:
-            _kill_member(pid, namespace, autogroups)
-    _boost(init_pid, autogroups)
+            _kill_member(pid, namespace)
+    _boost(init_pid)
     with contextlib.suppress(OSError):
         if init_pidfd is not None:
             signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
@@ -503,14 +503,14 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _kill_member(pid: int, namespace: int, autogroups: bool) -> None:
+def _kill_member(pid: int, namespace: int) -> None:
     """``SIGKILL`` ``pid`` if it is a process of PID namespace ``namespace``."""
     pidfd = open_pidfd(pid)
     if pidfd is None:
         return
     try:
         if os.stat(f"/proc/{pid}/ns/pid").st_ino == namespace:
-            _boost(pid, autogroups)
+            _boost(pid)
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except OSError:
         pass  # gone meanwhile
@@ -518,35 +518,24 @@ def _kill_member(pid: int, namespace: int, autogroups: bool) -> None:
         os.close(pidfd)
 
 
-def _autogroups() -> bool:
-    """Whether the scheduler groups processes by session (Linux autogroup)."""
-    try:
-        with open("/proc/sys/kernel/sched_autogroup_enabled", "rb") as file:
-            return file.read().strip() == b"1"
-    except OSError:
-        return False
+def _boost(pid: int) -> None:
+    """Let a sandbox process about to be killed exit ahead of other work, if allowed.
 
-
-def _boost(pid: int, autogroups: bool) -> None:
-    """Give a sandbox process about to be killed the CPU first (nice -20), if allowed.
-
-    Its exit (freeing its memory) then does not queue behind the machine's other work.
-    With ``autogroups`` a nice value only counts inside the session's group, so the
-    group's nice is set (a sandbox's sessions hold only its own processes: bwrap is
-    started in a session of its own, the command in another); without, each thread's.
-    Needs ``CAP_SYS_NICE`` (a root runner); refused quietly otherwise.
+    After ``SIGKILL`` no code of its own runs: its exit is the kernel freeing its
+    memory. Each of its threads (whichever exits last frees the memory) is moved to
+    ``SCHED_FIFO`` at the lowest real-time priority, so that exit neither queues behind
+    the machine's other processes nor waits out a busy one's time slice. Needs
+    ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO`` (a root runner has it); refused quietly
+    otherwise.
     """
-    if autogroups:
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as file:
-            file.write(str(_TEARDOWN_NICE))
-        return
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return
+    priority = os.sched_param(_TEARDOWN_PRIORITY)
     for thread in threads:
         with contextlib.suppress(OSError, ValueError):
-            os.setpriority(os.PRIO_PROCESS, int(thread), _TEARDOWN_NICE)
+            os.sched_setscheduler(int(thread), os.SCHED_FIFO, priority)
 
 
 def _hold_mounts(init_pid: int) -> int | None:

@@ -1,4 +1,4 @@
-"""Ending a bubblewrap sandbox: what the teardown kills, boosts and releases.
+"""Ending a bubblewrap sandbox: what the teardown kills, speeds up and releases.
 
 Real bwrap and the real container on a real runner; real host processes for the
 helpers that must never hit anything but the sandbox. (How long it takes is measured
@@ -68,7 +68,7 @@ async def test_the_sandbox_mounts_are_held_while_it_runs_and_released_after(
 
 
 def _host_sleeper() -> subprocess.Popen[bytes]:
-    """A host process in a session (and so a scheduling autogroup) of its own."""
+    """A host process in a session of its own."""
     return subprocess.Popen(["sleep", "60"], start_new_session=True)
 
 
@@ -76,7 +76,7 @@ def test_a_process_outside_the_sandbox_namespace_is_never_killed() -> None:
     sleeper = _host_sleeper()
     try:
         other_namespace = os.stat("/proc/self/ns/pid").st_ino + 1
-        bwrap._kill_member(sleeper.pid, other_namespace, autogroups=False)
+        bwrap._kill_member(sleeper.pid, other_namespace)
         sleeper.terminate()  # had SIGKILL been sent, it would have died of that
         assert sleeper.wait(timeout=30) == -signal.SIGTERM
     finally:
@@ -88,24 +88,20 @@ def test_a_process_of_the_sandbox_namespace_is_killed() -> None:
     sleeper = _host_sleeper()
     try:
         namespace = os.stat(f"/proc/{sleeper.pid}/ns/pid").st_ino
-        bwrap._kill_member(sleeper.pid, namespace, autogroups=False)
+        bwrap._kill_member(sleeper.pid, namespace)
         assert sleeper.wait(timeout=30) == -signal.SIGKILL
     finally:
         sleeper.kill()
         sleeper.wait()
 
 
-@pytest.mark.parametrize("autogroups", [True, False])
-def test_a_killed_process_is_boosted_where_the_runner_may(autogroups: bool) -> None:
+def test_a_killed_process_exits_at_real_time_priority_where_the_runner_may() -> None:
     sleeper = _host_sleeper()
     try:
-        bwrap._boost(sleeper.pid, autogroups)
-        if autogroups:
-            nice = int(Path(f"/proc/{sleeper.pid}/autogroup").read_text().split()[-1])
-        else:
-            nice = os.getpriority(os.PRIO_PROCESS, sleeper.pid)
+        bwrap._boost(sleeper.pid)
         may = os.geteuid() == 0  # CAP_SYS_NICE
-        assert nice == (-20 if may else 0)
+        policy = os.sched_getscheduler(sleeper.pid)
+        assert policy == (os.SCHED_FIFO if may else os.SCHED_OTHER)
     finally:
         sleeper.kill()
         sleeper.wait()
