@@ -285,11 +285,12 @@ class BwrapLauncher:
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`.
 
-        Cancellation: the sandbox's init is ``SIGKILL``-ed at once (no grace: nothing
-        of a cancelled run is kept), and this returns once bwrap, and so every process
-        of the sandbox, is gone. ``exit.reaped_at`` is then the moment the init's exit
-        was seen (its pidfd), which the kernel allows only once the rest of the
-        namespace is gone; bwrap is reaped right after.
+        Cancellation: the sandbox's init and its children are ``SIGKILL``-ed at once,
+        in the step the cancellation arrives (no grace: nothing of a cancelled run is
+        kept), and this returns once bwrap, and so every process of the sandbox, is
+        gone, and its mounts released. ``exit.reaped_at`` is then the moment the
+        init's exit was seen (its pidfd), which the kernel allows only once the rest
+        of the namespace is gone; bwrap is reaped right after.
         """
         try:
             cgroup = self._create_cgroup(turn_id)
