@@ -1,6 +1,10 @@
 """Runner benchmarks: throughput vs. the pipe ceiling, concurrent streams, memory per stream.
 
-``python -m benchmarks.runner.run [throughput] [concurrency] [--json] [options]``
+``python -m benchmarks.runner.run [throughput] [concurrency] [--sandbox bwrap|local]
+[--json] [options]``
+
+The runner runs its containers with ``--sandbox`` (default ``bwrap``, as
+``sandstream runner`` does on Linux with bubblewrap installed).
 
 **throughput** — lines/s from a container in load mode (``--lines`` lines of
 ``--payload`` bytes, unpaced), measured from the first byte to the last:
@@ -100,6 +104,7 @@ async def _through_runner(url: str, workspace: WorkspaceServer) -> tuple[int, fl
 async def throughput(
     lines: int, payload: int, repeat: int, runner_args: list[str]
 ) -> dict[str, Any]:
+    """Ceiling and runner lines/s, interleaved ``repeat`` times (``runner_args``: its CLI)."""
     ceiling: list[float] = []
     runner: list[float] = []
     counts: set[int] = set()
@@ -181,14 +186,14 @@ _QUANTILES = (("p50", 50), ("p95", 95), ("p99", 99))
 
 
 async def _level(
-    streams: int, rate: float, duration: float, warmup: float, payload: int
+    streams: int, rate: float, duration: float, warmup: float, payload: int, runner_args: list[str]
 ) -> dict[str, Any]:
     """N concurrent streams at ``rate`` lines/s: p99 latency and memory."""
     meter = _LatencyMeter(streams)
     total_lines = int(rate * (duration + warmup + 120))
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load_config(total_lines, rate, payload))
-        proc = await start_runner_process(nursery, "--max-live", str(streams + 8))
+        proc = await start_runner_process(nursery, "--max-live", str(streams + 8), *runner_args)
         runner_ps = psutil.Process(proc.process.pid)
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=streams + 8)
         async with httpx.AsyncClient(
@@ -230,8 +235,7 @@ async def _level(
                     round((after - before) / duration * 100)
                     for before, after in zip(cpu_before, cpu_after, strict=True)
                 ]
-                containers = [c for c in runner_ps.children() if c.is_running()]
-                container_rss = [c.memory_info().rss for c in containers]
+                container_rss = _rss(runner_ps.children(recursive=True))
                 streams_nursery.cancel_scope.cancel()
         await proc.stop()
         nursery.cancel_scope.cancel()
@@ -247,9 +251,7 @@ async def _level(
         "runner_rss_idle_mb": round(idle_rss / 2**20, 1),
         "runner_rss_live_mb": round(live_rss / 2**20, 1),
         "runner_kib_per_stream": round((live_rss - idle_rss) / streams / 1024, 1),
-        "container_rss_mb_mean": (
-            round(statistics.mean(container_rss) / 2**20, 1) if container_rss else None
-        ),
+        "container_rss_mb_mean": round(container_rss / streams / 2**20, 1),
         "cpu_percent": dict(zip(("runner", "client", "containers"), cpu_pct, strict=True)),
         "load_average_1m": round(load_before, 2),
     }
@@ -261,11 +263,23 @@ def _cpu(process: psutil.Process) -> float:
 
 
 def _children_cpu(process: psutil.Process) -> float:
-    """CPU seconds of the runner's live containers (their own processes, not children)."""
+    """CPU seconds of the runner's live containers: every process under the runner
+    (a sandbox's bwrap, its init and the container), not those already gone."""
     total = 0.0
-    for child in process.children():
+    for child in process.children(recursive=True):
         try:
             total += _cpu(child)
+        except psutil.Error:
+            continue
+    return total
+
+
+def _rss(processes: list[psutil.Process]) -> int:
+    """The summed RSS of ``processes`` (those gone meanwhile count 0)."""
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
         except psutil.Error:
             continue
     return total
@@ -314,12 +328,18 @@ async def _direct_level(
 
 
 async def concurrency(
-    ladder: list[int], rate: float, duration: float, warmup: float, payload: int
+    ladder: list[int],
+    rate: float,
+    duration: float,
+    warmup: float,
+    payload: int,
+    runner_args: list[str],
 ) -> dict[str, Any]:
+    """Climb ``ladder`` until p99 passes the goal; each level also run direct."""
     levels = []
     best = 0
     for streams in ladder:
-        level = await _level(streams, rate, duration, warmup, payload)
+        level = await _level(streams, rate, duration, warmup, payload, runner_args)
         level["direct_latency_ms"] = await _direct_level(streams, rate, duration, warmup, payload)
         levels.append(level)
         _print_level(level)
@@ -338,7 +358,7 @@ def _print_level(level: dict[str, Any]) -> None:
         f"p99 {lat['p99']:7.2f} ms (direct p50 {direct['p50']:.2f} p99 {direct['p99']:.2f}); "
         f"lines {level['lines_measured']}/{level['expected_lines']}; "
         f"runner RSS {level['runner_rss_idle_mb']} -> {level['runner_rss_live_mb']} MiB "
-        f"({level['runner_kib_per_stream']} KiB/stream); container RSS "
+        f"({level['runner_kib_per_stream']} KiB/stream); sandbox RSS "
         f"{level['container_rss_mb_mean']} MiB each; CPU % {level['cpu_percent']}; "
         f"load {level['load_average_1m']}",
         flush=True,
@@ -361,18 +381,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument(
+        "--sandbox",
+        choices=("bwrap", "local"),
+        default="bwrap",
+        help="the runner's launcher (default: bwrap)",
+    )
+    parser.add_argument(
         "--runner-arg",
         action="append",
         default=[],
         metavar="ARG",
-        help="extra runner argument (throughput), e.g. --runner-arg=--read-size=65536",
+        help="extra runner argument, e.g. --runner-arg=--read-size=65536",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     parts = args.parts or ["throughput", "concurrency"]
-    doc: dict[str, Any] = {"environment": environment()}
+    runner_args = ["--sandbox", args.sandbox, *args.runner_arg]
+    doc: dict[str, Any] = {"environment": environment(), "sandbox": args.sandbox}
     if "throughput" in parts:
-        result = trio.run(throughput, args.lines, args.payload, args.repeat, args.runner_arg)
+        result = trio.run(throughput, args.lines, args.payload, args.repeat, runner_args)
         doc["throughput"] = result
         if not args.json:
             met = "met" if result["ratio"] >= GOAL_RATIO else "NOT met"
@@ -388,7 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         ladder = [int(x) for x in args.ladder.split(",") if x]
         if not args.json:
             print(f"concurrency at {args.rate:g} lines/s per stream (p99 goal {GOAL_P99_MS} ms):")
-        result = trio.run(concurrency, ladder, args.rate, args.duration, args.warmup, args.payload)
+        result = trio.run(
+            concurrency, ladder, args.rate, args.duration, args.warmup, args.payload, runner_args
+        )
         doc["concurrency"] = result
         if not args.json:
             print(f"  max streams with p99 <= {GOAL_P99_MS:g} ms: {result['max_streams']}")
@@ -396,7 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
-        print(f"environment: {doc['environment']}; load after {doc['load_average_after']}")
+        print(
+            f"sandbox: {args.sandbox}; environment: {doc['environment']}; "
+            f"load after {doc['load_average_after']}"
+        )
     return 0
 
 

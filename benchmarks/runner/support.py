@@ -105,6 +105,19 @@ class InProcessRunner:
     runner: Runner
     closed: list[tuple[TurnStream, TurnRecord]] = field(default_factory=list)
     stop: trio.Event = field(default_factory=trio.Event)
+    changed: trio.Event = field(default_factory=trio.Event)
+    """Set (and replaced) each time a turn closes."""
+
+    def note_closed(self, turn: TurnStream, record: TurnRecord) -> None:
+        self.closed.append((turn, record))
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def wait_closed(self, count: int) -> tuple[TurnStream, TurnRecord]:
+        """Wait until ``count`` turns have closed; the last one."""
+        while len(self.closed) < count:
+            await self.changed.wait()
+        return self.closed[-1]
 
 
 async def start_in_process(
@@ -117,7 +130,7 @@ async def start_in_process(
     config.errorlog = None
     runner = get_runner(app)
     handle = InProcessRunner(url="", runner=runner)
-    runner.add_listener(lambda turn, record: handle.closed.append((turn, record)))
+    runner.add_listener(handle.note_closed)
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         await serve(

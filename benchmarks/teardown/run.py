@@ -181,9 +181,7 @@ async def _trials(sandbox: str, kind: str, trials: int, warmup: int) -> dict[str
                     closed_at = time.monotonic()
                 # leaving the block closed the connection
                 with trio.fail_after(30):
-                    while len(server.closed) == before:
-                        await trio.sleep(0.001)
-                turn, record = server.closed[-1]
+                    turn, record = await server.wait_closed(before + 1)
                 exit_ = turn.container_exit
                 assert exit_ is not None and exit_.stopped_at is not None, record
                 handle = turn.container

@@ -30,15 +30,39 @@ from sandstream.container.schemas import Dispatch
 from sandstream.core import Mode
 
 from .access_log import AccessLog
+from .bwrap import BwrapLauncher, bwrap_available
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
 from .settings import RunnerSettings
 from .turn import END_GRACE, TurnRecord, TurnStream
 
-__all__ = ["AtCapacityError", "Runner", "RunnerUnavailableError", "ShuttingDownError"]
+__all__ = [
+    "AtCapacityError",
+    "Runner",
+    "RunnerUnavailableError",
+    "ShuttingDownError",
+    "default_launcher",
+]
 
 log = logging.getLogger("sandstream.runner")
 
 TurnListener = Callable[[TurnStream, TurnRecord], object]
+
+
+def default_launcher() -> ContainerLauncher:
+    """The launcher a :class:`Runner` given none uses.
+
+    A :class:`~.bwrap.BwrapLauncher` (default options) on Linux when ``bwrap`` is
+    installed; otherwise a :class:`LocalSubprocessLauncher`, with a warning that its
+    containers are not isolated.
+    """
+    if bwrap_available():
+        return BwrapLauncher()
+    log.warning(
+        "no launcher given and bubblewrap is not installed: containers run as plain "
+        "subprocesses with this process's user, files and network; they are NOT "
+        "isolated and can outlive their turn (development only)"
+    )
+    return LocalSubprocessLauncher()
 
 
 class RunnerUnavailableError(Exception):
@@ -60,8 +84,9 @@ class ShuttingDownError(RunnerUnavailableError):
 class Runner:
     """Admission, bookkeeping and shutdown for turns. One per server process.
 
-    ``launcher`` defaults to :class:`LocalSubprocessLauncher`. ``access_log`` gets one
-    JSON record per turn (default: the ``sandstream.access`` logger).
+    ``launcher`` defaults to :func:`default_launcher` (bubblewrap sandboxes where
+    ``bwrap`` is installed). ``access_log`` gets one JSON record per turn (default:
+    the ``sandstream.access`` logger).
     """
 
     def __init__(
@@ -72,7 +97,7 @@ class Runner:
         access_log: AccessLog | None = None,
     ) -> None:
         self.settings = settings
-        self.launcher: ContainerLauncher = launcher or LocalSubprocessLauncher()
+        self.launcher: ContainerLauncher = launcher or default_launcher()
         self.access_log = access_log or AccessLog()
         self._holding: set[TurnStream] = set()
         self._open: set[TurnStream] = set()
@@ -155,14 +180,15 @@ class Runner:
         """End every turn with ``error{code:"shutdown"}``; return once all are closed.
 
         New turns are refused from the first call on. Live turns are ended at once
-        (their containers get ``SIGTERM`` while their stdout is drained, ``SIGKILL``
-        only after the grace); a client still holding a chunk is cut off if it has not
-        taken it within :data:`~.turn.END_GRACE`. Turns have ``timeout`` seconds
-        (default ``settings.shutdown_timeout``) to deliver their last line; the
-        connections of those that cannot are then cut, and they get ``timeout`` more
-        seconds to close. Returns when every
-        container is reaped (and, unless a write could not be freed, every turn
-        closed). Idempotent. Cancellation: stops waiting; the turns carry on ending.
+        (their containers are stopped while their stdout is drained: a bwrap sandbox
+        is ``SIGKILL``-ed, a local one gets ``SIGTERM``, ``SIGKILL`` after the grace);
+        a client still holding a chunk is cut off if it has not taken it within
+        :data:`~.turn.END_GRACE`. Turns have ``timeout`` seconds (default
+        ``settings.shutdown_timeout``) to deliver their last line; the connections of
+        those that cannot are then cut, and they get ``timeout`` more seconds to
+        close. Returns when every container is reaped (and, unless a write could not
+        be freed, every turn closed). Idempotent. Cancellation: stops waiting; the
+        turns carry on ending.
         """
         self.draining = True
         if timeout is None:
@@ -187,7 +213,7 @@ class Runner:
                 "their containers are stopped",
                 len(self._open),
             )
-        # Containers were stopped at the start; each is gone within the kill grace.
+        # Containers were stopped at the start; each is gone within its launcher's grace.
         await self._wait(lambda: not self._holding)
 
     # -- internals ------------------------------------------------------------------
