@@ -10,49 +10,8 @@
 The runner's public API is re-exported here, with :func:`serve`.
 """
 
+from . import runner
 from .http.serve import serve
-from .runner.access_log import AccessLog, configure_access_log
-from .runner.app import create_app
-from .runner.bwrap import BwrapContainer, BwrapLauncher
-from .runner.launcher import (
-    ContainerExit,
-    ContainerHandle,
-    ContainerLauncher,
-    LaunchError,
-    LocalContainer,
-    LocalSubprocessLauncher,
-)
-from .runner.limits import LimitExceeded, ResourceLimits
-from .runner.routes import get_runner, install_runner, runner_blueprint
-from .runner.service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
-from .runner.settings import RunnerSettings
-from .runner.turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
+from .runner import *  # noqa: F403 (the runner's public API, as listed by the runner)
 
-__all__ = [
-    "AccessLog",
-    "AtCapacityError",
-    "BwrapContainer",
-    "BwrapLauncher",
-    "ContainerExit",
-    "ContainerHandle",
-    "ContainerLauncher",
-    "LaunchError",
-    "LimitExceeded",
-    "LocalContainer",
-    "LocalSubprocessLauncher",
-    "ResourceLimits",
-    "Runner",
-    "RunnerSettings",
-    "RunnerUnavailableError",
-    "ShuttingDownError",
-    "TurnOutcome",
-    "TurnRecord",
-    "TurnStateError",
-    "TurnStream",
-    "configure_access_log",
-    "create_app",
-    "get_runner",
-    "install_runner",
-    "runner_blueprint",
-    "serve",
-]
+__all__ = [*runner.__all__, "serve"]

@@ -23,7 +23,13 @@ from .launcher import (
 )
 from .limits import LimitExceeded, ResourceLimits
 from .routes import get_runner, install_runner, runner_blueprint
-from .service import AtCapacityError, Runner, RunnerUnavailableError, ShuttingDownError
+from .service import (
+    AtCapacityError,
+    Runner,
+    RunnerUnavailableError,
+    ShuttingDownError,
+    default_launcher,
+)
 from .settings import RunnerSettings
 from .turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
 
@@ -50,6 +56,7 @@ __all__ = [
     "TurnStream",
     "configure_access_log",
     "create_app",
+    "default_launcher",
     "get_runner",
     "install_runner",
     "runner_blueprint",

@@ -32,7 +32,8 @@ def create_app(
 
     Pass ``runner`` to share one with other code (it then wins over ``settings`` and
     ``launcher``); otherwise one is made from ``settings`` and ``launcher`` (default:
-    :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`). Every error is
+    :func:`~sandstream.server.runner.service.default_launcher`: bubblewrap sandboxes
+    where ``bwrap`` is installed). Every error is
     problem JSON. Serve it with :func:`sandstream.server.http.serve.serve` so that shutdown
     ends live turns with ``error{code:"shutdown"}`` before connections close.
     """

@@ -487,12 +487,12 @@ def _kill_sandbox(init_pid: int, init_pidfd: int | None, namespace: int) -> None
     if namespace:
         for pid in _children(init_pid)[:_DIRECT_KILLS]:
             _kill_member(pid, namespace)
-    _boost(init_pid)
     with contextlib.suppress(OSError):
         if init_pidfd is not None:
             signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
         else:
             os.kill(init_pid, signal.SIGKILL)
+        _boost(init_pid)
 
 
 def _children(pid: int) -> list[int]:
@@ -511,8 +511,8 @@ def _kill_member(pid: int, namespace: int) -> None:
         return
     try:
         if os.stat(f"/proc/{pid}/ns/pid").st_ino == namespace:
-            _boost(pid)
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            _boost(pid)
     except OSError:
         pass  # gone meanwhile
     finally:
@@ -522,10 +522,12 @@ def _kill_member(pid: int, namespace: int) -> None:
 def _boost(pid: int) -> None:
     """Let a sandbox process about to be killed exit ahead of other work, if allowed.
 
-    After ``SIGKILL`` no code of its own runs: its exit is the kernel freeing its
-    memory. Each of its threads (whichever exits last frees the memory) is moved to
-    ``SCHED_FIFO`` at the lowest real-time priority, so that exit neither queues behind
-    the machine's other processes nor waits out a busy one's time slice. Needs
+    Called only once ``SIGKILL`` is pending, after which no code of its own runs
+    (never before: a process of the sandbox must not run at real-time priority): its
+    exit is the kernel freeing its memory. Each of its threads (whichever exits last
+    frees the memory) is moved to ``SCHED_FIFO`` at the lowest real-time priority, so
+    that exit neither queues behind the machine's other processes nor waits out a busy
+    one's time slice. Needs
     ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO`` (a root runner has it); refused quietly
     otherwise.
     """
