@@ -80,7 +80,19 @@ def _no_temp_entries_after_the_test(
         yield
     left = _wait_until(lambda: _entries(tmpdir))
     if left:
-        pytest.fail(f"the test left temp entries behind in {tmpdir}: {left}")
+        described = "; ".join(_describe_entry(tmpdir / name) for name in left)
+        pytest.fail(f"the test left temp entries behind in {tmpdir}: {described}")
+
+
+def _describe_entry(path: Path) -> str:
+    """An entry's name with what it holds (a dir's first names, a file's first bytes)."""
+    try:
+        if path.is_dir():
+            return f"{path.name}/ {sorted(p.name for p in path.iterdir())[:10]}"
+        with open(path, "rb") as file:
+            return f"{path.name} {file.read(200)!r}"
+    except OSError as exc:
+        return f"{path.name} ({exc})"
 
 
 @contextmanager
