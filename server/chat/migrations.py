@@ -1,15 +1,19 @@
 """Versioned schema migrations for the SQLite store.
 
-Each :class:`Migration` has a version (1, 2, ...) and the statements that take the
-schema from the previous version to it. :func:`migrate` applies the missing ones in
-order, each in its own ``BEGIN IMMEDIATE`` transaction together with its row in
-``schema_version``, so that two processes opening the same database at once apply
-each migration exactly once. A database newer than this code is refused with
+Each :class:`Migration` has a version (1, 2, ...) and the statements that change
+the schema. :func:`migrate` applies, in version order, every one not yet recorded in
+``schema_version``, each in its own ``BEGIN IMMEDIATE`` transaction together with its
+row there, so that two processes opening the same database at once apply each
+migration exactly once. Versions need not be contiguous: migrations developed side
+by side (each adding its own tables) are applied whichever landed first. A database
+holding a version this code does not know is refused with
 :class:`~.errors.StoreError` rather than used.
 
 Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
 column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON and,
 since version 2, its replay text (``replay``), so that replay never reads ``body``.
+Version 4 records each chat turn's runner session (``chat_turns``): the session
+that holds the chat's lock until it settles.
 """
 
 from __future__ import annotations
@@ -157,6 +161,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX chats_locked ON chats (lock_expires_at) WHERE lock_holder IS NOT NULL",
         ),
     ),
+    Migration(
+        4,
+        "chat_turns: each chat turn's runner session (id, runner URL or NULL when "
+        "embedded), assistant message, onDisconnect and state, for resume and settle",
+        (
+            "CREATE TABLE chat_turns ("
+            " id TEXT PRIMARY KEY REFERENCES sessions (id),"
+            " chat_id TEXT NOT NULL REFERENCES chats (id),"
+            " workspace_id TEXT NOT NULL,"
+            " session_id TEXT UNIQUE,"
+            " runner_url TEXT,"
+            " assistant_message_id TEXT NOT NULL,"
+            " user_message_id TEXT NOT NULL,"
+            " on_disconnect TEXT NOT NULL CHECK (on_disconnect IN ('continue', 'cancel')),"
+            " state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'settled')),"
+            " created_at INTEGER NOT NULL,"
+            " settled_at INTEGER)",
+            "CREATE INDEX chat_turns_live ON chat_turns (chat_id) WHERE state != 'settled'",
+        ),
+    ),
 )
 
 
@@ -178,24 +202,18 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRAT
     """Apply the missing migrations; return the versions applied (often none).
 
     ``conn`` must be in autocommit mode (``isolation_level=None``). Raises
-    :class:`StoreError` if the database is newer than ``migrations``.
+    :class:`StoreError` if the database holds a version ``migrations`` does not know.
     """
-    latest = migrations[-1].version if migrations else 0
+    known = {m.version for m in migrations}
     applied: list[int] = []
-    for migration in migrations:
+    for migration in sorted(migrations, key=lambda m: m.version):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = current_version(conn)
-            if version > latest:
-                raise StoreError(
-                    f"the database has schema version {version}, newer than this "
-                    f"sandstream ({latest}); upgrade sandstream"
-                )
-            if migration.version <= version:
+            done = _applied_versions(conn)
+            _refuse_unknown(done, known)
+            if migration.version in done:
                 conn.execute("COMMIT")
                 continue
-            if migration.version != version + 1:
-                raise StoreError(f"migration {migration.version} follows {version}: a gap")
             for statement in migration.statements:
                 conn.execute(statement)
             conn.execute(
@@ -208,12 +226,20 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRAT
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-    if not migrations:
-        return applied
-    final = current_version(conn)
-    if final > latest:
-        raise StoreError(
-            f"the database has schema version {final}, newer than this sandstream "
-            f"({latest}); upgrade sandstream"
-        )
+    if migrations:
+        _refuse_unknown(_applied_versions(conn), known)
     return applied
+
+
+def _applied_versions(conn: sqlite3.Connection) -> set[int]:
+    _ensure_version_table(conn)
+    return {int(row[0]) for row in conn.execute("SELECT version FROM schema_version")}
+
+
+def _refuse_unknown(done: set[int], known: set[int]) -> None:
+    unknown = sorted(done - known)
+    if unknown:
+        raise StoreError(
+            f"the database has schema version {unknown[-1]}, newer than or unknown to "
+            f"this sandstream (it knows {sorted(known)}); upgrade sandstream"
+        )

@@ -50,6 +50,7 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.models import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from sandstream.server.sessions import SessionSettings
 from tests.support import processes
 from tests.support.servers import http1_client
 
@@ -305,7 +306,12 @@ async def start_chat_server(
     if embedded:
         runner = Runner(
             runner_settings
-            or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
+            or RunnerSettings(
+                token=RUNNER_TOKEN,
+                max_live=32,
+                shutdown_timeout=5.0,
+                sessions=SessionSettings(data_dir=data_dir),
+            ),
             BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
