@@ -7,8 +7,8 @@ the runner session has ended, then settles the turn from the session's chunks
 transaction) and sets :attr:`TurnKeeper.settled`. Clients come and go meanwhile: no
 response holds anything.
 
-- embedded session: waits until the session ended, then reads its chunks from the
-  session buffer (no fold while the turn streams);
+- embedded session: waits until the session's last chunk is stored, then reads its
+  chunks from the session buffer (no fold while the turn streams);
 - remote session: follows the runner's stream to the terminal, keeping the chunks
   (the log mover will take this over), reconnecting when it breaks off.
 
@@ -88,8 +88,10 @@ class TurnKeeper:
         chunks: list[bytes] = []
         session = self.session
         if isinstance(session, EmbeddedSession):
-            await session.session.closed.wait()
-            while batch := await session.session.read(len(chunks), _READ_BYTES):
+            embedded = session.session
+            while not embedded.ended:  # its last chunk is stored (the container may linger)
+                await embedded.wait_beyond(embedded.last_cursor, _IDLE)
+            while batch := await embedded.read(len(chunks), _READ_BYTES):
                 chunks += batch
             return chunks
         try:

@@ -115,15 +115,17 @@ def _authorize_stream(workspace_id: str, chat_id: str) -> None:
 async def join_stream(chat_id: str) -> Response:
     """Join the chat's live turn after a cursor → SSE; ``204`` when nothing is live.
 
-    Without a cursor the whole turn (from ``start``); with ``Last-Event-ID`` or
-    ``?cursor=N``, exactly the frames whose ``id`` is greater than N.
+    Without a cursor the whole running turn (from ``start``); with ``Last-Event-ID``
+    or ``?cursor=N``, exactly the frames of the chat's latest turn whose ``id`` is
+    greater than N, also when that turn has ended meanwhile (``204`` once N is past
+    its ``done``).
     """
     service = get_service()
     workspace_id = workspace_query()
     check_id(chat_id, "chatId")
     _authorize_stream(workspace_id, chat_id)
     cursor = _cursor()
-    turn = await service.live_turn(workspace_id, chat_id)
+    turn = await service.latest_turn(workspace_id, chat_id, live=cursor is None)
     if turn is None:
         return Response(b"", status=204)
     if cursor is not None:

@@ -61,6 +61,8 @@ PENDING_TURNS: Final = "sandstream.chat.pending_turns"
 CALLBACK_PREFIX: Final = "/api/sandbox"
 INTERRUPT_TIMEOUT: Final = 60.0
 """Seconds an interrupt waits for its turn to settle."""
+SETTLE_WAIT: Final = 10.0
+"""Seconds a viewer holds the terminal back while the turn settles."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,10 +302,15 @@ class ChatService:
             connect_timeout=self.settings.remote_connect_timeout,
         )
 
-    async def live_turn(self, workspace_id: str, chat_id: str) -> StartedTurn | None:
-        """The chat's running turn, if any (``ChatNotFoundError``)."""
-        record = await self.store.live_turn(workspace_id, chat_id)
+    async def latest_turn(
+        self, workspace_id: str, chat_id: str, *, live: bool = True
+    ) -> StartedTurn | None:
+        """The chat's running turn (``live``), or its latest one, settled or not, whose
+        session the runner still has; ``None`` if there is none (``ChatNotFoundError``)."""
+        record = await self.store.latest_turn(workspace_id, chat_id)
         if record is None or record.session_id is None:
+            return None
+        if live and record.state != "running":
             return None
         try:
             session = self._session(record)
@@ -321,16 +328,17 @@ class ChatService:
         interrupt_on_disconnect: bool = False,
     ) -> TurnStreamBody:
         """A viewer's response body for ``turn``, after cursor ``after``."""
-        turn_id = turn.record.id
+        record = turn.record
 
-        async def files() -> list[Any]:
-            return [f.attachment() for f in await self.store.turn_result_files(turn_id)]
+        async def at_terminal() -> list[Any]:
+            await self._settled(record)
+            return [f.attachment() for f in await self.store.turn_result_files(record.id)]
 
         return TurnStreamBody(
             turn.session,
             after=after,
             start=turn.start,
-            files=files,
+            at_terminal=at_terminal,
             ping_interval=self.settings.ping_interval,
             stall_timeout=self.settings.stall_timeout,
             abort_client=partial(abort_scope_connection, scope),
@@ -338,13 +346,28 @@ class ChatService:
             registry=self.viewers,
         )
 
+    async def _settled(self, record: TurnRecord, timeout: float = SETTLE_WAIT) -> bool:
+        """Wait up to ``timeout`` s until the turn has settled (its keeper here says so,
+        or the store, when another process keeps it); False if it has not."""
+        keeper = self.keepers.get(record.chat_id)
+        with trio.move_on_after(timeout):
+            if keeper is not None and keeper.record.id == record.id:
+                await keeper.settled.wait()
+                return True
+            assert record.session_id is not None
+            while (found := await self.store.get_turn(record.session_id)) is not None:
+                if found.state == "settled":
+                    return True
+                await trio.sleep(0.05)
+        return False
+
     async def interrupt(self, workspace_id: str, chat_id: str) -> PersistedMessage:
         """Stop the chat's running turn and wait until it settled; return its message.
 
         Raises :class:`NoLiveTurnError` (nothing runs), ``ChatNotFoundError``,
         ``TimeoutError`` (it did not settle within :data:`INTERRUPT_TIMEOUT`).
         """
-        turn = await self.live_turn(workspace_id, chat_id)
+        turn = await self.latest_turn(workspace_id, chat_id)
         if turn is None:
             raise NoLiveTurnError(chat_id)
         with trio.fail_after(INTERRUPT_TIMEOUT):
@@ -352,12 +375,8 @@ class ChatService:
                 await turn.session.interrupt()
             except SessionGoneError as exc:
                 log.warning("chat %s: %s", chat_id, exc)
-            keeper: TurnKeeper | None = self.keepers.get(chat_id)
-            if keeper is not None and keeper.record.id == turn.record.id:
-                await keeper.settled.wait()
-            else:  # kept by another process: wait for its settle
-                while await self.store.live_turn(workspace_id, chat_id) is not None:
-                    await trio.sleep(0.05)
+        if not await self._settled(turn.record, INTERRUPT_TIMEOUT):
+            raise TimeoutError(f"chat {chat_id}: the interrupted turn did not settle")
         messages = await self.store.get_messages(workspace_id, chat_id)
         return next(m for m in reversed(messages) if m.id == turn.record.assistant_message_id)
 
@@ -367,7 +386,7 @@ class ChatService:
         Raises :class:`NoLiveTurnError` (nothing runs, or it ended meanwhile),
         ``ChatNotFoundError``, ``RemoteRunnerError``.
         """
-        turn = await self.live_turn(workspace_id, chat_id)
+        turn = await self.latest_turn(workspace_id, chat_id)
         if turn is None:
             raise NoLiveTurnError(chat_id)
         try:

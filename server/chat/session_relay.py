@@ -5,8 +5,9 @@
 reads the turn's session after a cursor (:mod:`.runner_sessions`) and renders each
 batch of chunks into frames in one pass (:mod:`.frames`: no validation, no fold):
 ``start`` first when it starts from the beginning, then the session's frames (``id:``
-the cursor), then, at the terminal, the ``files`` written back, the terminal and
-``done``; a ``: ping`` comment when the session was quiet for ``ping_interval``.
+the cursor), then, at the terminal, once the turn has settled (so a client that saw
+``done`` finds the message stored and the chat free), the ``files`` written back,
+the terminal and ``done``; a ``: ping`` comment when the session was quiet for ``ping_interval``.
 The turn itself is not touched: every viewer (the ``POST`` that started the turn,
 ``GET …/stream`` joins) is one such body, and they all render the same frames.
 
@@ -43,7 +44,8 @@ class TurnStreamBody(ResponseBody):
     """One viewer of a turn (see the module docstring).
 
     ``after``: the cursor to resume after (``None``: from the beginning, ``start``
-    included). ``files``: the files the run wrote back, asked for at the terminal.
+    included). ``at_terminal``: called when the terminal is read; waits for the turn
+    to settle and returns the files the run wrote back.
     """
 
     def __init__(
@@ -52,7 +54,7 @@ class TurnStreamBody(ResponseBody):
         *,
         after: int | None,
         start: Mapping[str, Any],
-        files: Callable[[], Awaitable[list[Any]]],
+        at_terminal: Callable[[], Awaitable[list[Any]]],
         ping_interval: float,
         stall_timeout: float | None,
         abort_client: Callable[[], object] | None = None,
@@ -62,7 +64,7 @@ class TurnStreamBody(ResponseBody):
         self.session = session
         self._after = after if after is not None else 0
         self._pending = b"" if after is not None else start_frame(start)
-        self._files = files
+        self._at_terminal = at_terminal
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout
         self._abort_client = abort_client
@@ -102,13 +104,16 @@ class TurnStreamBody(ResponseBody):
     ) -> None:
         if self._registry is not None:
             self._registry.discard(self)
-        with trio.CancelScope(shield=True):
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()
-            try:
-                await self._stack.__aexit__(exc_type, exc_value, tb)
-            finally:
-                if self._interrupt and not self._finished:
+        if self._nursery is not None:
+            # The nursery's own scope, shielded: its tasks end by this cancel alone,
+            # not by the caller's (Quart cancels the request's scope when it is done).
+            self._nursery.cancel_scope.shield = True
+            self._nursery.cancel_scope.cancel()
+        try:
+            await self._stack.__aexit__(exc_type, exc_value, tb)
+        finally:
+            if self._interrupt and not self._finished:
+                with trio.CancelScope(shield=True):
                     await self._interrupt_session()
 
     async def _interrupt_session(self) -> None:
@@ -144,7 +149,7 @@ class TurnStreamBody(ResponseBody):
             out = frames.render(item.first, item.chunks)
             if frames.terminal is not None:
                 self._finished = True
-                files = await self._files()
+                files = await self._at_terminal()
                 out += (files_frame(files) if files else b"") + frames.terminal_frame
                 out += done_frame(frames.terminal, frames.terminal_cursor)
             if out:

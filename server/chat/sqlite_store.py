@@ -642,12 +642,12 @@ class SQLiteChatStore:
 
         return await self.db.read(run)
 
-    async def live_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
+    async def latest_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
         def run(conn: sqlite3.Connection) -> TurnRecord | None:
             _load_chat(conn, workspace_id, chat_id)
             row = conn.execute(
                 f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE chat_id = ? "
-                "AND state != 'settled' ORDER BY created_at DESC LIMIT 1",
+                "ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 (chat_id,),
             ).fetchone()
             return None if row is None else _turn(row)

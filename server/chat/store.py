@@ -105,8 +105,8 @@ class ChatStore(Protocol):
         """The chat turn of runner session ``session_id``, if any."""
         ...
 
-    async def live_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
-        """The chat's turn that has not settled, if any. Raises ChatNotFoundError."""
+    async def latest_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
+        """The chat's most recent turn (settled or not), if any. Raises ChatNotFoundError."""
         ...
 
     async def running_turns(self) -> list[TurnRecord]:
