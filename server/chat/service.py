@@ -27,6 +27,7 @@ from sandstream.core.persistence import ChatTurn as CoreChatTurn
 from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.service import Runner, ShuttingDownError
+from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
 
 from .bag import BlobStore
@@ -46,7 +47,7 @@ from .runner_sessions import (
     create_session,
 )
 from .schemas import AgentsRunRequest, ChatStreamRequest
-from .session_relay import TurnStreamBody
+from .session_relay import TurnStreamBody, Viewers
 from .settle import TurnSettler
 from .store import ChatStore
 from .stream_tokens import StreamTokens
@@ -109,7 +110,7 @@ class ChatService:
         self.keepers = TurnKeepers(
             store, self.settler, lease=settings.lock_lease, heartbeat=settings.lock_heartbeat
         )
-        self.viewers: set[TurnStreamBody] = set()
+        self.viewers = Viewers()
         self.stream_tokens = StreamTokens(settings.api_token)
 
     # -- addresses -------------------------------------------------------------------------
@@ -498,8 +499,12 @@ class ChatService:
                     embedded.append(keeper)
             for keeper in embedded:
                 await keeper.settled.wait()
+            with trio.move_on_after(END_GRACE):  # their viewers deliver the terminal
+                await self.viewers.wait_until_none(
+                    lambda body: isinstance(body.session, EmbeddedSession)
+                )
         for keeper in self.keepers.keepers():
             keeper.cancel_scope.cancel()
-        for viewer in list(self.viewers):
+        for viewer in self.viewers.bodies():
             viewer.close()
         await self.live.shutdown(self.settings.shutdown_timeout)

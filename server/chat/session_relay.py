@@ -15,8 +15,8 @@ The turn itself is not touched: every viewer (the ``POST`` that started the turn
   ``stall_timeout`` s without taking a chunk) ends only its own body; with
   ``interrupt_on_disconnect`` (``onDisconnect: "cancel"``) it interrupts the
   session, shielded, before the body ends.
-- :meth:`close` (server shutdown) ends the body at once without a terminal; the
-  client resumes elsewhere with its last event id.
+- :meth:`close` (server shutdown) ends the body at once without a terminal and
+  cuts its connection; the client resumes elsewhere with its last event id.
 """
 
 from __future__ import annotations
@@ -35,9 +35,36 @@ from sandstream.core.sse import PING
 from .frames import TurnFrames, done_frame, files_frame, start_frame
 from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
 
-__all__ = ["TurnStreamBody"]
+__all__ = ["TurnStreamBody", "Viewers"]
 
 log = logging.getLogger("sandstream.chat")
+
+
+class Viewers:
+    """The open viewer bodies of one app (for shutdown)."""
+
+    def __init__(self) -> None:
+        self._bodies: set[TurnStreamBody] = set()
+        self._changed = trio.Event()
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    def bodies(self) -> list[TurnStreamBody]:
+        return list(self._bodies)
+
+    def add(self, body: TurnStreamBody) -> None:
+        self._bodies.add(body)
+
+    def discard(self, body: TurnStreamBody) -> None:
+        self._bodies.discard(body)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_until_none(self, which: Callable[[TurnStreamBody], bool]) -> None:
+        """Return once no open body satisfies ``which``."""
+        while any(which(body) for body in self._bodies):
+            await self._changed.wait()
 
 
 class TurnStreamBody(ResponseBody):
@@ -59,7 +86,7 @@ class TurnStreamBody(ResponseBody):
         stall_timeout: float | None,
         abort_client: Callable[[], object] | None = None,
         interrupt_on_disconnect: bool = False,
-        registry: set[TurnStreamBody] | None = None,
+        registry: Viewers | None = None,
     ) -> None:
         self.session = session
         self._after = after if after is not None else 0
@@ -124,7 +151,9 @@ class TurnStreamBody(ResponseBody):
             log.warning("session %s: interrupting it failed: %r", self.session.id, exc)
 
     def close(self) -> None:
-        """End this viewer's body now (shutdown); its client resumes elsewhere."""
+        """End this viewer's body now (shutdown); its client resumes elsewhere. The
+        connection is cut too: a client that stopped reading holds a write forever."""
+        self._cut_client()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -139,6 +168,11 @@ class TurnStreamBody(ResponseBody):
         reader = self._reader
         frames = self._frames
         while not self._finished and reader is not None:
+            if frames.terminal is not None:  # its steps went out: settle, then the end
+                self._finished = True
+                files = await self._at_terminal()
+                out = (files_frame(files) if files else b"") + frames.terminal_frame
+                return self._hand_out(out + done_frame(frames.terminal, frames.terminal_cursor))
             item = await reader.next()
             if item is None:
                 self._finished = True
@@ -147,11 +181,6 @@ class TurnStreamBody(ResponseBody):
                 return self._hand_out(PING)
             assert not isinstance(item, str)
             out = frames.render(item.first, item.chunks)
-            if frames.terminal is not None:
-                self._finished = True
-                files = await self._at_terminal()
-                out += (files_frame(files) if files else b"") + frames.terminal_frame
-                out += done_frame(frames.terminal, frames.terminal_cursor)
             if out:
                 return self._hand_out(out)
         raise StopAsyncIteration
