@@ -52,6 +52,7 @@ from sandstream.server.chat.models import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
+from tests.support.container import alive
 from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
@@ -390,6 +391,14 @@ async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
         while marked(marker_value):
             await trio.sleep(0.05)
     assert marked(marker_value) == [], f"turn {marker_value}: processes left"
+
+
+async def kill_and_wait(pids: list[int], timeout: float = DEADLINE) -> None:
+    """SIGKILL ``pids`` (a dead server's orphaned containers) and wait until they are gone."""
+    processes.kill(pids)
+    with trio.fail_after(timeout):
+        while alive(pids):
+            await trio.sleep(0.05)
 
 
 def kill_marked(marker_value: str) -> None:

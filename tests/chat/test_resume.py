@@ -147,9 +147,7 @@ async def test_two_hundred_random_reconnects_see_exactly_the_sessions_frames(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     load = LoadSpec(lines=2000, rate=250, payload_bytes=48, line_type="step")
-    server = await start_chat_server(
-        nursery, tmp_path, agent=scripted(message="loaded", load=load)
-    )
+    server = await start_chat_server(nursery, tmp_path, agent=scripted(message="loaded", load=load))
     rng = random.Random(20261123)
     async with server.client() as client:
         async with await _start(server, client, "load") as response:
@@ -318,9 +316,7 @@ async def test_cors_preflight_and_headers_for_configured_origins_only(
         "Access-Control-Request-Headers": "last-event-id",
     }
     async with server.client(auth=False) as client:
-        ok = await client.options(
-            STREAM.format("chat_x"), headers={"Origin": origin, **preflight}
-        )
+        ok = await client.options(STREAM.format("chat_x"), headers={"Origin": origin, **preflight})
         refused = await client.options(
             STREAM.format("chat_x"), headers={"Origin": "https://evil.example", **preflight}
         )
