@@ -4,16 +4,19 @@
 
 One ``sandstream serve`` process (the production shape: the embedded runner, its
 durable sessions and the chat backend) serves both sides; this process reads over
-loopback with httpx (HTTP/1.1), counting newlines (NDJSON) or blank lines (SSE)
+loopback as raw HTTP/1.1 sockets, counting step lines (NDJSON) or step frames (SSE)
 only, so that the readers cost little. The container runs in load mode: ``--lines``
 unpaced step lines of ``--payload``-byte results, then its result.
 
 - *runner*: ``POST /stream`` with a dispatch from a workspace server in this
-  process (the same container, agent and lines): lines/s, first byte to last byte;
+  process (the same container, agent and lines): step lines/s, first to last;
 - *chat*: ``POST /api/assistant/chat/stream`` (container → runner → session buffer →
   chat → SSE): step events/s from the first step frame to the last one (the
   stream's rate), and to ``done`` (which waits for the turn to settle: the fold of
-  every chunk into the stored message, once).
+  every chunk into the stored message, once);
+- *session buffer*: the same chat turn's lines/s into the session buffer (first to
+  last chunk, by the chunks' ``created_at``, as ``benchmarks.sessions`` measures
+  it): the chat reads a chunk once it is stored, so this bounds the chat's rate.
 
 Interleaved ``--repeat`` times; medians. Goal: chat ≥ 80% of the runner's rate.
 """
@@ -31,11 +34,11 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-import httpx
 import msgspec
 import trio
 
 from benchmarks.runner.support import environment
+from benchmarks.sessions.run import _append_seconds
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from tests.support.workspace import start_workspace
 
@@ -98,47 +101,66 @@ async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path) -> s
     return url[0]
 
 
-async def _runner_rate(client: httpx.AsyncClient, dispatch: Any) -> tuple[int, float]:
-    """Lines and lines/s of ``POST /stream`` (first byte → last byte)."""
-    lines = 0
-    first = 0.0
-    headers = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
-    async with client.stream("POST", "/stream", json=dispatch, headers=headers) as response:
-        assert response.status_code == 200, response.status_code
-        async for chunk in response.aiter_raw():
-            if not first:
-                first = time.perf_counter()
-            lines += chunk.count(b"\n")
-    return lines, lines / (time.perf_counter() - first)
+async def _post(url: str, path: str, token: str, body: Any) -> trio.SocketStream:
+    """A raw HTTP/1.1 ``POST`` (``Connection: close``: the response ends at EOF)."""
+    host, port = url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    payload = msgspec.json.encode(body)
+    await stream.send_all(
+        (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        + payload
+    )
+    return stream
 
 
-async def _chat_rate(client: httpx.AsyncClient) -> tuple[int, float, float]:
-    """Step events, step events/s (first step frame → last) and to ``done``."""
-    headers = {"Authorization": f"Bearer {API_TOKEN}"}
-    body = {"workspaceId": "bench", "message": "load"}
-    steps = 0
+async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, float, bytes]:
+    """Occurrences of ``marker`` in the raw response, the times of the first and the
+    last chunk holding one, and the response head."""
+    found = 0
     first = last = 0.0
-    tail = b""
-    async with client.stream(
-        "POST", "/api/assistant/chat/stream", json=body, headers=headers
-    ) as response:
-        assert response.status_code == 200, response.status_code
-        async for chunk in response.aiter_raw():
-            found = (tail + chunk).count(b"event: step\n") - tail.count(b"event: step\n")
-            tail = chunk[-16:]
-            if found:
+    tail = head = b""
+    async with stream:
+        while chunk := await stream.receive_some(256 * 1024):
+            if not head:
+                head = chunk[: chunk.find(b"\r\n\r\n")]
+            window = tail + chunk
+            more = window.count(marker) - tail.count(marker)
+            tail = chunk[-len(marker) :]
+            if more:
                 now = time.perf_counter()
                 first = first or now
                 last = now
-                steps += found
+                found += more
+    return found, first, last, head
+
+
+async def _runner_rate(url: str, dispatch: Any) -> tuple[int, float]:
+    """Step lines and step lines/s of ``POST /stream`` (first step line → last)."""
+    stream = await _post(url, "/stream", RUNNER_TOKEN, dispatch)
+    steps, first, last, _ = await _count(stream, b'{"type":"step"')
+    return steps, steps / (last - first)
+
+
+async def _chat_rate(url: str) -> tuple[int, float, float, str]:
+    """Step events, step events/s (first step frame → last) and to ``done``, and the
+    turn's session id."""
+    body = {"workspaceId": "bench", "message": "load"}
+    stream = await _post(url, "/api/assistant/chat/stream", API_TOKEN, body)
+    steps, first, last, head = await _count(stream, b"event: step\n")
     done = time.perf_counter()
-    return steps, steps / (last - first), steps / (done - first)
+    session_id = head.split(b"x-session-id: ", 1)[1].split(b"\r\n", 1)[0].decode()
+    return steps, steps / (last - first), steps / (done - first), session_id
 
 
 async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
     runner: list[float] = []
     chat: list[float] = []
     chat_done: list[float] = []
+    buffer: list[float] = []
     config = _config(lines, payload)
     with tempfile.TemporaryDirectory(prefix="sandstream-bench-chat-") as tmp:
         agent_config = Path(tmp) / "agent.json"
@@ -146,17 +168,21 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
         async with trio.open_nursery() as nursery:
             workspace = await start_workspace(nursery, config=config)
             url = await _serve(nursery, Path(tmp) / "data", agent_config)
-            timeout = httpx.Timeout(300.0)
-            async with httpx.AsyncClient(base_url=url, timeout=timeout) as client:
+            with trio.fail_after(repeat * 300):
                 for _ in range(repeat):
-                    count, rate = await _runner_rate(client, workspace.mint_dispatch())
+                    count, rate = await _runner_rate(url, workspace.mint_dispatch())
                     runner.append(rate)
-                    steps, rate, to_done = await _chat_rate(client)
+                    steps, rate, to_done, session_id = await _chat_rate(url)
                     chat.append(rate)
                     chat_done.append(to_done)
+                    stored, seconds = await trio.to_thread.run_sync(
+                        _append_seconds, Path(tmp) / "data", session_id
+                    )
+                    buffer.append(stored / seconds)
                     print(
-                        f"runner {runner[-1]:,.0f} lines/s ({count}); chat {rate:,.0f} "
-                        f"events/s ({steps}), {to_done:,.0f}/s to done",
+                        f"runner {runner[-1]:,.0f} lines/s ({count}); session buffer "
+                        f"{buffer[-1]:,.0f} lines/s; chat {rate:,.0f} events/s ({steps}), "
+                        f"{to_done:,.0f}/s to done",
                         file=sys.stderr,
                     )
             nursery.cancel_scope.cancel()
@@ -166,10 +192,12 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
         "payload_bytes": payload,
         "repeat": repeat,
         "runner_lines_per_s": round(statistics.median(runner)),
+        "session_buffer_lines_per_s": round(statistics.median(buffer)),
         "chat_events_per_s": round(statistics.median(chat)),
         "chat_events_per_s_to_done": round(statistics.median(chat_done)),
         "ratio": round(ratio, 2),
         "ratios": [round(c / r, 2) for c, r in zip(chat, runner, strict=True)],
+        "chat_to_buffer_ratio": round(statistics.median(chat) / statistics.median(buffer), 2),
         "goal_met": ratio >= GOAL_RATIO,
         "environment": environment(),
     }
@@ -187,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(
-            f"runner POST /stream: {result['runner_lines_per_s']:,} lines/s; chat SSE: "
+            f"runner POST /stream: {result['runner_lines_per_s']:,} lines/s; session buffer: "
+            f"{result['session_buffer_lines_per_s']:,} lines/s; chat SSE: "
             f"{result['chat_events_per_s']:,} events/s ({result['chat_events_per_s_to_done']:,}"
             f"/s to done); ratio {result['ratio']} (goal {GOAL_RATIO}: "
             f"{'met' if result['goal_met'] else 'NOT met'}); load "
