@@ -92,7 +92,7 @@ class TurnFrames:
             if steps == len(chunks) and 13 not in data:  # step lines only, no CR
                 heads = list(map(_STEP_HEAD.__mod__, range(first, first + steps)))
                 heads[0] = heads[0][1:]  # the first frame has no frame before it here
-                return b"".join(chain.from_iterable(zip(heads, chunks))) + b"\n"
+                return b"".join(chain.from_iterable(zip(heads, chunks, strict=True))) + b"\n"
         parts: list[bytes] = []
         for cursor, chunk in zip(count(first), chunks):
             if self.terminal is not None:

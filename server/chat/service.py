@@ -35,7 +35,7 @@ from .config import ChatSettings
 from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
 from .errors import ChatBusyError, NoLiveTurnError, StoreError
 from .ids import new_id, now_ms
-from .keeper import TurnKeeper, TurnKeepers
+from .keeper import TurnKeepers
 from .live import LiveAgentsRun, LiveTurn, LiveTurns
 from .models import Session, TurnRecord, TurnRequest
 from .runner_sessions import (
