@@ -67,7 +67,10 @@ __all__ = [
 log = logging.getLogger("sandstream.chat")
 
 KEEPALIVE: Final = "keepalive"
-READ_BYTES: Final = 256 * 1024
+READ_BYTES: Final = 1024 * 1024
+"""The most one read of an embedded session hands a viewer (a viewer that lags behind
+holds at most this much; smaller reads from SQLite made a lagging viewer fall further
+behind: benchmarks/chat)."""
 RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
 """Seconds between attempts to reopen a remote session's stream (the last repeats)."""
 _ERROR_BODY_LIMIT: Final = 16 * 1024
