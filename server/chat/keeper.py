@@ -14,7 +14,8 @@ response holds anything.
 
 A session the runner lost (:class:`~.runner_sessions.SessionGoneError`) is settled
 with the chunks read so far, closed as ``upstream_closed``: its steps are kept.
-Cancellation (a remote turn at shutdown): the keeper stops renewing; the turn keeps
+Chunks that retention (``--session-retain-chunks``) dropped before the end are not
+in the fold. Cancellation (a remote turn at shutdown): the keeper stops renewing; the turn keeps
 running on its runner, and the next sweep after the lease expired (here or in
 another process) adopts it (:meth:`~.service.ChatService.sweep`).
 """
@@ -80,6 +81,8 @@ class TurnKeeper:
                     await settler.settle(self.session.id, chunks)
             except (sqlite3.Error, StoreError, OSError):
                 log.exception("chat %s: settling turn %s failed", self.chat_id, self.session.id)
+            except Exception:  # a bug: this turn's lock expires, the server goes on
+                log.exception("chat %s: keeping turn %s failed", self.chat_id, self.session.id)
             finally:
                 self.settled.set()
 
@@ -91,8 +94,10 @@ class TurnKeeper:
             embedded = session.session
             while not embedded.ended:  # its last chunk is stored (the container may linger)
                 await embedded.wait_beyond(embedded.last_cursor, _IDLE)
-            while batch := await embedded.read(len(chunks), _READ_BYTES):
+            cursor = embedded.first_cursor - 1  # retention may have dropped the first ones
+            while batch := await embedded.read(cursor, _READ_BYTES):
                 chunks += batch
+                cursor += len(batch)
             return chunks
         try:
             async with session.reader(0, _IDLE) as reader:

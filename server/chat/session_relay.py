@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import trio
 from quart.wrappers.response import ResponseBody
@@ -38,6 +38,9 @@ from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, Session
 __all__ = ["TurnStreamBody", "Viewers"]
 
 log = logging.getLogger("sandstream.chat")
+
+END_WAIT: Final = 30.0
+"""Seconds a viewer that leaves with ``onDisconnect: "cancel"`` waits for the interrupt."""
 
 
 class Viewers:
@@ -140,7 +143,8 @@ class TurnStreamBody(ResponseBody):
             await self._stack.__aexit__(exc_type, exc_value, tb)
         finally:
             if self._interrupt and not self._finished:
-                with trio.CancelScope(shield=True):
+                # Shielded, but bounded: a server torn down meanwhile must not hang here.
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + END_WAIT):
                     await self._interrupt_session()
 
     async def _interrupt_session(self) -> None:
