@@ -48,7 +48,7 @@ REPLAY_TURN_LIMIT: Final = 20
 """How many past messages a dispatch sends the sandbox as its conversation."""
 
 Role: TypeAlias = Literal["user", "assistant"]
-MessageStatus: TypeAlias = Literal["complete", "failed", "cancelled"]
+MessageStatus: TypeAlias = Literal["complete", "failed", "cancelled", "interrupted"]
 TraceStatus: TypeAlias = StepStatus | Literal["cancelled"]
 """A persisted step's status: the envelope's, or ``cancelled`` (closed by its turn's
 cancellation). A settled turn's message has no ``running`` step."""
@@ -68,7 +68,7 @@ class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
     """One step row as persisted; ``args`` may be a truncated preview string.
 
     A step still running when its turn ended is closed by :func:`assistant_message`:
-    ``cancelled`` (turn cancelled) or ``failed``, with an ``error`` that says why.
+    ``cancelled`` (turn cancelled or interrupted) or ``failed``, with an ``error`` that says why.
 
     ``omitted_bytes``: bytes of the step's later lines whose payloads the turn did
     not keep (its byte bound), so neither ``args`` nor the output shows them.
@@ -214,8 +214,8 @@ def assistant_message(
     if error is not None:
         content.append(ErrorBlock(error.code, error.message))
     status: MessageStatus = "complete" if turn.result is not None else "failed"
-    if error is not None and error.code == "cancelled":
-        status = "cancelled"
+    if error is not None and error.code in _STOPPED:
+        status = error.code  # type: ignore[assignment]
     return PersistedMessage(
         id=message_id,
         role="assistant",
@@ -273,17 +273,22 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
     )
 
 
+_STOPPED: Final = ("cancelled", "interrupted")
+"""Error codes of a turn that was stopped (by its client, or by the stop button)."""
+
+
 def _closed_step(trace: StepTrace, turn: Turn) -> StepTrace:
     """``trace`` closed if it is still running in the ended ``turn``: ``cancelled``
-    when the turn was cancelled, else ``failed``, with the turn's reason as ``error``."""
+    when the turn was cancelled or interrupted, else ``failed``, with the turn's
+    reason as ``error``."""
     if trace.status != "running":
         return trace
     error = turn.error
     if error is None:
         status: TraceStatus = "failed"
         reason = "the turn ended before this step finished"
-    elif error.code == "cancelled":
-        status, reason = "cancelled", f"the turn was cancelled: {error.message}"
+    elif error.code in _STOPPED:
+        status, reason = "cancelled", f"the turn was {error.code}: {error.message}"
     else:
         status = "failed"
         reason = f"the turn ended before this step finished: [{error.code}] {error.message}"

@@ -531,6 +531,21 @@ def build_serve_parser(
         "($SANDSTREAM_SWEEP_INTERVAL, 30)",
     )
     chat.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[o for o in env.get("SANDSTREAM_CORS_ORIGINS", "").split(",") if o.strip()],
+        metavar="ORIGIN",
+        help="a browser origin allowed to call the API, e.g. https://app.example.com, or * "
+        "(repeatable; $SANDSTREAM_CORS_ORIGINS, comma-separated; default: none)",
+    )
+    chat.add_argument(
+        "--stream-token-ttl",
+        type=float,
+        default=_env_float(env, "SANDSTREAM_STREAM_TOKEN_TTL", 300.0),
+        help="seconds a stream token (EventSource auth) is valid "
+        "($SANDSTREAM_STREAM_TOKEN_TTL, 300)",
+    )
+    chat.add_argument(
         "--max-upload-bytes",
         type=int,
         default=32 * 1024 * 1024,
@@ -596,6 +611,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         max_upload_bytes=args.max_upload_bytes,
         max_results_bytes=args.max_results_bytes,
         shutdown_timeout=args.shutdown_timeout,
+        cors_origins=frozenset(o.strip() for o in args.cors_origin),
+        stream_token_ttl=args.stream_token_ttl,
     )
     runner_settings = None
     launcher = None

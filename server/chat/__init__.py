@@ -1,9 +1,11 @@
 """The chat backend (the Assistant side of seeds 000, 002 and 003) on Quart-Trio.
 
 - :class:`ChatService` starts turns: lock, user message, session and hashed one-time
-  tokens in one transaction, then the dispatch to the embedded or a remote runner;
-- :class:`RelayBody` streams a turn: the runner's NDJSON through the core to SSE
-  (or validated NDJSON for the Agents block), one nursery per turn, settled once;
+  tokens in one transaction, then a runner session (embedded or remote) kept by a
+  :class:`TurnKeeper` until it ended and settled (:class:`TurnSettler`);
+- :class:`TurnStreamBody` is one viewer of a turn: the session's chunks after a
+  cursor as SSE frames (``id:`` the cursor); :class:`RelayBody` streams an
+  Agents-block run (validated NDJSON), one nursery per run, settled once;
 - :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` the embedded
   default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
   content-addressed bytes;
@@ -31,9 +33,12 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .live import LiveAgentsRun, LiveChatTurn, LiveTurn, LiveTurns
+from .keeper import TurnKeeper, TurnKeepers
+from .live import LiveAgentsRun, LiveTurn, LiveTurns
 from .relay import RelayBody
 from .service import ChatService
+from .session_relay import TurnStreamBody
+from .settle import TurnSettler, fold_chunks
 from .sqlite_store import SQLiteChatStore
 from .store import ChatStore
 
@@ -52,7 +57,6 @@ __all__ = [
     "EmbeddedUpstream",
     "FileNotFoundInBagError",
     "LiveAgentsRun",
-    "LiveChatTurn",
     "LiveTurn",
     "LiveTurns",
     "RelayBody",
@@ -62,10 +66,15 @@ __all__ = [
     "Target",
     "TargetError",
     "TokenRejectedError",
+    "TurnKeeper",
+    "TurnKeepers",
+    "TurnSettler",
+    "TurnStreamBody",
     "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
     "create_chat_app",
+    "fold_chunks",
     "get_service",
     "load_agent_profile",
     "resolve_target",

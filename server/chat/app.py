@@ -1,19 +1,22 @@
 """The application factory: the chat backend on a Quart-Trio app, with or without a runner.
 
 :func:`create_chat_app` builds on :func:`sandstream.server.runner.app.create_app` when the
-service has an embedded runner (so one process serves ``POST /stream`` and the chat
-API and runs turns in-process), or on a bare Quart-Trio app when every turn goes to a
-remote runner. It mounts:
+service has an embedded runner (so one process serves ``POST /stream``, the durable
+sessions and the chat API, and runs turns in-process as sessions), or on a bare
+Quart-Trio app when every turn goes to a remote runner. It mounts:
 
-- ``/api/assistant/...`` — the chat turn (SSE) and the chats API (API token);
+- ``/api/assistant/...`` — the chat turn (SSE), joining, stopping and following it
+  up, and the chats API (API token; the join also takes a stream token), with CORS
+  for ``settings.cors_origins``;
 - ``/api/agents/run``, ``/api/workflows/{id}/environment`` (API token);
 - ``/api/sandbox/{sessionId}/env|config|results`` — the sandbox callbacks (one-time
   tokens);
 - ``GET /healthz`` (the runner's, or the chat backend's own without a runner).
 
-:func:`serve_chat` runs it on Hypercorn: at start-up and every ``sweep_interval``
-it settles turns a dead process left (``turn_lost``); on shutdown, live turns end
-with ``error{code:"shutdown"}`` and are persisted before connections close.
+:func:`serve_chat` runs it on Hypercorn with the turn keepers (:mod:`.keeper`): as
+soon as it listens and every ``sweep_interval`` it adopts or settles turns a dead
+process left; on shutdown, embedded turns end with ``error{code:"shutdown"}`` and
+are persisted before connections close (remote ones go on on their runners).
 """
 
 from __future__ import annotations
@@ -32,14 +35,17 @@ from sandstream.server.http.requests import json_response
 from sandstream.server.http.serve import serve
 from sandstream.server.runner.app import create_app
 from sandstream.server.runner.routes import TurnAwareHTTPConnection
+from sandstream.server.sessions import get_sessions
 
 from .app_state import CHAT_EXTENSION, get_service
+from .cors import install_cors
+from .errors import ChatConfigError
 from .errors_http import install_chat_error_handlers
 from .live import LiveTurn
 from .multipart import PART_OVERHEAD
 from .routes_agents import agents_blueprint
 from .routes_callbacks import callbacks_blueprint
-from .routes_chat import chat_blueprint
+from .routes_chat import chat_blueprint, stream_blueprint
 from .routes_ui import ui_blueprint
 from .routes_web import web_blueprint
 from .service import PENDING_TURNS, ChatService
@@ -55,7 +61,7 @@ async def healthz() -> Response:
     service = get_service()
     if service.live.draining:
         return problem(503, "Shutting down", "the server is shutting down", type=SHUTTING_DOWN)
-    return json_response({"status": "ok", "live": len(service.live)})
+    return json_response({"status": "ok", "live": len(service.live) + len(service.keepers)})
 
 
 class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
@@ -74,9 +80,16 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
 
 
 def create_chat_app(service: ChatService) -> QuartTrio:
-    """A Quart-Trio app serving the chat backend (and the runner, if ``service`` has one)."""
+    """A Quart-Trio app serving the chat backend (and the runner, if ``service`` has one).
+
+    Raises :class:`ChatConfigError` for an embedded runner without durable sessions
+    (``RunnerSettings.sessions``): chat turns run as sessions.
+    """
     if service.runner is not None:
+        if service.runner.settings.sessions is None:
+            raise ChatConfigError("the embedded runner needs durable sessions (a data dir)")
         app = create_app(service.runner.settings, runner=service.runner)
+        service.sessions = get_sessions(app)
         runner_limit = service.runner.settings.max_body_bytes
     else:
         here = os.path.dirname(os.path.abspath(__file__))
@@ -97,7 +110,9 @@ def create_chat_app(service: ChatService) -> QuartTrio:
     app.extensions[CHAT_EXTENSION] = service
     app.asgi_http_class = ChatAwareHTTPConnection
     install_chat_error_handlers(app)
+    install_cors(app, settings.cors_origins)
     app.register_blueprint(chat_blueprint)
+    app.register_blueprint(stream_blueprint)
     app.register_blueprint(ui_blueprint)
     app.register_blueprint(agents_blueprint)
     app.register_blueprint(callbacks_blueprint)
@@ -117,20 +132,20 @@ async def serve_chat(
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Sweep lost turns, serve ``app`` until ``shutdown_trigger`` returns, then drain.
+    """Run the turn keepers, serve ``app`` until ``shutdown_trigger`` returns, then drain.
 
-    Before listening, turns whose lock expired while no process held them are
-    settled (:meth:`ChatService.sweep`); while serving, the sweep runs again every
-    ``sweep_interval``. Draining: live turns end with ``error{code:"shutdown"}`` and settle (their
-    messages persisted, their locks released), then the embedded runner shuts down
-    (every container reaped), then Hypercorn closes. ``task_status.started`` gets
-    the bound addresses. Cancellation: Hypercorn stops at once; turns still settle
-    (shielded) and containers are still reaped.
+    Once listening (the embedded sessions restored), turns whose lock expired while
+    no process held them are adopted or settled (:meth:`ChatService.sweep`), and
+    again every ``sweep_interval``. Draining: embedded turns end with
+    ``error{code:"shutdown"}`` and settle (their messages persisted, their locks
+    released), then the embedded runner shuts down (every container reaped), then
+    Hypercorn closes. ``task_status.started`` gets the bound addresses.
+    Cancellation: Hypercorn stops at once; containers are still reaped.
     """
     service = get_service(app)
-    await service.sweep()
 
     async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
 
         async def serve_then_stop_sweeping(
             *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
@@ -146,10 +161,11 @@ async def serve_chat(
             finally:
                 nursery.cancel_scope.cancel()
 
-        nursery.start_soon(service.sweep_periodically)
         binds: list[str] = await nursery.start(serve_then_stop_sweeping)
         if service.bound_url is None and binds:
             service.bound_url = _callback_url(binds[0])
+        await service.sweep()
+        nursery.start_soon(service.sweep_periodically)
         task_status.started(binds)
 
 

@@ -45,7 +45,11 @@ class ChatSettings:
     (the rows folded in memory and so the stored assistant message): later steps
     still stream live and are counted in the message (``steps_omitted``).
     ``sweep_interval``: how often turns whose lock expired (their server died) are
-    settled as ``turn_lost``; also done once at start-up.
+    adopted (their session still runs, or ended: settled from its chunks) or settled
+    as ``turn_lost``; also done once at start-up.
+
+    ``cors_origins``: browser origins allowed to call the API (``*``: any; empty:
+    none). ``stream_token_ttl``: how long a stream token (``EventSource`` auth) lives.
     """
 
     data_dir: Path
@@ -76,6 +80,8 @@ class ChatSettings:
     max_chats_listed: int = 500
     remote_connect_timeout: float = 10.0
     shutdown_timeout: float = 10.0
+    cors_origins: frozenset[str] = frozenset()
+    stream_token_ttl: float = 300.0
 
     def __post_init__(self) -> None:
         if not self.api_token.strip():
@@ -87,6 +93,7 @@ class ChatSettings:
             "remote_connect_timeout",
             "shutdown_timeout",
             "sweep_interval",
+            "stream_token_ttl",
         ):
             _positive(name, getattr(self, name))
         if self.stall_timeout is not None:
@@ -126,6 +133,14 @@ class ChatSettings:
         except ValueError as exc:
             raise ChatConfigError(str(exc)) from exc
         object.__setattr__(self, "allowed_sandbox_urls", allowed)
+        for origin in self.cors_origins:
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                raise ChatConfigError(
+                    f"a CORS origin is * or http(s)://host[:port], got {origin!r}"
+                )
+        object.__setattr__(
+            self, "cors_origins", frozenset(o.rstrip("/") for o in self.cors_origins)
+        )
         if not self.embedded_runner and self.sandbox_url is None:
             raise ChatConfigError(
                 "the Assistant has no runner: set SANDBOX_URL (--sandbox-url) to a "

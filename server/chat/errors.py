@@ -43,7 +43,8 @@ class ChatBusyError(ChatError):
 
     ``active_message_id`` is the assistant message being produced,
     ``active_user_message_id`` the user message that started it, ``expires_at`` the
-    lease's expiry (Unix epoch ms).
+    lease's expiry (Unix epoch ms). ``adoptable``: the lease expired but the turn's
+    runner session may still run (its process died): a sweep adopts and settles it.
     """
 
     def __init__(
@@ -52,12 +53,31 @@ class ChatBusyError(ChatError):
         active_message_id: str | None,
         active_user_message_id: str | None,
         expires_at: int | None,
+        *,
+        adoptable: bool = False,
     ) -> None:
         super().__init__(f"chat {chat_id!r} has a turn in flight")
         self.chat_id = chat_id
         self.active_message_id = active_message_id
         self.active_user_message_id = active_user_message_id
         self.expires_at = expires_at
+        self.adoptable = adoptable
+
+
+class NoLiveTurnError(ChatError):
+    """The chat has no running turn (to interrupt, or to give a message to)."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"chat {chat_id!r} has no running turn")
+        self.chat_id = chat_id
+
+
+class StreamTokenError(ChatError):
+    """A stream token that is malformed, forged or expired (401)."""
+
+
+class StreamTokenScopeError(ChatError):
+    """A valid stream token for another chat or workspace (403)."""
 
 
 class AttachmentError(ChatError):

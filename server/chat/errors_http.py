@@ -24,18 +24,26 @@ from .errors import (
     ChatBusyError,
     ChatNotFoundError,
     FileNotFoundInBagError,
+    NoLiveTurnError,
     RunNotFoundError,
+    StreamTokenError,
+    StreamTokenScopeError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
 )
+from .runner_sessions import RemoteRunnerError
 
 __all__ = ["install_chat_error_handlers"]
 
 CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
 UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
 BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
+NO_LIVE_TURN: Final = "urn:sandstream:problem:no-live-turn"
+RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
+BUSY_RETRY_AFTER: Final = 2
+"""Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
 
 log = logging.getLogger("sandstream.chat")
 
@@ -60,13 +68,37 @@ def install_chat_error_handlers(app: Quart) -> None:
         return problem(
             409,
             "Chat busy",
-            "a turn is in flight on this chat; wait for it to settle",
+            "a turn is in flight on this chat; join it (GET /api/assistant/chats/{chatId}"
+            "/stream), stop it (POST …/interrupt) or wait for it to settle",
             type=CHAT_BUSY,
+            headers={"Retry-After": str(BUSY_RETRY_AFTER)},
             chatId=error.chat_id,
             activeMessageId=error.active_message_id,
             activeUserMessageId=error.active_user_message_id,
             lockExpiresAt=error.expires_at,
         )
+
+    @app.errorhandler(NoLiveTurnError)
+    async def _no_live_turn(error: NoLiveTurnError) -> Response:
+        return problem(
+            409,
+            "No running turn",
+            f"{error}; start one with POST /api/assistant/chat/stream",
+            type=NO_LIVE_TURN,
+            chatId=error.chat_id,
+        )
+
+    @app.errorhandler(RemoteRunnerError)
+    async def _runner_failed(error: RemoteRunnerError) -> Response:
+        return problem(502, "Runner failed", str(error), type=RUNNER_FAILED)
+
+    @app.errorhandler(StreamTokenError)
+    async def _stream_token(error: StreamTokenError) -> Response:
+        return unauthorized(str(error), "sandstream")
+
+    @app.errorhandler(StreamTokenScopeError)
+    async def _stream_token_scope(error: StreamTokenScopeError) -> Response:
+        return problem(403, "Forbidden", str(error))
 
     @app.errorhandler(AttachmentError)
     async def _attachment(error: AttachmentError) -> Response:

@@ -1,6 +1,8 @@
-"""Live turns: what is in flight, and how each one settles exactly once.
+"""Live Agents-block runs: what is in flight, and how each one settles exactly once.
 
-A :class:`LiveTurn` is one dispatch between its start (the route) and its settle:
+(Chat turns are runner sessions kept by :mod:`.keeper`; this is the ``POST
+/stream`` path the Agents block still takes.) A :class:`LiveTurn` is one dispatch
+between its start (the route) and its settle:
 the core's :class:`~sandstream.core.StreamProcessor` for it, its
 :class:`~.dispatch.Upstream`, and what to persist. :meth:`LiveTurn.settle` runs once
 however the turn ends — a terminal line, the client gone, shutdown, a body that was
@@ -8,17 +10,7 @@ never started — under a shielded cancel scope, so a cancelled caller still per
 Once :meth:`LiveTurn.end` was called (shutdown), a turn that settles without its
 terminal settles as ``error{code:"shutdown"}``, whatever its client did.
 
-- :class:`LiveChatTurn` persists the assistant message folded from the processor's
-  turn state (a turn that did not end is ended first as ``cancelled``, or
-  ``shutdown`` after :meth:`LiveTurn.end`, keeping the steps so far; the processor
-  keeps at most ``max_steps`` rows of ``max_step_bytes``, and counts the rest) and
-  releases the chat lock, in one store transaction; while it streams, its lease is
-  renewed (:func:`~.lease.keep_lease`).
-- :class:`LiveAgentsRun` settles its session (unused tokens die).
-
-Files the run writes back while it streams (``POST /results``) are posted to its
-live turn (:meth:`LiveTurn.post_files`) and go out as an SSE ``files`` frame.
-
+:class:`LiveAgentsRun` settles its session (unused tokens die).
 :class:`LiveTurns` tracks them for shutdown.
 """
 
@@ -26,31 +18,19 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Mapping
-from typing import Any, Final
 
-import msgspec
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.core.persistence import (
-    PersistedFileAttachment,
-    PersistedMessage,
-    assistant_message,
-)
 
 from .dispatch import Upstream
 from .errors import StoreError
 from .ids import now_ms
-from .lease import keep_lease
-from .models import TurnFinish
 from .store import ChatStore
 
-__all__ = ["LiveAgentsRun", "LiveChatTurn", "LiveTurn", "LiveTurns"]
+__all__ = ["LiveAgentsRun", "LiveTurn", "LiveTurns"]
 
 log = logging.getLogger("sandstream.chat")
-
-_FILES_ENCODER: Final = msgspec.json.Encoder()
 
 
 class LiveTurn:
@@ -68,34 +48,9 @@ class LiveTurn:
         self.end_message = ""
         self._settling = False
         self._registry: LiveTurns | None = None
-        self._posted_files: list[PersistedFileAttachment] = []
-
-    def start_frame(self) -> bytes:
-        """The first bytes of the response (SSE ``start``), if any."""
-        return b""
-
-    async def background(self) -> None:
-        """Work that lives as long as the stream (run in the body's nursery)."""
 
     async def _persist(self) -> None:
         """Write the settled turn (called once, shielded)."""
-
-    def post_files(self, files: list[PersistedFileAttachment]) -> None:
-        """Files the run wrote back (``POST /results``), for the live stream.
-
-        They go out as one ``files`` frame (:meth:`posted_frames`) before the next
-        frames of the stream, so before the terminal; after the turn ended they are
-        only in the stored message. Nothing is sent in ndjson mode.
-        """
-        if not self.processor.ended:
-            self._posted_files.extend(files)
-
-    def posted_frames(self) -> bytes:
-        """The ``files`` frame for the files posted since the last call (``b""``: none)."""
-        if not self._posted_files:
-            return b""
-        files, self._posted_files = self._posted_files, []
-        return self.processor.event("files", _FILES_ENCODER.encode({"files": files}))
 
     def end(self, message: str) -> None:
         """End the turn early for shutdown: it ends with ``error{code:"shutdown"}``.
@@ -154,75 +109,6 @@ class LiveTurn:
         await self.settle("the client went away before the stream started")
 
 
-class LiveChatTurn(LiveTurn):
-    """An Assistant turn: SSE out, the assistant message persisted, the lock released."""
-
-    def __init__(
-        self,
-        *,
-        store: ChatStore,
-        session_id: str,
-        chat_id: str,
-        holder: str,
-        user_message_id: str,
-        assistant_message_id: str,
-        start: Mapping[str, Any],
-        upstream: Upstream,
-        max_line_bytes: int,
-        max_steps: int,
-        max_step_bytes: int,
-        lock_lease: float,
-        lock_heartbeat: float,
-    ) -> None:
-        super().__init__(
-            session_id=session_id,
-            processor=StreamProcessor(
-                "sse",
-                max_line_bytes=max_line_bytes,
-                max_steps=max_steps,
-                max_step_bytes=max_step_bytes,
-            ),
-            upstream=upstream,
-        )
-        self.store = store
-        self.chat_id = chat_id
-        self.holder = holder
-        self.user_message_id = user_message_id
-        self.assistant_message_id = assistant_message_id
-        self._start = dict(start)
-        self._lock_lease = lock_lease
-        self._lock_heartbeat = lock_heartbeat
-        self.message: PersistedMessage | None = None
-        """The assistant message as stored, once settled."""
-
-    def start_frame(self) -> bytes:
-        return self.processor.start(self._start)
-
-    async def background(self) -> None:
-        await keep_lease(
-            self.store,
-            self.chat_id,
-            self.holder,
-            lease=self._lock_lease,
-            heartbeat=self._lock_heartbeat,
-        )
-
-    async def _persist(self) -> None:
-        now = now_ms()
-        folded = assistant_message(
-            self.processor.turn, message_id=self.assistant_message_id, created_at=now
-        )
-        self.message = await self.store.finish_turn(
-            TurnFinish(
-                chat_id=self.chat_id,
-                session_id=self.session_id,
-                holder=self.holder,
-                message=folded,
-                now=now,
-            )
-        )
-
-
 class LiveAgentsRun(LiveTurn):
     """An Agents-block run: validated NDJSON out, the session settled at the end."""
 
@@ -250,10 +136,6 @@ class LiveTurns:
 
     def __len__(self) -> int:
         return len(self._turns)
-
-    def get(self, session_id: str) -> LiveTurn | None:
-        """The live turn of ``session_id`` in this process, if any."""
-        return next((t for t in self._turns if t.session_id == session_id), None)
 
     def add(self, turn: LiveTurn) -> None:
         turn._registry = self

@@ -10,6 +10,9 @@ each migration exactly once. A database newer than this code is refused with
 Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
 column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON and,
 since version 2, its replay text (``replay``), so that replay never reads ``body``.
+Version 3 holds the log mover's leases, fences and moved chunks; version 4 records each
+chat turn's runner session (``chat_turns``): the session that holds the chat's lock
+until it settles.
 """
 
 from __future__ import annotations
@@ -184,6 +187,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 PRIMARY KEY (session_id, cursor)
             ) WITHOUT ROWID
             """,
+        ),
+    ),
+    Migration(
+        4,
+        "chat_turns: each chat turn's runner session (id, runner URL or NULL when "
+        "embedded), assistant message, onDisconnect and state, for resume and settle",
+        (
+            "CREATE TABLE chat_turns ("
+            " id TEXT PRIMARY KEY REFERENCES sessions (id),"
+            " chat_id TEXT NOT NULL REFERENCES chats (id),"
+            " workspace_id TEXT NOT NULL,"
+            " session_id TEXT UNIQUE,"
+            " runner_url TEXT,"
+            " assistant_message_id TEXT NOT NULL,"
+            " user_message_id TEXT NOT NULL,"
+            " on_disconnect TEXT NOT NULL CHECK (on_disconnect IN ('continue', 'cancel')),"
+            " state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'settled')),"
+            " created_at INTEGER NOT NULL,"
+            " settled_at INTEGER)",
+            "CREATE INDEX chat_turns_live ON chat_turns (chat_id) WHERE state != 'settled'",
         ),
     ),
 )

@@ -19,14 +19,21 @@ __all__ = [
     "Chat",
     "Environment",
     "NewBlob",
+    "OnDisconnect",
     "Purpose",
     "Session",
     "SessionKind",
     "TokenMint",
     "TurnFinish",
+    "TurnRecord",
     "TurnRequest",
     "TurnStart",
+    "TurnState",
 ]
+
+OnDisconnect: TypeAlias = Literal["continue", "cancel"]
+"""What a client leaving ``POST /chat/stream`` does to its turn: nothing, or interrupt it."""
+TurnState: TypeAlias = Literal["starting", "running", "settled"]
 
 Purpose: TypeAlias = Literal["setup", "run", "upload"]
 """What a one-time token redeems: ``GET /env``, ``GET /config``, ``POST /results``."""
@@ -157,6 +164,8 @@ class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
     tokens: list[TokenMint]
     now: int
     replay_limit: int
+    runner_url: str | None = None
+    on_disconnect: OnDisconnect = "continue"
 
 
 class TurnStart(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,3 +193,23 @@ class TurnFinish(msgspec.Struct, frozen=True, kw_only=True):
     holder: str
     message: PersistedMessage
     now: int
+
+
+class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A chat turn and its runner session (``chat_turns``).
+
+    ``id`` is the chat's session id (the sandbox callbacks and tokens use it);
+    ``session_id`` the runner session's (``None`` until the runner created it);
+    ``runner_url`` ``None`` for the embedded runner.
+    """
+
+    id: str
+    chat_id: str
+    workspace_id: str
+    session_id: str | None
+    runner_url: str | None
+    assistant_message_id: str
+    user_message_id: str
+    on_disconnect: OnDisconnect
+    state: TurnState
+    created_at: int

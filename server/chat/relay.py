@@ -1,21 +1,18 @@
-"""The streaming response of a turn: runner NDJSON → the core → the client, one nursery.
+"""The streaming response of an Agents-block run: runner NDJSON → the core → the
+client, one nursery (a chat turn is a session instead: :mod:`.session_relay`).
 
 :class:`RelayBody` is a ``quart.wrappers.response.ResponseBody``. Quart runs ``async
 with body: async for chunk in body: await send(chunk)`` in one task, so:
 
 - ``__aenter__`` opens the turn's nursery and starts, inside it, the **pump** (the
   upstream read: the embedded runner's turn, whose own nursery owns the container,
-  or the remote runner's HTTP response), the turn's background work (the chat
-  lock's heartbeat) and the stall watchdog;
+  or the remote runner's HTTP response) and the stall watchdog;
 - ``__anext__`` (the caller's task, inside the nursery's cancel scope) takes the next
   chunk from the pump through a zero-buffer memory channel, feeds it to the core
-  and returns the frames, after a ``files`` frame for files the run wrote back since
-  (:meth:`~.live.LiveTurn.posted_frames`); when nothing was sent for
-  ``ping_interval`` it returns that ``files`` frame if any, else a ``: ping``
-  comment. When the core's turn ends (upstream terminal, or the synthesized
-  ``upstream_closed``/runner error) the turn is **settled first** (the assistant
-  message persisted, the lock released), then the terminal frames go out: a client
-  that has seen ``done`` finds the message stored and the chat free;
+  and returns the output; when nothing was sent for ``ping_interval`` it returns a
+  ``: ping`` comment. When the core's turn ends (upstream terminal, or the
+  synthesized ``upstream_closed``/runner error) the turn is **settled first** (its
+  session settled), then the terminal goes out;
 - ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
   left cancels the pump, which stops the container (or closes the remote request)
   before the nursery closes; then the turn is settled if it was not (as cancelled,
@@ -112,11 +109,9 @@ class RelayBody(ResponseBody):
         self._nursery = nursery
         send, self._receive = trio.open_memory_channel[bytes](0)
         nursery.start_soon(self._pump, send)
-        nursery.start_soon(turn.background)
         nursery.start_soon(self._end_on_shutdown)
         if self._stall_timeout is not None:
             nursery.start_soon(self._watch_stall, self._stall_timeout)
-        self._pending = turn.start_frame()
         return self
 
     async def __aexit__(
@@ -180,14 +175,13 @@ class RelayBody(ResponseBody):
                     chunk = await receive.receive()
                 except trio.EndOfChannel:
                     chunk = None
-            posted = self.turn.posted_frames()  # before the chunk's frames: ids stay in order
             if idle.cancelled_caught:
-                return self._hand_out(posted or processor.ping())
+                return self._hand_out(processor.ping())
             if chunk is None:  # the pump returned: its outcome is set
                 end = self._upstream_end
-                out = posted + (processor.fail(end.code, end.message) if end else processor.close())
+                out = processor.fail(end.code, end.message) if end else processor.close()
             else:
-                out = posted + processor.feed(chunk)
+                out = processor.feed(chunk)
             if processor.ended:
                 self._finished = True
                 await self.turn.settle()
@@ -226,7 +220,7 @@ class RelayBody(ResponseBody):
         if self._sending_since is None:
             return  # __anext__ is waiting for the pump: it ends the turn and says so
         # A chunk is in the client's hands: settle now; the frames wait behind it.
-        self._pending += self.turn.posted_frames() + self.turn.end_frames()
+        self._pending += self.turn.end_frames()
         self._finished = True
         await self.turn.settle()
         await trio.sleep(self._end_grace)  # the body's end cancels this

@@ -10,8 +10,8 @@ the body is not even read). The answers are exactly the container's schemas
 token, checked again but not consumed, downloads exactly those (``/attachments``)
 until the turn settles. Written-back files land in the chat bag (size and count
 limits, sanitized relative names) and become attachments of the turn's assistant
-message when it settles; a chat turn live in this process also streams them at once
-(an SSE ``files`` frame, :meth:`~.live.LiveTurn.post_files`).
+message when it settles; a chat turn's stream shows them in a ``files`` frame right
+before its terminal (:mod:`.frames`).
 """
 
 from __future__ import annotations
@@ -101,8 +101,5 @@ async def results(session_id: str) -> Response:
         keep_dirs=True,
     )
     files = await service.store.add_results(session, [r.blob for r in received], now=now_ms())
-    live = service.live.get(session_id)
-    if live is not None and files:
-        live.post_files([f.attachment() for f in files])
     receipt = ResultsReceipt(files=[ResultFile(path=f.name, size=f.size) for f in files])
     return json_response(receipt, 201)

@@ -1,62 +1,179 @@
-"""The Assistant API: ``POST /api/assistant/chat/stream`` and the chats API.
+"""The Assistant API: ``POST /api/assistant/chat/stream``, joining, stopping and
+following up a turn, and the chats API.
 
 Every route needs the chat API token (``Authorization: Bearer``) and is scoped by
-workspace (``workspaceId`` in the body or the query). Errors are problem JSON
+workspace (``workspaceId`` in the body or the query), except ``GET
+…/chats/{chatId}/stream``, which also takes a stream token in the query (for a
+native ``EventSource``, :mod:`.stream_tokens`). Errors are problem JSON
 (:mod:`.errors_http`).
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import msgspec
 from quart import Blueprint, Response, request
 
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import invalid
+from sandstream.server.http.auth import check_bearer
+from sandstream.server.http.problems import BadRequestError, invalid
 from sandstream.server.http.requests import int_query, json_response, read_json
 
 from .app_state import get_service, require_api_token
+from .errors import StreamTokenError
 from .files import FileBody, file_response
 from .ids import now_ms
 from .multipart import UploadLimits, receive_files
-from .relay import RelayBody
-from .schemas import ChatStreamRequest, CreateChatRequest, workspace_query
+from .schemas import (
+    ChatStreamRequest,
+    CreateChatRequest,
+    MessageRequest,
+    check_id,
+    workspace_query,
+)
+from .service import StartedTurn
 
-__all__ = ["chat_blueprint"]
+__all__ = ["chat_blueprint", "check_message", "stream_blueprint"]
 
 chat_blueprint = Blueprint("assistant", __name__, url_prefix="/api/assistant")
 require_api_token(chat_blueprint)
+stream_blueprint = Blueprint("assistant_stream", __name__, url_prefix="/api/assistant")
+"""``GET /chats/{chatId}/stream``: the API token or a stream token (checked by the route)."""
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 
-@chat_blueprint.post("/chat/stream")
-async def chat_stream() -> Response:
-    """One user turn → ``200 text/event-stream``: start, steps, result/error, done."""
-    service = get_service()
-    settings = service.settings
-    body = await read_json(ChatStreamRequest, settings.max_json_bytes)
-    if not body.message.strip():
+def check_message(text: str) -> Response | None:
+    """``422`` for a blank or too long user message, else ``None``."""
+    settings = get_service().settings
+    if not text.strip():
         return invalid("message must not be blank")
-    if len(body.message) > settings.max_message_chars:
+    if len(text) > settings.max_message_chars:
         return invalid(f"message is limited to {settings.max_message_chars} characters")
+    return None
+
+
+def _sse(turn: StartedTurn, after: int | None, *, interrupt_on_disconnect: bool) -> Response:
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    turn = await service.start_chat_turn(body, scope)
-    relay = RelayBody(
-        turn,
-        ping_interval=settings.ping_interval,
-        stall_timeout=settings.stall_timeout,
-        abort_client=partial(abort_scope_connection, scope),
+    body = get_service().stream_body(
+        turn, after=after, scope=scope, interrupt_on_disconnect=interrupt_on_disconnect
     )
-    response = Response(relay, status=200, content_type=SSE_CONTENT_TYPE)
+    response = Response(body, status=200, content_type=SSE_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
-    response.headers["X-Chat-Id"] = turn.chat_id
-    response.headers["X-Session-Id"] = turn.session_id
+    response.headers["X-Chat-Id"] = turn.record.chat_id
+    response.headers["X-Session-Id"] = turn.record.session_id or ""
     response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
     return response
+
+
+@chat_blueprint.post("/chat/stream")
+async def chat_stream() -> Response:
+    """One user turn → ``200 text/event-stream``: start, steps, result/error, done.
+
+    The turn runs as a runner session: a client that leaves does not end it
+    (``onDisconnect: "continue"``, the default) unless it asked for
+    ``"cancel"``; anyone may join it with ``GET …/chats/{chatId}/stream``.
+    """
+    service = get_service()
+    body = await read_json(ChatStreamRequest, service.settings.max_json_bytes)
+    refused = check_message(body.message)
+    if refused is not None:
+        return refused
+    scope: dict[str, Any] = request.scope  # type: ignore[assignment]
+    turn = await service.start_chat_turn(body, scope)
+    return _sse(turn, None, interrupt_on_disconnect=body.on_disconnect == "cancel")
+
+
+def _cursor() -> int | None:
+    """``?cursor=`` else ``Last-Event-ID`` (the last frame seen), as an int ≥ 0."""
+    raw = request.args.get("cursor")
+    if raw is None:
+        raw = request.headers.get("Last-Event-ID")
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        cursor = int(raw)
+    except ValueError:
+        cursor = -1
+    if cursor < 0:
+        raise BadRequestError(invalid(f"the cursor must be an integer >= 0, got {raw[:40]!r}"))
+    return cursor
+
+
+def _authorize_stream(workspace_id: str, chat_id: str) -> None:
+    """The API token, or a stream token for this chat in ``?token=``."""
+    service = get_service()
+    if check_bearer(request.headers.get("Authorization"), service.settings.api_token):
+        return
+    token = request.args.get("token")
+    if not token:
+        raise StreamTokenError("this stream needs the API token or a stream token (?token=)")
+    service.stream_tokens.check(token, workspace_id=workspace_id, chat_id=chat_id, now=now_ms())
+
+
+@stream_blueprint.get("/chats/<chat_id>/stream")
+async def join_stream(chat_id: str) -> Response:
+    """Join the chat's live turn after a cursor → SSE; ``204`` when nothing is live.
+
+    Without a cursor the whole running turn (from ``start``); with ``Last-Event-ID``
+    or ``?cursor=N``, exactly the frames of the chat's latest turn whose ``id`` is
+    greater than N, also when that turn has ended meanwhile (``204`` once N is past
+    its ``done``).
+    """
+    service = get_service()
+    workspace_id = workspace_query()
+    check_id(chat_id, "chatId")
+    _authorize_stream(workspace_id, chat_id)
+    cursor = _cursor()
+    turn = await service.latest_turn(workspace_id, chat_id, live=cursor is None)
+    if turn is None:
+        return Response(b"", status=204)
+    if cursor is not None:
+        last = await turn.session.last_cursor()
+        if cursor > last:  # the client saw the terminal (done is last + 1): nothing left
+            return Response(b"", status=204)
+    return _sse(turn, cursor, interrupt_on_disconnect=False)
+
+
+@chat_blueprint.post("/chats/<chat_id>/stream-token")
+async def stream_token(chat_id: str) -> Response:
+    """A stream token for ``GET …/chats/{chatId}/stream?token=`` → 201 (EventSource)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    await service.store.get_chat(workspace_id, chat_id, now=now_ms())
+    expires_at = now_ms() + int(service.settings.stream_token_ttl * 1000)
+    token = service.stream_tokens.mint(workspace_id, chat_id, expires_at)
+    url = f"/api/assistant/chats/{chat_id}/stream"
+    return json_response({"token": token, "expiresAt": expires_at, "streamUrl": url}, 201)
+
+
+@chat_blueprint.post("/chats/<chat_id>/interrupt")
+async def interrupt(chat_id: str) -> Response:
+    """Stop the chat's running turn (the stop button) → 200 with the settled message.
+
+    Returns once the turn is persisted (``status: "interrupted"``) and the chat is
+    free: the next turn is accepted at once. ``409`` when no turn runs.
+    """
+    service = get_service()
+    workspace_id = workspace_query()
+    message = await service.interrupt(workspace_id, chat_id)
+    return json_response({"chatId": chat_id, "message": message})
+
+
+@chat_blueprint.post("/chats/<chat_id>/messages")
+async def follow_up(chat_id: str) -> Response:
+    """A message for the running turn's agent → 202 with the user message stored.
+
+    ``409`` when no turn runs (start one with ``POST /chat/stream``).
+    """
+    service = get_service()
+    body = await read_json(MessageRequest, service.settings.max_json_bytes)
+    refused = check_message(body.message)
+    if refused is not None:
+        return refused
+    message = await service.send_message(body.workspace_id, chat_id, body.message)
+    return json_response({"chatId": chat_id, "message": message}, 202)
 
 
 @chat_blueprint.get("/chats")

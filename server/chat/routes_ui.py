@@ -8,12 +8,10 @@ stream out (:class:`~sandstream.core.UIMessageStream`).
   message: its text parts joined, its file parts naming files of the chat's bag. The
   answer is the turn's SSE translated frame by frame; files the run writes back are
   ``file`` parts whose ``url`` is their download path (:func:`bag_file_url`).
-- ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: ``204`` when
-  the chat has no live turn. A live turn can be followed only by the connection that
-  started it until the chat runs on durable sessions (issue 11): meanwhile ``409``.
-  Following it then is :func:`ui_stream_response` over the chat's live turn followed
-  from cursor 0 (a fresh translator: ``useChat`` fails on a delta whose part it has not
-  seen, so a resume replays the whole message).
+- ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: the chat's
+  live turn followed from its ``start`` through a fresh translator (``useChat`` fails
+  on a delta whose part it has not seen, so a resume replays the whole message);
+  ``204`` when the chat has no live turn. A client that leaves never ends the turn.
 
 Both need the chat API token and ``workspaceId`` (the query, or the POST body).
 Errors are problem JSON.
@@ -32,14 +30,13 @@ from quart import Blueprint, Response, request
 from quart.wrappers.response import ResponseBody
 
 from sandstream.core import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import BadRequestError, invalid, problem
+from sandstream.server.http.problems import BadRequestError, invalid
 from sandstream.server.http.requests import read_json
 
 from .app_state import get_service, require_api_token
-from .ids import now_ms
-from .relay import RelayBody
+from .routes_chat import check_message
 from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
+from .service import StartedTurn
 
 __all__ = [
     "ChatSSEBody",
@@ -53,7 +50,6 @@ __all__ = [
 ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui")
 require_api_token(ui_blueprint)
 
-TURN_NOT_FOLLOWABLE: Final = "urn:sandstream:problem:turn-not-followable"
 _BAG_FILE_PATH: Final = re.compile(r"/api/assistant/chats/([^/]+)/files/([^/]+)\Z")
 
 
@@ -104,10 +100,9 @@ async def ui_chat() -> Response:
     if last.role != "user":
         return invalid(f"the last message must be the user's, not the {last.role}'s")
     message = "\n\n".join(p.text for p in last.parts if p.type == "text" and p.text is not None)
-    if not message.strip():
-        return invalid("the last message has no text")
-    if len(message) > settings.max_message_chars:
-        return invalid(f"message is limited to {settings.max_message_chars} characters")
+    refused = check_message(message)
+    if refused is not None:
+        return refused
     attachment_ids = [_bag_file_id(p.url, body.id) for p in last.parts if p.type == "file"]
     turn_request = ChatStreamRequest(
         workspace_id=body.workspace_id or workspace_query(),
@@ -119,27 +114,21 @@ async def ui_chat() -> Response:
     )
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
     turn = await service.start_chat_turn(turn_request, scope)
-    relay = RelayBody(
-        turn,
-        ping_interval=settings.ping_interval,
-        stall_timeout=settings.stall_timeout,
-        abort_client=partial(abort_scope_connection, scope),
-    )
     response = ui_stream_response(
-        relay, turn.assistant_message_id, turn_request.workspace_id, turn.chat_id
+        service.stream_body(turn, after=None, scope=scope), turn, turn_request.workspace_id
     )
-    response.headers["X-Session-Id"] = turn.session_id
+    response.headers["X-Session-Id"] = turn.record.session_id or ""
     return response
 
 
-def ui_stream_response(
-    source: ChatSSEBody, message_id: str, workspace_id: str, chat_id: str
-) -> Response:
-    """``200``: the chat SSE of ``source`` as the UI message stream of ``message_id``.
+def ui_stream_response(source: ChatSSEBody, turn: StartedTurn, workspace_id: str) -> Response:
+    """``200``: the chat SSE of ``source`` as the UI message stream of ``turn``'s message.
 
-    ``source`` is read from its first frame: a resume hands in the chat's live turn
-    followed from cursor 0, so the client rebuilds the whole message.
+    ``source`` is read from its first frame (``start``): a resume follows the live
+    turn from its beginning, so the client rebuilds the whole message.
     """
+    chat_id = turn.record.chat_id
+    message_id = turn.record.assistant_message_id
     stream = UIMessageStream(message_id, file_url=partial(bag_file_url, workspace_id, chat_id))
     response = Response(UIMessageStreamBody(source, stream), status=200)
     response.headers.update(UI_MESSAGE_STREAM_HEADERS)
@@ -150,19 +139,17 @@ def ui_stream_response(
 
 @ui_blueprint.get("/chat/<chat_id>/stream")
 async def ui_chat_resume(chat_id: str) -> Response:
-    """``204`` when the chat has no live turn; ``409`` while one runs (see the module)."""
+    """The chat's live turn from its ``start``, as a UI message stream; ``204`` when
+    nothing is live."""
     service = get_service()
-    chat = await service.store.get_chat(workspace_query(), chat_id, now=now_ms())
-    if chat.active_message_id is None:
+    workspace_id = workspace_query()
+    check_id(chat_id, "chatId")
+    turn = await service.latest_turn(workspace_id, chat_id, live=True)
+    if turn is None:
         return Response(b"", status=204)
-    return problem(
-        409,
-        "Turn not followable",
-        "a turn is live on this chat, and only the connection that started it can "
-        "follow it until the chat runs on durable sessions",
-        type=TURN_NOT_FOLLOWABLE,
-        chatId=chat.id,
-        activeMessageId=chat.active_message_id,
+    scope: dict[str, Any] = request.scope  # type: ignore[assignment]
+    return ui_stream_response(
+        service.stream_body(turn, after=None, scope=scope), turn, workspace_id
     )
 
 
@@ -193,7 +180,7 @@ def _bad_file_part(url: str | None) -> BadRequestError:
 
 
 class ChatSSEBody(Protocol):
-    """A response body of the chat's SSE, such as :class:`~.relay.RelayBody`."""
+    """A response body of the chat's SSE (:meth:`~.service.ChatService.stream_body`)."""
 
     async def __aenter__(self) -> object: ...
 
@@ -208,7 +195,7 @@ class ChatSSEBody(Protocol):
 
 
 class UIMessageStreamBody(ResponseBody):
-    """A chat SSE response body (its context and iteration: :class:`~.relay.RelayBody`),
+    """A chat SSE response body (:meth:`~.service.ChatService.stream_body`),
     translated by ``stream``: the source's frames go out as UI message stream frames.
 
     The source stays in charge of the turn: entering, leaving (also on cancellation)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -17,6 +17,7 @@ __all__ = [
     "CreateChatRequest",
     "EnvironmentRequest",
     "Identifier",
+    "MessageRequest",
     "Title",
     "check_id",
     "workspace_query",
@@ -52,6 +53,8 @@ class ChatStreamRequest(msgspec.Struct, rename="camel", kw_only=True):
 
     No ``chatId`` creates the chat. ``attachmentIds`` name files already uploaded to
     the chat's bag. ``sandboxUrl`` picks a runner (it must be allow-listed).
+    ``onDisconnect``: ``"continue"`` (a client that leaves does not end the turn) or
+    ``"cancel"`` (it interrupts the turn's session).
     """
 
     workspace_id: Identifier
@@ -62,6 +65,14 @@ class ChatStreamRequest(msgspec.Struct, rename="camel", kw_only=True):
         default_factory=list
     )
     sandbox_url: str | None = None
+    on_disconnect: Literal["continue", "cancel"] = "continue"
+
+
+class MessageRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``POST /api/assistant/chats/{chatId}/messages``: a message for the running turn."""
+
+    workspace_id: Identifier
+    message: str
 
 
 class CreateChatRequest(msgspec.Struct, rename="camel", kw_only=True):

@@ -1,15 +1,20 @@
-"""The chat backend's service: starts turns and runs, owns the live ones.
+"""The chat backend's service: starts turns and runs, keeps the live ones.
 
-Routes are thin; :class:`ChatService` does the work: pick the runner, mint the three
-one-time tokens, write the turn's start (lock, user message, session, hashed tokens)
-in one transaction, build the dispatch, admit it with the runner, and hand back a
-:class:`~.live.LiveTurn` for the response body to stream.
+Routes are thin; :class:`ChatService` does the work. A chat turn: pick the runner,
+mint the three one-time tokens, write the turn's start (lock, user message, session,
+hashed tokens, the ``chat_turns`` row) in one transaction, start a runner session
+running the dispatch (embedded :class:`~sandstream.server.sessions.SessionService`,
+or a remote runner's ``POST /sessions``), record it, and hand the turn to its keeper
+(:mod:`.keeper`), which holds the chat's lock until the session ended and settles
+it. Viewers (:mod:`.session_relay`) only read the session. An Agents-block run is
+still one ``POST /stream`` dispatch streamed by its response (:mod:`.relay`).
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
@@ -19,35 +24,64 @@ import trio
 from sandstream.container.schemas import ChatTurn, Dispatch
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
 from sandstream.core.persistence import ChatTurn as CoreChatTurn
+from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.service import Runner, ShuttingDownError
+from sandstream.server.runner.turn import END_GRACE
+from sandstream.server.sessions import SessionService
 
 from .bag import BlobStore
 from .config import ChatSettings
 from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
-from .errors import StoreError
+from .errors import ChatBusyError, NoLiveTurnError, StoreError
 from .ids import new_id, now_ms
-from .live import LiveAgentsRun, LiveChatTurn, LiveTurn, LiveTurns
-from .models import Session, TurnRequest, TurnStart
+from .keeper import TurnKeepers
+from .live import LiveAgentsRun, LiveTurn, LiveTurns
+from .models import Session, TurnRecord, TurnRequest
+from .runner_sessions import (
+    EmbeddedSession,
+    RunnerSession,
+    SessionEndedError,
+    SessionGoneError,
+    attach_session,
+    create_session,
+)
 from .schemas import AgentsRunRequest, ChatStreamRequest
+from .session_relay import TurnStreamBody, Viewers
+from .settle import TurnSettler
 from .store import ChatStore
+from .stream_tokens import StreamTokens
 from .tokens import MintedTokens, mint_tokens
 
-__all__ = ["PENDING_TURNS", "ChatService"]
+__all__ = ["PENDING_TURNS", "ChatService", "StartedTurn"]
 
 log = logging.getLogger("sandstream.chat")
 
 PENDING_TURNS: Final = "sandstream.chat.pending_turns"
 """ASGI scope key: turns started by a request whose body may never start."""
 CALLBACK_PREFIX: Final = "/api/sandbox"
+INTERRUPT_TIMEOUT: Final = 60.0
+"""Seconds an interrupt waits for its turn to settle."""
+SETTLE_WAIT: Final = 10.0
+"""Seconds a viewer holds the terminal back while the turn settles."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartedTurn:
+    """A chat turn as its viewers see it: the record, its session, its ``start`` data."""
+
+    record: TurnRecord
+    session: RunnerSession
+    start: dict[str, Any]
 
 
 class ChatService:
     """The chat backend's state: settings, store, blobs, the runner, the live turns.
 
     ``runner`` is the embedded runner (``None`` when every turn goes to a remote
-    runner). ``bound_url`` is set once the server is bound (the default callback
-    base when ``settings.public_url`` is not set).
+    runner); ``sessions`` its session service (set by
+    :func:`~.app.create_chat_app`). ``bound_url`` is set once the server is bound (the
+    default callback base when ``settings.public_url`` is not set).
     """
 
     def __init__(
@@ -61,11 +95,23 @@ class ChatService:
         self.store = store
         self.blobs = blobs
         self.runner = runner
+        self.sessions: SessionService | None = None
         self.instance_id = new_id("srv")
         """This process's identity in lock holder ids."""
         self.live = LiveTurns()
         self.bound_url: str | None = None
         self.max_line_bytes = runner.settings.max_line_bytes if runner else DEFAULT_MAX_LINE_BYTES
+        self.settler = TurnSettler(
+            store,
+            max_steps=settings.max_turn_steps,
+            max_step_bytes=settings.max_turn_bytes,
+            max_line_bytes=self.max_line_bytes,
+        )
+        self.keepers = TurnKeepers(
+            store, self.settler, lease=settings.lock_lease, heartbeat=settings.lock_heartbeat
+        )
+        self.viewers = Viewers()
+        self.stream_tokens = StreamTokens(settings.api_token)
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -115,16 +161,14 @@ class ChatService:
         prompt: str,
         conversation: list[CoreChatTurn] | list[ChatTurn],
         scope: dict[str, Any],
-    ) -> bytes:
-        return msgspec.json.encode(
-            Dispatch(
-                agent_url=self.agent_url(session_id, scope),
-                otp_setup=tokens.setup,
-                otp_run=tokens.run,
-                otp_upload=tokens.upload,
-                prompt=prompt,
-                conversation=[ChatTurn(t.role, t.content, t.ts) for t in conversation],
-            )
+    ) -> Dispatch:
+        return Dispatch(
+            agent_url=self.agent_url(session_id, scope),
+            otp_setup=tokens.setup,
+            otp_run=tokens.run,
+            otp_upload=tokens.upload,
+            prompt=prompt,
+            conversation=[ChatTurn(t.role, t.content, t.ts) for t in conversation],
         )
 
     def _upstream(
@@ -153,21 +197,32 @@ class ChatService:
         self.live.add(turn)
         scope.setdefault(PENDING_TURNS, []).append(turn)
 
-    async def start_chat_turn(self, body: ChatStreamRequest, scope: dict[str, Any]) -> LiveChatTurn:
-        """Write the turn's start and admit its dispatch; return the live turn.
+    async def start_chat_turn(self, body: ChatStreamRequest, scope: dict[str, Any]) -> StartedTurn:
+        """Write the turn's start, start its runner session and its keeper.
 
         Raises (having written nothing): ``TargetError``, ``ChatNotFoundError``,
-        ``ChatBusyError``, ``AttachmentError``, ``RunnerUnavailableError``.
-        Cancellation: once the start is written it completes and the turn is
-        registered with the request, so a client gone at that moment still gets its
-        turn settled (when the connection closes).
+        ``ChatBusyError``, ``AttachmentError``, ``RunnerUnavailableError``,
+        ``RemoteRunnerError``. Cancellation: once the start is written it completes
+        (shielded), so a client gone at that moment leaves a turn that runs and settles.
         """
         self._refuse_if_draining()
-        settings = self.settings
         target = await self._target(body.workspace_id, body.workflow_id, body.sandbox_url)
+        runner_url = target.url if target.kind == "remote" else None
+        try:
+            return await self._start_chat_turn(body, runner_url, scope)
+        except ChatBusyError as exc:
+            if not exc.adoptable:
+                raise
+        await self.sweep()  # the dead turn is adopted (and, if it ended, settled)
+        return await self._start_chat_turn(body, runner_url, scope)
+
+    async def _start_chat_turn(
+        self, body: ChatStreamRequest, runner_url: str | None, scope: dict[str, Any]
+    ) -> StartedTurn:
+        settings = self.settings
         now = now_ms()
         tokens = mint_tokens(now, settings.token_lifetimes)
-        session_id = new_id("sess")
+        turn_id = new_id("sess")
         request = TurnRequest(
             workspace_id=body.workspace_id,
             chat_id=body.chat_id,
@@ -176,58 +231,173 @@ class ChatService:
             attachment_ids=body.attachment_ids,
             user_message_id=new_id("msg"),
             assistant_message_id=new_id("msg"),
-            session_id=session_id,
-            holder=f"{self.instance_id}:{session_id}",
+            session_id=turn_id,
+            holder=f"{self.instance_id}:{turn_id}",
             lease_expires_at=now + int(settings.lock_lease * 1000),
             tokens=list(tokens.stored),
             now=now,
             replay_limit=settings.replay_limit,
+            runner_url=runner_url,
+            on_disconnect=body.on_disconnect,
         )
         with trio.CancelScope(shield=True):
             start = await self.store.begin_turn(request)
             dispatch = self._dispatch(
-                session_id, tokens, body.message, start.session.conversation, scope
+                turn_id, tokens, body.message, start.session.conversation, scope
             )
             try:
-                upstream = self._upstream(target, dispatch, session_id, scope)
+                session = await create_session(
+                    dispatch,
+                    embedded=self.sessions,
+                    runner_url=runner_url,
+                    token=settings.runner_token,
+                    connect_timeout=settings.remote_connect_timeout,
+                )
             except BaseException:
                 await self.store.abort_turn(start)
                 raise
-            turn = self._chat_turn(start, upstream)
-            self._register(turn, scope)
+            await self.store.attach_runner_session(turn_id, session.id)
+            record = TurnRecord(
+                id=turn_id,
+                chat_id=start.chat.id,
+                workspace_id=body.workspace_id,
+                session_id=session.id,
+                runner_url=runner_url,
+                assistant_message_id=request.assistant_message_id,
+                user_message_id=request.user_message_id,
+                on_disconnect=body.on_disconnect,
+                state="running",
+                created_at=now,
+            )
+            self.keepers.keep(record, session, start.holder)
         log.info(
-            "chat %s: turn %s -> %s runner%s",
+            "chat %s: turn %s -> session %s on %s",
             start.chat.id,
-            session_id,
-            target.kind,
-            f" {target.url}" if target.url else "",
+            turn_id,
+            session.id,
+            runner_url or "the embedded runner",
         )
-        return turn
+        return StartedTurn(record, session, self._start_data(record, start.chat.conversation_id))
 
-    def _chat_turn(self, start: TurnStart, upstream: Upstream) -> LiveChatTurn:
-        session = start.session
-        assert session.user_message_id is not None and session.assistant_message_id is not None
-        start_data = {
-            "chatId": start.chat.id,
-            "userMessageId": session.user_message_id,
-            "assistantMessageId": session.assistant_message_id,
-            "conversationId": start.chat.conversation_id,
+    @staticmethod
+    def _start_data(record: TurnRecord, conversation_id: str | None) -> dict[str, Any]:
+        return {
+            "chatId": record.chat_id,
+            "userMessageId": record.user_message_id,
+            "assistantMessageId": record.assistant_message_id,
+            "conversationId": conversation_id,
+            "sessionId": record.session_id,
         }
-        return LiveChatTurn(
-            store=self.store,
-            session_id=session.id,
-            chat_id=start.chat.id,
-            holder=start.holder,
-            user_message_id=session.user_message_id,
-            assistant_message_id=session.assistant_message_id,
-            start=start_data,
-            upstream=upstream,
-            max_line_bytes=self.max_line_bytes,
-            max_steps=self.settings.max_turn_steps,
-            max_step_bytes=self.settings.max_turn_bytes,
-            lock_lease=self.settings.lock_lease,
-            lock_heartbeat=self.settings.lock_heartbeat,
+
+    def _session(self, record: TurnRecord) -> RunnerSession:
+        """The runner session of a running turn. Raises :class:`SessionGoneError`."""
+        keeper = self.keepers.get(record.chat_id)
+        if keeper is not None and keeper.record.id == record.id:
+            return keeper.session
+        assert record.session_id is not None
+        return attach_session(
+            record.session_id,
+            embedded=self.sessions,
+            runner_url=record.runner_url,
+            token=self.settings.runner_token,
+            connect_timeout=self.settings.remote_connect_timeout,
         )
+
+    async def latest_turn(
+        self, workspace_id: str, chat_id: str, *, live: bool = True
+    ) -> StartedTurn | None:
+        """The chat's running turn (``live``), or its latest one, settled or not, whose
+        session the runner still has; ``None`` if there is none (``ChatNotFoundError``)."""
+        record = await self.store.latest_turn(workspace_id, chat_id)
+        if record is None or record.session_id is None:
+            return None
+        if live and record.state != "running":
+            return None
+        try:
+            session = self._session(record)
+        except SessionGoneError:
+            return None
+        chat = await self.store.get_chat(workspace_id, chat_id, now=now_ms())
+        return StartedTurn(record, session, self._start_data(record, chat.conversation_id))
+
+    def stream_body(
+        self,
+        turn: StartedTurn,
+        *,
+        after: int | None,
+        scope: dict[str, Any],
+        interrupt_on_disconnect: bool = False,
+    ) -> TurnStreamBody:
+        """A viewer's response body for ``turn``, after cursor ``after``."""
+        record = turn.record
+
+        async def at_terminal() -> list[Any]:
+            await self._settled(record)
+            return [f.attachment() for f in await self.store.turn_result_files(record.id)]
+
+        return TurnStreamBody(
+            turn.session,
+            after=after,
+            start=turn.start,
+            at_terminal=at_terminal,
+            ping_interval=self.settings.ping_interval,
+            stall_timeout=self.settings.stall_timeout,
+            abort_client=partial(abort_scope_connection, scope),
+            interrupt_on_disconnect=interrupt_on_disconnect,
+            registry=self.viewers,
+        )
+
+    async def _settled(self, record: TurnRecord, timeout: float = SETTLE_WAIT) -> bool:
+        """Wait up to ``timeout`` s until the turn has settled (its keeper here says so,
+        or the store, when another process keeps it); False if it has not."""
+        keeper = self.keepers.get(record.chat_id)
+        with trio.move_on_after(timeout):
+            if keeper is not None and keeper.record.id == record.id:
+                await keeper.settled.wait()
+                return True
+            assert record.session_id is not None
+            while (found := await self.store.get_turn(record.session_id)) is not None:
+                if found.state == "settled":
+                    return True
+                await trio.sleep(0.05)
+        return False
+
+    async def interrupt(self, workspace_id: str, chat_id: str) -> PersistedMessage:
+        """Stop the chat's running turn and wait until it settled; return its message.
+
+        Raises :class:`NoLiveTurnError` (nothing runs), ``ChatNotFoundError``,
+        ``TimeoutError`` (it did not settle within :data:`INTERRUPT_TIMEOUT`).
+        """
+        turn = await self.latest_turn(workspace_id, chat_id)
+        if turn is None:
+            raise NoLiveTurnError(chat_id)
+        with trio.fail_after(INTERRUPT_TIMEOUT):
+            try:
+                await turn.session.interrupt()
+            except SessionGoneError as exc:
+                log.warning("chat %s: %s", chat_id, exc)
+        if not await self._settled(turn.record, INTERRUPT_TIMEOUT):
+            raise TimeoutError(f"chat {chat_id}: the interrupted turn did not settle")
+        messages = await self.store.get_messages(workspace_id, chat_id)
+        return next(m for m in reversed(messages) if m.id == turn.record.assistant_message_id)
+
+    async def send_message(self, workspace_id: str, chat_id: str, text: str) -> PersistedMessage:
+        """Give ``text`` to the chat's running turn and persist it as a user message.
+
+        Raises :class:`NoLiveTurnError` (nothing runs, or it ended meanwhile),
+        ``ChatNotFoundError``, ``RemoteRunnerError``.
+        """
+        turn = await self.latest_turn(workspace_id, chat_id)
+        if turn is None:
+            raise NoLiveTurnError(chat_id)
+        try:
+            await turn.session.send_message(text)
+        except (SessionEndedError, SessionGoneError):
+            raise NoLiveTurnError(chat_id) from None
+        now = now_ms()
+        message = user_message(new_id("msg"), text, created_at=now)
+        await self.store.append_user_message(workspace_id, chat_id, message, now)
+        return message
 
     async def start_agents_run(
         self, body: AgentsRunRequest, scope: dict[str, Any]
@@ -251,7 +421,9 @@ class ChatService:
         )
         with trio.CancelScope(shield=True):
             await self.store.create_session(session, list(tokens.stored))
-            dispatch = self._dispatch(session.id, tokens, body.prompt, body.conversation, scope)
+            dispatch = msgspec.json.encode(
+                self._dispatch(session.id, tokens, body.prompt, body.conversation, scope)
+            )
             try:
                 upstream = self._upstream(target, dispatch, session.id, scope)
             except BaseException:
@@ -268,10 +440,34 @@ class ChatService:
 
     # -- lost turns --------------------------------------------------------------------
 
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the turn keepers until cancelled (see :class:`~.keeper.TurnKeepers`)."""
+        await self.keepers.run(task_status=task_status)
+
     async def sweep(self) -> list[str]:
-        """Settle the turns whose lock expired (their server died): ``turn_lost``, lock
-        released, tokens dead. Returns the chats freed. Raises the store's errors."""
-        freed = await self.store.sweep_lost_turns(now=now_ms())
+        """Take over the turns whose lock expired (their process died): a turn whose
+        runner session is still known is adopted by a keeper here (which settles it
+        from its chunks, steps kept); one without is settled as ``turn_lost``. Returns
+        the chats freed as lost. Raises the store's errors."""
+        now = now_ms()
+        adopted = await self.store.adopt_expired_turns(
+            holder_prefix=self.instance_id,
+            expires_at=now + int(self.settings.lock_lease * 1000),
+            now=now,
+        )
+        for record, holder in adopted:
+            assert record.session_id is not None
+            if self.keepers.get(record.chat_id) is not None:
+                continue  # kept here already (its heartbeat was late)
+            try:
+                session = self._session(record)
+            except SessionGoneError as exc:
+                log.warning("chat %s: %s; settled without it", record.chat_id, exc)
+                await self.settler.settle(record.session_id, [])
+                continue
+            log.warning("chat %s: adopting turn %s (its process died)", record.chat_id, record.id)
+            self.keepers.keep(record, session, holder)
+        freed = await self.store.sweep_lost_turns(now=now)
         for chat_id in freed:
             log.warning("chat %s: its turn's lock expired unsettled; settled as turn_lost", chat_id)
         return freed
@@ -287,5 +483,28 @@ class ChatService:
                 log.warning("sweeping lost turns failed: %r", exc)
 
     async def shutdown(self) -> None:
-        """End every live turn with ``error{code:"shutdown"}`` and wait for them to settle."""
+        """End every live turn and wait for them to settle.
+
+        Embedded sessions end with ``error{code:"shutdown"}`` and are settled (their
+        viewers get the terminal); remote turns go on running on their runners and
+        are adopted by the next process. Viewers still open are then ended (without
+        a terminal: they resume elsewhere). Agents-block runs end with ``shutdown``.
+        """
+        self.live.draining = True
+        with trio.move_on_after(self.settings.shutdown_timeout):
+            embedded = []
+            for keeper in self.keepers.keepers():
+                if isinstance(keeper.session, EmbeddedSession):
+                    keeper.session.end("the server is shutting down")
+                    embedded.append(keeper)
+            for keeper in embedded:
+                await keeper.settled.wait()
+            with trio.move_on_after(END_GRACE):  # their viewers deliver the terminal
+                await self.viewers.wait_until_none(
+                    lambda body: isinstance(body.session, EmbeddedSession)
+                )
+        for keeper in self.keepers.keepers():
+            keeper.cancel_scope.cancel()
+        for viewer in self.viewers.bodies():
+            viewer.close()
         await self.live.shutdown(self.settings.shutdown_timeout)

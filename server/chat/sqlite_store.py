@@ -47,6 +47,7 @@ from .models import (
     Session,
     TokenMint,
     TurnFinish,
+    TurnRecord,
     TurnRequest,
     TurnStart,
 )
@@ -215,6 +216,7 @@ def _recover_lost_turn(conn: sqlite3.Connection, row: sqlite3.Row, now: int) -> 
     session_id: str | None = row["lock_session_id"]
     if session_id is not None:
         _settle_session(conn, session_id, now)
+        _mark_turn_settled(conn, session_id, now)
     if message_id is None:
         return None
     exists = conn.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -242,6 +244,63 @@ def _recover_lost_turn(conn: sqlite3.Connection, row: sqlite3.Row, now: int) -> 
     _append_message(conn, chat_id, message)
     log.warning("chat %s: lock of a dead turn expired; message %s marked lost", chat_id, message_id)
     return message_id
+
+
+def _session_may_run(conn: sqlite3.Connection, turn_id: str | None) -> bool:
+    """Whether the turn ``turn_id`` has a runner session that has not settled."""
+    row = conn.execute("SELECT state FROM chat_turns WHERE id = ?", (turn_id,)).fetchone()
+    return row is not None and row[0] == "running"
+
+
+def _mark_turn_settled(conn: sqlite3.Connection, turn_id: str, now: int) -> None:
+    conn.execute(
+        "UPDATE chat_turns SET state = 'settled', settled_at = ? "
+        "WHERE id = ? AND state != 'settled'",
+        (now, turn_id),
+    )
+
+
+_TURN_COLUMNS: Final = (
+    "id, chat_id, workspace_id, session_id, runner_url, assistant_message_id, "
+    "user_message_id, on_disconnect, state, created_at"
+)
+
+
+def _turn(row: sqlite3.Row) -> TurnRecord:
+    return msgspec.convert(dict(zip(row.keys(), row, strict=True)), TurnRecord)
+
+
+def _finish(conn: sqlite3.Connection, finish: TurnFinish) -> PersistedMessage:
+    """Append the settled assistant message, settle the session, release the lock."""
+    files = _result_files(conn, finish.session_id)
+    conn.execute(
+        "UPDATE bag_files SET message_id = ? WHERE session_id = ? AND source = 'result'",
+        (finish.message.id, finish.session_id),
+    )
+    message = msgspec.structs.replace(
+        finish.message,
+        file_attachments=[*finish.message.file_attachments, *(f.attachment() for f in files)],
+    )
+    cursor = conn.execute(
+        "UPDATE messages SET body = ?, replay = ?, created_at = ? WHERE id = ? AND chat_id = ?",
+        (
+            msgspec.json.encode(message),
+            replay_text(message),
+            message.created_at,
+            message.id,
+            finish.chat_id,
+        ),
+    )
+    if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
+        _append_message(conn, finish.chat_id, message)
+    _settle_session(conn, finish.session_id, finish.now)
+    _mark_turn_settled(conn, finish.session_id, finish.now)
+    _release_lock(conn, finish.chat_id, finish.holder)
+    conn.execute(
+        "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
+        (finish.now, finish.chat_id),
+    )
+    return message
 
 
 def _insert_tokens(
@@ -438,6 +497,14 @@ class SQLiteChatStore:
                     row["lock_expires_at"],
                 )
             if row["lock_holder"] is not None:
+                if _session_may_run(conn, row["lock_session_id"]):
+                    raise ChatBusyError(
+                        chat_id,
+                        row["lock_message_id"],
+                        row["lock_user_message_id"],
+                        row["lock_expires_at"],
+                        adoptable=True,
+                    )
                 recovered = _recover_lost_turn(conn, row, now)
         attachments = self._resolve_attachments(conn, req, chat_id)
         conn.execute(
@@ -479,6 +546,21 @@ class SQLiteChatStore:
         )
         _insert_session(conn, session)
         _insert_tokens(conn, session.id, req.tokens, now)
+        conn.execute(
+            "INSERT INTO chat_turns (id, chat_id, workspace_id, runner_url, assistant_message_id, "
+            "user_message_id, on_disconnect, state, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'starting', ?)",
+            (
+                session.id,
+                chat_id,
+                req.workspace_id,
+                req.runner_url,
+                req.assistant_message_id,
+                req.user_message_id,
+                req.on_disconnect,
+                now,
+            ),
+        )
         chat = _chat(_load_chat(conn, req.workspace_id, chat_id), now)
         return TurnStart(
             chat=chat,
@@ -513,6 +595,7 @@ class SQLiteChatStore:
             session = start.session
             chat_id = start.chat.id
             conn.execute("DELETE FROM tokens WHERE session_id = ?", (session.id,))
+            conn.execute("DELETE FROM chat_turns WHERE id = ?", (session.id,))
             conn.execute("DELETE FROM sessions WHERE id = ?", (session.id,))
             conn.execute("DELETE FROM messages WHERE id = ?", (start.user_message.id,))
             if start.created:
@@ -538,39 +621,107 @@ class SQLiteChatStore:
         return await self.db.write(run)
 
     async def finish_turn(self, finish: TurnFinish) -> PersistedMessage:
-        def run(conn: sqlite3.Connection) -> PersistedMessage:
-            files = _result_files(conn, finish.session_id)
+        return await self.db.write(lambda conn: _finish(conn, finish))
+
+    async def attach_runner_session(self, turn_id: str, session_id: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE bag_files SET message_id = ? WHERE session_id = ? AND source = 'result'",
-                (finish.message.id, finish.session_id),
+                "UPDATE chat_turns SET session_id = ?, state = 'running' "
+                "WHERE id = ? AND state = 'starting'",
+                (session_id, turn_id),
             )
-            message = msgspec.structs.replace(
-                finish.message,
-                file_attachments=[
-                    *finish.message.file_attachments,
-                    *(f.attachment() for f in files),
-                ],
-            )
-            cursor = conn.execute(
-                "UPDATE messages SET body = ?, replay = ?, created_at = ? "
-                "WHERE id = ? AND chat_id = ?",
-                (
-                    msgspec.json.encode(message),
-                    replay_text(message),
-                    message.created_at,
-                    message.id,
-                    finish.chat_id,
-                ),
-            )
-            if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
-                _append_message(conn, finish.chat_id, message)
-            _settle_session(conn, finish.session_id, finish.now)
-            _release_lock(conn, finish.chat_id, finish.holder)
+
+        await self.db.write(run)
+
+    async def get_turn(self, session_id: str) -> TurnRecord | None:
+        def run(conn: sqlite3.Connection) -> TurnRecord | None:
+            row = conn.execute(
+                f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else _turn(row)
+
+        return await self.db.read(run)
+
+    async def latest_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
+        def run(conn: sqlite3.Connection) -> TurnRecord | None:
+            _load_chat(conn, workspace_id, chat_id)
+            row = conn.execute(
+                f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE chat_id = ? "
+                "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                (chat_id,),
+            ).fetchone()
+            return None if row is None else _turn(row)
+
+        return await self.db.read(run)
+
+    async def running_turns(self) -> list[TurnRecord]:
+        def run(conn: sqlite3.Connection) -> list[TurnRecord]:
+            rows = conn.execute(
+                f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE state = 'running' "
+                "ORDER BY created_at"
+            ).fetchall()
+            return [_turn(row) for row in rows]
+
+        return await self.db.read(run)
+
+    async def adopt_expired_turns(
+        self, *, holder_prefix: str, expires_at: int, now: int
+    ) -> list[tuple[TurnRecord, str]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[TurnRecord, str]]:
+            rows = conn.execute(
+                f"SELECT {', '.join('t.' + c for c in _TURN_COLUMNS.split(', '))} "
+                "FROM chats AS c JOIN chat_turns AS t ON t.id = c.lock_session_id "
+                "WHERE c.lock_holder IS NOT NULL AND c.lock_expires_at <= ? "
+                "AND t.state = 'running'",
+                (now,),
+            ).fetchall()
+            adopted = []
+            for row in rows:
+                turn = _turn(row)
+                holder = f"{holder_prefix}:{turn.id}"
+                conn.execute(
+                    "UPDATE chats SET lock_holder = ?, lock_expires_at = ? WHERE id = ?",
+                    (holder, expires_at, turn.chat_id),
+                )
+                adopted.append((turn, holder))
+            return adopted
+
+        return await self.db.write(run)
+
+    async def append_user_message(
+        self, workspace_id: str, chat_id: str, message: PersistedMessage, now: int
+    ) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            _load_chat(conn, workspace_id, chat_id)
+            _append_message(conn, chat_id, message)
             conn.execute(
-                "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?",
-                (finish.now, finish.chat_id),
+                "UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, chat_id)
             )
-            return message
+
+        await self.db.write(run)
+
+    async def turn_result_files(self, turn_id: str) -> list[BagFile]:
+        return await self.db.read(lambda conn: _result_files(conn, turn_id))
+
+    async def settle_turn(self, turn_id: str, message: PersistedMessage, now: int) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT t.chat_id, t.state, c.lock_holder, c.lock_session_id "
+                "FROM chat_turns AS t JOIN chats AS c ON c.id = t.chat_id WHERE t.id = ?",
+                (turn_id,),
+            ).fetchone()
+            if row is None or row["state"] == "settled":
+                return False
+            holder = row["lock_holder"] if row["lock_session_id"] == turn_id else None
+            finish = TurnFinish(
+                chat_id=row["chat_id"],
+                session_id=turn_id,
+                holder=holder or "",
+                message=message,
+                now=now,
+            )
+            _finish(conn, finish)
+            return True
 
         return await self.db.write(run)
 

@@ -25,6 +25,7 @@ from .models import (
     Session,
     TokenMint,
     TurnFinish,
+    TurnRecord,
     TurnRequest,
     TurnStart,
 )
@@ -94,6 +95,49 @@ class ChatStore(Protocol):
         wrote back as its attachments, settle the session (its unused tokens die),
         and release the lock if ``holder`` still holds it. Returns the message stored.
         """
+        ...
+
+    async def attach_runner_session(self, turn_id: str, session_id: str) -> None:
+        """Record the runner session of turn ``turn_id`` (it is now ``running``)."""
+        ...
+
+    async def get_turn(self, session_id: str) -> TurnRecord | None:
+        """The chat turn of runner session ``session_id``, if any."""
+        ...
+
+    async def latest_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
+        """The chat's most recent turn (settled or not), if any. Raises ChatNotFoundError."""
+        ...
+
+    async def running_turns(self) -> list[TurnRecord]:
+        """Every turn whose runner session runs and that has not settled."""
+        ...
+
+    async def adopt_expired_turns(
+        self, *, holder_prefix: str, expires_at: int, now: int
+    ) -> list[tuple[TurnRecord, str]]:
+        """Take over the expired locks of running turns (their process died): each
+        gets the holder ``{holder_prefix}:{turn id}`` and the lease ``expires_at``.
+        Returns the turns with their new holders."""
+        ...
+
+    async def append_user_message(
+        self, workspace_id: str, chat_id: str, message: PersistedMessage, now: int
+    ) -> None:
+        """Append a user message (a follow-up given to the running turn).
+
+        Raises :class:`~.errors.ChatNotFoundError`."""
+        ...
+
+    async def turn_result_files(self, turn_id: str) -> list[BagFile]:
+        """The files the run of turn ``turn_id`` wrote back so far, oldest first."""
+        ...
+
+    async def settle_turn(self, turn_id: str, message: PersistedMessage, now: int) -> bool:
+        """In one transaction: the assistant message of turn ``turn_id`` written (with
+        the files its run wrote back), its session settled, the chat's lock released
+        (whoever holds it for this turn), the turn marked settled. False (nothing
+        written) when it had settled already."""
         ...
 
     async def sweep_lost_turns(self, *, now: int) -> list[str]:

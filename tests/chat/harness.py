@@ -50,7 +50,9 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.models import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from sandstream.server.sessions import SessionSettings
 from tests.support import processes
+from tests.support.container import alive
 from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
@@ -305,7 +307,12 @@ async def start_chat_server(
     if embedded:
         runner = Runner(
             runner_settings
-            or RunnerSettings(token=RUNNER_TOKEN, max_live=32, shutdown_timeout=5.0),
+            or RunnerSettings(
+                token=RUNNER_TOKEN,
+                max_live=32,
+                shutdown_timeout=5.0,
+                sessions=SessionSettings(data_dir=data_dir),
+            ),
             BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
@@ -384,6 +391,14 @@ async def wait_no_process(marker_value: str, timeout: float = DEADLINE) -> None:
         while marked(marker_value):
             await trio.sleep(0.05)
     assert marked(marker_value) == [], f"turn {marker_value}: processes left"
+
+
+async def kill_and_wait(pids: list[int], timeout: float = DEADLINE) -> None:
+    """SIGKILL ``pids`` (a dead server's orphaned containers) and wait until they are gone."""
+    processes.kill(pids)
+    with trio.fail_after(timeout):
+        while alive(pids):
+            await trio.sleep(0.05)
 
 
 def kill_marked(marker_value: str) -> None:

@@ -1,5 +1,5 @@
-"""How turns settle: single flight, client disconnect, crash, shutdown (also with a client
-that stopped reading), capacity, pings."""
+"""How turns settle: single flight, client disconnect (``onDisconnect``), crash, shutdown
+(also with a client that stopped reading), capacity, pings."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from sandstream.container.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.persistence import StepTraceBlock
 from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
+from sandstream.server.runner.turn import TurnStream
+from sandstream.server.sessions import SessionSettings
 from tests.chat.harness import (
     API_TOKEN,
     DEADLINE,
@@ -30,7 +32,6 @@ from tests.chat.harness import (
     start_chat_server,
     wait_no_process,
 )
-from tests.support import processes
 from tests.support.container import remove_run_dirs
 
 
@@ -47,15 +48,20 @@ def _settled(chat: dict[str, Any]) -> bool:
     )
 
 
-async def _container(server: ChatServer, session_id: str) -> LocalContainer | BwrapContainer:
+async def _turn(server: ChatServer) -> TurnStream:
+    """The runner's only open turn (the chat turn's session), once it has a container."""
     with trio.fail_after(60):
         while True:
-            for turn in server.runner.turns():
-                if turn.id == session_id and isinstance(
-                    turn.container, (LocalContainer, BwrapContainer)
-                ):
-                    return turn.container
+            turns = server.runner.turns()
+            if len(turns) == 1 and isinstance(turns[0].container, (LocalContainer, BwrapContainer)):
+                return turns[0]
             await trio.sleep(0.01)
+
+
+async def _container(server: ChatServer) -> LocalContainer | BwrapContainer:
+    container = (await _turn(server)).container
+    assert isinstance(container, (LocalContainer, BwrapContainer))
+    return container
 
 
 async def test_concurrent_dispatches_on_one_chat_run_exactly_one(server: ChatServer) -> None:
@@ -68,7 +74,12 @@ async def test_concurrent_dispatches_on_one_chat_run_exactly_one(server: ChatSer
     answered = trio.Event()
 
     async def dispatch() -> None:
-        body = {"workspaceId": WORKSPACE, "chatId": chat_id, "message": "slow turn"}
+        body = {
+            "workspaceId": WORKSPACE,
+            "chatId": chat_id,
+            "message": "slow turn",
+            "onDisconnect": "cancel",
+        }
         async with server.stream(body) as response:
             statuses.append(response.status_code)
             if response.status_code == 200:
@@ -93,37 +104,49 @@ async def test_concurrent_dispatches_on_one_chat_run_exactly_one(server: ChatSer
         assert problem["type"] == "urn:sandstream:problem:chat-busy"
         assert problem["activeMessageId"] == winner["assistantMessageId"]
         assert problem["activeUserMessageId"] == winner["userMessageId"]
-    # The winner's client left: its turn settles as cancelled and the chat is free.
+    # The winner's client left (onDisconnect: cancel): its turn is interrupted and
+    # settles, and the chat is free.
     chat = await server.wait_chat(chat_id, _settled)
     assert [m["role"] for m in chat["messages"]] == ["user", "assistant"] * 2
-    assert _assistant(chat)["status"] == "cancelled"
+    assert _assistant(chat)["status"] == "interrupted"
 
 
-async def test_client_disconnect_stops_the_container_and_persists_cancelled(
-    server: ChatServer,
+async def test_a_client_that_leaves_does_not_end_the_turn_by_default(
+    nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    body = {"workspaceId": WORKSPACE, "message": "slow and steady"}
-    async with server.stream(body) as response:
-        assert response.status_code == 200
-        session_id = response.headers["x-session-id"]
+    server = await start_chat_server(nursery, tmp_path, agent=plans(nap=sleeping(1.5)))
+    async with server.stream({"workspaceId": WORKSPACE, "message": "nap now"}) as response:
         reader = EventReader(response)
         await reader.until(running_step)
-        container = await _container(server, session_id)
+    chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
+    chat = await server.wait_chat(chat_id, _settled)
+    assert _assistant(chat)["status"] == "complete"  # it ran to its end without a client
+
+
+async def test_client_disconnect_with_cancel_stops_the_container_and_persists_interrupted(
+    server: ChatServer,
+) -> None:
+    body = {"workspaceId": WORKSPACE, "message": "slow and steady", "onDisconnect": "cancel"}
+    async with server.stream(body) as response:
+        assert response.status_code == 200
+        reader = EventReader(response)
+        await reader.until(running_step)
+        turn = await _turn(server)
+        container = await _container(server)
         assert container.exit is None
     # Leaving the block closed the connection mid-turn.
-    await wait_no_process(session_id)
+    await wait_no_process(turn.id)
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     chat = await server.wait_chat(chat_id, _settled)
     assistant = _assistant(chat)
-    assert assistant["status"] == "cancelled"
-    assert {"type": "error", "code": "cancelled", "message": "the client disconnected"} in (
+    assert assistant["status"] == "interrupted"
+    assert {"type": "error", "code": "interrupted", "message": "the session was interrupted"} in (
         assistant["content"]
     )
     steps = next(b for b in assistant["content"] if b["type"] == "steps")["steps"]
     # The step that was running is closed, so a history reload shows no spinner.
     assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "cancelled")]
-    assert steps[0]["error"] == "the turn was cancelled: the client disconnected"
-    assert assistant == persisted_form(reader.events, assistant, cancelled=True)
+    assert steps[0]["error"] == "the turn was interrupted: the session was interrupted"
     assert container.exit is not None
     # The lock was released: the next turn runs.
     run = await server.turn("again", chat_id=chat_id)
@@ -133,10 +156,10 @@ async def test_client_disconnect_stops_the_container_and_persists_cancelled(
 async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: ChatServer) -> None:
     body = {"workspaceId": WORKSPACE, "message": "slow crash"}
     async with server.stream(body) as response:
-        session_id = response.headers["x-session-id"]
         reader = EventReader(response)
         await reader.until(running_step)
-        container = await _container(server, session_id)
+        turn = await _turn(server)
+        container = await _container(server)
         os.kill(container.pid, signal.SIGKILL)
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
@@ -153,7 +176,7 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
         "the turn ended before this step finished: [upstream_closed]"
     )
     assert assistant == persisted_form(reader.events, assistant)
-    await wait_no_process(session_id)
+    await wait_no_process(turn.id)
     # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
     assert remove_run_dirs() == []
 
@@ -161,15 +184,15 @@ async def test_a_crashed_container_ends_the_turn_and_frees_the_chat(server: Chat
 async def test_shutdown_ends_live_turns_and_persists_them(server: ChatServer) -> None:
     body = {"workspaceId": WORKSPACE, "message": "slow until shutdown"}
     async with trio.open_nursery() as nursery, server.stream(body) as response:
-        session_id = response.headers["x-session-id"]
         reader = EventReader(response)
         await reader.until(running_step)
+        turn = await _turn(server)
         nursery.start_soon(server.shutdown)
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
     assert msgspec.json.decode(error.data)["code"] == "shutdown"
     assert done is not None and done.event == "done"
-    await wait_no_process(session_id)
+    await wait_no_process(turn.id)
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     messages = await server.store.get_messages(WORKSPACE, chat_id)
     assert messages[-1].status == "failed"
@@ -191,7 +214,8 @@ async def test_pings_keep_an_idle_stream_alive(nursery: trio.Nursery, tmp_path: 
     assert b"\n\n: ping\n" in run.body  # between frames, with no blank line of its own
     assert b": ping\n\n" not in run.body
     assert run.kinds[-2:] == ["result", "done"]
-    assert [int(e.id) for e in run.events] == list(range(1, len(run.events) + 1))
+    ids = [int(e.id) for e in run.events]
+    assert ids[0] == 0 and ids == sorted(set(ids))
 
 
 async def test_a_full_runner_answers_503_and_writes_nothing(
@@ -201,7 +225,12 @@ async def test_a_full_runner_answers_503_and_writes_nothing(
         nursery,
         tmp_path,
         agent=plans(slow=sleeping(300)),
-        runner_settings=RunnerSettings(token=RUNNER_TOKEN, max_live=1, retry_after=7),
+        runner_settings=RunnerSettings(
+            token=RUNNER_TOKEN,
+            max_live=1,
+            retry_after=7,
+            sessions=SessionSettings(data_dir=tmp_path),
+        ),
     )
     async with server.stream({"workspaceId": WORKSPACE, "message": "slow one"}) as response:
         reader = EventReader(response)
@@ -220,78 +249,75 @@ async def test_a_client_that_stops_reading_is_cut_off(
 ) -> None:
     flood = ScriptedAgent(load=LoadSpec(lines=40_000, payload_bytes=1024, line_type="step"))
     server = await start_chat_server(nursery, tmp_path, agent=plans(flood=flood), stall_timeout=1.0)
-    body = msgspec.json.encode({"workspaceId": WORKSPACE, "message": "flood me"})
+    body = msgspec.json.encode(
+        {"workspaceId": WORKSPACE, "message": "flood me", "onDisconnect": "cancel"}
+    )
+    stream = await _post_raw(server, body)
+    try:
+        # Never read: the server's writes block once the socket buffers are full; the
+        # watchdog cuts the client (and onDisconnect: cancel interrupts the turn, unless
+        # the flood ended first).
+        with trio.fail_after(DEADLINE):
+            while not (chats := await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())):
+                await trio.sleep(0.05)
+            chat = await server.wait_chat(chats[0].id, _settled)
+            while len(server.service.viewers):  # the viewer was cut off
+                await trio.sleep(0.05)
+        assert _assistant(chat)["status"] in ("interrupted", "complete")
+    finally:
+        await stream.aclose()
+
+
+async def _post_raw(
+    server: ChatServer, body: bytes, rcvbuf: int | None = None
+) -> trio.SocketStream:
     host, port = server.url.removeprefix("http://").split(":")
-    stream = await trio.open_tcp_stream(host, int(port))
-    request = (
+    sock = trio.socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, rcvbuf)
+    await sock.connect((host, int(port)))
+    stream = trio.SocketStream(sock)
+    await stream.send_all(
         b"POST /api/assistant/chat/stream HTTP/1.1\r\nHost: x\r\n"
         b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (API_TOKEN.encode(), len(body), body)
     )
-    await stream.send_all(request)
-    # Never read: the server's writes block once the socket buffers are full.
-    with trio.fail_after(DEADLINE):
-        while not (chats := await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())):
-            await trio.sleep(0.05)
-        chat = await server.wait_chat(chats[0].id, _settled)
-    assistant = _assistant(chat)
-    assert assistant["status"] == "cancelled"
-    error = assistant["content"][-1]
-    assert error == {
-        "type": "error",
-        "code": "cancelled",
-        "message": "the client did not read for 1 s",
-    }
-    session_id = await server.store.db.read(
-        lambda conn: conn.execute("SELECT id FROM sessions").fetchone()[0]
-    )
-    await wait_no_process(session_id)
-    await stream.aclose()
+    return stream
 
 
 async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    flood = ScriptedAgent(load=LoadSpec(lines=400_000, payload_bytes=1024, line_type="step"))
+    paced = ScriptedAgent(
+        load=LoadSpec(lines=400_000, rate=2000, payload_bytes=1024, line_type="step")
+    )
     server = await start_chat_server(
         nursery,
         tmp_path,
-        agent=plans(flood=flood),
-        stall_timeout=None,  # no watchdog: only shutdown may end this turn
+        agent=plans(flood=paced),
+        stall_timeout=None,  # no watchdog: only shutdown may end this viewer
         runner_settings=RunnerSettings(
-            token=RUNNER_TOKEN, max_live=4, shutdown_timeout=5.0, stall_timeout=None
+            token=RUNNER_TOKEN,
+            max_live=4,
+            shutdown_timeout=5.0,
+            stall_timeout=None,
+            sessions=SessionSettings(data_dir=tmp_path),
         ),
         kill_grace=300.0,  # a container left to the grace would outlive the test
     )
     body = msgspec.json.encode({"workspaceId": WORKSPACE, "message": "flood me"})
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = trio.socket.socket()
-    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
-    await sock.connect((host, int(port)))
-    stream = trio.SocketStream(sock)
+    stream = await _post_raw(server, body, rcvbuf=4096)
     try:
-        await stream.send_all(
-            b"POST /api/assistant/chat/stream HTTP/1.1\r\nHost: x\r\n"
-            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (API_TOKEN.encode(), len(body), body)
-        )
-        # Never read. Wait until the whole chain is stuck: the container blocks on its
-        # full pipe and the server's turn hands out nothing more.
+        # Never read. The session goes on regardless (its buffer takes the output).
+        turn = await _turn(server)
+        container = await _container(server)
+        assert server.service.sessions is not None
         with trio.fail_after(DEADLINE):
-            while not server.runner.turns():
+            while not any(s.last_cursor > 4000 for s in server.service.sessions.sessions()):
                 await trio.sleep(0.05)
-            [turn] = server.runner.turns()
-            container = await _container(server, turn.id)
-            still = 0
-            sent = -1
-            while still < 3:
-                await trio.sleep(0.1)
-                stuck = processes.blocked_writing(container.pid) and turn.bytes == sent
-                still = still + 1 if stuck else 0
-                sent = turn.bytes
         await server.shutdown()
         # By the time shutdown returned the container was gone, stopped by SIGTERM
-        # (its pipe drained) rather than killed after the 300 s grace.
+        # rather than killed after the 300 s grace, and the turn was settled.
         assert marked(turn.id) == []
         assert container.exit is not None and not container.exit.escalated
         chats = await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())

@@ -1,5 +1,7 @@
 """Lost turns are settled by a sweep, at start-up and periodically, with nobody touching
-their chat: ``turn_lost`` written, lock released, session settled, tokens dead."""
+their chat: lock released, session settled, tokens dead; a turn whose runner session
+is known is adopted and settled from its chunks (its steps kept), one without gets
+``turn_lost``."""
 
 from __future__ import annotations
 
@@ -18,13 +20,13 @@ from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
     EventReader,
-    kill_marked,
+    descendants,
+    kill_and_wait,
     plans,
     running_step,
     sleeping,
     start_chat_server,
     start_serve_process,
-    wait_no_process,
 )
 from tests.server.harness import wait_until_alive
 from tests.support.container import remove_run_dirs
@@ -72,7 +74,7 @@ def _assert_lost(state: dict[str, Any], assistant_id: str) -> None:
     assert msgspec.to_builtins(lost.content[-1])["code"] == "turn_lost"
 
 
-async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_untouched(
+async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_with_its_steps(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
@@ -83,21 +85,23 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_untouc
         first.client(token) as client,
         client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
     ):
-        session_id = response.headers["x-session-id"]
+        runner_session = response.headers["x-session-id"]
         reader = EventReader(response)
         await reader.until(running_step)
         start = msgspec.json.decode(reader.events[0].data)
         await wait_until_alive(first.process.pid, "sleep 120")  # else it may start unseen
+        orphans = descendants(first.process.pid)
         first.process.send_signal(signal.SIGKILL)
         with trio.fail_after(DEADLINE):
             await first.exited.wait()
-    kill_marked(session_id)  # nobody reaps the orphaned container of a SIGKILLed server
-    await wait_no_process(session_id)
+    await kill_and_wait(orphans)  # nobody reaps the orphaned container of a SIGKILLed server
     # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
     assert remove_run_dirs() == []
     store = await SQLiteChatStore.open(data_dir)
     try:
-        before = await _state(store, start["chatId"], session_id)
+        turn = await store.get_turn(runner_session)
+        assert turn is not None and turn.state == "running"
+        before = await _state(store, start["chatId"], turn.id)
         assert before["holder"] is not None and not before["settled"]
         assert before["live_tokens"] == ["upload"]  # setup and run were redeemed
         assert [m.role for m in before["messages"]] == ["user"]
@@ -110,12 +114,20 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_untouc
         with trio.fail_after(DEADLINE):
             while now_ms() <= expires:
                 await trio.sleep(0.05)
-        # No periodic sweep in time: only the start-up sweep can settle it.
+        # No periodic sweep in time: only the start-up sweep can adopt it.
         second = await start_serve_process(nursery, data_dir, SLOW, "--sweep-interval", "3600")
-        after = await _state(store, start["chatId"], session_id)
+        with trio.fail_after(DEADLINE):
+            while (after := await _state(store, start["chatId"], turn.id))["holder"]:
+                await trio.sleep(0.05)
     finally:
         await store.close()
-    _assert_lost(after, start["assistantMessageId"])
+    assert after["settled"] and after["live_tokens"] == []
+    _user, lost = after["messages"]
+    assert (lost.id, lost.role, lost.status) == (start["assistantMessageId"], "assistant", "failed")
+    content = msgspec.to_builtins(lost.content)
+    assert content[-1]["code"] == "runner_lost"  # the restarted runner ended its session
+    [steps] = [block["steps"] for block in content if block["type"] == "steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "failed")]
     second.process.send_signal(signal.SIGTERM)
     with trio.fail_after(DEADLINE):
         await second.exited.wait()

@@ -37,6 +37,11 @@ def _free_port() -> int:
         return port
 
 
+def _sessions(tmp_path: Path) -> tuple[str, str]:
+    """The runner's ``--data-dir`` (its durable sessions: chat turns run as sessions)."""
+    return "--data-dir", str(tmp_path / "runner-data")
+
+
 async def _wait_no_children(runner: RunnerProcess) -> None:
     with trio.fail_after(DEADLINE):
         while descendants(runner.pid):
@@ -44,7 +49,7 @@ async def _wait_no_children(runner: RunnerProcess) -> None:
 
 
 async def test_a_remote_turn_and_a_remote_disconnect(nursery: trio.Nursery, tmp_path: Path) -> None:
-    runner = await start_runner_process(nursery)
+    runner = await start_runner_process(nursery, *_sessions(tmp_path))
     server = await start_chat_server(
         nursery,
         tmp_path,
@@ -62,9 +67,14 @@ async def test_a_remote_turn_and_a_remote_disconnect(nursery: trio.Nursery, tmp_
             await trio.sleep(0.05)
     assert runner.records()[0]["outcome"] == "result"  # the runner process ran it
 
-    # The client leaves mid-turn: the upstream read is cancelled, the runner sees the
-    # disconnect and tears its container down; the turn persists as cancelled.
-    body = {"workspaceId": WORKSPACE, "chatId": run.chat_id, "message": "slow remote"}
+    # The client leaves mid-turn with onDisconnect: cancel: the runner's session is
+    # interrupted and its container torn down; the turn persists as interrupted.
+    body = {
+        "workspaceId": WORKSPACE,
+        "chatId": run.chat_id,
+        "message": "slow remote",
+        "onDisconnect": "cancel",
+    }
     async with server.stream(body) as response:
         reader = EventReader(response)
         await reader.until(running_step)
@@ -73,11 +83,11 @@ async def test_a_remote_turn_and_a_remote_disconnect(nursery: trio.Nursery, tmp_
     chat = await server.wait_chat(
         run.chat_id, lambda c: len(c["messages"]) == 4 and "activeMessageId" not in c
     )
-    assert chat["messages"][-1]["status"] == "cancelled"
+    assert chat["messages"][-1]["status"] == "interrupted"
     with trio.fail_after(DEADLINE):
         while len(runner.records()) < 2:
             await trio.sleep(0.05)
-    assert runner.records()[1]["outcome"] == "client_disconnected"
+    assert runner.records()[1]["terminal"] == "interrupted"
     again = await server.turn("still there?", chat_id=run.chat_id)
     assert again.status == 200 and again.kinds[-2:] == ["result", "done"]
 
@@ -92,26 +102,22 @@ async def test_an_unreachable_or_refusing_runner_fails_the_turn_cleanly(
         health = await client.get("/healthz")  # the chat backend's own: no runner here
     assert health.status_code == 200 and health.json() == {"status": "ok", "live": 0}
     run = await server.turn("anyone?")
-    assert run.status == 200
-    [error] = run.data("error")
-    assert error["code"] == "runner_unavailable"
-    chat = await server.chat(run.chat_id)
-    assert chat["messages"][-1]["status"] == "failed"
-    assert "activeMessageId" not in chat
+    assert run.status == 502
+    assert run.problem["type"] == "urn:sandstream:problem:runner-failed"
+    assert await server.store.list_chats(WORKSPACE, limit=10, now=0) == []  # nothing kept
 
-    runner = await start_runner_process(nursery, token="another-token")
+    runner = await start_runner_process(nursery, *_sessions(tmp_path), token="another-token")
     refusing = await start_chat_server(
         nursery, tmp_path / "second", embedded=False, sandbox_url=runner.url
     )
     run = await refusing.turn("let me in")
-    [error] = run.data("error")
-    assert error["code"] == "runner_refused" and "401" in error["message"]
+    assert run.status == 502 and "401" in run.problem["detail"]
 
 
 async def test_the_workflow_environment_picks_the_runner(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery)
+    runner = await start_runner_process(nursery, *_sessions(tmp_path))
     server = await start_chat_server(nursery, tmp_path, allowed_sandbox_urls={runner.url})
     async with server.client() as client:
         put = await client.put(
@@ -137,10 +143,11 @@ async def test_the_workflow_environment_picks_the_runner(
     assert msgspec.json.decode(run.events[0].data)["chatId"] == chats[0].id
 
 
-async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
+async def test_a_runner_that_dies_mid_turn_and_restarts_keeps_the_turns_steps(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery)
+    port = _free_port()
+    runner = await start_runner_process(nursery, "--port", str(port), *_sessions(tmp_path))
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=plans(slow=sleeping(300))
     )
@@ -153,26 +160,31 @@ async def test_a_runner_that_dies_mid_turn_fails_the_turn_and_frees_the_chat(
         await wait_until_alive(runner.pid, "sleep 300")
         orphans = descendants(runner.pid)
         runner.process.send_signal(signal.SIGKILL)
+        processes.kill(orphans)  # nobody reaps a SIGKILLed runner's containers: clean up
+        # The runner comes back on its data dir: the session it lost ends there with
+        # error{runner_lost}, which the chat (reconnecting) streams and settles.
+        await start_runner_process(nursery, "--port", str(port), *_sessions(tmp_path))
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
-    processes.kill(orphans)  # nobody reaps a SIGKILLed runner's containers: clean up
     with trio.fail_after(DEADLINE):
         while alive(orphans):
             await trio.sleep(0.05)
     # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
     assert remove_run_dirs() == []
     assert done is not None and done.event == "done"
-    assert msgspec.json.decode(error.data)["code"] == "upstream_closed"
+    assert msgspec.json.decode(error.data)["code"] == "runner_lost"
     chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
     chat = await server.wait_chat(chat_id, lambda c: "activeMessageId" not in c)
     assert chat["messages"][-1]["status"] == "failed"
     assert chat["messages"][-1] == persisted_form(reader.events, chat["messages"][-1])
+    steps = next(b for b in chat["messages"][-1]["content"] if b["type"] == "steps")["steps"]
+    assert [s["status"] for s in steps] == ["failed"]  # the step it had, closed
 
 
 async def test_a_remote_turn_gets_its_attachments_and_streams_its_written_back_files(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery)
+    runner = await start_runner_process(nursery, *_sessions(tmp_path))
     agent = scripted(shell("tr a-z A-Z < attachments/in.txt > output/out.txt"))
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=agent

@@ -16,13 +16,13 @@ from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
     EventReader,
-    kill_marked,
+    descendants,
+    kill_and_wait,
     running_step,
     start_serve_process,
-    wait_no_process,
 )
 from tests.server.harness import wait_until_alive
-from tests.support.container import remove_run_dirs
+from tests.support.container import alive, remove_run_dirs
 
 SLOW = {
     "agent": {
@@ -50,20 +50,19 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
         client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
     ):
         assert response.status_code == 200
-        session_id = response.headers["x-session-id"]
         reader = EventReader(response)
         await reader.until(running_step)
         start = msgspec.json.decode(reader.events[0].data)
         # Kill the server only once the tool's sleep runs: a tool still starting when
         # its container is cleaned up below would be missed and outlive the test.
         await wait_until_alive(first.process.pid, "sleep 120")
+        orphans = descendants(first.process.pid)
         first.process.send_signal(signal.SIGKILL)
         with trio.fail_after(DEADLINE):
             await first.exited.wait()
     assert first.process.returncode == -signal.SIGKILL
     # Nobody reaps the orphaned container of a SIGKILLed server: clean it up.
-    kill_marked(session_id)
-    await wait_no_process(session_id)
+    await kill_and_wait(orphans)
     # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
     assert remove_run_dirs() == []
 
@@ -99,7 +98,10 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     ]
     lost = chat["messages"][1]
     assert lost["id"] == start["assistantMessageId"]
-    assert lost["content"][-1]["code"] == "turn_lost"
+    # Adopted by the restarted server: settled from its session, its step kept.
+    assert lost["content"][-1]["code"] == "runner_lost"
+    steps = next(b for b in lost["content"] if b["type"] == "steps")["steps"]
+    assert [s["status"] for s in steps] == ["failed"]
     assert chat["messages"][3]["content"][0]["text"] == "quick: again"
     second.process.send_signal(signal.SIGTERM)
     with trio.fail_after(DEADLINE):
@@ -118,9 +120,9 @@ async def test_sigterm_ends_live_turns_and_persists_them(
         served.client(token) as client,
         client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
     ):
-        session_id = response.headers["x-session-id"]
         reader = EventReader(response)
         await reader.until(running_step)
+        children = descendants(served.process.pid)
         served.process.send_signal(signal.SIGTERM)
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
@@ -129,7 +131,7 @@ async def test_sigterm_ends_live_turns_and_persists_them(
     with trio.fail_after(DEADLINE):
         await served.exited.wait()
     assert served.process.returncode == 0
-    await wait_no_process(session_id)
+    assert not alive(children)
     store = await SQLiteChatStore.open(data_dir)
     try:
         chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]

@@ -206,7 +206,7 @@ async def test_file_parts_name_files_of_the_chats_bag(
     assert "a file part's url must be a file of this chat's bag" in refused["requestError"]
 
 
-async def test_resume_is_204_when_nothing_is_live_and_409_while_a_turn_runs(
+async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
     nursery: trio.Nursery, tmp_path: Path, node_packages: Path
 ) -> None:
     server = await start_chat_server(nursery, tmp_path, agent=plans(slow=sleeping(300)))
@@ -225,16 +225,31 @@ async def test_resume_is_204_when_nothing_is_live_and_409_while_a_turn_runs(
         assert response.status_code == 200
         assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
         assert response.headers["content-type"].startswith("text/event-stream")
-        chunks = response.aiter_bytes()
-        first = await chunks.__anext__()
+        first = await response.aiter_bytes().__anext__()
         assert first.startswith(b'data: {"type":"start","messageId":"msg_')
-        resume = await client.get(
-            f"/api/assistant/ui/chat/{chat_id}/stream", params={"workspaceId": WORKSPACE}
-        )
-        assert resume.status_code == 409
-        assert resume.json()["activeMessageId"] == first.split(b'"messageId":"')[1][:36].decode()
-    # Leaving the stream cancelled the turn: nothing is live any more.
-    await server.wait_chat(chat_id, lambda chat: "activeMessageId" not in chat)
+    # The client left; the turn goes on (onDisconnect "continue"), and a resume
+    # rebuilds its whole message: the running tool, then its end when it is stopped.
+    with trio.fail_after(DEADLINE):
+        while len(server.service.viewers) > 0:  # the first client's body is closed
+            await trio.sleep(0.01)
+    resumed: list[dict[str, Any]] = []
+
+    async def resume() -> None:
+        resumed.append(await use_chat(node_packages, server, mode="resume", chatId=chat_id))
+
+    async with trio.open_nursery() as viewers:
+        viewers.start_soon(resume)
+        with trio.fail_after(DEADLINE):
+            while len(server.service.viewers) == 0:
+                await trio.sleep(0.01)
+        async with server.client() as client:
+            stopped = await client.post(
+                f"/api/assistant/chats/{chat_id}/interrupt", params={"workspaceId": WORKSPACE}
+            )
+        assert stopped.status_code == 200, stopped.text
+    stored = (await server.chat(chat_id))["messages"][-1]
+    assert stored["status"] == "interrupted"
+    assert_built_as_stored(resumed[0], stored, chat_id)
     idle = await use_chat(node_packages, server, mode="resume", chatId=chat_id)
     assert idle["message"] is None
 
@@ -255,7 +270,7 @@ def ui_body(chat_id: str, text: str, **fields: Any) -> dict[str, Any]:
             422,
             "must be the user's",
         ),
-        ({"messages": [{"id": "u", "role": "user", "parts": []}]}, 422, "has no text"),
+        ({"messages": [{"id": "u", "role": "user", "parts": []}]}, 422, "must not be blank"),
         ({"id": "chat_unknown"}, 404, "no chat 'chat_unknown'"),
         ({"workspaceId": "elsewhere"}, 404, "in this workspace"),
         ({"id": "../x"}, 422, "the body is invalid"),
@@ -348,11 +363,7 @@ async def test_a_shutdown_mid_turn_closes_the_running_step_as_stored(
 
     nursery.start_soon(client)
     with trio.fail_after(DEADLINE):  # the sleeping step has been streamed
-        while not any(
-            row.status == "running"
-            for turn in server.service.live.turns()
-            for row in turn.processor.turn.steps
-        ):
+        while not await _step_running(server, chat_id):
             await trio.sleep(0.05)
     await server.shutdown()
     with trio.fail_after(DEADLINE):
@@ -367,3 +378,12 @@ async def test_a_shutdown_mid_turn_closes_the_running_step_as_stored(
     assert_built_as_stored(output, stored, chat_id)
     [part] = output["message"]["parts"]
     assert part["state"] == "output-error" and "[shutdown]" in part["errorText"]
+
+
+async def _step_running(server: ChatServer, chat_id: str) -> bool:
+    """Whether the chat's live turn has streamed a running step into its session."""
+    turn = await server.service.latest_turn(WORKSPACE, chat_id)
+    if turn is None or turn.record.session_id is None or server.service.sessions is None:
+        return False
+    session = server.service.sessions.get(turn.record.session_id)
+    return any(b'"status":"running"' in chunk for chunk in await session.read(0, 1 << 20))

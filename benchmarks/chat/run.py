@@ -1,0 +1,229 @@
+"""Chat benchmark: a chat turn's SSE stream against the runner's NDJSON, same container.
+
+``python -m benchmarks.chat.run [--lines N] [--payload B] [--repeat R] [--json]``
+
+One ``sandstream serve`` process (the production shape: the embedded runner, its
+durable sessions and the chat backend) serves both sides; this process reads over
+loopback as raw HTTP/1.1 sockets, counting step lines (NDJSON) or step frames (SSE)
+only, so that the readers cost little. The container runs in load mode: ``--lines``
+unpaced step lines of ``--payload``-byte results, then its result.
+
+- *runner*: ``POST /stream`` with a dispatch from a workspace server in this
+  process (the same container, agent and lines): step lines/s, first to last;
+- *chat*: ``POST /api/assistant/chat/stream`` (container → runner → session buffer →
+  chat → SSE): step events/s from the first step frame to the last one (the
+  stream's rate), and to ``done`` (which waits for the turn to settle: the fold of
+  every chunk into the stored message, once);
+- *session buffer*: the same chat turn's lines/s into the session buffer (first to
+  last chunk, by the chunks' ``created_at``, as ``benchmarks.sessions`` measures
+  it): the chat reads a chunk once it is stored, so this bounds the chat's rate.
+
+Interleaved ``--repeat`` times; medians. Goal: chat ≥ 80% of the runner's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import trio
+
+from benchmarks.runner.support import environment
+from benchmarks.sessions.run import _append_seconds
+from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from tests.support.workspace import start_workspace
+
+API_TOKEN: Final = "benchmark-api-token"
+RUNNER_TOKEN: Final = "benchmark-runner-token"
+GOAL_RATIO: Final = 0.8
+
+
+def _config(lines: int, payload: int) -> ConfigResponse:
+    spec = LoadSpec(lines=lines, payload_bytes=payload, line_type="step")
+    return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
+
+
+async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path) -> str:
+    """``sandstream serve --port 0`` as its own process; its URL once it listens."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))},
+        "SANDSTREAM_API_TOKEN": API_TOKEN,
+        "SANDSTREAM_RUNNER_TOKEN": RUNNER_TOKEN,
+    }
+    argv = [
+        str(Path(sys.executable).parent / "sandstream"),
+        "serve",
+        "--port", "0",
+        "--data-dir", str(data_dir),
+        "--agent-config", str(agent_config),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    found = trio.Event()
+    url: list[str] = []
+
+    async def read() -> None:
+        assert process.stdout is not None
+        pending = b""
+        async for chunk in process.stdout:
+            pending += chunk
+            if not url and b"listening on " in pending:
+                line = pending.split(b"listening on ", 1)[1]
+                if b" " in line:
+                    url.append(line.split()[0].decode().rstrip("/"))
+                    found.set()
+
+    async def supervise() -> None:
+        try:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(read)
+                await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.terminate()
+                    await process.wait()
+
+    nursery.start_soon(supervise)
+    with trio.fail_after(60):
+        await found.wait()
+    return url[0]
+
+
+async def _post(url: str, path: str, token: str, body: Any) -> trio.SocketStream:
+    """A raw HTTP/1.1 ``POST`` (``Connection: close``: the response ends at EOF)."""
+    host, port = url.removeprefix("http://").split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    payload = msgspec.json.encode(body)
+    await stream.send_all(
+        (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        + payload
+    )
+    return stream
+
+
+async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, float, bytes]:
+    """Occurrences of ``marker`` in the raw response, the times of the first and the
+    last chunk holding one, and the response head."""
+    found = 0
+    first = last = 0.0
+    tail = head = b""
+    async with stream:
+        while chunk := await stream.receive_some(256 * 1024):
+            if not head:
+                head = chunk[: chunk.find(b"\r\n\r\n")]
+            window = tail + chunk
+            more = window.count(marker) - tail.count(marker)
+            tail = chunk[-len(marker) :]
+            if more:
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                found += more
+    return found, first, last, head
+
+
+async def _runner_rate(url: str, dispatch: Any) -> tuple[int, float]:
+    """Step lines and step lines/s of ``POST /stream`` (first step line → last)."""
+    stream = await _post(url, "/stream", RUNNER_TOKEN, dispatch)
+    steps, first, last, _ = await _count(stream, b'{"type":"step"')
+    return steps, steps / (last - first)
+
+
+async def _chat_rate(url: str) -> tuple[int, float, float, str]:
+    """Step events, step events/s (first step frame → last) and to ``done``, and the
+    turn's session id."""
+    body = {"workspaceId": "bench", "message": "load"}
+    stream = await _post(url, "/api/assistant/chat/stream", API_TOKEN, body)
+    steps, first, last, head = await _count(stream, b"event: step\n")
+    done = time.perf_counter()
+    session_id = head.split(b"x-session-id: ", 1)[1].split(b"\r\n", 1)[0].decode()
+    return steps, steps / (last - first), steps / (done - first), session_id
+
+
+async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
+    runner: list[float] = []
+    chat: list[float] = []
+    chat_done: list[float] = []
+    buffer: list[float] = []
+    config = _config(lines, payload)
+    with tempfile.TemporaryDirectory(prefix="sandstream-bench-chat-") as tmp:
+        agent_config = Path(tmp) / "agent.json"
+        agent_config.write_bytes(msgspec.json.encode(config))
+        async with trio.open_nursery() as nursery:
+            workspace = await start_workspace(nursery, config=config)
+            url = await _serve(nursery, Path(tmp) / "data", agent_config)
+            with trio.fail_after(repeat * 300):
+                for _ in range(repeat):
+                    count, rate = await _runner_rate(url, workspace.mint_dispatch())
+                    runner.append(rate)
+                    steps, rate, to_done, session_id = await _chat_rate(url)
+                    chat.append(rate)
+                    chat_done.append(to_done)
+                    stored, seconds = await trio.to_thread.run_sync(
+                        _append_seconds, Path(tmp) / "data", session_id
+                    )
+                    buffer.append(stored / seconds)
+                    print(
+                        f"runner {runner[-1]:,.0f} lines/s ({count}); session buffer "
+                        f"{buffer[-1]:,.0f} lines/s; chat {rate:,.0f} events/s ({steps}), "
+                        f"{to_done:,.0f}/s to done",
+                        file=sys.stderr,
+                    )
+            nursery.cancel_scope.cancel()
+    ratio = statistics.median(chat) / statistics.median(runner)
+    return {
+        "lines": lines,
+        "payload_bytes": payload,
+        "repeat": repeat,
+        "runner_lines_per_s": round(statistics.median(runner)),
+        "session_buffer_lines_per_s": round(statistics.median(buffer)),
+        "chat_events_per_s": round(statistics.median(chat)),
+        "chat_events_per_s_to_done": round(statistics.median(chat_done)),
+        "ratio": round(ratio, 2),
+        "ratios": [round(c / r, 2) for c, r in zip(chat, runner, strict=True)],
+        "chat_to_buffer_ratio": round(statistics.median(chat) / statistics.median(buffer), 2),
+        "goal_met": ratio >= GOAL_RATIO,
+        "environment": environment(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chat.run", description=__doc__)
+    parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--payload", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    result = trio.run(run, args.lines, args.payload, args.repeat)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"runner POST /stream: {result['runner_lines_per_s']:,} lines/s; session buffer: "
+            f"{result['session_buffer_lines_per_s']:,} lines/s; chat SSE: "
+            f"{result['chat_events_per_s']:,} events/s ({result['chat_events_per_s_to_done']:,}"
+            f"/s to done); ratio {result['ratio']} (goal {GOAL_RATIO}: "
+            f"{'met' if result['goal_met'] else 'NOT met'}); load "
+            f"{result['environment']['load_average_1m']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""A chat turn's SSE frames, rendered from its runner session's chunks.
+
+Every chunk of a session is one envelope line the runner has already validated (its
+core decoded and folded it before the line was stored), so the chat does not
+validate it again, nor fold it while it streams: a frame is the line's own bytes
+under ``id: <cursor>`` and the event named by its ``type``. The type is read from
+the line's first bytes when the line starts the way the container writes it
+(``{"type":"step"``), else by decoding only its ``type`` field. ``log`` lines are not
+forwarded (the chat shows no logs), so ids may skip cursors. A batch of step lines
+only (the bulk of a busy turn), recognized by one count over the joined batch, is
+rendered without a Python step per line.
+
+Around the session's frames: ``start`` (``id: 0``, the chat's ids), the ``files``
+written back (no ``id``: it travels with the terminal, right before it) and ``done``
+(``id:`` the terminal's cursor + 1). So the frames after cursor *N* are exactly those
+whose ``id`` is greater than *N*, and a client resuming with ``Last-Event-ID`` gets
+exactly what it has not seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import chain, count
+from typing import Any, Final
+
+import msgspec
+
+from sandstream.core.sse import SINGLE_LINE_FRAME, data_fields, event_field
+
+__all__ = ["START_ID", "TurnFrames", "done_frame", "files_frame", "start_frame"]
+
+START_ID: Final = 0
+"""The ``start`` frame's id: a client that saw it resumes after cursor 0."""
+
+_STEP: Final = event_field("step")
+_RESULT: Final = event_field("result")
+_ERROR: Final = event_field("error")
+_HEADS: Final = {"step": _STEP, "result": _RESULT, "error": _ERROR, "log": None}
+_PREFIXES: Final = (
+    (b'{"type":"step"', _STEP),
+    (b'{"type":"log"', None),
+    (b'{"type":"result"', _RESULT),
+    (b'{"type":"error"', _ERROR),
+)
+_encoder: Final = msgspec.json.Encoder()
+_STEP_HEAD: Final = b"\nid: %d\nevent: step\ndata: "
+"""What goes before a step line that still ends with its ``\n`` (which ends its
+``data:`` line): the blank line ending the frame before, then this frame's fields."""
+_STEP_START: Final = b'{"type":"step"'
+_NEXT_STEP: Final = b'\n{"type":"step"'
+"""A line boundary followed by a step line (JSON strings hold no raw newline)."""
+
+
+class _Kind(msgspec.Struct):
+    type: str
+
+
+_kind: Final = msgspec.json.Decoder(_Kind).decode
+
+
+def _head(line: bytes) -> bytes | None:
+    """The ``event:`` line for ``line``'s type (``None``: not forwarded)."""
+    for prefix, head in _PREFIXES:
+        if line.startswith(prefix):
+            return head
+    try:
+        return _HEADS.get(_kind(line).type)
+    except msgspec.DecodeError:  # the runner stores envelope lines only
+        return None
+
+
+class TurnFrames:
+    """Renders chunks, in cursor order, as frames; notices the terminal.
+
+    Once the terminal line is met, ``terminal`` is ``"result"`` or ``"error"`` and its
+    frame is kept in ``terminal_frame`` instead of being returned (the caller puts the
+    ``files`` frame before it); nothing after it is rendered.
+    """
+
+    __slots__ = ("terminal", "terminal_cursor", "terminal_frame")
+
+    def __init__(self) -> None:
+        self.terminal: str | None = None
+        self.terminal_cursor = 0
+        self.terminal_frame = b""
+
+    def render(self, first: int, chunks: list[bytes]) -> bytes:
+        """The frames of ``chunks`` (``\\n``-terminated lines at cursors ``first``, …)."""
+        if chunks and self.terminal is None:
+            data = b"".join(chunks)
+            steps = data.count(_NEXT_STEP) + data.startswith(_STEP_START)
+            if steps == len(chunks) and 13 not in data:  # step lines only, no CR
+                heads = list(map(_STEP_HEAD.__mod__, range(first, first + steps)))
+                heads[0] = heads[0][1:]  # the first frame has no frame before it here
+                return b"".join(chain.from_iterable(zip(heads, chunks, strict=True))) + b"\n"
+        parts: list[bytes] = []
+        for cursor, chunk in zip(count(first), chunks):
+            if self.terminal is not None:
+                break
+            line = chunk[:-1]
+            head = _head(line)
+            if head is None:
+                continue
+            if 13 in line:  # a CR inside the line (JSON whitespace): one data: per part
+                frame = b"id: %d\n%b%b\n" % (cursor, head, data_fields(line))
+            else:
+                frame = SINGLE_LINE_FRAME % (cursor, head, line)
+            if head is _STEP:
+                parts.append(frame)
+            else:
+                self.terminal = "result" if head is _RESULT else "error"
+                self.terminal_cursor = cursor
+                self.terminal_frame = frame
+        return b"".join(parts)
+
+
+def start_frame(data: Mapping[str, Any]) -> bytes:
+    """The ``start`` frame (``id: 0``)."""
+    return SINGLE_LINE_FRAME % (START_ID, event_field("start"), _encoder.encode(data))
+
+
+def files_frame(files: list[Any]) -> bytes:
+    """The ``files`` frame (no ``id``) for the files the run wrote back."""
+    return b"event: files\n" + data_fields(_encoder.encode({"files": files})) + b"\n"
+
+
+def done_frame(terminal: str, terminal_cursor: int) -> bytes:
+    """The ``done`` frame after the terminal at ``terminal_cursor``."""
+    payload = b'{"terminal":"%s","diagnostics":0}' % terminal.encode()
+    return SINGLE_LINE_FRAME % (terminal_cursor + 1, event_field("done"), payload)

@@ -1,0 +1,408 @@
+"""A chat turn's runner session, embedded or remote, behind one interface.
+
+:class:`RunnerSession` is what the chat does with a session: read its chunks after a
+cursor (:meth:`RunnerSession.reader`: an async context manager yielding a
+:class:`SessionReader`, whose :meth:`~SessionReader.next` returns
+:class:`~sandstream.server.sessions.Chunks`, ``KEEPALIVE`` when nothing came for
+``keepalive`` seconds, or ``None`` after the session's last chunk), hand the agent a
+user message, interrupt it. Both kinds are created by :func:`create_session` and
+found again by :func:`attach_session`:
+
+- :class:`EmbeddedSession`: a :class:`~sandstream.server.sessions.Session` of this
+  process's :class:`~sandstream.server.sessions.SessionService`, read with
+  :class:`~sandstream.server.sessions.Follow` (from its in-memory tail, else SQLite);
+- :class:`RemoteSession`: a session of a remote runner (``POST {url}/sessions``),
+  read from ``GET {url}/sessions/{id}/stream?cursor=N`` as NDJSON (one chunk a line)
+  by a task in the reader's nursery; a connection that breaks off before the
+  session's terminal line is opened again from the last cursor read.
+
+Errors: :class:`SessionGoneError` (the runner does not know the session, or cannot
+be reached for ``gone_after`` seconds), :class:`SessionEndedError` (a message to a
+session that has ended), :class:`RemoteRunnerError` (a remote runner refused).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Final, Literal, Protocol
+
+import httpx
+import msgspec
+import trio
+
+from sandstream.container.schemas import Dispatch
+from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.server.runner.service import RunnerUnavailableError
+from sandstream.server.sessions import (
+    CaughtUp,
+    Chunks,
+    CursorGoneError,
+    Follow,
+    KeepAlive,
+    Session,
+    SessionEndedError,
+    SessionNotFoundError,
+    SessionService,
+)
+from sandstream.server.sessions.service import terminal_state
+
+from .errors import ChatError
+
+__all__ = [
+    "KEEPALIVE",
+    "CursorGoneError",
+    "EmbeddedSession",
+    "RemoteRunnerError",
+    "RemoteSession",
+    "RunnerSession",
+    "SessionEndedError",
+    "SessionGoneError",
+    "SessionReader",
+    "attach_session",
+    "create_session",
+]
+
+log = logging.getLogger("sandstream.chat")
+
+KEEPALIVE: Final = "keepalive"
+READ_BYTES: Final = 1024 * 1024
+"""The most one read of an embedded session hands a viewer (a viewer that lags behind
+holds at most this much; smaller reads from SQLite made a lagging viewer fall further
+behind: benchmarks/chat)."""
+RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
+"""Seconds between attempts to reopen a remote session's stream (the last repeats)."""
+_ERROR_BODY_LIMIT: Final = 16 * 1024
+
+
+class SessionGoneError(ChatError):
+    """The runner no longer has the session (or cannot be reached)."""
+
+
+class RemoteRunnerError(ChatError):
+    """A remote runner refused or failed a session request (``502``)."""
+
+
+class SessionReader(Protocol):
+    async def next(self) -> Chunks | Literal["keepalive"] | None:
+        """The next chunks, ``KEEPALIVE`` after ``keepalive`` idle seconds, or ``None``
+        once the session's last chunk was returned. Raises :class:`SessionGoneError`
+        (remote runner lost) and :class:`~sandstream.server.sessions.CursorGoneError`.
+        Cancellation: safe; the next call goes on where the last one stopped."""
+        ...
+
+
+class RunnerSession(Protocol):
+    @property
+    def id(self) -> str:
+        """The runner's id of the session."""
+        ...
+
+    @property
+    def runner_url(self) -> str | None:
+        """The remote runner's base URL (``None``: embedded)."""
+        ...
+
+    def reader(self, after: int, keepalive: float) -> AbstractAsyncContextManager[SessionReader]:
+        """Read the chunks after cursor ``after`` (raises
+        :class:`~sandstream.server.sessions.CursorGoneError` for a dropped cursor)."""
+        ...
+
+    async def last_cursor(self) -> int:
+        """The newest chunk's cursor now. Raises :class:`SessionGoneError`."""
+        ...
+
+    async def send_message(self, text: str) -> None:
+        """Hand ``text`` to the agent. Raises :class:`SessionEndedError`."""
+        ...
+
+    async def interrupt(self) -> None:
+        """End the session (``error{code:"interrupted"}``); returns once its container is
+        gone. Idempotent."""
+        ...
+
+
+# -- embedded ---------------------------------------------------------------------------
+
+
+class _FollowReader:
+    def __init__(self, follow: Follow) -> None:
+        self._follow = follow
+
+    async def next(self) -> Chunks | Literal["keepalive"] | None:
+        while True:
+            try:
+                event = await self._follow.__anext__()
+            except StopAsyncIteration:
+                return None
+            if isinstance(event, Chunks):
+                return event
+            if isinstance(event, KeepAlive):
+                return KEEPALIVE
+            assert isinstance(event, CaughtUp)
+
+
+class EmbeddedSession:
+    """A session of this process's :class:`SessionService`."""
+
+    runner_url: None = None
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.id = session.id
+
+    @asynccontextmanager
+    async def reader(self, after: int, keepalive: float) -> AsyncIterator[SessionReader]:
+        self.session.check_cursor(after)
+        yield _FollowReader(Follow(self.session, after, max_bytes=READ_BYTES, keepalive=keepalive))
+
+    async def last_cursor(self) -> int:
+        return self.session.last_cursor
+
+    async def send_message(self, text: str) -> None:
+        await self.session.send_message(text)
+
+    async def interrupt(self) -> None:
+        await self.session.interrupt()
+
+    def end(self, message: str) -> None:
+        """End the session now with ``error{code:"shutdown"}`` (server shutdown)."""
+        if self.session.turn is not None:
+            self.session.turn.end("shutdown", message)
+
+
+# -- remote -------------------------------------------------------------------------------
+
+
+class _Status(msgspec.Struct):
+    id: str
+    state: str
+    last_chunk_id: int
+
+
+class _Created(msgspec.Struct):
+    id: str
+
+
+class RemoteSession:
+    """A session of the remote runner at ``runner_url`` (with its ``token``)."""
+
+    def __init__(
+        self,
+        runner_url: str,
+        session_id: str,
+        *,
+        token: str | None,
+        connect_timeout: float = 10.0,
+        gone_after: float = 30.0,
+    ) -> None:
+        self.runner_url = runner_url
+        self.id = session_id
+        self._token = token
+        self._connect_timeout = connect_timeout
+        self._gone_after = gone_after
+
+    def _client(self) -> httpx.AsyncClient:
+        return _runner_client(self._token, self._connect_timeout)
+
+    @property
+    def _base(self) -> str:
+        return f"{self.runner_url}/sessions/{self.id}"
+
+    @asynccontextmanager
+    async def reader(self, after: int, keepalive: float) -> AsyncIterator[SessionReader]:
+        send, receive = trio.open_memory_channel[Chunks | BaseException](16)
+        async with self._client() as client, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump, client, after, send)
+            try:
+                yield _ChannelReader(receive, keepalive)
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _pump(
+        self,
+        client: httpx.AsyncClient,
+        after: int,
+        send: trio.MemorySendChannel[Chunks | BaseException],
+    ) -> None:
+        """Read the session's NDJSON from ``after`` to its terminal, reconnecting."""
+        cursor = after
+        attempt = 0
+        failing_since: float | None = None
+        async with send:
+            while True:
+                ended = False
+                try:
+                    async with client.stream(
+                        "GET",
+                        f"{self._base}/stream",
+                        params={"cursor": str(cursor)},
+                        headers={"Accept": "application/x-ndjson"},
+                    ) as response:
+                        if response.status_code in (404, 410, 422):
+                            detail = await _detail(response)
+                            await send.send(SessionGoneError(f"session {self.id}: {detail}"))
+                            return
+                        if response.status_code != 200:
+                            raise httpx.TransportError(f"answered {response.status_code}")
+                        pending = b""
+                        async for data in response.aiter_raw():
+                            attempt, failing_since = 0, None
+                            data = pending + data
+                            end = data.rfind(b"\n") + 1
+                            pending = data[end:]
+                            if not end:
+                                continue
+                            lines = data[:end].splitlines(keepends=True)
+                            await send.send(Chunks(cursor + 1, lines))
+                            cursor += len(lines)
+                            ended = terminal_state(lines[-1][:-1]) is not None
+                    if ended:
+                        return
+                except httpx.TransportError as exc:
+                    now = trio.current_time()
+                    failing_since = failing_since if failing_since is not None else now
+                    if now - failing_since > self._gone_after:
+                        await send.send(
+                            SessionGoneError(f"session {self.id}: the runner is unreachable: {exc}")
+                        )
+                        return
+                    log.info("session %s: reading it failed (%r); reconnecting", self.id, exc)
+                await trio.sleep(RECONNECT_DELAYS[min(attempt, len(RECONNECT_DELAYS) - 1)])
+                attempt += 1
+
+    async def _request(self, method: str, path: str, **kwargs: object) -> httpx.Response:
+        try:
+            async with self._client() as client:
+                return await client.request(method, f"{self._base}{path}", **kwargs)  # type: ignore[arg-type]
+        except httpx.TransportError as exc:
+            raise SessionGoneError(f"session {self.id}: the runner is unreachable: {exc}") from exc
+
+    async def last_cursor(self) -> int:
+        response = await self._request("GET", "/status")
+        if response.status_code != 200:
+            raise SessionGoneError(f"session {self.id}: the runner answered {response.status_code}")
+        return msgspec.json.decode(response.content, type=_Status).last_chunk_id
+
+    async def send_message(self, text: str) -> None:
+        response = await self._request("POST", "/message", json={"text": text})
+        if response.status_code == 409:
+            raise SessionEndedError(f"session {self.id} has ended")
+        if response.status_code != 200:
+            raise RemoteRunnerError(
+                f"the runner answered {response.status_code} to a message: {response.text[:200]}"
+            )
+
+    async def interrupt(self) -> None:
+        response = await self._request("POST", "/interrupt")
+        if response.status_code == 404:
+            raise SessionGoneError(f"session {self.id}: the runner does not know it")
+        if response.status_code != 200:
+            raise RemoteRunnerError(
+                f"the runner answered {response.status_code} to an interrupt: {response.text[:200]}"
+            )
+
+
+class _ChannelReader:
+    def __init__(
+        self, receive: trio.MemoryReceiveChannel[Chunks | BaseException], keepalive: float
+    ) -> None:
+        self._receive = receive
+        self._keepalive = keepalive
+
+    async def next(self) -> Chunks | Literal["keepalive"] | None:
+        with trio.move_on_after(self._keepalive):
+            try:
+                item = await self._receive.receive()
+            except trio.EndOfChannel:
+                return None
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        return KEEPALIVE
+
+
+def _runner_client(token: str | None, connect_timeout: float) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx.Timeout(
+        connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
+    )
+    return httpx.AsyncClient(http1=True, http2=False, timeout=timeout, headers=headers)
+
+
+async def _detail(response: httpx.Response) -> str:
+    body = b""
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= _ERROR_BODY_LIMIT:
+            break
+    try:
+        problem = decode_json(body[:_ERROR_BODY_LIMIT])
+        if isinstance(problem, dict):
+            return str(problem.get("detail") or problem.get("title") or response.status_code)
+    except JSONInputError:
+        pass
+    return f"the runner answered {response.status_code}"
+
+
+# -- creating and finding ------------------------------------------------------------------
+
+
+async def create_session(
+    dispatch: Dispatch,
+    *,
+    embedded: SessionService | None,
+    runner_url: str | None,
+    token: str | None,
+    connect_timeout: float,
+) -> RunnerSession:
+    """Start a session running ``dispatch``: on ``embedded`` when ``runner_url`` is
+    ``None``, else ``POST {runner_url}/sessions``.
+
+    Raises ``RunnerUnavailableError`` (at capacity, shutting down: 503 with its
+    ``Retry-After``), :class:`RemoteRunnerError` (unreachable or refused).
+    """
+    if runner_url is None:
+        assert embedded is not None
+        return EmbeddedSession(await embedded.create(dispatch))
+    endpoint = f"{runner_url}/sessions"
+    try:
+        async with _runner_client(token, connect_timeout) as client:
+            response = await client.post(
+                endpoint,
+                content=msgspec.json.encode(dispatch),
+                headers={"Content-Type": "application/json"},
+            )
+    except httpx.TransportError as exc:
+        raise RemoteRunnerError(f"cannot reach the runner at {endpoint}: {exc!r}") from exc
+    if response.status_code == 503:
+        retry = int(response.headers.get("Retry-After") or 5)
+        raise RunnerUnavailableError(f"the runner at {runner_url} is unavailable", retry)
+    if response.status_code != 201:
+        raise RemoteRunnerError(
+            f"the runner at {runner_url} answered {response.status_code}: {response.text[:200]}"
+        )
+    created = msgspec.json.decode(response.content, type=_Created)
+    return RemoteSession(runner_url, created.id, token=token, connect_timeout=connect_timeout)
+
+
+def attach_session(
+    session_id: str,
+    *,
+    embedded: SessionService | None,
+    runner_url: str | None,
+    token: str | None,
+    connect_timeout: float,
+) -> RunnerSession:
+    """The session ``session_id`` again (a turn started earlier, maybe by another
+    process). Raises :class:`SessionGoneError` for an embedded session this process
+    does not have."""
+    if runner_url is None:
+        if embedded is None:
+            raise SessionGoneError(f"session {session_id}: no embedded runner here")
+        try:
+            return EmbeddedSession(embedded.get(session_id))
+        except SessionNotFoundError:
+            raise SessionGoneError(f"session {session_id}: not in this runner") from None
+    return RemoteSession(runner_url, session_id, token=token, connect_timeout=connect_timeout)

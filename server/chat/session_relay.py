@@ -1,0 +1,224 @@
+"""The SSE response of a chat turn: its runner session's chunks, from a cursor, as frames.
+
+:class:`TurnStreamBody` is a ``quart.wrappers.response.ResponseBody`` (Quart runs
+``async with body: async for chunk in body: await send(chunk)`` in one task). It
+reads the turn's session after a cursor (:mod:`.runner_sessions`) and renders each
+batch of chunks into frames in one pass (:mod:`.frames`: no validation, no fold):
+``start`` first when it starts from the beginning, then the session's frames (``id:``
+the cursor), then, at the terminal, once the turn has settled (so a client that saw
+``done`` finds the message stored and the chat free), the ``files`` written back,
+the terminal and ``done``; a ``: ping`` comment when the session was quiet for ``ping_interval``.
+The turn itself is not touched: every viewer (the ``POST`` that started the turn,
+``GET …/stream`` joins) is one such body, and they all render the same frames.
+
+- A viewer that leaves (its connection closed, or cut by the stall watchdog after
+  ``stall_timeout`` s without taking a chunk) ends only its own body; with
+  ``interrupt_on_disconnect`` (``onDisconnect: "cancel"``) it interrupts the
+  session, shielded, before the body ends.
+- :meth:`close` (server shutdown) ends the body at once without a terminal and
+  cuts its connection; the client resumes elsewhere with its last event id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Final
+
+import trio
+from quart.wrappers.response import ResponseBody
+
+from sandstream.core.sse import PING
+
+from .frames import TurnFrames, done_frame, files_frame, start_frame
+from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
+
+__all__ = ["TurnStreamBody", "Viewers"]
+
+log = logging.getLogger("sandstream.chat")
+
+END_WAIT: Final = 30.0
+"""Seconds a viewer that leaves with ``onDisconnect: "cancel"`` waits for the interrupt."""
+
+
+class Viewers:
+    """The open viewer bodies of one app (for shutdown)."""
+
+    def __init__(self) -> None:
+        self._bodies: set[TurnStreamBody] = set()
+        self._changed = trio.Event()
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    def bodies(self) -> list[TurnStreamBody]:
+        return list(self._bodies)
+
+    def add(self, body: TurnStreamBody) -> None:
+        self._bodies.add(body)
+
+    def discard(self, body: TurnStreamBody) -> None:
+        self._bodies.discard(body)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_until_none(self, which: Callable[[TurnStreamBody], bool]) -> None:
+        """Return once no open body satisfies ``which``."""
+        while any(which(body) for body in self._bodies):
+            await self._changed.wait()
+
+
+class TurnStreamBody(ResponseBody):
+    """One viewer of a turn (see the module docstring).
+
+    ``after``: the cursor to resume after (``None``: from the beginning, ``start``
+    included). ``at_terminal``: called when the terminal is read; waits for the turn
+    to settle and returns the files the run wrote back.
+    """
+
+    def __init__(
+        self,
+        session: RunnerSession,
+        *,
+        after: int | None,
+        start: Mapping[str, Any],
+        at_terminal: Callable[[], Awaitable[list[Any]]],
+        ping_interval: float,
+        stall_timeout: float | None,
+        abort_client: Callable[[], object] | None = None,
+        interrupt_on_disconnect: bool = False,
+        registry: Viewers | None = None,
+    ) -> None:
+        self.session = session
+        self._after = after if after is not None else 0
+        self._pending = b"" if after is not None else start_frame(start)
+        self._at_terminal = at_terminal
+        self._ping_interval = ping_interval
+        self._stall_timeout = stall_timeout
+        self._abort_client = abort_client
+        self._interrupt = interrupt_on_disconnect
+        self._registry = registry
+        self._frames = TurnFrames()
+        self._finished = False
+        self._reader: SessionReader | None = None
+        self._stack = AsyncExitStack()
+        self._nursery: trio.Nursery | None = None
+        self._sending_since: float | None = None
+        self._send_begun = trio.Event()
+        self.stalled = False
+
+    async def __aenter__(self) -> TurnStreamBody:
+        stack = self._stack
+        await stack.__aenter__()
+        try:
+            self._nursery = await stack.enter_async_context(trio.open_nursery())
+            self._reader = await stack.enter_async_context(
+                self.session.reader(self._after, self._ping_interval)
+            )
+            if self._stall_timeout is not None:
+                self._nursery.start_soon(self._watch_stall, self._stall_timeout)
+        except BaseException as exc:
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if self._registry is not None:
+            self._registry.add(self)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._registry is not None:
+            self._registry.discard(self)
+        if self._nursery is not None:
+            # The nursery's own scope, shielded: its tasks end by this cancel alone,
+            # not by the caller's (Quart cancels the request's scope when it is done).
+            self._nursery.cancel_scope.shield = True
+            self._nursery.cancel_scope.cancel()
+        try:
+            await self._stack.__aexit__(exc_type, exc_value, tb)
+        finally:
+            if self._interrupt and not self._finished:
+                # Shielded, but bounded: a server torn down meanwhile must not hang here.
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + END_WAIT):
+                    await self._interrupt_session()
+
+    async def _interrupt_session(self) -> None:
+        log.info("session %s: its client left (onDisconnect: cancel)", self.session.id)
+        try:
+            await self.session.interrupt()
+        except (SessionGoneError, OSError) as exc:
+            log.warning("session %s: interrupting it failed: %r", self.session.id, exc)
+
+    def close(self) -> None:
+        """End this viewer's body now (shutdown); its client resumes elsewhere. The
+        connection is cut too: a client that stopped reading holds a write forever."""
+        self._cut_client()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    def __aiter__(self) -> TurnStreamBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self._sending_since = None  # the previous chunk was written
+        if self._pending:
+            out, self._pending = self._pending, b""
+            return self._hand_out(out)
+        reader = self._reader
+        frames = self._frames
+        while not self._finished and reader is not None:
+            if frames.terminal is not None:  # its steps went out: settle, then the end
+                self._finished = True
+                files = await self._at_terminal()
+                out = (files_frame(files) if files else b"") + frames.terminal_frame
+                return self._hand_out(out + done_frame(frames.terminal, frames.terminal_cursor))
+            item = await reader.next()
+            if item is None:
+                self._finished = True
+                break
+            if item == KEEPALIVE:
+                return self._hand_out(PING)
+            assert not isinstance(item, str)
+            out = frames.render(item.first, item.chunks)
+            if out:
+                return self._hand_out(out)
+        raise StopAsyncIteration
+
+    def _hand_out(self, out: bytes) -> bytes:
+        self._sending_since = trio.current_time()
+        self._send_begun.set()
+        return out
+
+    def _cut_client(self) -> None:
+        if self._abort_client is not None:
+            try:
+                self._abort_client()
+            except OSError as exc:
+                log.warning("cutting the client connection failed: %r", exc)
+
+    async def _watch_stall(self, timeout: float) -> None:
+        """Cut a client that has held a chunk for ``timeout`` s without taking it."""
+        while True:
+            since = self._sending_since
+            if since is None:
+                self._send_begun = trio.Event()
+                await self._send_begun.wait()
+                continue
+            if trio.current_time() < since + timeout:
+                await trio.sleep_until(since + timeout)
+                continue
+            log.warning(
+                "session %s: a client did not read for %g s; cutting it off",
+                self.session.id,
+                timeout,
+            )
+            self.stalled = True
+            self._cut_client()
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+            return
