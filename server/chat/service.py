@@ -30,11 +30,13 @@ from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.service import Runner, ShuttingDownError
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
+from sandstream.server.sessions.service import terminal_state
 
 from .bag import BlobStore
 from .config import ChatSettings
 from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
 from .errors import ChatBusyError, NoLiveTurnError, StoreError
+from .frames import done_frame
 from .ids import new_id, now_ms
 from .live import LiveAgentsRun, LiveTurn, LiveTurns
 from .models import Session, TurnRecord, TurnRequest
@@ -342,6 +344,18 @@ class ChatService:
             interrupt_on_disconnect=interrupt_on_disconnect,
             registry=self.viewers,
         )
+
+    async def done_after_terminal(self, turn: StartedTurn, cursor: int) -> bytes:
+        """The ``done`` frame for a viewer whose last frame was the turn's terminal, at
+        ``cursor`` (its ``done`` was lost), once the turn settled; ``b""`` when the
+        moved chunk at ``cursor`` is no terminal (or not moved yet: the viewer then
+        follows the session as any other)."""
+        assert turn.record.session_id is not None
+        last = await self.turn_mover.sink.last_chunk(turn.record.session_id)
+        if last is None or last[0] != cursor or (state := terminal_state(last[1])) is None:
+            return b""
+        await self._settled(turn.record)
+        return done_frame("result" if state == "completed" else "error", cursor)
 
     async def _settled(self, record: TurnRecord, timeout: float = SETTLE_WAIT) -> bool:
         """Wait up to ``timeout`` s until the turn has settled (by the replica that moves
