@@ -9,6 +9,7 @@
 // frame's own text (rawMembers), not of a re-encoding.
 
 const DISPLAY_BYTES = 16 * 1024;
+const STOPPED = ["cancelled", "interrupted"]; // the error codes of a turn someone stopped
 
 const utf8 = new TextEncoder();
 
@@ -79,7 +80,7 @@ export class LiveTurn {
     if (this.error) content.push({ type: "error", code: this.error.code, message: this.error.message });
     const message = { id: this.id, role: "assistant", content, createdAt: this.createdAt };
     if (this.files.length) message.fileAttachments = this.files;
-    if (this.ended) message.status = this.result ? "complete" : this.error.code === "cancelled" ? "cancelled" : "failed";
+    if (this.ended) message.status = this.result ? "complete" : STOPPED.includes(this.error.code) ? this.error.code : "failed";
     return message;
   }
 
@@ -105,9 +106,9 @@ function closeStep(trace, error) {
   if (error === null) {
     trace.status = "failed";
     trace.error = "the turn ended before this step finished";
-  } else if (error.code === "cancelled") {
+  } else if (STOPPED.includes(error.code)) {
     trace.status = "cancelled";
-    trace.error = `the turn was cancelled: ${error.message}`;
+    trace.error = `the turn was ${error.code}: ${error.message}`;
   } else {
     trace.status = "failed";
     trace.error = `the turn ended before this step finished: [${error.code}] ${error.message}`;
