@@ -57,11 +57,6 @@ export class LiveTurn {
     if (step.durationMs != null) row.durationMs = step.durationMs;
   }
 
-  /** End the turn on this side (the client gave up the stream): as the server settles it. */
-  cancel(message) {
-    if (!this.ended) this.error = { code: "cancelled", message };
-  }
-
   /** The message as history will hold it (`status` unset while the turn runs). */
   message() {
     const content = [];
