@@ -1,12 +1,9 @@
 """The live controls of a running turn in Chromium: reload mid-turn resumes, a second
 tab shows the same turn, stop, and a follow-up while the turn runs.
 
-These need the chat on durable sessions (issue 11): ``GET
-/api/assistant/chats/{chatId}/stream`` (join, ``?cursor=``, ``204`` when nothing is
-live), ``POST …/interrupt`` and ``POST …/messages``. On a server without those routes
-they fail (each at a 60 s wait): a reload cancels the turn, a second tab only sees
-it once it is stored, stop falls back to leaving the stream (no interrupt), and a
-follow-up is refused.
+They drive the live-turn routes of the chat on runner sessions: ``GET
+/api/assistant/chats/{chatId}/stream`` (join from ``start``, or after ``?cursor=``;
+``204`` when nothing is live), ``POST …/interrupt`` and ``POST …/messages``.
 """
 
 from __future__ import annotations
