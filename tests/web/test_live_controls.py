@@ -9,12 +9,22 @@ They drive the live-turn routes of the chat on runner sessions: ``GET
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import psutil
 from playwright.sync_api import BrowserContext, Page
 
 from tests.chat.harness import DEADLINE
-from tests.web.harness import ServerThread, assistant, chat_id, send, signed_in, thread_html
+from tests.web.harness import (
+    ServerThread,
+    assistant,
+    chat_id,
+    send,
+    signed_in,
+    thread_html,
+    web_plans,
+)
 
 SLEEPING = (
     "article.message-assistant[data-status=running] .step-running .step-name:text('run_shell')"
@@ -63,6 +73,34 @@ def test_a_reload_mid_turn_resumes_the_live_turn(
     page.click("#stop")
     page.wait_for_selector("article.message-assistant:not([data-status=running])")
     page.wait_for_selector("#stop", state="hidden")
+
+
+def test_a_dropped_connection_rejoins_after_the_last_frame_seen(
+    context: BrowserContext, tmp_path: Path
+) -> None:
+    with ServerThread(tmp_path / "data", proxied=True, agent=web_plans()) as server:
+        page = signed_in(context, server)
+        send(page, "slow turn through a flaky network")
+        wait_sleeping(page)
+        live = thread_html(page)
+
+        with page.expect_response(lambda r: "/stream?" in r.url) as rejoined:
+            server.cut()  # the turn's stream drops; the turn runs on
+        response = rejoined.value
+        assert response.status == 200
+        cursor = parse_qs(urlsplit(response.url).query)["cursor"]
+        assert int(cursor[0]) > 0, response.url  # after the frames it had drawn
+        assert sleeping_tools(), "the dropped connection stopped the turn's tool"
+        assert thread_html(page) == live  # nothing drawn twice, nothing lost
+        assert page.locator("#alert").inner_text() == ""
+
+        page.click("#stop")  # its terminal comes on the rejoined stream
+        stopped = assistant(page, "interrupted")
+        assert page.locator(f"{stopped} .step-cancelled .step-name").inner_text() == "run_shell"
+        live = thread_html(page)
+        page.reload()
+        page.wait_for_selector(stopped)
+        assert thread_html(page) == live
 
 
 def test_a_second_tab_shows_the_same_turn_live(
