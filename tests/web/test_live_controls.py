@@ -112,6 +112,8 @@ def test_a_second_tab_shows_the_same_turn_live(
 
     second = signed_in(context, server, f"/#chat={chat_id(first)}")
     wait_sleeping(second)
+    send(first, "a word from the first tab")  # a follow-up, shown in both
+    second.wait_for_selector("article.message-user:has-text('a word from the first tab')")
     first.click("#stop")
     for page in (first, second):
         page.wait_for_selector("article.message-assistant:not([data-status=running])")

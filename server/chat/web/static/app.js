@@ -3,7 +3,7 @@
 // A turn is read from its SSE stream and folded into the message shape history
 // holds (fold.js); the same render function (render.js) draws live and stored
 // messages. The token lives in sessionStorage (this tab only). Other tabs of the
-// browser hear about turns on a BroadcastChannel and join them.
+// browser hear about turns (and follow-ups) on a BroadcastChannel and join them.
 //
 // A turn runs on the server whoever watches it: a reload, a second tab or a dropped
 // connection joins it again (GET …/stream, after the last frame id seen), stop
@@ -322,12 +322,16 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function announce(kind, chatId) {
-  state.channel?.postMessage({ kind, chatId, workspaceId: state.api?.workspaceId });
+function announce(kind, chatId, message = null) {
+  state.channel?.postMessage({ kind, chatId, message, workspaceId: state.api?.workspaceId });
 }
 
 state.channel?.addEventListener("message", async ({ data }) => {
   if (!state.api || data.workspaceId !== state.api.workspaceId) return;
+  if (data.kind === "follow-up") {
+    state.turns.get(data.chatId)?.element.before(render(data.message)); // where this tab shows it
+    return;
+  }
   await refreshChats().catch(fail);
   if (data.chatId === state.chatId && !state.turns.has(data.chatId)) await openChat(data.chatId);
 });
@@ -412,6 +416,7 @@ async function followUp(text) {
     return;
   }
   turn.element.before(render(answer.message));
+  announce("follow-up", turn.chatId, answer.message);
   $("message").value = "";
   scrollToEnd();
 }
