@@ -42,7 +42,7 @@ from sandstream.container.inbox import UserMessage
 from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
-from .buffer import SessionBuffer, SessionState
+from .buffer import SessionBuffer, SessionState, split_chunks
 
 __all__ = [
     "CursorGoneError",
@@ -369,7 +369,7 @@ class _Run:
     @property
     def lines(self) -> list[bytes]:
         if self._lines is None:
-            self._lines = [line + b"\n" for line in self.data.split(b"\n")[:-1]]
+            self._lines = split_chunks(self.data)
         return self._lines
 
 
