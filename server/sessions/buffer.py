@@ -28,21 +28,16 @@ of hundreds of KiB, stored as a chain of overflow pages, and each page costs its
 WAL frame, write and checkpoint copy, so bigger pages store a run ~2.5 times faster, while
 a one-line run writes a few bigger pages (~0.15 ms instead of ~0.05 ms a commit).
 
-Appends are batched: one transaction per read of the container's stdout. The WAL is
-checkpointed beside the appends, not in them (:meth:`SessionBuffer.run_checkpoints`:
-SQLite's automatic checkpoint ran inside the commit of whichever append crossed its
-threshold, a 60 to 100 ms stall of the session's writer under load). Calls raise
+Appends are batched: one transaction per read of the container's stdout. Calls raise
 :class:`sqlite3.Error` when the database fails. Cancellation: a call that has started
 runs to completion in its thread (:mod:`sandstream.server.sqlite`).
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import partial
 from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
@@ -53,7 +48,6 @@ from sandstream.server.sqlite import SQLiteDatabase
 
 __all__ = [
     "BUFFER_FILE",
-    "CHECKPOINT_BYTES",
     "CURSOR_SPAN",
     "PAGE_SIZE",
     "SessionBuffer",
@@ -62,8 +56,6 @@ __all__ = [
     "fitting",
     "split_chunks",
 ]
-
-log = logging.getLogger("sandstream.sessions")
 
 BUFFER_FILE: Final = "sessions.sqlite3"
 PAGE_SIZE: Final = 32 * 1024
@@ -130,21 +122,9 @@ def _create_file(path: Path) -> None:
         conn.close()
 
 
-CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
-"""Bytes appended after which :meth:`SessionBuffer.run_checkpoints` checkpoints the WAL."""
-
-
 def _migrate(conn: sqlite3.Connection) -> None:
-    """The schema, on the writer connection, which never checkpoints by itself."""
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
     for statement in _SCHEMA:
         conn.execute(statement)
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    """Copy what the WAL holds into the database, without blocking the writer or
-    readers (``PASSIVE``: frames still read by a reader's snapshot wait for the next one)."""
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +146,6 @@ class SessionBuffer:
 
     def __init__(self, db: SQLiteDatabase) -> None:
         self._db = db
-        self._unchecked = 0
-        """Bytes appended since the last checkpoint began."""
-        self._checkpoint_due = trio.Event()
 
     @classmethod
     async def open(cls, data_dir: Path, *, readers: int = 4) -> SessionBuffer:
@@ -178,28 +155,8 @@ class SessionBuffer:
         return cls(db)
 
     async def close(self) -> None:
-        """Close every connection (the last one checkpoints what is left). Idempotent."""
+        """Close every connection. Idempotent."""
         await self._db.close()
-
-    async def run_checkpoints(self) -> None:
-        """Checkpoint the WAL each time :data:`CHECKPOINT_BYTES` more were appended, in a
-        thread with a connection of its own, while appends go on. Runs until cancelled
-        (a checkpoint under way finishes first). A failing checkpoint is logged; the next
-        one copies what it left."""
-        conn = await trio.to_thread.run_sync(
-            partial(sqlite3.connect, self._db.path, isolation_level=None, check_same_thread=False)
-        )
-        try:
-            while True:
-                await self._checkpoint_due.wait()
-                self._checkpoint_due = trio.Event()
-                self._unchecked = 0
-                try:
-                    await trio.to_thread.run_sync(_checkpoint, conn)
-                except sqlite3.Error as exc:
-                    log.warning("checkpointing the session buffer failed: %r", exc)
-        finally:
-            conn.close()
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -294,11 +251,7 @@ class SessionBuffer:
             conn.execute("UPDATE sessions SET first_cursor = ? WHERE key = ?", (first, key))
             return first
 
-        first = await self._db.write(insert)
-        self._unchecked += len(data)
-        if self._unchecked >= CHECKPOINT_BYTES:
-            self._checkpoint_due.set()
-        return first
+        return await self._db.write(insert)
 
     async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[bytes]:
         """The chunks at cursors ``after + 1`` … ``upto``, in order, as many as fit.

@@ -124,7 +124,6 @@ class SessionService:
             await self._restore()
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._buffer.run_checkpoints)
                 if self.settings.ttl is not None:
                     nursery.start_soon(self._retire_expired, self.settings.ttl)
                 task_status.started()
