@@ -91,8 +91,9 @@ class TurnFrames:
             data = b"".join(chunks)
             steps = data.count(_NEXT_STEP) + data.startswith(_STEP_START)
             if steps == len(chunks) and 13 not in data:  # step lines only, no CR
-                ids_and_lines = chain.from_iterable(zip(range(first, first + steps), chunks))
-                return (_STEP_FRAME * steps) % tuple(ids_and_lines)
+                ids = range(first, first + steps)
+                ids_and_lines = tuple(chain.from_iterable(zip(ids, chunks, strict=True)))
+                return (_STEP_FRAME * steps) % ids_and_lines
         parts: list[bytes] = []
         for cursor, chunk in zip(count(first), chunks):
             if self.terminal is not None:
