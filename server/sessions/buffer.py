@@ -10,6 +10,7 @@ Schema (seed 001's ``response_chunks``, made denser)::
              terminal BLOB, first_cursor, last_cursor)
     chunks(id INTEGER PRIMARY KEY, count INTEGER, chunk BLOB, created_at INTEGER)
 
+A trigger on ``chunks`` moves ``sessions.last_cursor`` as a run is inserted.
 A chunk's cursor is dense per session (1, 2, 3, …). A row holds a **run**: the
 ``count`` chunks (whole lines, concatenated) of one append, the first at cursor
 ``id - key * 2**32``. So the rows of one session are one contiguous range of the
@@ -99,10 +100,10 @@ def fitting(chunks: list[bytes], room: int) -> int:
 
 
 def split_chunks(data: bytes) -> list[bytes]:
-    """The chunks of a run: its ``\n``-terminated lines, each with its ``\n``.
+    """The chunks of a run: its ``\\n``-terminated lines, each with its ``\\n``.
 
-    ``bytes.splitlines`` splits in C, but also at a ``\r`` (JSON whitespace may hold
-    one): such a run is split at ``\n`` only, line by line.
+    ``bytes.splitlines`` splits in C, but also at a ``\\r`` (JSON whitespace may hold
+    one): such a run is split at ``\\n`` only, line by line.
     """
     if 13 not in data:
         return data.splitlines(keepends=True)
