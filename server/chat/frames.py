@@ -43,9 +43,10 @@ _PREFIXES: Final = (
     (b'{"type":"error"', _ERROR),
 )
 _encoder: Final = msgspec.json.Encoder()
-_STEP_HEAD: Final = b"\nid: %d\nevent: step\ndata: "
-"""What goes before a step line that still ends with its ``\n`` (which ends its
-``data:`` line): the blank line ending the frame before, then this frame's fields."""
+_STEP_FRAME: Final = b"id: %d\nevent: step\ndata: %b\n"
+"""A step frame around a step line that still ends with its ``\n`` (which ends its
+``data:`` line). A batch of them is rendered by one ``%`` over the template repeated:
+~3 times faster than formatting each head and joining (benchmarks/chat)."""
 _STEP_START: Final = b'{"type":"step"'
 _NEXT_STEP: Final = b'\n{"type":"step"'
 """A line boundary followed by a step line (JSON strings hold no raw newline)."""
@@ -90,9 +91,9 @@ class TurnFrames:
             data = b"".join(chunks)
             steps = data.count(_NEXT_STEP) + data.startswith(_STEP_START)
             if steps == len(chunks) and 13 not in data:  # step lines only, no CR
-                heads = list(map(_STEP_HEAD.__mod__, range(first, first + steps)))
-                heads[0] = heads[0][1:]  # the first frame has no frame before it here
-                return b"".join(chain.from_iterable(zip(heads, chunks, strict=True))) + b"\n"
+                ids = range(first, first + steps)
+                ids_and_lines = tuple(chain.from_iterable(zip(ids, chunks, strict=True)))
+                return (_STEP_FRAME * steps) % ids_and_lines
         parts: list[bytes] = []
         for cursor, chunk in zip(count(first), chunks):
             if self.terminal is not None:

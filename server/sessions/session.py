@@ -42,7 +42,7 @@ from sandstream.container.inbox import UserMessage
 from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
-from .buffer import SessionBuffer, SessionState
+from .buffer import SessionBuffer, SessionState, fitting, split_chunks
 
 __all__ = [
     "CursorGoneError",
@@ -369,7 +369,7 @@ class _Run:
     @property
     def lines(self) -> list[bytes]:
         if self._lines is None:
-            self._lines = [line + b"\n" for line in self.data.split(b"\n")[:-1]]
+            self._lines = split_chunks(self.data)
         return self._lines
 
 
@@ -378,16 +378,17 @@ def _from_runs(runs: list[_Run], after: int, max_bytes: int) -> list[bytes]:
     index = len(runs) - 1
     while runs[index].first > after + 1:  # readers are mostly near the end
         index -= 1
+    skip = after + 1 - runs[index].first
+    if skip == 0 and index == len(runs) - 1 and runs[index].size <= max_bytes:
+        return runs[index].lines  # the common case: one whole new run
     out: list[bytes] = []
     size = 0
-    skip = after + 1 - runs[index].first
     for run in runs[index:]:
-        if not out and run.size <= max_bytes and skip == 0 and len(runs) == index + 1:
-            return run.lines  # the common case: one whole new run
-        for line in run.lines[skip:] if skip else run.lines:
-            size += len(line)
-            if out and size > max_bytes:
-                return out
-            out.append(line)
+        lines = run.lines[skip:] if skip else run.lines
+        whole = run.size if not skip else sum(map(len, lines))
+        if size + whole > max_bytes:
+            return out + lines[: max(fitting(lines, max_bytes - size), 0 if out else 1)]
+        out += lines
+        size += whole
         skip = 0
     return out

@@ -13,8 +13,12 @@ from tests.sessions.harness import TOKEN, create, start_sessions, wait_state
 from tests.support.session_client import read_session
 from tests.support.workspace import WorkspaceServer
 
-LINES = 40_000
-PAYLOAD = 1000  # ~41 MB of output in all
+LINES = 120_000
+PAYLOAD = 1000  # ~121 MB of output in all
+PEAK_LIMIT = 48 * 1024 * 1024
+"""The RSS the whole process may grow by: its fixed caches (the session's in-memory
+tail and read-ahead, SQLite's page caches, the sockets' buffers, allocator slack:
+20-30 MiB) and far less than the output, which a reader queueing it would hold."""
 
 
 async def test_a_reader_that_never_reads_does_not_hold_back_the_session_or_others(
@@ -55,8 +59,8 @@ async def test_a_reader_that_never_reads_does_not_hold_back_the_session_or_other
             )
             assert live.hexdigest() == again.hexdigest()
             assert size[0] > LINES * PAYLOAD
-            # ~41 MB went by while one reader held its connection without reading:
+            # ~121 MB went by while one reader held its connection without reading:
             # nothing queued for it beyond one batch and the sockets' buffers.
-            assert peak < 24 * 1024 * 1024, f"RSS grew by {peak / 2**20:.1f} MiB"
+            assert peak < PEAK_LIMIT, f"RSS grew by {peak / 2**20:.1f} MiB"
         finally:
             await stalled.aclose()

@@ -8,6 +8,10 @@ trio loop of its own on a second thread::
     with ServerThread(tmp_path / "data", agent=WEB_PLANS) as server:
         page = signed_in(context, server)
 
+With ``proxied=True`` the browser reaches the server through a loopback TCP proxy
+(:class:`tests.chat.mover_harness.Proxy`) whose connections :meth:`ServerThread.cut`
+drops, as a network would.
+
 Chromium is Debian's (``/usr/bin/chromium``); Playwright never downloads a browser.
 Waits are Playwright's own (the element appears, under a deadline), never a fixed
 sleep.
@@ -37,6 +41,7 @@ from tests.chat.harness import (
     start_chat_server,
 )
 from tests.chat.harness import write as write_step
+from tests.chat.mover_harness import Proxy, start_proxy
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
@@ -92,10 +97,12 @@ class ServerThread:
     (live turns settle, containers are reaped) and joins the thread.
     """
 
-    def __init__(self, data_dir: Path, **overrides: Any) -> None:
+    def __init__(self, data_dir: Path, *, proxied: bool = False, **overrides: Any) -> None:
         self.data_dir = data_dir
         self.overrides = overrides
+        self.proxied = proxied
         self.url = ""
+        self._proxy: Proxy | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
         self._ready = threading.Event()
@@ -133,11 +140,19 @@ class ServerThread:
         async with trio.open_nursery() as nursery:
             server = await start_chat_server(nursery, self.data_dir, **self.overrides)
             self.url = server.url
+            if self.proxied:
+                self._proxy = await start_proxy(nursery, server.url)
+                self.url = self._proxy.url
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
             await self._stop.wait()
             await server.shutdown()
             nursery.cancel_scope.cancel()
+
+    def cut(self) -> None:
+        """Drop every connection through the proxy now (``proxied=True`` only)."""
+        assert self._proxy is not None and self._token is not None, "not proxied"
+        trio.from_thread.run_sync(self._proxy.cut, trio_token=self._token)
 
     def api(self) -> httpx.Client:
         """A plain HTTP/1.1 client of the chat API, with the token."""

@@ -140,7 +140,7 @@ def step_lines(draw: st.DrawFn) -> dict[str, Any]:
     return line
 
 
-terminals = st.sampled_from(["result", "error", "none", "cancel"])
+terminals = st.sampled_from(["result", "error", "none", "cancel", "interrupt"])
 
 
 def encode(line: dict[str, Any], spaced: bool) -> bytes:
@@ -169,6 +169,8 @@ def test_the_live_fold_builds_the_message_history_stores(
         frames += processor.feed(b'{"type":"error","code":"boom","message":"it broke"}\n')
     elif terminal == "cancel":
         frames += processor.cancel("the client disconnected")
+    elif terminal == "interrupt":  # a durable session's interrupt (the stop button)
+        frames += processor.fail("interrupted", "the session was interrupted")
     frames += processor.close()
     stored = assistant_message(processor.turn, message_id="m", created_at=0)
     expected = msgspec.json.decode(msgspec.json.encode(stored))

@@ -1,23 +1,30 @@
 """The live controls of a running turn in Chromium: reload mid-turn resumes, a second
 tab shows the same turn, stop, and a follow-up while the turn runs.
 
-These need the chat on durable sessions (issue 11): ``GET
-/api/assistant/chats/{chatId}/stream`` (join, ``?cursor=``, ``204`` when nothing is
-live), ``POST …/interrupt`` and ``POST …/messages``. On a server without those routes
-they fail (each at a 60 s wait): a reload cancels the turn, a second tab only sees
-it once it is stored, stop falls back to leaving the stream (no interrupt), and a
-follow-up is refused.
+They drive the live-turn routes of the chat on runner sessions: ``GET
+/api/assistant/chats/{chatId}/stream`` (join from ``start``, or after ``?cursor=``;
+``204`` when nothing is live), ``POST …/interrupt`` and ``POST …/messages``.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import psutil
 from playwright.sync_api import BrowserContext, Page
 
 from tests.chat.harness import DEADLINE
-from tests.web.harness import ServerThread, assistant, chat_id, send, signed_in, thread_html
+from tests.web.harness import (
+    ServerThread,
+    assistant,
+    chat_id,
+    send,
+    signed_in,
+    thread_html,
+    web_plans,
+)
 
 SLEEPING = (
     "article.message-assistant[data-status=running] .step-running .step-name:text('run_shell')"
@@ -68,6 +75,34 @@ def test_a_reload_mid_turn_resumes_the_live_turn(
     page.wait_for_selector("#stop", state="hidden")
 
 
+def test_a_dropped_connection_rejoins_after_the_last_frame_seen(
+    context: BrowserContext, tmp_path: Path
+) -> None:
+    with ServerThread(tmp_path / "data", proxied=True, agent=web_plans()) as server:
+        page = signed_in(context, server)
+        send(page, "slow turn through a flaky network")
+        wait_sleeping(page)
+        live = thread_html(page)
+
+        with page.expect_response(lambda r: "/stream?" in r.url) as rejoined:
+            server.cut()  # the turn's stream drops; the turn runs on
+        response = rejoined.value
+        assert response.status == 200
+        cursor = parse_qs(urlsplit(response.url).query)["cursor"]
+        assert int(cursor[0]) > 0, response.url  # after the frames it had drawn
+        assert sleeping_tools(), "the dropped connection stopped the turn's tool"
+        assert thread_html(page) == live  # nothing drawn twice, nothing lost
+        assert page.locator("#alert").inner_text() == ""
+
+        page.click("#stop")  # its terminal comes on the rejoined stream
+        stopped = assistant(page, "interrupted")
+        assert page.locator(f"{stopped} .step-cancelled .step-name").inner_text() == "run_shell"
+        live = thread_html(page)
+        page.reload()
+        page.wait_for_selector(stopped)
+        assert thread_html(page) == live
+
+
 def test_a_second_tab_shows_the_same_turn_live(
     context: BrowserContext, server: ServerThread
 ) -> None:
@@ -77,6 +112,8 @@ def test_a_second_tab_shows_the_same_turn_live(
 
     second = signed_in(context, server, f"/#chat={chat_id(first)}")
     wait_sleeping(second)
+    send(first, "a word from the first tab")  # a follow-up, shown in both
+    second.wait_for_selector("article.message-user:has-text('a word from the first tab')")
     first.click("#stop")
     for page in (first, second):
         page.wait_for_selector("article.message-assistant:not([data-status=running])")

@@ -13,7 +13,7 @@ export const ROUTES = {
   files: (chatId) => `/api/assistant/chats/${enc(chatId)}/files`,
   file: (chatId, fileId) => `/api/assistant/chats/${enc(chatId)}/files/${enc(fileId)}`,
   turn: () => "/api/assistant/chat/stream",
-  // The live controls of a running turn (the chat on durable sessions, issue 11):
+  // A running turn: join it (after a frame id), stop it, send its agent a message.
   join: (chatId) => `/api/assistant/chats/${enc(chatId)}/stream`,
   interrupt: (chatId) => `/api/assistant/chats/${enc(chatId)}/interrupt`,
   followUp: (chatId) => `/api/assistant/chats/${enc(chatId)}/messages`,
@@ -35,9 +35,9 @@ export class Api {
   }
 
   /** fetch() with the token and `workspaceId` in the query; throws ApiError unless 2xx. */
-  async request(method, url, { json, body, query = {}, signal, headers = {} } = {}) {
+  async request(method, url, { json, body, query = {}, headers = {} } = {}) {
     const params = new URLSearchParams({ workspaceId: this.workspaceId, ...query });
-    const init = { method, signal, headers: { Authorization: `Bearer ${this.token}`, ...headers } };
+    const init = { method, headers: { Authorization: `Bearer ${this.token}`, ...headers } };
     if (json !== undefined) {
       init.body = JSON.stringify(json);
       init.headers["Content-Type"] = "application/json";
@@ -78,29 +78,37 @@ export class Api {
     return (await this.request("GET", ROUTES.file(chatId, fileId))).blob();
   }
 
-  /** Start a turn: the streamed response (read it with readFrames). */
-  startTurn({ chatId, message, attachmentIds }, signal) {
+  /**
+   * Start a turn: the streamed response (read it with readFrames). The turn runs on
+   * whether or not this response is read to its end (`onDisconnect` "continue").
+   */
+  startTurn({ chatId, message, attachmentIds }) {
     const json = { workspaceId: this.workspaceId, message };
     if (chatId) json.chatId = chatId;
     if (attachmentIds && attachmentIds.length) json.attachmentIds = attachmentIds;
-    return this.request("POST", ROUTES.turn(), { json, signal, headers: { Accept: "text/event-stream" } });
+    return this.request("POST", ROUTES.turn(), { json, headers: { Accept: "text/event-stream" } });
   }
 
-  /** Join the chat's live turn after `cursor` frames: the response, or null (204). */
-  async joinTurn(chatId, cursor, signal) {
-    const query = cursor ? { cursor: String(cursor) } : {};
+  /**
+   * Join the chat's turn: with `cursor` (a frame id seen) the frames after it, else
+   * the whole running turn from its start. The response, or null (204: nothing
+   * after that id, or nothing running).
+   */
+  async joinTurn(chatId, cursor) {
+    const query = cursor === "" ? {} : { cursor };
     const response = await this.request("GET", ROUTES.join(chatId), {
       query,
-      signal,
       headers: { Accept: "text/event-stream" },
     });
     return response.status === 204 ? null : response;
   }
 
+  /** Stop the running turn → {chatId, message} once it is stored (409: none runs). */
   interrupt(chatId) {
-    return this.json("POST", ROUTES.interrupt(chatId), { json: { workspaceId: this.workspaceId } });
+    return this.json("POST", ROUTES.interrupt(chatId));
   }
 
+  /** A message for the running turn's agent → {chatId, message} as stored (409: none runs). */
   followUp(chatId, message) {
     return this.json("POST", ROUTES.followUp(chatId), {
       json: { workspaceId: this.workspaceId, message },
@@ -120,9 +128,9 @@ async function problemOf(response) {
 }
 
 /**
- * Read a turn's SSE response, calling onFrame({type, data, id}) per event (data is
- * the parsed JSON); resolves to the last event id when the body ends. Rejects with
- * the fetch's AbortError when the signal aborts it.
+ * Read a turn's SSE response, calling onFrame({type, data, raw, id}) per event (data
+ * is the parsed JSON, id the last event id so far); resolves when the body ends.
+ * Rejects with a TypeError when the connection drops.
  */
 export async function readFrames(response, onFrame) {
   const parser = new SSEParser();
@@ -136,5 +144,4 @@ export async function readFrames(response, onFrame) {
     dispatch(parser.feed(value));
   }
   dispatch(parser.close());
-  return parser.lastEventId;
 }

@@ -3,7 +3,12 @@
 // A turn is read from its SSE stream and folded into the message shape history
 // holds (fold.js); the same render function (render.js) draws live and stored
 // messages. The token lives in sessionStorage (this tab only). Other tabs of the
-// browser hear about turns on a BroadcastChannel and join them.
+// browser hear about turns (and follow-ups) on a BroadcastChannel and join them.
+//
+// A turn runs on the server whoever watches it: a reload, a second tab or a dropped
+// connection joins it again (GET …/stream, after the last frame id seen), stop
+// interrupts it (POST …/interrupt), and a message sent while it runs goes to its
+// agent (POST …/messages).
 
 import { Api, ApiError, readFrames } from "./api.js";
 import { LiveTurn } from "./fold.js";
@@ -12,7 +17,6 @@ import { formatSize, renderMessage } from "./render.js";
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "sandstream.token";
 const WORKSPACE_KEY = "sandstream.workspace";
-const DISCONNECTED = "the client disconnected"; // how the server settles a turn whose client left
 const POLL_MS = 1000;
 
 const state = {
@@ -196,7 +200,7 @@ async function openChat(chatId) {
   if (turn) {
     $("messages").append(turn.element);
   } else if (chat.activeMessageId) {
-    follow(new Turn(chatId, chat.activeMessageId), (signal) => state.api.joinTurn(chatId, 0, signal));
+    follow(new Turn(chatId, chat.activeMessageId), () => state.api.joinTurn(chatId, ""));
   } else {
     say("");
   }
@@ -215,20 +219,20 @@ function scrollToEnd() {
 
 // -- live turns ----------------------------------------------------------------------------
 
-/** One turn this tab follows: its fold, its element, the stream's abort switch. */
+/** One turn this tab follows: its fold, its element, the last frame id it saw. */
 class Turn {
   constructor(chatId, assistantMessageId) {
     this.chatId = chatId;
     this.live = new LiveTurn(assistantMessageId);
     this.element = render(this.live.message());
-    this.abort = new AbortController();
-    this.cursor = "";
-    this.stopped = false;
+    this.cursor = ""; // the last frame's id (a session cursor): where a rejoin resumes
+    this.stopping = false;
     this.timer = null;
   }
 
   fold(frame) {
     this.live.fold(frame);
+    if (frame.id) this.cursor = frame.id;
     if (frame.type === "start") {
       announce("turn-started", this.chatId);
       refreshChats().catch(fail);
@@ -260,41 +264,34 @@ class Turn {
 }
 
 /**
- * Follow `turn` through the stream `open(signal)` gives, resuming with the last
- * event id when the connection drops, until the turn's terminal (or a stop).
+ * Follow `turn` through the stream `open()` gives until its terminal. When the
+ * connection drops, join the turn again after the last frame id seen; a join
+ * answered 204 (nothing after that id is live) shows the turn as stored.
  */
 async function follow(turn, open) {
   state.turns.set(turn.chatId, turn);
   if (state.chatId === turn.chatId) $("messages").append(turn.element);
   updateControls();
   try {
-    let response = await open(turn.abort.signal);
+    let response = await open();
     while (response) {
       const before = turn.cursor;
-      turn.cursor = (await readFrames(response, (frame) => turn.fold(frame))) || turn.cursor;
+      try {
+        await readFrames(response, (frame) => turn.fold(frame));
+      } catch (error) {
+        if (!(error instanceof TypeError)) throw error; // TypeError: the connection dropped
+      }
       if (turn.live.ended) break;
       if (turn.cursor === before) await sleep(POLL_MS); // no progress: do not spin
-      response = await state.api.joinTurn(turn.chatId, turn.cursor, turn.abort.signal); // dropped: resume
+      response = await state.api.joinTurn(turn.chatId, turn.cursor);
     }
     turn.draw();
     if (!turn.live.ended) await showStored(turn); // 204: it settled before we joined
   } catch (error) {
-    if (turn.stopped) {
-      turn.live.cancel(DISCONNECTED); // the server settles a turn its client left this way
-      turn.draw();
-      await showStored(turn).catch(fail);
-    } else if (!turn.live.id) {
-      fail(error); // the turn was refused (409 busy, 422, 503): nothing of it was kept
-    } else {
-      // A join refused, or a dropped stream that cannot be resumed (a server without
-      // the live routes): show the turn once it is stored.
-      const noLiveRoute = error instanceof ApiError && (error.status === 404 || error.status === 405);
-      if (!noLiveRoute) fail(error);
-      else if (turn.cursor) fail(new Error("The connection to the turn was lost."));
-      await showStored(turn).catch(fail);
-    }
+    fail(error); // refused (409 busy, 422, 503: nothing of it was kept), or unreachable
+    if (turn.live.id) await showStored(turn).catch(fail);
   } finally {
-    state.turns.delete(turn.chatId);
+    if (state.turns.get(turn.chatId) === turn) state.turns.delete(turn.chatId);
     announce("turn-ended", turn.chatId);
     updateControls();
     await refreshChats().catch(fail);
@@ -325,12 +322,16 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function announce(kind, chatId) {
-  state.channel?.postMessage({ kind, chatId, workspaceId: state.api?.workspaceId });
+function announce(kind, chatId, message = null) {
+  state.channel?.postMessage({ kind, chatId, message, workspaceId: state.api?.workspaceId });
 }
 
 state.channel?.addEventListener("message", async ({ data }) => {
   if (!state.api || data.workspaceId !== state.api.workspaceId) return;
+  if (data.kind === "follow-up") {
+    state.turns.get(data.chatId)?.element.before(render(data.message)); // where this tab shows it
+    return;
+  }
   await refreshChats().catch(fail);
   if (data.chatId === state.chatId && !state.turns.has(data.chatId)) await openChat(data.chatId);
 });
@@ -384,9 +385,9 @@ async function startTurn(text) {
     if (frame.type === "start") user.dataset.messageId = frame.data.userMessageId;
     frames(frame);
   };
-  const open = async (signal) => {
+  const open = async () => {
     try {
-      return await state.api.startTurn({ chatId, message: text, attachmentIds: attachments.map((a) => a.id) }, signal);
+      return await state.api.startTurn({ chatId, message: text, attachmentIds: attachments.map((a) => a.id) });
     } catch (error) {
       user.remove(); // refused or unreachable: nothing of the turn was kept
       turn.element.remove();
@@ -399,29 +400,39 @@ async function startTurn(text) {
   await follow(turn, open);
 }
 
+/**
+ * A message for the running turn's agent, shown (as stored) before the turn's
+ * answer, where history puts it. A turn that ended meanwhile (409) gets the message
+ * as a new turn.
+ */
 async function followUp(text) {
   const turn = state.turns.get(state.chatId);
+  let answer;
   try {
-    const answer = await state.api.followUp(state.chatId, text);
-    const id = answer?.id || answer?.message?.id || answer?.userMessageId || "";
-    const user = render({ id, role: "user", content: [{ type: "text", text }], createdAt: Date.now() });
-    turn.element.before(user);
-    $("message").value = "";
+    answer = await state.api.followUp(state.chatId, text);
   } catch (error) {
-    const noRoute = error instanceof ApiError && (error.status === 404 || error.status === 405);
-    fail(noRoute ? new Error("This server takes no messages while a turn runs: send it once the turn ends.") : error);
+    if (error instanceof ApiError && error.status === 409) await startTurn(text);
+    else fail(error);
+    return;
   }
+  turn.element.before(render(answer.message));
+  announce("follow-up", turn.chatId, answer.message);
+  $("message").value = "";
+  scrollToEnd();
 }
 
+/** Interrupt the running turn; it ends on its stream, stored as interrupted. */
 async function stop() {
   const turn = state.turns.get(state.chatId);
-  if (!turn || turn.stopped) return;
+  if (!turn || turn.stopping) return;
+  turn.stopping = true;
   say("Stopping…");
   try {
-    await state.api.interrupt(turn.chatId); // the turn ends on its stream
-  } catch {
-    turn.stopped = true; // no interrupt route: leaving the stream cancels the turn
-    turn.abort.abort();
+    await state.api.interrupt(turn.chatId); // answers once the turn is stored
+  } catch (error) {
+    turn.stopping = false;
+    say("");
+    if (!(error instanceof ApiError && error.status === 409)) fail(error); // 409: it had ended
   }
 }
 

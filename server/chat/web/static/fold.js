@@ -9,6 +9,7 @@
 // frame's own text (rawMembers), not of a re-encoding.
 
 const DISPLAY_BYTES = 16 * 1024;
+const STOPPED = ["cancelled", "interrupted"]; // the error codes of a turn someone stopped
 
 const utf8 = new TextEncoder();
 
@@ -56,11 +57,6 @@ export class LiveTurn {
     if (step.durationMs != null) row.durationMs = step.durationMs;
   }
 
-  /** End the turn on this side (the client gave up the stream): as the server settles it. */
-  cancel(message) {
-    if (!this.ended) this.error = { code: "cancelled", message };
-  }
-
   /** The message as history will hold it (`status` unset while the turn runs). */
   message() {
     const content = [];
@@ -79,7 +75,7 @@ export class LiveTurn {
     if (this.error) content.push({ type: "error", code: this.error.code, message: this.error.message });
     const message = { id: this.id, role: "assistant", content, createdAt: this.createdAt };
     if (this.files.length) message.fileAttachments = this.files;
-    if (this.ended) message.status = this.result ? "complete" : this.error.code === "cancelled" ? "cancelled" : "failed";
+    if (this.ended) message.status = this.result ? "complete" : STOPPED.includes(this.error.code) ? this.error.code : "failed";
     return message;
   }
 
@@ -105,9 +101,9 @@ function closeStep(trace, error) {
   if (error === null) {
     trace.status = "failed";
     trace.error = "the turn ended before this step finished";
-  } else if (error.code === "cancelled") {
+  } else if (STOPPED.includes(error.code)) {
     trace.status = "cancelled";
-    trace.error = `the turn was cancelled: ${error.message}`;
+    trace.error = `the turn was ${error.code}: ${error.message}`;
   } else {
     trace.status = "failed";
     trace.error = `the turn ended before this step finished: [${error.code}] ${error.message}`;
