@@ -491,7 +491,22 @@ def build_serve_parser(
         "--lock-heartbeat",
         type=float,
         default=_env_float(env, "SANDSTREAM_LOCK_HEARTBEAT", 10.0),
-        help="seconds between lock renewals ($SANDSTREAM_LOCK_HEARTBEAT, 10)",
+        help="seconds between renewals of the log mover's leases and the chat locks; "
+        "also the mover's sweep interval ($SANDSTREAM_LOCK_HEARTBEAT, 10)",
+    )
+    chat.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=_env_float(env, "SANDSTREAM_LEASE_TTL", 30.0),
+        help="seconds a replica's log mover lease on a session lives without renewal: "
+        "another replica takes the session over after it ($SANDSTREAM_LEASE_TTL, 30)",
+    )
+    chat.add_argument(
+        "--redis-url",
+        default=env.get("SANDSTREAM_REDIS_URL") or None,
+        metavar="URL",
+        help="keep the log mover's leases in Redis, e.g. redis://127.0.0.1:6379/0, for "
+        "several replicas ($SANDSTREAM_REDIS_URL; default: in the chat database)",
     )
     chat.add_argument(
         "--ping-interval",
@@ -602,6 +617,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         embedded_runner=embedded,
         lock_lease=args.lock_lease,
         lock_heartbeat=args.lock_heartbeat,
+        lease_ttl=args.lease_ttl,
+        redis_url=args.redis_url,
         ping_interval=args.ping_interval,
         stall_timeout=args.stall_timeout or None,
         replay_limit=args.replay_limit,

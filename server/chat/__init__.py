@@ -33,7 +33,6 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .keeper import TurnKeeper, TurnKeepers
 from .live import LiveAgentsRun, LiveTurn, LiveTurns
 from .relay import RelayBody
 from .service import ChatService
@@ -41,6 +40,7 @@ from .session_relay import TurnStreamBody
 from .settle import TurnSettler, fold_chunks
 from .sqlite_store import SQLiteChatStore
 from .store import ChatStore
+from .turn_mover import LockKeepingLease, TurnMover
 
 __all__ = [
     "AgentProfile",
@@ -59,6 +59,7 @@ __all__ = [
     "LiveAgentsRun",
     "LiveTurn",
     "LiveTurns",
+    "LockKeepingLease",
     "RelayBody",
     "RemoteUpstream",
     "SQLiteChatStore",
@@ -66,8 +67,7 @@ __all__ = [
     "Target",
     "TargetError",
     "TokenRejectedError",
-    "TurnKeeper",
-    "TurnKeepers",
+    "TurnMover",
     "TurnSettler",
     "TurnStreamBody",
     "UnsupportedMediaTypeError",

@@ -13,9 +13,10 @@ Quart-Trio app when every turn goes to a remote runner. It mounts:
   tokens);
 - ``GET /healthz`` (the runner's, or the chat backend's own without a runner).
 
-:func:`serve_chat` runs it on Hypercorn with the turn keepers (:mod:`.keeper`): as
-soon as it listens and every ``sweep_interval`` it adopts or settles turns a dead
-process left; on shutdown, embedded turns end with ``error{code:"shutdown"}`` and
+:func:`serve_chat` runs it on Hypercorn with the log mover (:mod:`.turn_mover`),
+which moves and settles the live turns' sessions under a lease; as soon as it
+listens and every ``sweep_interval`` it settles as lost the turns a dead process
+left that no mover can settle; on shutdown, embedded turns end with ``error{code:"shutdown"}`` and
 are persisted before connections close (remote ones go on on their runners).
 """
 
@@ -61,7 +62,9 @@ async def healthz() -> Response:
     service = get_service()
     if service.live.draining:
         return problem(503, "Shutting down", "the server is shutting down", type=SHUTTING_DOWN)
-    return json_response({"status": "ok", "live": len(service.live) + len(service.keepers)})
+    return json_response(
+        {"status": "ok", "live": len(service.live) + len(service.turn_mover.moving)}
+    )
 
 
 class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
@@ -132,11 +135,11 @@ async def serve_chat(
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the turn keepers, serve ``app`` until ``shutdown_trigger`` returns, then drain.
+    """Run the log mover, serve ``app`` until ``shutdown_trigger`` returns, then drain.
 
-    Once listening (the embedded sessions restored), turns whose lock expired while
-    no process held them are adopted or settled (:meth:`ChatService.sweep`), and
-    again every ``sweep_interval``. Draining: embedded turns end with
+    Once listening (the embedded sessions restored), turns whose lock expired and
+    that no log mover can settle are settled as lost (:meth:`ChatService.sweep`),
+    and again every ``sweep_interval``. Draining: embedded turns end with
     ``error{code:"shutdown"}`` and settle (their messages persisted, their locks
     released), then the embedded runner shuts down (every container reaped), then
     Hypercorn closes. ``task_status.started`` gets the bound addresses.

@@ -18,6 +18,7 @@ from .agent import AgentProfile, load_agent_profile
 from .dispatch import normalize_url
 from .errors import ChatConfigError
 from .models import Purpose
+from .mover.resp import parse_redis_url
 from .tokens import DEFAULT_LIFETIMES, PURPOSES
 
 __all__ = ["ChatSettings"]
@@ -36,7 +37,11 @@ class ChatSettings:
     name. ``embedded_runner``: whether this process runs turns itself.
 
     ``lock_lease``: how long a chat lock lives without a heartbeat;
-    ``lock_heartbeat``: how often a live turn renews it. ``ping_interval``: an idle
+    ``lock_heartbeat``: how often the replica that moves a live turn's session (the
+    owner of its log mover lease) renews that lease and the chat's lock; also the log
+    mover's sweep interval. ``lease_ttl``: the log mover's lease (a replica that stops
+    renewing loses a session this long after its last renewal). ``redis_url``: the
+    lease in Redis (scale-out; ``None``: in the chat database). ``ping_interval``: an idle
     SSE stream gets ``: ping`` this often. ``stall_timeout``: a client that has not
     taken a chunk for this long is cut off (``None``: never). ``replay_limit``:
     past messages sent to the sandbox. ``token_lifetimes``: per purpose.
@@ -62,6 +67,8 @@ class ChatSettings:
     embedded_runner: bool = True
     lock_lease: float = 30.0
     lock_heartbeat: float = 10.0
+    lease_ttl: float = 30.0
+    redis_url: str | None = None
     ping_interval: float = 15.0
     stall_timeout: float | None = 60.0
     replay_limit: int = 20
@@ -89,6 +96,7 @@ class ChatSettings:
         for name in (
             "lock_lease",
             "lock_heartbeat",
+            "lease_ttl",
             "ping_interval",
             "remote_connect_timeout",
             "shutdown_timeout",
@@ -103,6 +111,16 @@ class ChatSettings:
                 f"the lock heartbeat ({self.lock_heartbeat:g} s) must be shorter than "
                 f"its lease ({self.lock_lease:g} s)"
             )
+        if self.lock_heartbeat >= self.lease_ttl:
+            raise ChatConfigError(
+                f"the lock heartbeat ({self.lock_heartbeat:g} s) must be shorter than "
+                f"the log mover's lease ttl ({self.lease_ttl:g} s)"
+            )
+        if self.redis_url is not None:
+            try:
+                parse_redis_url(self.redis_url)
+            except ValueError as exc:
+                raise ChatConfigError(str(exc)) from None
         if self.replay_limit < 0:
             raise ChatConfigError(f"replay_limit must be >= 0, got {self.replay_limit}")
         for name in (

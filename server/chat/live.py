@@ -1,6 +1,6 @@
 """Live Agents-block runs: what is in flight, and how each one settles exactly once.
 
-(Chat turns are runner sessions kept by :mod:`.keeper`; this is the ``POST
+(Chat turns are runner sessions, moved and settled by :mod:`.turn_mover`; this is the ``POST
 /stream`` path the Agents block still takes.) A :class:`LiveTurn` is one dispatch
 between its start (the route) and its settle:
 the core's :class:`~sandstream.core.StreamProcessor` for it, its

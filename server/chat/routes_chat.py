@@ -58,6 +58,10 @@ def _sse(turn: StartedTurn, after: int | None, *, interrupt_on_disconnect: bool)
     body = get_service().stream_body(
         turn, after=after, scope=scope, interrupt_on_disconnect=interrupt_on_disconnect
     )
+    return _sse_response(body, turn)
+
+
+def _sse_response(body: Any, turn: StartedTurn) -> Response:
     response = Response(body, status=200, content_type=SSE_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -133,6 +137,8 @@ async def join_stream(chat_id: str) -> Response:
         last = await turn.session.last_cursor()
         if cursor > last:  # the client saw the terminal (done is last + 1): nothing left
             return Response(b"", status=204)
+        if cursor == last and (done := await service.done_after_terminal(turn, cursor)):
+            return _sse_response(done, turn)  # it saw the terminal, not done
     return _sse(turn, cursor, interrupt_on_disconnect=False)
 
 

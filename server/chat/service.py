@@ -4,9 +4,10 @@ Routes are thin; :class:`ChatService` does the work. A chat turn: pick the runne
 mint the three one-time tokens, write the turn's start (lock, user message, session,
 hashed tokens, the ``chat_turns`` row) in one transaction, start a runner session
 running the dispatch (embedded :class:`~sandstream.server.sessions.SessionService`,
-or a remote runner's ``POST /sessions``), record it, and hand the turn to its keeper
-(:mod:`.keeper`), which holds the chat's lock until the session ended and settles
-it. Viewers (:mod:`.session_relay`) only read the session. An Agents-block run is
+or a remote runner's ``POST /sessions``), record it, and hand it to the log mover
+(:mod:`.turn_mover`): the replica that owns the session's lease moves its chunks,
+holds the chat's lock, and settles the turn from the moved chunks when it ends.
+Viewers (:mod:`.session_relay`) only read the session. An Agents-block run is
 still one ``POST /stream`` dispatch streamed by its response (:mod:`.relay`).
 """
 
@@ -29,13 +30,14 @@ from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.service import Runner, ShuttingDownError
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
+from sandstream.server.sessions.service import terminal_state
 
 from .bag import BlobStore
 from .config import ChatSettings
 from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
 from .errors import ChatBusyError, NoLiveTurnError, StoreError
+from .frames import done_frame
 from .ids import new_id, now_ms
-from .keeper import TurnKeepers
 from .live import LiveAgentsRun, LiveTurn, LiveTurns
 from .models import Session, TurnRecord, TurnRequest
 from .runner_sessions import (
@@ -52,6 +54,7 @@ from .settle import TurnSettler
 from .store import ChatStore
 from .stream_tokens import StreamTokens
 from .tokens import MintedTokens, mint_tokens
+from .turn_mover import TurnMover
 
 __all__ = ["PENDING_TURNS", "ChatService", "StartedTurn"]
 
@@ -107,9 +110,7 @@ class ChatService:
             max_step_bytes=settings.max_turn_bytes,
             max_line_bytes=self.max_line_bytes,
         )
-        self.keepers = TurnKeepers(
-            store, self.settler, lease=settings.lock_lease, heartbeat=settings.lock_heartbeat
-        )
+        self.turn_mover = TurnMover(settings, store, self.settler, self.instance_id)
         self.viewers = Viewers()
         self.stream_tokens = StreamTokens(settings.api_token)
 
@@ -198,7 +199,7 @@ class ChatService:
         scope.setdefault(PENDING_TURNS, []).append(turn)
 
     async def start_chat_turn(self, body: ChatStreamRequest, scope: dict[str, Any]) -> StartedTurn:
-        """Write the turn's start, start its runner session and its keeper.
+        """Write the turn's start, start its runner session, and claim it for the mover.
 
         Raises (having written nothing): ``TargetError``, ``ChatNotFoundError``,
         ``ChatBusyError``, ``AttachmentError``, ``RunnerUnavailableError``,
@@ -213,7 +214,7 @@ class ChatService:
         except ChatBusyError as exc:
             if not exc.adoptable:
                 raise
-        await self.sweep()  # the dead turn is adopted (and, if it ended, settled)
+        await self.sweep()  # a dead turn without a session here is settled as lost
         return await self._start_chat_turn(body, runner_url, scope)
 
     async def _start_chat_turn(
@@ -269,7 +270,7 @@ class ChatService:
                 state="running",
                 created_at=now,
             )
-            self.keepers.keep(record, session, start.holder)
+            self.turn_mover.claim_now(record)
         log.info(
             "chat %s: turn %s -> session %s on %s",
             start.chat.id,
@@ -291,9 +292,6 @@ class ChatService:
 
     def _session(self, record: TurnRecord) -> RunnerSession:
         """The runner session of a running turn. Raises :class:`SessionGoneError`."""
-        keeper = self.keepers.get(record.chat_id)
-        if keeper is not None and keeper.record.id == record.id:
-            return keeper.session
         assert record.session_id is not None
         return attach_session(
             record.session_id,
@@ -347,20 +345,23 @@ class ChatService:
             registry=self.viewers,
         )
 
+    async def done_after_terminal(self, turn: StartedTurn, cursor: int) -> bytes:
+        """The ``done`` frame for a viewer whose last frame was the turn's terminal, at
+        ``cursor`` (its ``done`` was lost), once the turn settled; ``b""`` when the
+        moved chunk at ``cursor`` is no terminal (or not moved yet: the viewer then
+        follows the session as any other)."""
+        assert turn.record.session_id is not None
+        last = await self.turn_mover.sink.last_chunk(turn.record.session_id)
+        if last is None or last[0] != cursor or (state := terminal_state(last[1])) is None:
+            return b""
+        await self._settled(turn.record)
+        return done_frame("result" if state == "completed" else "error", cursor)
+
     async def _settled(self, record: TurnRecord, timeout: float = SETTLE_WAIT) -> bool:
-        """Wait up to ``timeout`` s until the turn has settled (its keeper here says so,
-        or the store, when another process keeps it); False if it has not."""
-        keeper = self.keepers.get(record.chat_id)
-        with trio.move_on_after(timeout):
-            if keeper is not None and keeper.record.id == record.id:
-                await keeper.settled.wait()
-                return True
-            assert record.session_id is not None
-            while (found := await self.store.get_turn(record.session_id)) is not None:
-                if found.state == "settled":
-                    return True
-                await trio.sleep(0.05)
-        return False
+        """Wait up to ``timeout`` s until the turn has settled (by the replica that moves
+        its session, this one or another); False if it has not."""
+        assert record.session_id is not None
+        return await self.turn_mover.wait_settled(record.session_id, timeout)
 
     async def interrupt(self, workspace_id: str, chat_id: str) -> PersistedMessage:
         """Stop the chat's running turn and wait until it settled; return its message.
@@ -441,33 +442,22 @@ class ChatService:
     # -- lost turns --------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the turn keepers until cancelled (see :class:`~.keeper.TurnKeepers`)."""
-        await self.keepers.run(task_status=task_status)
+        """Run the log mover until cancelled (see :class:`~.turn_mover.TurnMover`)."""
+        await self.turn_mover.run(self.sessions, task_status=task_status)
 
     async def sweep(self) -> list[str]:
-        """Take over the turns whose lock expired (their process died): a turn whose
-        runner session is still known is adopted by a keeper here (which settles it
-        from its chunks, steps kept); one without is settled as ``turn_lost``. Returns
-        the chats freed as lost. Raises the store's errors."""
-        now = now_ms()
-        adopted = await self.store.adopt_expired_turns(
-            holder_prefix=self.instance_id,
-            expires_at=now + int(self.settings.lock_lease * 1000),
-            now=now,
-        )
-        for record, holder in adopted:
-            assert record.session_id is not None
-            if self.keepers.get(record.chat_id) is not None:
-                continue  # kept here already (its heartbeat was late)
-            try:
-                session = self._session(record)
-            except SessionGoneError as exc:
-                log.warning("chat %s: %s; settled without it", record.chat_id, exc)
-                await self.settler.settle(record.session_id, [])
-                continue
-            log.warning("chat %s: adopting turn %s (its process died)", record.chat_id, record.id)
-            self.keepers.keep(record, session, holder)
-        freed = await self.store.sweep_lost_turns(now=now)
+        """Settle as ``turn_lost`` the turns whose lock expired (their process died) and
+        that no log mover can settle: turns without a runner session, and embedded
+        sessions of another process. Running remote turns, and embedded ones of this
+        process's runner, are the log mover's (it takes them over and settles them from
+        their chunks, steps kept). Returns the chats freed. Raises the store's errors."""
+        spare = {
+            turn.id
+            for turn in await self.store.running_turns()
+            if turn.runner_url is not None
+            or (turn.session_id is not None and self.turn_mover.embedded_here(turn.session_id))
+        }
+        freed = await self.store.sweep_lost_turns(now=now_ms(), spare=spare)
         for chat_id in freed:
             log.warning("chat %s: its turn's lock expired unsettled; settled as turn_lost", chat_id)
         return freed
@@ -485,26 +475,28 @@ class ChatService:
     async def shutdown(self) -> None:
         """End every live turn and wait for them to settle.
 
-        Embedded sessions end with ``error{code:"shutdown"}`` and are settled (their
-        viewers get the terminal); remote turns go on running on their runners and
-        are adopted by the next process. Viewers still open are then ended (without
+        Embedded sessions end with ``error{code:"shutdown"}`` and are settled by the
+        log mover (their viewers get the terminal); remote turns go on running on their
+        runners and are taken over by another replica's log mover (this one releases
+        its leases when it is cancelled after the drain). Viewers still open are then ended (without
         a terminal: they resume elsewhere). Agents-block runs end with ``shutdown``.
         """
         self.live.draining = True
         with trio.move_on_after(self.settings.shutdown_timeout):
-            embedded = []
-            for keeper in self.keepers.keepers():
-                if isinstance(keeper.session, EmbeddedSession):
-                    keeper.session.end("the server is shutting down")
-                    embedded.append(keeper)
-            for keeper in embedded:
-                await keeper.settled.wait()
+            embedded = [
+                turn.session_id
+                for turn in await self.store.running_turns()
+                if turn.session_id is not None and self.turn_mover.embedded_here(turn.session_id)
+            ]
+            for session_id in embedded:
+                assert self.sessions is not None
+                EmbeddedSession(self.sessions.get(session_id)).end("the server is shutting down")
+            for session_id in embedded:
+                await self.turn_mover.wait_settled(session_id, self.settings.shutdown_timeout)
             with trio.move_on_after(END_GRACE):  # their viewers deliver the terminal
                 await self.viewers.wait_until_none(
                     lambda body: isinstance(body.session, EmbeddedSession)
                 )
-        for keeper in self.keepers.keepers():
-            keeper.cancel_scope.cancel()
         for viewer in self.viewers.bodies():
             viewer.close()
         await self.live.shutdown(self.settings.shutdown_timeout)

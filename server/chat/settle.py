@@ -7,9 +7,8 @@ ones closed; the steps kept are bounded by ``max_turn_steps``/``max_turn_bytes``
 writes it, with the files the run wrote back, in **one** store transaction that also
 settles the chat's session and releases the chat's lock
 (:meth:`~.store.ChatStore.settle_turn`). It is idempotent: a turn that settled
-already is left as it is. Today the chat calls it in-process when the session ends
-(:mod:`.keeper`); the log mover's ``on_terminal`` callback calls it with the chunks
-it moved.
+already is left as it is. The log mover's ``on_terminal`` callback
+(:mod:`.turn_mover`) calls it with the chunks it moved and its lease's generation.
 
 Chunks that do not end in a terminal line (a session cut short) are folded as they
 are and closed with ``error{code:"upstream_closed"}``; the steps they hold are kept.
@@ -73,10 +72,15 @@ class TurnSettler:
             "max_line_bytes": max_line_bytes,
         }
 
-    async def settle(self, session_id: str, chunks: Iterable[bytes]) -> bool:
+    async def settle(
+        self, session_id: str, chunks: Iterable[bytes], *, generation: int | None = None
+    ) -> bool:
         """Fold ``chunks`` into the assistant message of the turn whose runner session
         is ``session_id`` and settle it (one transaction). Returns False (nothing
         written) for a session that is no chat turn's, or a turn settled already.
+        With ``generation`` (the log mover's lease), the transaction raises
+        :class:`~.mover.FencedError` (nothing written) if a newer generation claimed
+        the session meanwhile.
 
         The fold runs in a worker thread. Raises the store's errors. Cancellation:
         before the write nothing is written; the write itself is not interrupted.
@@ -89,7 +93,7 @@ class TurnSettler:
                 chunks, message_id=turn.assistant_message_id, created_at=now_ms(), **self._limits
             )
         )
-        settled = await self.store.settle_turn(turn.id, message, now_ms())
+        settled = await self.store.settle_turn(turn.id, message, now_ms(), generation=generation)
         if settled:
             log.info(
                 "chat %s: turn %s settled (%s)", turn.chat_id, session_id, message.status or ""

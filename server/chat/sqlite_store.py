@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +51,7 @@ from .models import (
     TurnRequest,
     TurnStart,
 )
+from .mover.sink import check_fence
 
 __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 
@@ -664,27 +665,14 @@ class SQLiteChatStore:
 
         return await self.db.read(run)
 
-    async def adopt_expired_turns(
-        self, *, holder_prefix: str, expires_at: int, now: int
-    ) -> list[tuple[TurnRecord, str]]:
-        def run(conn: sqlite3.Connection) -> list[tuple[TurnRecord, str]]:
-            rows = conn.execute(
-                f"SELECT {', '.join('t.' + c for c in _TURN_COLUMNS.split(', '))} "
-                "FROM chats AS c JOIN chat_turns AS t ON t.id = c.lock_session_id "
-                "WHERE c.lock_holder IS NOT NULL AND c.lock_expires_at <= ? "
-                "AND t.state = 'running'",
-                (now,),
-            ).fetchall()
-            adopted = []
-            for row in rows:
-                turn = _turn(row)
-                holder = f"{holder_prefix}:{turn.id}"
-                conn.execute(
-                    "UPDATE chats SET lock_holder = ?, lock_expires_at = ? WHERE id = ?",
-                    (holder, expires_at, turn.chat_id),
-                )
-                adopted.append((turn, holder))
-            return adopted
+    async def hold_turn_lock(self, session_id: str, holder: str, expires_at: int) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE chats SET lock_holder = ?, lock_expires_at = ? WHERE lock_session_id = "
+                "(SELECT id FROM chat_turns WHERE session_id = ? AND state = 'running')",
+                (holder, expires_at, session_id),
+            )
+            return cursor.rowcount == 1
 
         return await self.db.write(run)
 
@@ -703,15 +691,19 @@ class SQLiteChatStore:
     async def turn_result_files(self, turn_id: str) -> list[BagFile]:
         return await self.db.read(lambda conn: _result_files(conn, turn_id))
 
-    async def settle_turn(self, turn_id: str, message: PersistedMessage, now: int) -> bool:
+    async def settle_turn(
+        self, turn_id: str, message: PersistedMessage, now: int, *, generation: int | None = None
+    ) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
-                "SELECT t.chat_id, t.state, c.lock_holder, c.lock_session_id "
+                "SELECT t.chat_id, t.state, t.session_id, c.lock_holder, c.lock_session_id "
                 "FROM chat_turns AS t JOIN chats AS c ON c.id = t.chat_id WHERE t.id = ?",
                 (turn_id,),
             ).fetchone()
             if row is None or row["state"] == "settled":
                 return False
+            if generation is not None and row["session_id"] is not None:
+                check_fence(conn, row["session_id"], generation)
             holder = row["lock_holder"] if row["lock_session_id"] == turn_id else None
             finish = TurnFinish(
                 chat_id=row["chat_id"],
@@ -725,7 +717,7 @@ class SQLiteChatStore:
 
         return await self.db.write(run)
 
-    async def sweep_lost_turns(self, *, now: int) -> list[str]:
+    async def sweep_lost_turns(self, *, now: int, spare: Collection[str] = ()) -> list[str]:
         def run(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT id, lock_holder, lock_message_id, lock_session_id FROM chats "
@@ -734,6 +726,8 @@ class SQLiteChatStore:
             ).fetchall()
             settled: list[str] = []
             for row in rows:
+                if row["lock_session_id"] in spare:
+                    continue
                 _recover_lost_turn(conn, row, now)
                 _release_lock(conn, row["id"], row["lock_holder"])
                 conn.execute(

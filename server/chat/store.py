@@ -12,9 +12,11 @@ callers that must know the outcome (the turn's start and settle) shield the call
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from sandstream.core.persistence import PersistedMessage
+from sandstream.server.sqlite import SQLiteDatabase
 
 from .models import (
     BagFile,
@@ -35,6 +37,9 @@ __all__ = ["ChatStore"]
 
 class ChatStore(Protocol):
     """Chats, messages, the chat bag's metadata, sessions and one-time tokens."""
+
+    db: SQLiteDatabase
+    """The chat database (the log mover keeps its moved chunks and fences there)."""
 
     # -- chats -------------------------------------------------------------------
 
@@ -113,12 +118,10 @@ class ChatStore(Protocol):
         """Every turn whose runner session runs and that has not settled."""
         ...
 
-    async def adopt_expired_turns(
-        self, *, holder_prefix: str, expires_at: int, now: int
-    ) -> list[tuple[TurnRecord, str]]:
-        """Take over the expired locks of running turns (their process died): each
-        gets the holder ``{holder_prefix}:{turn id}`` and the lease ``expires_at``.
-        Returns the turns with their new holders."""
+    async def hold_turn_lock(self, session_id: str, holder: str, expires_at: int) -> bool:
+        """Make ``holder`` the holder of the chat lock of the running turn whose runner
+        session is ``session_id``, until ``expires_at`` (the log mover's lease owner
+        does it as it claims and renews). False if no running turn holds a lock."""
         ...
 
     async def append_user_message(
@@ -133,15 +136,20 @@ class ChatStore(Protocol):
         """The files the run of turn ``turn_id`` wrote back so far, oldest first."""
         ...
 
-    async def settle_turn(self, turn_id: str, message: PersistedMessage, now: int) -> bool:
+    async def settle_turn(
+        self, turn_id: str, message: PersistedMessage, now: int, *, generation: int | None = None
+    ) -> bool:
         """In one transaction: the assistant message of turn ``turn_id`` written (with
         the files its run wrote back), its session settled, the chat's lock released
         (whoever holds it for this turn), the turn marked settled. False (nothing
-        written) when it had settled already."""
+        written) when it had settled already. With ``generation`` (the log mover's
+        lease), raises :class:`~.mover.sink.FencedError` (nothing written) if a newer
+        generation has claimed the turn's session."""
         ...
 
-    async def sweep_lost_turns(self, *, now: int) -> list[str]:
-        """Settle every turn whose lock expired at ``now``: in one transaction, its
+    async def sweep_lost_turns(self, *, now: int, spare: Collection[str] = ()) -> list[str]:
+        """Settle every turn whose lock expired at ``now``, except the turns ``spare``
+        (ids: the log mover's, which settles them): in one transaction, its
         assistant message is written as failed (``turn_lost``, with the files its run
         wrote back) unless it exists, its session settles (unused tokens die) and the
         lock is released. Returns the ids of the chats it freed."""

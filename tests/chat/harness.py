@@ -455,6 +455,7 @@ async def start_serve_process(
         "--agent-config", str(agent_config),
         "--lock-lease", "2",
         "--lock-heartbeat", "0.5",
+        "--lease-ttl", "2",
         "--kill-grace", "0.5",
         *extra,
     ]  # fmt: skip

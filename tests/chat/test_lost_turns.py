@@ -1,7 +1,7 @@
-"""Lost turns are settled by a sweep, at start-up and periodically, with nobody touching
-their chat: lock released, session settled, tokens dead; a turn whose runner session
-is known is adopted and settled from its chunks (its steps kept), one without gets
-``turn_lost``."""
+"""Lost turns are settled with nobody touching their chat: lock released, session
+settled, tokens dead. A turn whose runner session is known is taken over by the log
+mover and settled from its chunks (its steps kept); one without is settled as
+``turn_lost`` by the lost-turn sweep, at start-up and periodically."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_with_i
         with trio.fail_after(DEADLINE):
             while now_ms() <= expires:
                 await trio.sleep(0.05)
-        # No periodic sweep in time: only the start-up sweep can adopt it.
+        # No periodic lost-turn sweep in time: the log mover takes it over.
         second = await start_serve_process(nursery, data_dir, SLOW, "--sweep-interval", "3600")
         with trio.fail_after(DEADLINE):
             while (after := await _state(store, start["chatId"], turn.id))["holder"]:

@@ -141,6 +141,9 @@ async def test_reload_mid_turn_resumes_exactly_the_missing_frames_and_viewers_ag
     # A reload that missed only the end still gets it (the turn has settled meanwhile).
     status, events = await join(server, chat_id, params={"cursor": viewer[-4].id})
     assert status == 200 and frames(events) == frames(viewer[-3:])
+    # One that saw the terminal but lost the done frame gets just the done frame.
+    status, events = await join(server, chat_id, last_event_id=viewer[-2].id)
+    assert status == 200 and frames(events) == frames(viewer[-1:])
 
 
 async def test_two_hundred_random_reconnects_see_exactly_the_sessions_frames(

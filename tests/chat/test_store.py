@@ -225,6 +225,10 @@ def test_settings_fail_fast(tmp_path: Path) -> None:
         ChatSettings(data_dir=tmp_path, api_token="t", embedded_runner=False)
     with pytest.raises(ChatConfigError, match="heartbeat"):
         ChatSettings(data_dir=tmp_path, api_token="t", lock_lease=5, lock_heartbeat=5)
+    with pytest.raises(ChatConfigError, match="lease ttl"):
+        ChatSettings(data_dir=tmp_path, api_token="t", lock_heartbeat=2, lease_ttl=2)
+    with pytest.raises(ChatConfigError, match="redis://"):
+        ChatSettings(data_dir=tmp_path, api_token="t", redis_url="rediss://cache:6380/0")
     with pytest.raises(ChatConfigError):
         ChatSettings(data_dir=tmp_path, api_token=" ")
     settings = ChatSettings(

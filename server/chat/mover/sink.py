@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from sandstream.server.sqlite import SQLiteDatabase
 
-__all__ = ["Batch", "ChunkGapError", "FencedError", "MovedChunks"]
+__all__ = ["Batch", "ChunkGapError", "FencedError", "MovedChunks", "check_fence"]
 
 Batch = Sequence[tuple[int, bytes]]
 """Chunks with their cursors, in cursor order, consecutive: ``[(7, b"…\\n"), (8, …)]``."""
@@ -58,13 +58,21 @@ def _check_batch(session_id: str, batch: Batch) -> None:
         raise ChunkGapError(f"session {session_id}: cursors start at 1, got {first}")
 
 
-def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> None:
+def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> int:
+    """In the caller's transaction: the session's fence (0: none); raises
+    :class:`FencedError` if it is above ``generation`` (a write the chat makes under
+    the lease, such as settling the turn, checks it in its own transaction)."""
     row = conn.execute(
         "SELECT generation FROM session_fences WHERE session_id = ?", (session_id,)
     ).fetchone()
-    if row is not None and row[0] > generation:
-        raise FencedError(session_id, generation, row[0])
-    if row is None or row[0] < generation:
+    fence = 0 if row is None else int(row[0])
+    if fence > generation:
+        raise FencedError(session_id, generation, fence)
+    return fence
+
+
+def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> None:
+    if check_fence(conn, session_id, generation) < generation:
         conn.execute(
             "INSERT INTO session_fences (session_id, generation) VALUES (?, ?) "
             "ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation",

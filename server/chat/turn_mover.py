@@ -1,0 +1,181 @@
+"""The chat's log mover: each live chat turn's session moved by exactly one replica,
+and the turn settled from the moved chunks by that replica, under its fenced lease.
+
+:class:`TurnMover` runs one :class:`~.mover.LogMover` per process, with:
+
+- ``live_sessions()``: the ``chat_turns`` rows still running
+  (:meth:`~.store.ChatStore.running_turns`): every remote turn, and the embedded turns
+  whose session this process's runner has (another replica's embedded session cannot
+  be read here: a replica that dies with one leaves it to the lost-turn sweep);
+- ``on_terminal(ref, generation)``: the moved chunks (:meth:`MovedChunks.read`) folded
+  and settled by :meth:`TurnSettler.settle` under ``generation``, whose transaction
+  checks the session's fence: a replica whose lease was taken over writes nothing;
+- the lease: :func:`~.mover.open_lease` (SQLite, or Redis with ``redis_url``) wrapped
+  in :class:`LockKeepingLease`, so the replica that owns a session's lease is the one
+  that holds (and renews) the chat's lock.
+
+A turn started here is claimed at once (:meth:`TurnMover.claim_now`); the sweep (every
+``lock_heartbeat`` s) claims the rest, so a replica's turns are taken over by another
+one within ``lease_ttl`` plus one sweep after it died.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+
+import trio
+
+from sandstream.server.sessions import SessionService
+from sandstream.server.sessions.service import SessionNotFoundError
+
+from .config import ChatSettings
+from .errors import StoreError
+from .ids import now_ms
+from .models import TurnRecord
+from .mover import Lease, LiveSessionRef, LogMover, MovedChunks, SessionSources, open_lease
+from .settle import TurnSettler
+from .store import ChatStore
+
+__all__ = ["LockKeepingLease", "TurnMover"]
+
+log = logging.getLogger("sandstream.chat")
+
+_POLL: float = 0.05
+"""Seconds between looks at the store while a turn another replica moves settles."""
+
+
+class LockKeepingLease:
+    """A :class:`~.mover.Lease` that also holds the chat lock of the session's turn:
+    each successful acquire and renew makes the owner its holder for ``lock_lease``
+    more seconds. A failed lock write is logged (the lock outlives a few heartbeats)."""
+
+    def __init__(self, lease: Lease, store: ChatStore, *, lock_lease: float) -> None:
+        self.lease = lease
+        self.store = store
+        self.lock_lease = lock_lease
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
+        generation = await self.lease.acquire(session_id, owner, ttl)
+        if generation is not None:
+            await self._hold_lock(session_id, owner)
+        return generation
+
+    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
+        held = await self.lease.renew(session_id, owner, generation, ttl)
+        if held:
+            await self._hold_lock(session_id, owner)
+        return held
+
+    async def release(self, session_id: str, owner: str, generation: int) -> None:
+        await self.lease.release(session_id, owner, generation)
+
+    async def _hold_lock(self, session_id: str, owner: str) -> None:
+        expires_at = now_ms() + int(self.lock_lease * 1000)
+        try:
+            await self.store.hold_turn_lock(session_id, f"{owner}:{session_id}", expires_at)
+        except (sqlite3.Error, StoreError) as exc:
+            log.warning("session %s: renewing its chat's lock failed: %r", session_id, exc)
+
+
+class TurnMover:
+    """This process's log mover for chat turns (see the module docstring).
+
+    ``owner_id`` names this replica in the leases. :meth:`run` must run (in the chat
+    service's nursery) for :meth:`claim_now` to work.
+    """
+
+    def __init__(
+        self, settings: ChatSettings, store: ChatStore, settler: TurnSettler, owner_id: str
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.settler = settler
+        self.owner_id = owner_id
+        self.sink = MovedChunks(store.db)
+        self._embedded: SessionService | None = None
+        self._mover: LogMover | None = None
+        self._settled: dict[str, trio.Event] = {}
+
+    @property
+    def moving(self) -> frozenset[str]:
+        """The runner session ids this replica moves now."""
+        return frozenset() if self._mover is None else self._mover.moving
+
+    async def run(
+        self,
+        embedded: SessionService | None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Open the lease and move sessions until cancelled (then every lease held is
+        released, so another replica takes over without waiting out the ttl).
+        ``embedded``: this process's session service, if it runs turns itself.
+        Raises :class:`ValueError` for a malformed Redis URL."""
+        settings = self.settings
+        self._embedded = embedded
+        async with open_lease(settings.redis_url, self.store.db) as lease:
+            self._mover = LogMover(
+                LockKeepingLease(lease, self.store, lock_lease=settings.lock_lease),
+                self.sink,
+                SessionSources(embedded=embedded, runner_token=settings.runner_token),
+                self.owner_id,
+                live_sessions=self._live_sessions,
+                on_terminal=self._on_terminal,
+                ttl=settings.lease_ttl,
+                heartbeat=settings.lock_heartbeat,
+                sweep_interval=settings.lock_heartbeat,
+            )
+            try:
+                await self._mover.run(task_status=task_status)
+            finally:
+                self._mover = None
+
+    def claim_now(self, record: TurnRecord) -> None:
+        """Start moving the session of a turn just started here. Raises
+        :class:`RuntimeError` unless :meth:`run` runs."""
+        if self._mover is None:
+            raise RuntimeError("the log mover is not running")
+        assert record.session_id is not None
+        self._mover.claim_now(LiveSessionRef(record.session_id, record.runner_url))
+
+    def embedded_here(self, session_id: str) -> bool:
+        """Whether ``session_id`` is a session of this process's embedded runner."""
+        if self._embedded is None:
+            return False
+        try:
+            self._embedded.get(session_id)
+        except SessionNotFoundError:
+            return False
+        return True
+
+    async def wait_settled(self, session_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until the turn of ``session_id`` has settled (here,
+        or by the replica that moves it); False if it has not."""
+        event = self._settled.setdefault(session_id, trio.Event())
+        with trio.move_on_after(timeout):
+            while True:
+                turn = await self.store.get_turn(session_id)
+                if turn is None or turn.state == "settled":
+                    self._settled.pop(session_id, None)
+                    return True
+                with trio.move_on_after(_POLL):
+                    await event.wait()
+        return False
+
+    async def _live_sessions(self) -> Sequence[LiveSessionRef]:
+        return [
+            LiveSessionRef(turn.session_id, turn.runner_url)
+            for turn in await self.store.running_turns()
+            if turn.session_id is not None
+            and (turn.runner_url is not None or self.embedded_here(turn.session_id))
+        ]
+
+    async def _on_terminal(self, ref: LiveSessionRef, generation: int) -> None:
+        """Fold the moved chunks and settle the turn, fenced by ``generation``."""
+        chunks = await self.sink.read(ref.session_id)
+        await self.settler.settle(ref.session_id, chunks, generation=generation)
+        event = self._settled.pop(ref.session_id, None)
+        if event is not None:
+            event.set()

@@ -1,0 +1,211 @@
+"""Two ``sandstream serve`` replicas on one chat database and a remote runner: the
+replica that moves a running turn's session dies (SIGKILL) or stalls (SIGSTOP), the
+other takes it over under the log mover's lease (Redis, or the SQLite default), and
+the stored assistant message is what the session's full output folds to."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+
+from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+from sandstream.server.chat import SQLiteChatStore, fold_chunks
+from sandstream.server.chat.mover import Batch, MovedChunks, RemoteSource
+from tests.chat.harness import (
+    DEADLINE,
+    RUNNER_TOKEN,
+    WORKSPACE,
+    EventReader,
+    ServeProcess,
+    running_step,
+    start_runner_process,
+    start_serve_process,
+)
+from tests.support.redis_server import open_redis_server
+
+COUNTING = {
+    "agent": {
+        "kind": "scripted",
+        "steps": [
+            {
+                "tool": "run_shell",
+                "args": {
+                    "command": "for i in $(seq 1 60); do echo line $i; sleep 0.1; done",
+                    "timeout_sec": 300,
+                },
+            }
+        ],
+        "message": "counted",
+    }
+}
+"""A turn of about 6 s whose tool prints a line every 0.1 s: chunks keep coming."""
+
+
+@asynccontextmanager
+async def _lease_flags(kind: str) -> AsyncIterator[list[str]]:
+    """The serve flags of the lease ``kind``: a real redis-server, or none (SQLite)."""
+    if kind == "sqlite":
+        yield []
+        return
+    async with open_redis_server() as redis:
+        yield ["--redis-url", redis.url]
+
+
+async def _replicas(
+    nursery: trio.Nursery, tmp_path: Path, lease: list[str]
+) -> tuple[str, ServeProcess, ServeProcess, Path]:
+    """A runner process and two serve replicas without an embedded runner, sharing its
+    token and one data dir (the chat database)."""
+    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    data_dir = tmp_path / "chat-data"
+    data_dir.mkdir()
+    (data_dir / "runner-token").write_text(RUNNER_TOKEN + "\n")
+    flags = ["--no-embedded-runner", "--sandbox-url", runner.url, "--lease-ttl", "2", *lease]
+    first = await start_serve_process(nursery, data_dir, COUNTING, *flags)
+    second = await start_serve_process(nursery, data_dir, COUNTING, *flags)
+    return runner.url, first, second, data_dir
+
+
+async def _start_turn(replica: ServeProcess, token: str) -> dict[str, Any]:
+    """Start a turn on ``replica``, read until its tool runs, then leave (it goes on)."""
+    body = {"workspaceId": WORKSPACE, "message": "count"}
+    async with (
+        replica.client(token) as client,
+        client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+    ):
+        assert response.status_code == 200
+        reader = EventReader(response)
+        await reader.until(running_step)
+        start: dict[str, Any] = msgspec.json.decode(reader.events[0].data)
+        return start
+
+
+async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
+    """The session's whole output, read from its runner over the WebSocket."""
+    chunks: list[bytes] = []
+
+    async def deliver(batch: Batch) -> None:
+        chunks.extend(chunk for _, chunk in batch)
+
+    with trio.fail_after(DEADLINE):
+        await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
+    return chunks
+
+
+async def _settled_message(store: SQLiteChatStore, start: dict[str, Any]) -> Any:
+    with trio.fail_after(DEADLINE):
+        while (turn := await store.get_turn(start["sessionId"])) is None or (
+            turn.state != "settled"
+        ):
+            await trio.sleep(0.05)
+    messages = await store.get_messages(WORKSPACE, start["chatId"])
+    [message] = [m for m in messages if m.id == start["assistantMessageId"]]
+    return message
+
+
+async def _assert_stored_equals_the_session(
+    store: SQLiteChatStore, runner_url: str, start: dict[str, Any]
+) -> list[bytes]:
+    """Wait until the turn settled; check it against the runner's output (returned)."""
+    message = await _settled_message(store, start)
+    session_id = start["sessionId"]
+    output = await _runner_chunks(runner_url, session_id)
+    # Every chunk moved once, in order: none lost, none twice.
+    assert await MovedChunks(store.db).read(session_id) == output
+    expected = fold_chunks(
+        output,
+        message_id=message.id,
+        created_at=message.created_at,
+        max_steps=DEFAULT_MAX_STEPS,
+        max_step_bytes=DEFAULT_MAX_STEP_BYTES,
+        max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+    )
+    assert msgspec.json.encode(message) == msgspec.json.encode(expected)
+    assert message.status == "complete"
+    text = b"".join(output).decode()
+    assert "line 60" in text and '"type":"result"' in text
+    return output
+
+
+@pytest.mark.parametrize("lease", ["redis", "sqlite"])
+async def test_a_killed_replicas_turn_is_taken_over_and_stored_whole(
+    nursery: trio.Nursery, tmp_path: Path, lease: str
+) -> None:
+    async with _lease_flags(lease) as flags:
+        runner_url, first, second, data_dir = await _replicas(nursery, tmp_path, flags)
+        token = (data_dir / "api-token").read_text().strip()
+        start = await _start_turn(first, token)
+        store = await SQLiteChatStore.open(data_dir)
+        try:
+            sink = MovedChunks(store.db)
+            with trio.fail_after(DEADLINE):  # the first replica moves it
+                while await sink.last_cursor(start["sessionId"]) == 0:
+                    await trio.sleep(0.02)
+            assert await sink.generation(start["sessionId"]) == 1
+            first.process.send_signal(signal.SIGKILL)
+            with trio.fail_after(DEADLINE):
+                await first.exited.wait()
+            moved_by_the_first = await sink.last_cursor(start["sessionId"])
+            output = await _assert_stored_equals_the_session(store, runner_url, start)
+            assert moved_by_the_first < len(output)  # the second replica moved the rest
+            # The second replica claimed it under a newer generation, then settled it.
+            assert await sink.generation(start["sessionId"]) >= 2
+            chat = await store.get_chat(WORKSPACE, start["chatId"], now=0)
+            assert chat.active_message_id is None  # the lock was released
+        finally:
+            await store.close()
+        # The chat takes the next turn on the surviving replica.
+        async with second.client(token) as client:
+            body = {"workspaceId": WORKSPACE, "chatId": start["chatId"], "message": "again"}
+            async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
+                assert response.status_code == 200
+                await response.aread()
+        second.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(DEADLINE):
+            await second.exited.wait()
+
+
+async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wakes(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    async with _lease_flags("redis") as flags:
+        runner_url, first, second, data_dir = await _replicas(nursery, tmp_path, flags)
+        token = (data_dir / "api-token").read_text().strip()
+        start = await _start_turn(first, token)
+        session_id = start["sessionId"]
+        store = await SQLiteChatStore.open(data_dir)
+        try:
+            sink = MovedChunks(store.db)
+            with trio.fail_after(DEADLINE):
+                while await sink.last_cursor(session_id) == 0:
+                    await trio.sleep(0.02)
+            first.process.send_signal(signal.SIGSTOP)  # a long pause, a partition
+            try:
+                await _assert_stored_equals_the_session(store, runner_url, start)
+                stored = await store.get_messages(WORKSPACE, start["chatId"])
+                moved = await sink.read(session_id)
+            finally:
+                first.process.send_signal(signal.SIGCONT)
+            # Woken up, the first replica notices it lost the lease and stops.
+            with trio.fail_after(DEADLINE):
+                while not any(
+                    session_id in line
+                    and any(word in line for word in ("lost", "stopped moving", "no renewal"))
+                    for line in first.stderr
+                ):
+                    await trio.sleep(0.05)
+            assert await sink.read(session_id) == moved
+            assert await store.get_messages(WORKSPACE, start["chatId"]) == stored
+        finally:
+            await store.close()
+        for replica in (first, second):
+            replica.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(DEADLINE):
+                await replica.exited.wait()
