@@ -45,6 +45,7 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.server.runner.turn import END_GRACE
 
+from .client_watch import ClientWatch
 from .dispatch import UpstreamEnd
 from .live import LiveTurn
 
@@ -78,7 +79,6 @@ class RelayBody(ResponseBody):
         self.turn = turn
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout
-        self._abort_client = abort_client
         self._finish_grace = finish_grace
         self._end_grace = end_grace
         self._pump_scope = trio.CancelScope()
@@ -90,9 +90,7 @@ class RelayBody(ResponseBody):
         self._pending = b""
         self._finished = False
         self._last_out = 0.0
-        self._sending_since: float | None = None
-        self._send_begun = trio.Event()
-        self.stalled = False
+        self.client = ClientWatch(abort_client)
 
     # -- context manager -------------------------------------------------------------
 
@@ -111,7 +109,8 @@ class RelayBody(ResponseBody):
         nursery.start_soon(self._pump, send)
         nursery.start_soon(self._end_on_shutdown)
         if self._stall_timeout is not None:
-            nursery.start_soon(self._watch_stall, self._stall_timeout)
+            watch = self.client.watch
+            nursery.start_soon(watch, self._stall_timeout, nursery.cancel_scope, turn.session_id)
         return self
 
     async def __aexit__(
@@ -141,7 +140,7 @@ class RelayBody(ResponseBody):
         finally:
             reason = (
                 f"the client did not read for {self._stall_timeout:g} s"
-                if self.stalled
+                if self.client.stalled
                 else "the client disconnected"
             )
             await self.turn.settle(reason)
@@ -157,7 +156,7 @@ class RelayBody(ResponseBody):
         Cancellation-safe (a chunk taken from the channel is fed before any later
         checkpoint; the pending start frame stays pending).
         """
-        self._sending_since = None  # the previous chunk was written
+        self.client.taken()
         if self._pending:
             out, self._pending = self._pending, b""
             return self._hand_out(out)
@@ -192,8 +191,7 @@ class RelayBody(ResponseBody):
     def _hand_out(self, out: bytes) -> bytes:
         now = trio.current_time()
         self._last_out = now
-        self._sending_since = now
-        self._send_begun.set()
+        self.client.handed_out(now)
         return out
 
     # -- tasks -----------------------------------------------------------------------------
@@ -217,7 +215,7 @@ class RelayBody(ResponseBody):
         await self.turn.ending.wait()
         self._pump_scope.cancel()
         await self._pump_done.wait()
-        if self._sending_since is None:
+        if self.client.sending_since is None:
             return  # __anext__ is waiting for the pump: it ends the turn and says so
         # A chunk is in the client's hands: settle now; the frames wait behind it.
         self._pending += self.turn.end_frames()
@@ -228,33 +226,4 @@ class RelayBody(ResponseBody):
             "session %s: the client did not take its last chunk at shutdown; cutting it off",
             self.turn.session_id,
         )
-        self._cut_client()
-
-    def _cut_client(self) -> None:
-        if self._abort_client is not None:
-            try:
-                self._abort_client()
-            except OSError as exc:
-                log.warning("cutting the client connection failed: %r", exc)
-
-    async def _watch_stall(self, timeout: float) -> None:
-        """End the turn when a chunk has been in the client's hands for ``timeout``."""
-        while True:
-            since = self._sending_since
-            if since is None:
-                self._send_begun = trio.Event()
-                await self._send_begun.wait()
-                continue
-            if trio.current_time() < since + timeout:
-                await trio.sleep_until(since + timeout)
-                continue
-            log.warning(
-                "session %s: the client did not read for %g s; cutting it off",
-                self.turn.session_id,
-                timeout,
-            )
-            self.stalled = True
-            self._cut_client()
-            assert self._nursery is not None
-            self._nursery.cancel_scope.cancel()
-            return
+        self.client.cut()

@@ -32,6 +32,7 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
 
+from .client_watch import ClientWatch
 from .frames import TurnFrames, done_frame, files_frame, start_frame
 from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
 
@@ -97,7 +98,6 @@ class TurnStreamBody(ResponseBody):
         self._at_terminal = at_terminal
         self._ping_interval = ping_interval
         self._stall_timeout = stall_timeout
-        self._abort_client = abort_client
         self._interrupt = interrupt_on_disconnect
         self._registry = registry
         self._frames = TurnFrames()
@@ -105,9 +105,7 @@ class TurnStreamBody(ResponseBody):
         self._reader: SessionReader | None = None
         self._stack = AsyncExitStack()
         self._nursery: trio.Nursery | None = None
-        self._sending_since: float | None = None
-        self._send_begun = trio.Event()
-        self.stalled = False
+        self.client = ClientWatch(abort_client)
 
     async def __aenter__(self) -> TurnStreamBody:
         stack = self._stack
@@ -118,7 +116,10 @@ class TurnStreamBody(ResponseBody):
                 self.session.reader(self._after, self._ping_interval)
             )
             if self._stall_timeout is not None:
-                self._nursery.start_soon(self._watch_stall, self._stall_timeout)
+                scope = self._nursery.cancel_scope
+                self._nursery.start_soon(
+                    self.client.watch, self._stall_timeout, scope, self.session.id
+                )
         except BaseException as exc:
             await stack.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -157,7 +158,7 @@ class TurnStreamBody(ResponseBody):
     def close(self) -> None:
         """End this viewer's body now (shutdown); its client resumes elsewhere. The
         connection is cut too: a client that stopped reading holds a write forever."""
-        self._cut_client()
+        self.client.cut()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -165,7 +166,7 @@ class TurnStreamBody(ResponseBody):
         return self
 
     async def __anext__(self) -> bytes:
-        self._sending_since = None  # the previous chunk was written
+        self.client.taken()
         if self._pending:
             out, self._pending = self._pending, b""
             return self._hand_out(out)
@@ -190,35 +191,5 @@ class TurnStreamBody(ResponseBody):
         raise StopAsyncIteration
 
     def _hand_out(self, out: bytes) -> bytes:
-        self._sending_since = trio.current_time()
-        self._send_begun.set()
+        self.client.handed_out(trio.current_time())
         return out
-
-    def _cut_client(self) -> None:
-        if self._abort_client is not None:
-            try:
-                self._abort_client()
-            except OSError as exc:
-                log.warning("cutting the client connection failed: %r", exc)
-
-    async def _watch_stall(self, timeout: float) -> None:
-        """Cut a client that has held a chunk for ``timeout`` s without taking it."""
-        while True:
-            since = self._sending_since
-            if since is None:
-                self._send_begun = trio.Event()
-                await self._send_begun.wait()
-                continue
-            if trio.current_time() < since + timeout:
-                await trio.sleep_until(since + timeout)
-                continue
-            log.warning(
-                "session %s: a client did not read for %g s; cutting it off",
-                self.session.id,
-                timeout,
-            )
-            self.stalled = True
-            self._cut_client()
-            assert self._nursery is not None
-            self._nursery.cancel_scope.cancel()
-            return
