@@ -32,6 +32,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import trio
 
+from sandstream.container.huge_pages import heap_env
+
 from .limits import LimitExceeded
 from .procs import (
     TURN_MARKER_ENV,
@@ -54,6 +56,7 @@ __all__ = [
     "LocalContainer",
     "LocalSubprocessLauncher",
     "StderrMode",
+    "container_heap_env",
     "feed_stdin",
     "grow_pipe",
     "log_stderr",
@@ -82,6 +85,19 @@ _DRAIN_STDERR_AFTER_EXIT: Final = 1.0
 
 container_log = logging.getLogger("sandstream.container")
 log = logging.getLogger("sandstream.runner")
+
+
+def container_heap_env(argv: Sequence[str]) -> dict[str, str]:
+    """What our Python container (``argv`` runs ``-m sandstream.container``) is started
+    with so that its heap is in huge pages where the host gives them
+    (:mod:`sandstream.container.huge_pages`); ``{}`` for any other command.
+
+    A custom command gets nothing: the tunable would change the allocator of whatever
+    it runs, which is the user's to choose (``env`` can set it).
+    """
+    if tuple(argv[1:3]) != ("-m", "sandstream.container"):
+        return {}
+    return heap_env()
 
 
 class LaunchError(OSError):
@@ -233,6 +249,7 @@ class LocalSubprocessLauncher:
     def container_env(self, turn_id: str) -> dict[str, str]:
         """The environment a container of turn ``turn_id`` starts with."""
         env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        env.update(container_heap_env(self.argv))
         env.update(self.env)
         env[TURN_MARKER_ENV] = turn_id
         return env
