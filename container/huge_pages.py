@@ -12,8 +12,11 @@ transparent huge pages are ``madvise`` or ``always``):
   allocation-heavy Python code ~40% slower and the start-up ~5% (measured on 3.11);
 - the container, seeing the tunables (:func:`forget_heap_tunables`), calls
   :func:`collapse_heap` once it has imported what it runs with: the densely used
-  2 MiB stretches of its anonymous memory (Python's arenas) are merged into huge pages
-  with ``madvise(MADV_COLLAPSE)`` (Linux >= 6.1), again only where the setting allows.
+  2 MiB-aligned stretches of its anonymous memory (Python's arenas, the start of the
+  heap) are merged into huge pages with ``madvise(MADV_COLLAPSE)`` (Linux >= 6.1),
+  again only where the setting allows. A stretch must lie within one mapping, so the
+  whole heap is advised first (``MADV_HUGEPAGE``), which joins its parts where the
+  kernel can; an arena mapping's unaligned ends stay in small pages.
 
 Any failure (an old kernel or glibc, no huge page free, no setting to read, not Linux)
 means no gain and no error. The tunables are removed from the container's environment
@@ -43,6 +46,7 @@ HEAP_TUNABLES: Final = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 THP_SETTING: Final = "/sys/kernel/mm/transparent_hugepage/enabled"
 
+_MADV_HUGEPAGE: Final = 14
 _MADV_COLLAPSE: Final = 25
 _DENSE: Final = 0.5
 """A 2 MiB stretch is collapsed when at least this share of it is in memory already."""
@@ -107,16 +111,20 @@ def collapse_heap() -> int:
             return 0.0
         return sum(byte & 1 for byte in pages.raw) / len(pages)
 
+    for start, end, name in _anonymous_ranges():
+        if name == "[heap]":  # one mapping again, where glibc advised only a part
+            madvise(start, end - start, _MADV_HUGEPAGE)
     collapsed = 0
-    for start, end in _anonymous_ranges():
+    for start, end, _ in _anonymous_ranges():
         for run_start, run_end in _dense_runs(start, end, size, resident):
             if madvise(run_start, run_end - run_start, _MADV_COLLAPSE) == 0:
                 collapsed += run_end - run_start
     return collapsed
 
 
-def _anonymous_ranges() -> Iterator[tuple[int, int]]:
-    """Private writable anonymous mappings (the brk heap, mmap-ed arenas)."""
+def _anonymous_ranges() -> Iterator[tuple[int, int, str]]:
+    """(start, end, name) of the private writable anonymous mappings: the brk heap
+    (``[heap]``), mmap-ed arenas (no name)."""
     try:
         with open("/proc/self/maps", encoding="ascii", errors="replace") as file:
             lines = file.readlines()
@@ -126,10 +134,11 @@ def _anonymous_ranges() -> Iterator[tuple[int, int]]:
         fields = line.split()
         if len(fields) < 5 or fields[1] != "rw-p":
             continue
-        if len(fields) > 5 and fields[5] != "[heap]":
+        name = fields[5] if len(fields) > 5 else ""
+        if name not in ("", "[heap]"):
             continue  # a file's data, the stack, vdso...
         low, _, high = fields[0].partition("-")
-        yield int(low, 16), int(high, 16)
+        yield int(low, 16), int(high, 16), name
 
 
 def _dense_runs(
