@@ -16,7 +16,9 @@ A sandbox is one ``bwrap`` process and the PID namespace it creates:
   with the namespace. Nothing else of the host: the server's data dir is never
   bound, and is covered by an empty tmpfs should a bound directory contain it.
 - **Environment** (``--clearenv``): ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp``,
-  ``LANG``, the turn marker and ``env``; the container adds the workspace's ``/env``.
+  ``LANG``, the turn marker, for our container the heap tunable
+  (:func:`~.launcher.container_heap_env`; the host's huge page settings are then bound
+  read-only, glibc reads them), and ``env``; the container adds the workspace's ``/env``.
 - **Network**: the host's (the container calls its workspace and its model), or none
   with ``network=False`` (``--unshare-net``: loopback only).
 - **No capabilities** (``--cap-drop ALL``), its own IPC and UTS namespaces.

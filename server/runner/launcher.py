@@ -223,12 +223,13 @@ class LocalSubprocessLauncher:
     its files and network, and can outlive the turn by escaping the sweep (development
     only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
     environment is not the runner's: only the ``pass_env`` variables of the runner
-    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus ``env`` and the turn marker
-    ``SANDSTREAM_TURN_ID``; no token of the server reaches it. ``stderr``: ``"log"``
-    reads it into the ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
-    ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
-    fast producer blocks less often (kept modest: an unprivileged user's pipes share a
-    budget, ``/proc/sys/fs/pipe-user-pages-soft``, 64 MiB by default).
+    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus :func:`container_heap_env`, ``env``
+    and the turn marker ``SANDSTREAM_TURN_ID``; no token of the server reaches it.
+    ``stderr``: ``"log"`` reads it into the ``sandstream.container`` logger (bounded),
+    ``"inherit"`` shares the runner's, ``"discard"`` drops it. ``pipe_size`` enlarges
+    the stdout pipe (Linux) so that a fast producer blocks less often (kept modest: an
+    unprivileged user's pipes share a budget, ``/proc/sys/fs/pipe-user-pages-soft``,
+    64 MiB by default).
     """
 
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
