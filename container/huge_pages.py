@@ -1,7 +1,7 @@
 """The container's heap in transparent huge pages, where the kernel gives them.
 
 When a sandbox is killed, the kernel frees the container's memory page by page, and
-that is most of a teardown: ~25 MiB of anonymous memory in 4 KiB pages, against a few
+that is most of a teardown: ~26 MiB of anonymous memory in 4 KiB pages, against a few
 2 MiB pages for the same memory in huge pages. A launcher asks for them by starting
 our container with :data:`HEAP_TUNABLES` (:func:`heap_env`: only where the host's
 transparent huge pages are ``madvise`` or ``always``):
@@ -87,9 +87,9 @@ def huge_page_size() -> int:
 def collapse_heap() -> int:
     """Collapse this process's densely used anonymous memory into huge pages.
 
-    Only where :func:`huge_pages_allowed`. Returns
-    the bytes this call put in huge pages (0 when none: never an error). Takes ~0.3 ms
-    per 2 MiB; a signal arriving meanwhile is handled once it returns.
+    Only where :func:`huge_pages_allowed`. Returns the bytes this call put in huge
+    pages (0 when none: never an error). Takes ~0.3 ms per 2 MiB; a signal arriving
+    meanwhile is handled once it returns.
     """
     if not sys.platform.startswith("linux") or not huge_pages_allowed():
         return 0
