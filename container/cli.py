@@ -22,6 +22,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from .huge_pages import collapse_heap, forget_heap_tunables
+
 if TYPE_CHECKING:
     from .run import RunOptions
 
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None, early: _EarlySignals) -> int:
     args = build_parser().parse_args(argv)
+    huge_pages = forget_heap_tunables()
     try:
         out_fd = _claim_stdout()
     except OSError as exc:
@@ -190,6 +193,8 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             emitter.finish(Error(code="internal_error", message=message))
         os.close(out_fd)
         return 1
+    if huge_pages:  # what it runs with is imported: into huge pages, where allowed
+        collapse_heap()
     try:
         try:
             early.raising = True

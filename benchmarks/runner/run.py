@@ -1,7 +1,7 @@
 """Runner benchmarks: throughput vs. the pipe ceiling, concurrent streams, memory per stream.
 
 ``python -m benchmarks.runner.run [throughput] [concurrency] [--sandbox bwrap|local]
-[--json] [options]``
+[--heap huge|small|both] [--json] [options]``
 
 The runner runs its containers with ``--sandbox`` (default ``bwrap``, as
 ``sandstream runner`` does on Linux with bubblewrap installed).
@@ -15,7 +15,11 @@ The runner runs its containers with ``--sandbox`` (default ``bwrap``, as
   core to Hypercorn, over loopback to an httpx client (HTTP/1.1) in this process.
 
 Each is run ``--repeat`` times, interleaved; the median is reported. Goal: the runner
-delivers at least 50% of the ceiling.
+delivers at least 50% of the ceiling. ``--heap both`` runs both twice, interleaved:
+the container as shipped (``huge``: started with the heap tunables, as launchers start
+it, so its heap is in huge pages where the host allows) and without them (``small``:
+the ceiling's container without the tunables, the runner's given as a custom
+``--container-cmd``, which gets none).
 
 **concurrency** — N streams at ``--rate`` lines/s each (default 100), for N on a
 ladder (``--ladder``); per line, latency = client receive time - the line's ``ts``
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,10 +50,18 @@ import msgspec
 import psutil
 import trio
 
+from sandstream.container.huge_pages import heap_env
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from tests.support.workspace import WorkspaceServer, start_workspace
 
-from .support import CONTAINER_ARGV, TOKEN, environment, percentile, start_runner_process
+from .support import (
+    CONTAINER_ARGV,
+    HEAPS,
+    TOKEN,
+    environment,
+    percentile,
+    start_runner_process,
+)
 
 GOAL_RATIO: Final = 0.5
 GOAL_P99_MS: Final = 50.0
@@ -63,13 +76,14 @@ def _load_config(lines: int, rate: float, payload: int) -> ConfigResponse:
 # -- throughput ----------------------------------------------------------------------
 
 
-async def _ceiling(workspace: WorkspaceServer) -> tuple[int, float]:
+async def _ceiling(workspace: WorkspaceServer, env: dict[str, str]) -> tuple[int, float]:
     """Lines and seconds (first byte → EOF) of the container piped into a reader."""
     process = await trio.lowlevel.open_process(
         list(CONTAINER_ARGV),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
     )
     assert process.stdin is not None and process.stdout is not None
     async with process.stdin:
@@ -101,39 +115,64 @@ async def _through_runner(url: str, workspace: WorkspaceServer) -> tuple[int, fl
     return lines, time.perf_counter() - first
 
 
+SMALL_PAGES_CONTAINER: Final = shlex.join((sys.executable, "-E", "-m", "sandstream.container"))
+"""The container as a custom command (``-E`` changes nothing in a sandbox's allow-listed
+environment): launchers start a custom command without the heap tunables."""
+
+
+def _heap_setup(heap: str, runner_args: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(the ceiling container's extra environment, the runner's arguments) for ``heap``."""
+    if heap == "huge":
+        return heap_env(), runner_args
+    return {}, [*runner_args, "--container-cmd", SMALL_PAGES_CONTAINER]
+
+
 async def throughput(
-    lines: int, payload: int, repeat: int, runner_args: list[str]
-) -> dict[str, Any]:
-    """Ceiling and runner lines/s, interleaved ``repeat`` times (``runner_args``: its CLI)."""
-    ceiling: list[float] = []
-    runner: list[float] = []
+    lines: int, payload: int, repeat: int, runner_args: list[str], heaps: list[str]
+) -> list[dict[str, Any]]:
+    """Ceiling and runner lines/s per heap variant (:data:`HEAPS`), all interleaved
+    ``repeat`` times (``runner_args``: the runner's CLI)."""
+    ceiling: dict[str, list[float]] = {heap: [] for heap in heaps}
+    runner: dict[str, list[float]] = {heap: [] for heap in heaps}
     counts: set[int] = set()
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load_config(lines, 0.0, payload))
-        proc = await start_runner_process(nursery, "--max-live", "8", *runner_args)
+        setups = {heap: _heap_setup(heap, runner_args) for heap in heaps}
+        procs = {
+            heap: await start_runner_process(nursery, "--max-live", "8", *setups[heap][1])
+            for heap in heaps
+        }
         try:
             for _ in range(repeat):
-                n, seconds = await _ceiling(workspace)
-                counts.add(n)
-                ceiling.append(n / seconds)
-                n, seconds = await _through_runner(proc.url, workspace)
-                counts.add(n)
-                runner.append(n / seconds)
+                for heap in heaps:
+                    n, seconds = await _ceiling(workspace, setups[heap][0])
+                    counts.add(n)
+                    ceiling[heap].append(n / seconds)
+                    n, seconds = await _through_runner(procs[heap].url, workspace)
+                    counts.add(n)
+                    runner[heap].append(n / seconds)
         finally:
-            await proc.stop()
+            for proc in procs.values():
+                await proc.stop()
         nursery.cancel_scope.cancel()
-    ceiling_rate = statistics.median(ceiling)
-    runner_rate = statistics.median(runner)
-    return {
-        "lines_per_turn": sorted(counts),
-        "payload_bytes": payload,
-        "repeat": repeat,
-        "ceiling_lines_per_s": round(ceiling_rate),
-        "runner_lines_per_s": round(runner_rate),
-        "ratio": round(runner_rate / ceiling_rate, 3),
-        "ceiling_runs": [round(x) for x in ceiling],
-        "runner_runs": [round(x) for x in runner],
-    }
+    results = []
+    for heap in heaps:
+        ceiling_rate = statistics.median(ceiling[heap])
+        runner_rate = statistics.median(runner[heap])
+        results.append(
+            {
+                "heap": heap,
+                "lines_per_turn": sorted(counts),
+                "payload_bytes": payload,
+                "repeat": repeat,
+                "ceiling_lines_per_s": round(ceiling_rate),
+                "runner_lines_per_s": round(runner_rate),
+                "ratio": round(runner_rate / ceiling_rate, 3),
+                "ceiling_runs": [round(x) for x in ceiling[heap]],
+                "runner_runs": [round(x) for x in runner[heap]],
+            }
+        )
+    return results
 
 
 # -- concurrency ----------------------------------------------------------------------
@@ -393,18 +432,29 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARG",
         help="extra runner argument, e.g. --runner-arg=--read-size=65536",
     )
+    parser.add_argument(
+        "--heap",
+        choices=(*HEAPS, "both"),
+        default="huge",
+        help="throughput: the container's heap in huge pages as shipped, or not (both: "
+        "interleaved)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     parts = args.parts or ["throughput", "concurrency"]
     runner_args = ["--sandbox", args.sandbox, *args.runner_arg]
     doc: dict[str, Any] = {"environment": environment(), "sandbox": args.sandbox}
     if "throughput" in parts:
-        result = trio.run(throughput, args.lines, args.payload, args.repeat, runner_args)
-        doc["throughput"] = result
-        if not args.json:
+        heaps = list(HEAPS) if args.heap == "both" else [args.heap]
+        results = trio.run(throughput, args.lines, args.payload, args.repeat, runner_args, heaps)
+        doc["throughput"] = results
+        for result in results:
+            if args.json:
+                break
             met = "met" if result["ratio"] >= GOAL_RATIO else "NOT met"
             print(
-                f"throughput ({result['lines_per_turn']} lines of {args.payload} B): "
+                f"throughput, heap={result['heap']} "
+                f"({result['lines_per_turn']} lines of {args.payload} B): "
                 f"ceiling {result['ceiling_lines_per_s']:,} lines/s, "
                 f"runner {result['runner_lines_per_s']:,} lines/s, "
                 f"ratio {result['ratio']:.2f} (goal >= {GOAL_RATIO}: {met})\n"

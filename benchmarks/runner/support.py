@@ -12,13 +12,16 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import trio
 from hypercorn.config import Config
 
+from sandstream.container.huge_pages import HEAP_TUNABLES
 from sandstream.server import (
+    BwrapLauncher,
     ContainerLauncher,
+    LocalSubprocessLauncher,
     Runner,
     RunnerSettings,
     TurnRecord,
@@ -30,6 +33,35 @@ from sandstream.server import (
 
 CONTAINER_ARGV = (sys.executable, "-m", "sandstream.container")
 TOKEN = "benchmark-token"
+
+HEAPS: Final = ("huge", "small")
+"""The container's heap: ``huge``, the launchers as shipped (in huge pages where the
+host allows); ``small``, started without :data:`HEAP_TUNABLES`, as before them (so it
+also collapses nothing)."""
+
+
+class _SmallPagesBwrap(BwrapLauncher):
+    def sandbox_env(self, turn_id: str) -> dict[str, str]:
+        return _without_heap_tunables(super().sandbox_env(turn_id))
+
+
+class _SmallPagesLocal(LocalSubprocessLauncher):
+    def container_env(self, turn_id: str) -> dict[str, str]:
+        return _without_heap_tunables(super().container_env(turn_id))
+
+
+def _without_heap_tunables(env: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name not in HEAP_TUNABLES}
+
+
+def launcher(sandbox: str, argv: Sequence[str], heap: str = "huge") -> ContainerLauncher:
+    """A ``bwrap`` or ``local`` launcher of ``argv`` (stderr discarded), with the
+    container's ``heap`` as :data:`HEAPS` says."""
+    if sandbox == "bwrap":
+        bwrap = BwrapLauncher if heap == "huge" else _SmallPagesBwrap
+        return bwrap(argv=argv, stderr="discard")
+    local = LocalSubprocessLauncher if heap == "huge" else _SmallPagesLocal
+    return local(argv=argv, stderr="discard")
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -32,7 +32,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
@@ -41,12 +41,10 @@ import trio
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server import (
     BwrapContainer,
-    BwrapLauncher,
     ContainerExit,
     ContainerHandle,
     ContainerLauncher,
     LocalContainer,
-    LocalSubprocessLauncher,
     RunnerSettings,
 )
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
@@ -54,10 +52,13 @@ from tests.support.container import namespace_members
 from tests.support.workspace import start_workspace
 
 from ..runner.support import (
+    HEAPS,
     TOKEN,
     busy_processes,
     environment,
+    launcher,
     live_group_members,
+    percentile,
     start_in_process,
     summary,
 )
@@ -106,9 +107,13 @@ class _TimedHandle:
 
 @dataclass
 class _TimedLauncher:
-    """Wraps a launcher; hands the turn a :class:`_TimedHandle` (to see stdout's EOF)."""
+    """Runs each turn with ``variants[variant]`` (the trial loop sets ``variant``
+    before each turn); hands the turn a :class:`_TimedHandle` (to see stdout's EOF)."""
 
-    inner: ContainerLauncher
+    variants: dict[str, ContainerLauncher]
+    variant: str = ""
+    started: _TimedHandle | None = None
+    """The handle of the turn started last."""
 
     async def run(
         self,
@@ -119,20 +124,21 @@ class _TimedLauncher:
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         outer = task_status
+        launcher = self
 
         class _Status:
             def started(self, handle: ContainerHandle | None = None) -> None:
                 assert handle is not None
-                outer.started(_TimedHandle(handle))
+                launcher.started = _TimedHandle(handle)
+                outer.started(launcher.started)
 
-        return await self.inner.run(dispatch, turn_id, messages=messages, task_status=_Status())
+        inner = self.variants[self.variant]
+        return await inner.run(dispatch, turn_id, messages=messages, task_status=_Status())
 
 
-def _launcher(sandbox: str, kind: str) -> ContainerLauncher:
+def _launcher(sandbox: str, kind: str, heap: str) -> ContainerLauncher:
     argv = DEFAULT_CONTAINER_ARGV if kind == "real" else ("sh", "-c", SHELL_CONTAINER)
-    if sandbox == "bwrap":
-        return BwrapLauncher(argv=argv, stderr="discard")
-    return LocalSubprocessLauncher(argv=argv, stderr="discard")
+    return launcher(sandbox, argv, heap)
 
 
 def _left_behind(handle: ContainerHandle) -> bool:
@@ -143,15 +149,52 @@ def _left_behind(handle: ContainerHandle) -> bool:
     return bool(live_group_members(handle.pgid))
 
 
-async def _trials(sandbox: str, kind: str, trials: int, warmup: int) -> dict[str, Any]:
-    launcher = _TimedLauncher(_launcher(sandbox, kind))
+@dataclass
+class _Samples:
+    """One variant's measurements."""
+
+    totals: list[float] = field(default_factory=list)
+    reactions: list[float] = field(default_factory=list)
+    exits: list[float] = field(default_factory=list)
+    eofs: list[float] = field(default_factory=list)
+    anon_huge_mib: list[float] = field(default_factory=list)
+    escalated: int = 0
+    leftovers: int = 0
+
+
+def _container_pid(handle: ContainerHandle) -> int | None:
+    """The container process itself (under bwrap: the child of the sandbox's init)."""
+    if isinstance(handle, BwrapContainer):
+        try:
+            with open(f"/proc/{handle.init_pid}/task/{handle.init_pid}/children") as file:
+                children = file.read().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+    assert isinstance(handle, LocalContainer)
+    return handle.pid
+
+
+def _anon_huge_mib(pid: int | None) -> float | None:
+    """``AnonHugePages`` of process ``pid`` in MiB (None if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as file:
+            for line in file:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+async def _trials(
+    sandbox: str, kind: str, heaps: list[str], trials: int, warmup: int
+) -> list[dict[str, Any]]:
+    """``warmup + trials`` rounds; each round one turn per heap variant, the order
+    alternating from round to round, so the machine's noise hits every variant."""
+    launcher = _TimedLauncher({heap: _launcher(sandbox, kind, heap) for heap in heaps})
     settings = RunnerSettings(token=TOKEN, max_live=4)
-    totals: list[float] = []
-    reactions: list[float] = []
-    exits: list[float] = []
-    eofs: list[float] = []
-    escalated = 0
-    leftovers = 0
+    samples = {heap: _Samples() for heap in heaps}
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(
             nursery,
@@ -162,52 +205,64 @@ async def _trials(sandbox: str, kind: str, trials: int, warmup: int) -> dict[str
             base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
         ) as client:
             for index in range(warmup + trials):
-                before = len(server.closed)
-                async with client.stream(
-                    "POST", "/stream", json=workspace.mint_dispatch()
-                ) as response:
-                    chunks = response.aiter_raw()
-                    received = 0
-                    body = b""
-                    while received < 5:  # streaming: several lines arrived
-                        try:
-                            chunk = await chunks.__anext__()
-                        except StopAsyncIteration:
-                            raise RuntimeError(
-                                f"{sandbox}/{kind}: the stream ended early: {body[-300:]!r}"
-                            ) from None
-                        body += chunk
-                        received += chunk.count(b"\n")
-                    closed_at = time.monotonic()
-                # leaving the block closed the connection
-                with trio.fail_after(30):
-                    turn, record = await server.wait_closed(before + 1)
-                exit_ = turn.container_exit
-                assert exit_ is not None and exit_.stopped_at is not None, record
-                handle = turn.container
-                assert isinstance(handle, _TimedHandle)
-                if _left_behind(handle.inner):
-                    leftovers += 1
-                if index < warmup:
-                    continue
-                totals.append((exit_.reaped_at - closed_at) * 1000)
-                reactions.append((exit_.stopped_at - closed_at) * 1000)
-                exits.append((exit_.reaped_at - exit_.stopped_at) * 1000)
-                if handle.stdout.eof_at is not None:
-                    eofs.append((handle.stdout.eof_at - exit_.stopped_at) * 1000)
-                escalated += exit_.escalated
+                for heap in heaps if index % 2 == 0 else heaps[::-1]:
+                    launcher.variant = heap
+                    before = len(server.closed)
+                    async with client.stream(
+                        "POST", "/stream", json=workspace.mint_dispatch()
+                    ) as response:
+                        chunks = response.aiter_raw()
+                        received = 0
+                        body = b""
+                        while received < 5:  # streaming: several lines arrived
+                            try:
+                                chunk = await chunks.__anext__()
+                            except StopAsyncIteration:
+                                raise RuntimeError(
+                                    f"{sandbox}/{kind}: the stream ended early: {body[-300:]!r}"
+                                ) from None
+                            body += chunk
+                            received += chunk.count(b"\n")
+                        assert launcher.started is not None
+                        huge = _anon_huge_mib(_container_pid(launcher.started.inner))
+                        closed_at = time.monotonic()
+                    # leaving the block closed the connection
+                    with trio.fail_after(30):
+                        turn, record = await server.wait_closed(before + 1)
+                    exit_ = turn.container_exit
+                    assert exit_ is not None and exit_.stopped_at is not None, record
+                    handle = turn.container
+                    assert isinstance(handle, _TimedHandle)
+                    sample = samples[heap]
+                    if _left_behind(handle.inner):
+                        sample.leftovers += 1
+                    if index < warmup:
+                        continue
+                    sample.totals.append((exit_.reaped_at - closed_at) * 1000)
+                    sample.reactions.append((exit_.stopped_at - closed_at) * 1000)
+                    sample.exits.append((exit_.reaped_at - exit_.stopped_at) * 1000)
+                    if handle.stdout.eof_at is not None:
+                        sample.eofs.append((handle.stdout.eof_at - exit_.stopped_at) * 1000)
+                    if huge is not None:
+                        sample.anon_huge_mib.append(huge)
+                    sample.escalated += exit_.escalated
         server.stop.set()
         nursery.cancel_scope.cancel()
-    return {
-        "sandbox": sandbox,
-        "container": kind,
-        "total_ms": summary(totals),
-        "reaction_ms": summary(reactions),
-        "container_exit_ms": summary(exits),
-        "sigterm_to_stdout_closed_ms": summary(eofs),
-        "escalated_to_sigkill": escalated,
-        "groups_left_behind": leftovers,
-    }
+    return [
+        {
+            "sandbox": sandbox,
+            "container": kind,
+            "heap": heap,
+            "total_ms": summary(sample.totals),
+            "reaction_ms": summary(sample.reactions),
+            "container_exit_ms": summary(sample.exits),
+            "sigterm_to_stdout_closed_ms": summary(sample.eofs),
+            "anon_huge_pages_mib_p50": percentile(sample.anon_huge_mib, 50),
+            "escalated_to_sigkill": sample.escalated,
+            "groups_left_behind": sample.leftovers,
+        }
+        for heap, sample in samples.items()
+    ]
 
 
 def _row(name: str, stats: dict[str, float]) -> str:
@@ -226,8 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--busy", type=int, default=0, help="CPU-spinning processes to load the machine with"
     )
+    parser.add_argument(
+        "--heap",
+        choices=(*HEAPS, "both"),
+        default="huge",
+        help="the container's heap: in huge pages as shipped, in small pages as before "
+        "(both: interleaved, turn by turn)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    heaps = list(HEAPS) if args.heap == "both" else [args.heap]
     kinds = ["shell", "real"] if args.container == "both" else [args.container]
     sandboxes = ["local", "bwrap"] if args.sandbox == "both" else [args.sandbox]
     results = []
@@ -235,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     with busy_processes(args.busy):
         for kind in kinds:
             for sandbox in sandboxes:
-                results.append(trio.run(_trials, sandbox, kind, args.trials, args.warmup))
+                results += trio.run(_trials, sandbox, kind, heaps, args.trials, args.warmup)
     doc = {"environment": env_before, "load_after": os.getloadavg()[0], "results": results}
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -245,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         total = result["total_ms"]
         met = "met" if total["p99"] < GOAL_P99_MS else "NOT met"
         print(
-            f"sandbox={result['sandbox']} container={result['container']}: "
+            f"sandbox={result['sandbox']} container={result['container']} "
+            f"heap={result['heap']}: "
             f"goal p99 < {GOAL_P99_MS:g} ms {met}"
         )
         print(_row("total", total))
@@ -253,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_row("container exit", result["container_exit_ms"]))
         print(_row("  stdout closed", result["sigterm_to_stdout_closed_ms"]))
         print(
-            f"  escalated to SIGKILL: {result['escalated_to_sigkill']}, "
+            f"  AnonHugePages of the container (p50): {result['anon_huge_pages_mib_p50']:g} MiB, "
+            f"escalated to SIGKILL: {result['escalated_to_sigkill']}, "
             f"sandboxes left behind: {result['groups_left_behind']}"
         )
     print(f"load average after: {doc['load_after']:.2f}")

@@ -16,7 +16,9 @@ A sandbox is one ``bwrap`` process and the PID namespace it creates:
   with the namespace. Nothing else of the host: the server's data dir is never
   bound, and is covered by an empty tmpfs should a bound directory contain it.
 - **Environment** (``--clearenv``): ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp``,
-  ``LANG``, the turn marker and ``env``; the container adds the workspace's ``/env``.
+  ``LANG``, the turn marker, for our container the heap tunable
+  (:func:`~.launcher.container_heap_env`; the host's huge page settings are then bound
+  read-only, glibc reads them), and ``env``; the container adds the workspace's ``/env``.
 - **Network**: the host's (the container calls its workspace and its model), or none
   with ``network=False`` (``--unshare-net``: loopback only).
 - **No capabilities** (``--cap-drop ALL``), its own IPC and UTS namespaces.
@@ -58,6 +60,8 @@ from typing import Final
 
 import trio
 
+from sandstream.container.huge_pages import HEAP_TUNABLES, THP_SETTING
+
 from .launcher import (
     DEFAULT_CONTAINER_ARGV,
     STDERR_TARGETS,
@@ -65,6 +69,7 @@ from .launcher import (
     ContainerHandle,
     LaunchError,
     StderrMode,
+    container_heap_env,
     feed_stdin,
     grow_pipe,
     log_stderr,
@@ -119,6 +124,10 @@ ETC_ENTRIES: Final = (
     "timezone",
 )
 """What of ``/etc`` a sandbox sees (read-only): no shadow, no keys but public CAs."""
+
+THP_SETTINGS_DIR: Final = os.path.dirname(THP_SETTING)
+"""The host's transparent huge page settings, read-only in a sandbox whose container
+is started with the heap tunables (glibc reads them)."""
 
 _STARTUP_TIMEOUT: Final = 10.0
 _DIRECT_KILLS: Final = 64
@@ -224,6 +233,7 @@ class BwrapLauncher:
             "LANG": os.environ.get("LANG") or "C.UTF-8",
             TURN_MARKER_ENV: turn_id,
         }
+        env.update(container_heap_env(self.argv))
         env.update(self.env)
         return env
 
@@ -267,8 +277,12 @@ class BwrapLauncher:
         for path in hidden:
             if any(_within(path, b) for b in binds) and os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
+        env = self.sandbox_env(turn_id)
+        if any(env.get(name) == value for name, value in HEAP_TUNABLES.items()):
+            # glibc asks for huge pages only where this says the kernel gives them
+            args += ["--ro-bind-try", THP_SETTINGS_DIR, THP_SETTINGS_DIR]
         args += ["--chdir", SANDBOX_TMP, "--clearenv"]
-        for name, value in self.sandbox_env(turn_id).items():
+        for name, value in env.items():
             args += ["--setenv", name, value]
         args += ["--info-fd", str(info_fd), "--block-fd", str(block_fd), "--", *inside]
         return args

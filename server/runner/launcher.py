@@ -32,6 +32,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import trio
 
+from sandstream.container.huge_pages import heap_env
+
 from .limits import LimitExceeded
 from .procs import (
     TURN_MARKER_ENV,
@@ -54,6 +56,7 @@ __all__ = [
     "LocalContainer",
     "LocalSubprocessLauncher",
     "StderrMode",
+    "container_heap_env",
     "feed_stdin",
     "grow_pipe",
     "log_stderr",
@@ -82,6 +85,19 @@ _DRAIN_STDERR_AFTER_EXIT: Final = 1.0
 
 container_log = logging.getLogger("sandstream.container")
 log = logging.getLogger("sandstream.runner")
+
+
+def container_heap_env(argv: Sequence[str]) -> dict[str, str]:
+    """What our Python container (``argv`` runs ``-m sandstream.container``) is started
+    with so that its heap is in huge pages where the host gives them
+    (:mod:`sandstream.container.huge_pages`); ``{}`` for any other command.
+
+    A custom command gets nothing: the tunable would change the allocator of whatever
+    it runs, which is the user's to choose (``env`` can set it).
+    """
+    if tuple(argv[1:3]) != ("-m", "sandstream.container"):
+        return {}
+    return heap_env()
 
 
 class LaunchError(OSError):
@@ -207,12 +223,13 @@ class LocalSubprocessLauncher:
     its files and network, and can outlive the turn by escaping the sweep (development
     only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
     environment is not the runner's: only the ``pass_env`` variables of the runner
-    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus ``env`` and the turn marker
-    ``SANDSTREAM_TURN_ID``; no token of the server reaches it. ``stderr``: ``"log"``
-    reads it into the ``sandstream.container`` logger (bounded), ``"inherit"`` shares the runner's,
-    ``"discard"`` drops it. ``pipe_size`` enlarges the stdout pipe (Linux) so that a
-    fast producer blocks less often (kept modest: an unprivileged user's pipes share a
-    budget, ``/proc/sys/fs/pipe-user-pages-soft``, 64 MiB by default).
+    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus :func:`container_heap_env`, ``env``
+    and the turn marker ``SANDSTREAM_TURN_ID``; no token of the server reaches it.
+    ``stderr``: ``"log"`` reads it into the ``sandstream.container`` logger (bounded),
+    ``"inherit"`` shares the runner's, ``"discard"`` drops it. ``pipe_size`` enlarges
+    the stdout pipe (Linux) so that a fast producer blocks less often (kept modest: an
+    unprivileged user's pipes share a budget, ``/proc/sys/fs/pipe-user-pages-soft``,
+    64 MiB by default).
     """
 
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
@@ -233,6 +250,7 @@ class LocalSubprocessLauncher:
     def container_env(self, turn_id: str) -> dict[str, str]:
         """The environment a container of turn ``turn_id`` starts with."""
         env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        env.update(container_heap_env(self.argv))
         env.update(self.env)
         env[TURN_MARKER_ENV] = turn_id
         return env

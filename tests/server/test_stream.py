@@ -9,6 +9,7 @@ import msgspec
 import pytest
 import trio
 
+from sandstream.container.huge_pages import HEAP_TUNABLES, heap_env
 from sandstream.container.schemas import ScriptedError, ScriptedStep
 from sandstream.server import LocalSubprocessLauncher
 from tests.server.harness import (
@@ -238,6 +239,7 @@ async def test_the_runner_token_is_not_in_the_container_environment(
     monkeypatch.setenv("SANDSTREAM_API_TOKEN", "api-secret")
     monkeypatch.setenv("SOME_SERVER_SETTING", "private")
     monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
     env = LocalSubprocessLauncher(env={"EXTRA": "1"}).container_env("turn_x")
     # an allow-list, not a deny-list: nothing of the server's environment but these
     assert set(env) <= {
@@ -250,6 +252,8 @@ async def test_the_runner_token_is_not_in_the_container_environment(
         "TMPDIR",
         "EXTRA",
         "SANDSTREAM_TURN_ID",
+        *HEAP_TUNABLES,
     }
     assert env["SANDSTREAM_TURN_ID"] == "turn_x" and env["EXTRA"] == "1"
     assert env["LANG"] == "C.UTF-8"
+    assert env.get("GLIBC_TUNABLES") == heap_env().get("GLIBC_TUNABLES")  # ours, not the runner's
