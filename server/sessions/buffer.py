@@ -43,8 +43,6 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
-import trio
-
 from sandstream.server.sqlite import SQLiteDatabase
 
 __all__ = [
@@ -110,19 +108,6 @@ def split_chunks(data: bytes) -> list[bytes]:
     return [line + b"\n" for line in data.split(b"\n")[:-1]]
 
 
-def _create_file(path: Path) -> None:
-    """Create the buffer file with :data:`PAGE_SIZE` pages, in WAL mode, if it is missing."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-        conn.execute("PRAGMA journal_mode = WAL")
-    finally:
-        conn.close()
-
-
 def _migrate(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA:
         conn.execute(statement)
@@ -151,8 +136,9 @@ class SessionBuffer:
     @classmethod
     async def open(cls, data_dir: Path, *, readers: int = 4) -> SessionBuffer:
         """Open (or create) the buffer in ``data_dir``. Raises sqlite3.Error / OSError."""
-        await trio.to_thread.run_sync(_create_file, data_dir / BUFFER_FILE)
-        db = await SQLiteDatabase.open(data_dir / BUFFER_FILE, migrate=_migrate, readers=readers)
+        db = await SQLiteDatabase.open(
+            data_dir / BUFFER_FILE, migrate=_migrate, readers=readers, page_size=PAGE_SIZE
+        )
         return cls(db)
 
     async def close(self) -> None:

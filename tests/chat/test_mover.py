@@ -21,6 +21,7 @@ import trio
 
 from sandstream.server.chat.mover import (
     SESSION_LOST,
+    Batch,
     Lease,
     LiveSessionRef,
     LogMover,
@@ -215,7 +216,7 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     session_id = await start_session(runner, workspace, 50, rate=0)
     expected = await output(runner, session_id)
     sink, settled = RecordingSink(db), Settled()
-    await sink.move(session_id, 1, list(enumerate(expected, 1)))  # then its owner died
+    await sink.move(session_id, 1, Batch(1, expected))  # then its owner died
     sources = SessionSources(runner_token=TOKEN)
     ref = LiveSessionRef(session_id, runner.url)
     assert (
@@ -415,7 +416,7 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
     sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
     for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
         sink, settled = MovedChunks(db), Settled()
-        await db.write(lambda conn: conn.execute("DELETE FROM moved_chunks"))
+        await db.write(lambda conn: conn.execute("DELETE FROM moved_runs"))
         outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(session_id)  # never a silent skip to the retained ones

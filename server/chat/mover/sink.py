@@ -1,15 +1,20 @@
 """Where the log mover puts a session's chunks: the chat database, fenced, idempotent.
 
-:class:`MovedChunks` keeps ``moved_chunks (session_id, cursor, chunk)`` and, per
-session, ``session_fences.generation``: the highest lease generation that has written
-(or claimed, :meth:`MovedChunks.fence`). :meth:`MovedChunks.move` is one transaction:
+:class:`MovedChunks` keeps a session's chunks as **runs** — ``moved_runs (session_id,
+first_cursor, last_cursor, chunks)``, the consecutive chunks of one moved batch in one
+row, concatenated (each chunk is one ``\\n``-terminated line) — and, per session,
+``session_fences.generation``: the highest lease generation that has written (or
+claimed, :meth:`MovedChunks.fence`). A row per batch rather than per chunk is what
+lets one replica keep up with a fast container: a batch of thousands of lines is one
+insert, and no Python step runs per chunk. :meth:`MovedChunks.move` is one transaction:
 
 1. refuse with :class:`FencedError` if the writer's generation is below the fence
    (a newer owner has claimed the session: this one lost its lease);
 2. refuse with :class:`ChunkGapError` if the batch would leave a hole after the
    chunks already stored (cursors are dense: none may be lost);
-3. raise the fence to the writer's generation and ``INSERT OR IGNORE`` the chunks, so
-   a chunk moved twice (a takeover resumes from the stored cursor) is stored once.
+3. raise the fence to the writer's generation and store the chunks of the batch past
+   the last stored cursor as one run, so a chunk moved twice (a takeover resumes from
+   the stored cursor) is stored once.
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`last_cursor` makes
@@ -20,13 +25,35 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import repeat
 
+from sandstream.server.sessions.buffer import split_chunks
 from sandstream.server.sqlite import SQLiteDatabase
 
-__all__ = ["Batch", "ChunkGapError", "FencedError", "MovedChunks", "check_fence"]
+__all__ = [
+    "Batch",
+    "ChunkGapError",
+    "ChunkShapeError",
+    "FencedError",
+    "MovedChunks",
+    "check_fence",
+]
 
-Batch = Sequence[tuple[int, bytes]]
-"""Chunks with their cursors, in cursor order, consecutive: ``[(7, b"…\\n"), (8, …)]``."""
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Consecutive chunks of one session: the cursor of the first, and the chunks,
+    each one ``\\n``-terminated line: ``Batch(7, [b"…\\n", b"…\\n"])`` holds cursors 7
+    and 8."""
+
+    first: int
+    chunks: Sequence[bytes]
+
+    @property
+    def last(self) -> int:
+        """The cursor of the last chunk (``first - 1`` when there is none)."""
+        return self.first + len(self.chunks) - 1
 
 
 class FencedError(Exception):
@@ -44,18 +71,31 @@ class FencedError(Exception):
 
 class ChunkGapError(ValueError):
     """A batch does not follow the stored chunks (its first cursor is past the last
-    stored one + 1) or is not consecutive. Nothing of it was written."""
+    stored one + 1, or below 1). Nothing of it was written."""
 
 
-def _check_batch(session_id: str, batch: Batch) -> None:
-    first = batch[0][0]
-    for offset, (cursor, chunk) in enumerate(batch):
-        if cursor != first + offset:
-            raise ChunkGapError(f"session {session_id}: cursor {cursor} after {first + offset - 1}")
-        if not isinstance(chunk, bytes):
-            raise TypeError(f"a chunk must be bytes, not {type(chunk).__name__}")
-    if first < 1:
-        raise ChunkGapError(f"session {session_id}: cursors start at 1, got {first}")
+class ChunkShapeError(ValueError):
+    """A batch's chunks are not whole lines (each must end with its only ``\\n``).
+    Nothing of it was written."""
+
+
+def _joined(session_id: str, batch: Batch) -> bytes:
+    """The batch's chunks as one run; raises :class:`ChunkGapError`, :class:`ChunkShapeError`."""
+    if batch.first < 1:
+        raise ChunkGapError(f"session {session_id}: cursors start at 1, got {batch.first}")
+    try:
+        data = b"".join(batch.chunks)
+        # Every chunk ends with a newline, and there are no others: each is one line.
+        # (In C: no Python step per chunk.)
+        whole = all(map(bytes.endswith, batch.chunks, repeat(b"\n")))
+    except TypeError:
+        raise ChunkShapeError(f"session {session_id}: a chunk must be bytes") from None
+    if not whole or data.count(b"\n") != len(batch.chunks):
+        raise ChunkShapeError(
+            f"session {session_id}: the chunks after cursor {batch.first - 1} are not "
+            "whole lines, each ending with its only newline"
+        )
+    return data
 
 
 def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> int:
@@ -82,9 +122,11 @@ def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> 
 
 def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
     row = conn.execute(
-        "SELECT MAX(cursor) FROM moved_chunks WHERE session_id = ?", (session_id,)
+        "SELECT last_cursor FROM moved_runs WHERE session_id = ? "
+        "ORDER BY first_cursor DESC LIMIT 1",
+        (session_id,),
     ).fetchone()
-    return int(row[0] or 0)
+    return 0 if row is None else int(row[0])
 
 
 class MovedChunks:
@@ -101,24 +143,29 @@ class MovedChunks:
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
         """Store ``batch`` under ``generation``, in one transaction (see the module
-        docstring). Raises :class:`FencedError`, :class:`ChunkGapError`; an empty
-        batch checks the fence only."""
-        if batch:
-            _check_batch(session_id, batch)
+        docstring). Raises :class:`FencedError`, :class:`ChunkGapError`,
+        :class:`ChunkShapeError`; a batch without chunks checks the fence only."""
+        data = _joined(session_id, batch) if batch.chunks else b""
 
         def run(conn: sqlite3.Connection) -> None:
             _raise_fence(conn, session_id, generation)
-            if not batch:
+            if not data:
                 return
             last = _last_cursor(conn, session_id)
-            if batch[0][0] > last + 1:
+            if batch.first > last + 1:
                 raise ChunkGapError(
-                    f"session {session_id}: the batch starts at cursor {batch[0][0]}, "
+                    f"session {session_id}: the batch starts at cursor {batch.first}, "
                     f"the stored chunks end at {last}"
                 )
-            conn.executemany(
-                "INSERT OR IGNORE INTO moved_chunks (session_id, cursor, chunk) VALUES (?, ?, ?)",
-                [(session_id, cursor, chunk) for cursor, chunk in batch if cursor > last],
+            if batch.last <= last:
+                return  # all of it moved before
+            new = data
+            if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
+                new = data[sum(map(len, batch.chunks[: last + 1 - batch.first])) :]
+            conn.execute(
+                "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, max(batch.first, last + 1), batch.last, new),
             )
 
         await self.db.write(run)
@@ -128,10 +175,13 @@ class MovedChunks:
 
         def run(conn: sqlite3.Connection) -> list[bytes]:
             rows = conn.execute(
-                "SELECT chunk FROM moved_chunks WHERE session_id = ? ORDER BY cursor",
+                "SELECT chunks FROM moved_runs WHERE session_id = ? ORDER BY first_cursor",
                 (session_id,),
             )
-            return [bytes(row[0]) for row in rows]
+            out: list[bytes] = []
+            for (data,) in rows:
+                out += split_chunks(data)
+            return out
 
         return await self.db.read(run)
 
@@ -144,11 +194,14 @@ class MovedChunks:
 
         def run(conn: sqlite3.Connection) -> tuple[int, bytes] | None:
             row = conn.execute(
-                "SELECT cursor, chunk FROM moved_chunks WHERE session_id = ? "
-                "ORDER BY cursor DESC LIMIT 1",
+                "SELECT last_cursor, chunks FROM moved_runs WHERE session_id = ? "
+                "ORDER BY first_cursor DESC LIMIT 1",
                 (session_id,),
             ).fetchone()
-            return None if row is None else (int(row[0]), bytes(row[1]))
+            if row is None:
+                return None
+            data = bytes(row[1])
+            return int(row[0]), data[data.rfind(b"\n", 0, -1) + 1 :]
 
         return await self.db.read(run)
 
