@@ -134,13 +134,16 @@ class SQLiteDatabase:
         Committed if ``fn`` returns, rolled back if it raises (the exception
         propagates). Writes run one at a time.
         """
-        return await trio.to_thread.run_sync(self._write_sync, fn, limiter=self._write_limiter)
+        return await trio.to_thread.run_sync(self.write_blocking, fn, limiter=self._write_limiter)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
         return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
 
-    def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def write_blocking(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`write` for a thread of the caller's own: runs ``fn(conn)`` in one
+        ``BEGIN IMMEDIATE`` transaction in the calling thread, which it blocks. Never
+        call it on the event loop."""
         with self._write_lock:
             conn = self._writer
             if conn is None or self._closed:

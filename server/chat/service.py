@@ -27,6 +27,7 @@ from sandstream.core import DEFAULT_MAX_LINE_BYTES
 from sandstream.core.persistence import ChatTurn as CoreChatTurn
 from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.runner.service import Runner, ShuttingDownError
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
@@ -341,6 +342,7 @@ class ChatService:
             ping_interval=self.settings.ping_interval,
             stall_timeout=self.settings.stall_timeout,
             abort_client=partial(abort_scope_connection, scope),
+            connect=partial(raw_connection, scope),
             interrupt_on_disconnect=interrupt_on_disconnect,
             registry=self.viewers,
         )

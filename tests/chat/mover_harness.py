@@ -101,7 +101,7 @@ class RecordingSink(MovedChunks):
             _LABEL.reset(token)
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
-        label = ("move", generation, batch.first, batch.last) if batch.chunks else None
+        label = ("move", generation, batch.first, batch.last) if batch.count else None
         token = _LABEL.set(label)
         try:
             await super().move(session_id, generation, batch)

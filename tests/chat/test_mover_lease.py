@@ -146,7 +146,7 @@ def chunk(cursor: int) -> bytes:
 
 
 def chunks(first: int, last: int) -> Batch:
-    return Batch(first, [chunk(cursor) for cursor in range(first, last + 1)])
+    return Batch.of(first, [chunk(cursor) for cursor in range(first, last + 1)])
 
 
 async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) -> None:
@@ -157,10 +157,10 @@ async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) ->
     await sink.move("ses_a", 1, chunks(3, 8))  # overlapping: moved twice, stored once
     await sink.move("ses_a", 1, chunks(1, 8))
     await sink.move("ses_b", 1, chunks(1, 2))
-    assert await sink.read("ses_a") == list(chunks(1, 8).chunks)
+    assert await sink.read("ses_a") == chunks(1, 8).chunks
     assert await sink.last_cursor("ses_a") == 8
     assert await sink.last_chunk("ses_a") == (8, b'{"n":8}\n')
-    assert await sink.read("ses_b") == list(chunks(1, 2).chunks)
+    assert await sink.read("ses_b") == chunks(1, 2).chunks
 
 
 async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabase) -> None:
@@ -169,27 +169,27 @@ async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabas
     with pytest.raises(ChunkGapError):
         await sink.move("ses_a", 1, chunks(5, 6))
     with pytest.raises(ChunkGapError):
-        await sink.move("ses_a", 1, Batch(0, [b"x\n"]))
+        await sink.move("ses_a", 1, Batch.of(0, [b"x\n"]))
     assert await sink.last_cursor("ses_a") == 3
 
 
 @pytest.mark.parametrize(
     "bad",
     [
-        [b"x\n", b"no newline"],
-        [b"two\nlines\n"],
-        [b"x", b"\n"],  # as many newlines as chunks, at the wrong places
-        ["text\n"],
+        Batch(4, b"x\nno newline", 2),
+        Batch(4, b"two\nlines\n", 1),
+        Batch(4, b"x\n", 2),
+        Batch(4, "text\n", 1),  # type: ignore[arg-type]
     ],
 )
-async def test_chunks_that_are_not_whole_lines_are_refused_whole(
-    db: SQLiteDatabase, bad: list[bytes]
+async def test_a_batch_that_is_not_its_count_of_whole_lines_is_refused_whole(
+    db: SQLiteDatabase, bad: Batch
 ) -> None:
     sink = MovedChunks(db)
     await sink.move("ses_a", 1, chunks(1, 3))
     with pytest.raises(ChunkShapeError):
-        await sink.move("ses_a", 1, Batch(4, bad))
-    assert await sink.read("ses_a") == list(chunks(1, 3).chunks)
+        await sink.move("ses_a", 1, bad)
+    assert await sink.read("ses_a") == chunks(1, 3).chunks
 
 
 @settings(max_examples=60, deadline=None)
@@ -214,7 +214,7 @@ def test_any_overlapping_moves_store_each_chunk_once_in_order(
             stored = 0
             for start, size in windows:
                 first = min(start, stored) + 1  # never past the stored end: no gap
-                batch = Batch(first, lines[first - 1 : first - 1 + size])
+                batch = Batch.of(first, lines[first - 1 : first - 1 + size])
                 await sink.move("ses_a", 1, batch)
                 stored = max(stored, batch.last)
             return await sink.read("ses_a"), stored
@@ -233,7 +233,7 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
         await sink.move("ses_a", 1, chunks(4, 9))
     assert (fenced.value.generation, fenced.value.fence) == (1, 2)
     with pytest.raises(FencedError):
-        await sink.move("ses_a", 1, Batch(4, []))
+        await sink.move("ses_a", 1, Batch.of(4, []))
     assert await sink.last_cursor("ses_a") == 3
     await sink.move("ses_a", 3, chunks(4, 5))  # a newer one raises the fence as it writes
     assert await sink.generation("ses_a") == 3
@@ -241,7 +241,7 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
         await sink.move("ses_a", 2, chunks(6, 6))
     with pytest.raises(FencedError):
         await sink.fence("ses_a", 2)
-    assert await sink.read("ses_a") == list(chunks(1, 5).chunks)
+    assert await sink.read("ses_a") == chunks(1, 5).chunks
 
 
 async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path) -> None:
@@ -262,6 +262,6 @@ async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path
         sink = MovedChunks(db)
         assert await sink.last_chunk("ses_a") == (3, chunk(3))
         await sink.move("ses_a", 1, chunks(2, 6))
-        assert await sink.read("ses_a") == list(chunks(1, 6).chunks)
+        assert await sink.read("ses_a") == chunks(1, 6).chunks
     finally:
         await db.close()

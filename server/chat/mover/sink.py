@@ -26,7 +26,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 
 from sandstream.server.sessions.buffer import split_chunks
 from sandstream.server.sqlite import SQLiteDatabase
@@ -43,17 +42,34 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """Consecutive chunks of one session: the cursor of the first, and the chunks,
-    each one ``\\n``-terminated line: ``Batch(7, [b"…\\n", b"…\\n"])`` holds cursors 7
-    and 8."""
+    """Consecutive chunks of one session as one run: the cursor of the first, and
+    ``data``, ``count`` whole lines (each chunk one ``\\n``-terminated line).
+    ``Batch.of(7, [b"…\\n", b"…\\n"])`` holds cursors 7 and 8."""
 
     first: int
-    chunks: Sequence[bytes]
+    data: bytes
+    count: int
+
+    @classmethod
+    def of(cls, first: int, chunks: Sequence[bytes]) -> Batch:
+        """The batch of ``chunks`` from cursor ``first``. Raises :class:`TypeError`
+        for a chunk that is not bytes."""
+        return cls(first, b"".join(chunks), len(chunks))
 
     @property
     def last(self) -> int:
         """The cursor of the last chunk (``first - 1`` when there is none)."""
-        return self.first + len(self.chunks) - 1
+        return self.first + self.count - 1
+
+    @property
+    def chunks(self) -> list[bytes]:
+        """The chunks, one by one."""
+        return split_chunks(self.data)
+
+    @property
+    def last_chunk(self) -> bytes:
+        """The last chunk (``b""`` when there is none)."""
+        return self.data[self.data.rfind(b"\n", 0, -1) + 1 :]
 
 
 class FencedError(Exception):
@@ -75,27 +91,22 @@ class ChunkGapError(ValueError):
 
 
 class ChunkShapeError(ValueError):
-    """A batch's chunks are not whole lines (each must end with its only ``\\n``).
-    Nothing of it was written."""
+    """A batch's data is not ``count`` whole lines. Nothing of it was written."""
 
 
-def _joined(session_id: str, batch: Batch) -> bytes:
-    """The batch's chunks as one run; raises :class:`ChunkGapError`, :class:`ChunkShapeError`."""
+def _check_batch(session_id: str, batch: Batch) -> None:
+    """Raise :class:`ChunkGapError`, :class:`ChunkShapeError` for a batch that cannot
+    be stored (in C: no Python step per chunk)."""
     if batch.first < 1:
         raise ChunkGapError(f"session {session_id}: cursors start at 1, got {batch.first}")
-    try:
-        data = b"".join(batch.chunks)
-        # Every chunk ends with a newline, and there are no others: each is one line.
-        # (In C: no Python step per chunk.)
-        whole = all(map(bytes.endswith, batch.chunks, repeat(b"\n")))
-    except TypeError:
-        raise ChunkShapeError(f"session {session_id}: a chunk must be bytes") from None
-    if not whole or data.count(b"\n") != len(batch.chunks):
+    data = batch.data
+    if type(data) is not bytes:
+        raise ChunkShapeError(f"session {session_id}: a batch's data must be bytes")
+    if data.count(b"\n") != batch.count or (data and not data.endswith(b"\n")):
         raise ChunkShapeError(
             f"session {session_id}: the chunks after cursor {batch.first - 1} are not "
-            "whole lines, each ending with its only newline"
+            f"{batch.count} whole lines"
         )
-    return data
 
 
 def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> int:
@@ -145,11 +156,11 @@ class MovedChunks:
         """Store ``batch`` under ``generation``, in one transaction (see the module
         docstring). Raises :class:`FencedError`, :class:`ChunkGapError`,
         :class:`ChunkShapeError`; a batch without chunks checks the fence only."""
-        data = _joined(session_id, batch) if batch.chunks else b""
+        _check_batch(session_id, batch)
 
         def run(conn: sqlite3.Connection) -> None:
             _raise_fence(conn, session_id, generation)
-            if not data:
+            if not batch.count:
                 return
             last = _last_cursor(conn, session_id)
             if batch.first > last + 1:
@@ -159,9 +170,9 @@ class MovedChunks:
                 )
             if batch.last <= last:
                 return  # all of it moved before
-            new = data
+            new = batch.data
             if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
-                new = data[sum(map(len, batch.chunks[: last + 1 - batch.first])) :]
+                new = b"".join(split_chunks(new)[last + 1 - batch.first :])
             conn.execute(
                 "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
                 "VALUES (?, ?, ?, ?)",

@@ -123,7 +123,7 @@ class EmbeddedSource:
         try:
             async for event in follow:
                 if isinstance(event, Chunks):
-                    await deliver(Batch(event.first, event.chunks))
+                    await deliver(Batch.of(event.first, event.chunks))
         except CursorGoneError as exc:
             raise SessionGoneError(f"session {session_id}: {exc}") from None
 
@@ -366,7 +366,7 @@ async def _batches(
                         break
                     chunks.append(chunk)
                     size += len(chunk)
-            await deliver(Batch(first, chunks))
+            await deliver(Batch.of(first, chunks))
 
 
 class SessionSources:
