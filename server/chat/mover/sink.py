@@ -24,11 +24,14 @@ harmless.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sandstream.server.sessions.buffer import split_chunks
 from sandstream.server.sqlite import SQLiteDatabase
+
+T = TypeVar("T")
 
 __all__ = [
     "Batch",
@@ -181,20 +184,24 @@ class MovedChunks:
 
         await self.db.write(run)
 
-    async def read(self, session_id: str) -> list[bytes]:
-        """Every stored chunk of the session, in cursor order."""
+    async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
+        """``fold(runs)`` over the session's stored chunks in cursor order, in a worker
+        thread: ``runs`` yields them as stored, each one or more whole lines, read one
+        at a time (memory holds a run, not the session). Cancellation: the fold runs to
+        its end in its thread; the caller does not learn its result."""
 
-        def run(conn: sqlite3.Connection) -> list[bytes]:
+        def run(conn: sqlite3.Connection) -> T:
             rows = conn.execute(
                 "SELECT chunks FROM moved_runs WHERE session_id = ? ORDER BY first_cursor",
                 (session_id,),
             )
-            out: list[bytes] = []
-            for (data,) in rows:
-                out += split_chunks(data)
-            return out
+            return fold(data for (data,) in rows)
 
         return await self.db.read(run)
+
+    async def read(self, session_id: str) -> list[bytes]:
+        """Every stored chunk of the session, in cursor order."""
+        return await self.fold(session_id, lambda runs: [c for r in runs for c in split_chunks(r)])
 
     async def last_cursor(self, session_id: str) -> int:
         """The cursor of the newest stored chunk (0: none)."""
