@@ -231,13 +231,12 @@ async def _pump(session: Session, turn: TurnStream) -> None:
     as the run holding the terminal line is stored. A failed store raises here at the
     next append, which leaves the turn: it stops the container.
     """
-    async for data in turn:
+    async for data in turn:  # to its end: the turn then ends as it ended, not cancelled
         final = turn.processor.ended
         await session.append(data, count=turn.last_lines, final=final)
         if final:
             await session.flush()
             await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
-            return
     await session.flush()
 
 
