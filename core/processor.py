@@ -122,6 +122,12 @@ class StreamProcessor:
         """The ``id`` of the last SSE frame written (0 before the first)."""
         return self._seq
 
+    @property
+    def written(self) -> int:
+        """How many lines (``ndjson`` mode) or frames (SSE modes) were returned so far:
+        a caller learns how many a chunk of output holds without scanning it."""
+        return self._seq
+
     # -- input ---------------------------------------------------------------
 
     def feed(self, data: bytes) -> bytes:
@@ -165,6 +171,7 @@ class StreamProcessor:
             return b""
         head, line = self._synthesize_error(code, message, self.turn.lines)
         if self.mode == "ndjson":
+            self._seq += 1
             return line + b"\n"
         return self._render([head], [line])
 
@@ -244,6 +251,7 @@ class StreamProcessor:
         if not forwarded:
             return b""
         if self.mode == "ndjson":
+            self._seq += len(forwarded)
             forwarded.append(b"")  # the last line's "\n", without copying the output again
             return b"\n".join(forwarded)
         return self._render(forwarded_heads, forwarded)

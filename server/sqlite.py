@@ -52,7 +52,10 @@ class SQLiteDatabase:
     """A SQLite database file in WAL mode, migrated to the current schema by ``migrate``.
 
     Open it with :meth:`open` (connects and migrates in a worker thread). ``readers``
-    bounds the reader connections (and so the concurrent reads).
+    bounds the reader connections (and so the concurrent reads). ``page_size``: the
+    page size of a file this creates (an existing file keeps its own; ``None``:
+    SQLite's default, 4 KiB). Larger pages store large blobs faster: each page of a
+    blob's overflow chain is its own WAL frame, write and checkpoint copy.
     """
 
     def __init__(
@@ -62,10 +65,16 @@ class SQLiteDatabase:
         migrate: Migrate,
         readers: int = 4,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        page_size: int | None = None,
     ) -> None:
         if readers < 1:
             raise ValueError(f"readers must be >= 1, got {readers}")
+        if page_size is not None and not (
+            512 <= page_size <= 65536 and page_size & (page_size - 1) == 0
+        ):
+            raise ValueError(f"page_size must be a power of two in 512…65536, got {page_size}")
         self.path = path
+        self._page_size = page_size
         self._migrate = migrate
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: sqlite3.Connection | None = None
@@ -77,14 +86,28 @@ class SQLiteDatabase:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path, *, migrate: Migrate, **options: int) -> SQLiteDatabase:
+    async def open(
+        cls,
+        path: Path,
+        *,
+        migrate: Migrate,
+        readers: int = 4,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        page_size: int | None = None,
+    ) -> SQLiteDatabase:
         """Create or open the database at ``path``, switch it to WAL, migrate it.
 
         Raises what ``migrate`` raises (the chat store: ``StoreError`` for a database
         newer than its code) and :class:`sqlite3.Error` / :class:`OSError` if it cannot
         be opened.
         """
-        db = cls(path, migrate=migrate, **options)
+        db = cls(
+            path,
+            migrate=migrate,
+            readers=readers,
+            busy_timeout_ms=busy_timeout_ms,
+            page_size=page_size,
+        )
         await trio.to_thread.run_sync(db._open_sync)
         return db
 
@@ -92,6 +115,8 @@ class SQLiteDatabase:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = _connect(self.path, self._busy_timeout_ms)
         try:
+            if self._page_size is not None:  # takes effect only on a file still empty
+                conn.execute(f"PRAGMA page_size = {self._page_size}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise sqlite3.OperationalError(f"cannot switch {self.path} to WAL (got {mode})")
@@ -109,13 +134,16 @@ class SQLiteDatabase:
         Committed if ``fn`` returns, rolled back if it raises (the exception
         propagates). Writes run one at a time.
         """
-        return await trio.to_thread.run_sync(self._write_sync, fn, limiter=self._write_limiter)
+        return await trio.to_thread.run_sync(self.write_blocking, fn, limiter=self._write_limiter)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
         return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
 
-    def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def write_blocking(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`write` for a thread of the caller's own: runs ``fn(conn)`` in one
+        ``BEGIN IMMEDIATE`` transaction in the calling thread, which it blocks. Never
+        call it on the event loop."""
         with self._write_lock:
             conn = self._writer
             if conn is None or self._closed:

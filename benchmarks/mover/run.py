@@ -177,7 +177,7 @@ class _FirstMove(MovedChunks):
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
         await super().move(session_id, generation, batch)
-        if batch and generation > self.before and self.first is None:
+        if batch.count and generation > self.before and self.first is None:
             self.first = trio.current_time()
             self.moved.set()
 

@@ -27,7 +27,14 @@ import msgspec
 
 from sandstream.core.sse import SINGLE_LINE_FRAME, data_fields, event_field
 
-__all__ = ["START_ID", "TurnFrames", "done_frame", "files_frame", "start_frame"]
+__all__ = [
+    "START_ID",
+    "TurnFrames",
+    "done_frame",
+    "files_frame",
+    "live_frames",
+    "start_frame",
+]
 
 START_ID: Final = 0
 """The ``start`` frame's id: a client that saw it resumes after cursor 0."""
@@ -113,6 +120,14 @@ class TurnFrames:
                 self.terminal_cursor = cursor
                 self.terminal_frame = frame
         return b"".join(parts)
+
+
+def live_frames(first: int, chunks: list[bytes]) -> bytes:
+    """The frames of ``chunks`` for a viewer the session writes to itself while it is
+    caught up (:class:`~sandstream.server.sessions.Live`): the session never writes it
+    the run holding the terminal (the viewer's own task reads that one, to put the
+    ``files`` and ``done`` around it), so these are step frames only."""
+    return TurnFrames().render(first, chunks)
 
 
 def start_frame(data: Mapping[str, Any]) -> bytes:

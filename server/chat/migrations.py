@@ -209,6 +209,26 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "CREATE INDEX chat_turns_live ON chat_turns (chat_id) WHERE state != 'settled'",
         ),
     ),
+    Migration(
+        5,
+        "moved_runs replaces moved_chunks: the log mover stores a batch of consecutive "
+        "chunks as one row (first and last cursor, the chunks concatenated), not a row "
+        "per chunk",
+        (
+            """
+            CREATE TABLE moved_runs (
+                session_id TEXT NOT NULL,
+                first_cursor INTEGER NOT NULL,
+                last_cursor INTEGER NOT NULL,
+                chunks BLOB NOT NULL,
+                PRIMARY KEY (session_id, first_cursor)
+            )
+            """,
+            "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks)"
+            " SELECT session_id, cursor, cursor, chunk FROM moved_chunks",
+            "DROP TABLE moved_chunks",
+        ),
+    ),
 )
 
 

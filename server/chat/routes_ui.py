@@ -115,7 +115,9 @@ async def ui_chat() -> Response:
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
     turn = await service.start_chat_turn(turn_request, scope)
     response = ui_stream_response(
-        service.stream_body(turn, after=None, scope=scope), turn, turn_request.workspace_id
+        service.stream_body(turn, after=None, scope=scope, live_writes=False),
+        turn,
+        turn_request.workspace_id,
     )
     response.headers["X-Session-Id"] = turn.record.session_id or ""
     return response
@@ -149,7 +151,7 @@ async def ui_chat_resume(chat_id: str) -> Response:
         return Response(b"", status=204)
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
     return ui_stream_response(
-        service.stream_body(turn, after=None, scope=scope), turn, workspace_id
+        service.stream_body(turn, after=None, scope=scope, live_writes=False), turn, workspace_id
     )
 
 

@@ -41,6 +41,7 @@ from sandstream.server.sessions import (
     CursorGoneError,
     Follow,
     KeepAlive,
+    Live,
     Session,
     SessionEndedError,
     SessionNotFoundError,
@@ -104,9 +105,13 @@ class RunnerSession(Protocol):
         """The remote runner's base URL (``None``: embedded)."""
         ...
 
-    def reader(self, after: int, keepalive: float) -> AbstractAsyncContextManager[SessionReader]:
+    def reader(
+        self, after: int, keepalive: float, live: Live | None = None
+    ) -> AbstractAsyncContextManager[SessionReader]:
         """Read the chunks after cursor ``after`` (raises
-        :class:`~sandstream.server.sessions.CursorGoneError` for a dropped cursor)."""
+        :class:`~sandstream.server.sessions.CursorGoneError` for a dropped cursor).
+        ``live``: how the session may write to the reader's client itself while the
+        reader is caught up (embedded sessions; others ignore it)."""
         ...
 
     async def last_cursor(self) -> int:
@@ -153,9 +158,12 @@ class EmbeddedSession:
         self.id = session.id
 
     @asynccontextmanager
-    async def reader(self, after: int, keepalive: float) -> AsyncIterator[SessionReader]:
+    async def reader(
+        self, after: int, keepalive: float, live: Live | None = None
+    ) -> AsyncIterator[SessionReader]:
         self.session.check_cursor(after)
-        yield _FollowReader(Follow(self.session, after, max_bytes=READ_BYTES, keepalive=keepalive))
+        follow = Follow(self.session, after, max_bytes=READ_BYTES, keepalive=keepalive, live=live)
+        yield _FollowReader(follow)
 
     async def last_cursor(self) -> int:
         return self.session.last_cursor
@@ -211,7 +219,9 @@ class RemoteSession:
         return f"{self.runner_url}/sessions/{self.id}"
 
     @asynccontextmanager
-    async def reader(self, after: int, keepalive: float) -> AsyncIterator[SessionReader]:
+    async def reader(
+        self, after: int, keepalive: float, live: Live | None = None
+    ) -> AsyncIterator[SessionReader]:
         send, receive = trio.open_memory_channel[Chunks | BaseException](16)
         async with self._client() as client, trio.open_nursery() as nursery:
             nursery.start_soon(self._pump, client, after, send)

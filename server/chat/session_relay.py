@@ -31,9 +31,11 @@ import trio
 from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
+from sandstream.server.http.raw_connection import RawConnection
+from sandstream.server.sessions import Live
 
 from .client_watch import ClientWatch
-from .frames import TurnFrames, done_frame, files_frame, start_frame
+from .frames import TurnFrames, done_frame, files_frame, live_frames, start_frame
 from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
 
 __all__ = ["TurnStreamBody", "Viewers"]
@@ -76,7 +78,10 @@ class TurnStreamBody(ResponseBody):
 
     ``after``: the cursor to resume after (``None``: from the beginning, ``start``
     included). ``at_terminal``: called when the terminal is read; waits for the turn
-    to settle and returns the files the run wrote back.
+    to settle and returns the files the run wrote back. ``connect``: the connection
+    under the response (:func:`~sandstream.server.http.raw_connection.raw_connection`),
+    for an embedded session to write step frames to itself while this viewer is
+    caught up (no task step per run; see :mod:`sandstream.server.sessions.session`).
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class TurnStreamBody(ResponseBody):
         ping_interval: float,
         stall_timeout: float | None,
         abort_client: Callable[[], object] | None = None,
+        connect: Callable[[], RawConnection | None] | None = None,
         interrupt_on_disconnect: bool = False,
         registry: Viewers | None = None,
     ) -> None:
@@ -106,6 +112,7 @@ class TurnStreamBody(ResponseBody):
         self._stack = AsyncExitStack()
         self._nursery: trio.Nursery | None = None
         self.client = ClientWatch(abort_client)
+        self._live = None if connect is None else Live(connect, live_frames, self.client)
 
     async def __aenter__(self) -> TurnStreamBody:
         stack = self._stack
@@ -113,7 +120,7 @@ class TurnStreamBody(ResponseBody):
         try:
             self._nursery = await stack.enter_async_context(trio.open_nursery())
             self._reader = await stack.enter_async_context(
-                self.session.reader(self._after, self._ping_interval)
+                self.session.reader(self._after, self._ping_interval, self._live)
             )
             if self._stall_timeout is not None:
                 scope = self._nursery.cancel_scope

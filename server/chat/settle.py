@@ -17,11 +17,8 @@ are and closed with ``error{code:"upstream_closed"}``; the steps they hold are k
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from itertools import islice
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
-
-import trio
 
 from sandstream.core import StreamProcessor
 from sandstream.core.persistence import PersistedMessage, assistant_message
@@ -29,12 +26,16 @@ from sandstream.core.persistence import PersistedMessage, assistant_message
 from .ids import now_ms
 from .store import ChatStore
 
-__all__ = ["TurnSettler", "fold_chunks"]
+__all__ = ["ChunkFolder", "TurnSettler", "fold_chunks"]
 
 log = logging.getLogger("sandstream.chat")
 
-_FEED_CHUNKS: Final = 4096
-"""Chunks joined into one feed of the core (fewer calls, one decode pass each)."""
+_FEED_BYTES: Final = 256 * 1024
+"""Chunks are joined into feeds of the core of about this size (fewer calls)."""
+
+ChunkFolder = Callable[[Callable[[Iterable[bytes]], PersistedMessage]], Awaitable[PersistedMessage]]
+"""Runs a fold over a session's chunks and returns its result (:meth:`~.mover.MovedChunks.fold`
+with the session id bound): the chunks need not all be in memory at once."""
 
 
 def fold_chunks(
@@ -46,15 +47,23 @@ def fold_chunks(
     max_step_bytes: int,
     max_line_bytes: int,
 ) -> PersistedMessage:
-    """The assistant message the chunks (NDJSON lines, in cursor order) fold to."""
+    """The assistant message the chunks fold to: NDJSON in cursor order, each item
+    one or more whole lines (a chunk, or a run of them as the log mover stores them)."""
     processor = StreamProcessor(
         "ndjson", max_line_bytes=max_line_bytes, max_steps=max_steps, max_step_bytes=max_step_bytes
     )
-    source = iter(chunks)
-    while batch := list(islice(source, _FEED_CHUNKS)):
+    batch: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        batch.append(chunk)
+        size += len(chunk)
+        if size >= _FEED_BYTES:
+            processor.feed(b"".join(batch))
+            batch, size = [], 0
+            if processor.ended:
+                break
+    if batch and not processor.ended:
         processor.feed(b"".join(batch))
-        if processor.ended:
-            break
     processor.close("the session ended without a result or error")
     return assistant_message(processor.turn, message_id=message_id, created_at=created_at)
 
@@ -73,23 +82,25 @@ class TurnSettler:
         }
 
     async def settle(
-        self, session_id: str, chunks: Iterable[bytes], *, generation: int | None = None
+        self, session_id: str, fold_over: ChunkFolder, *, generation: int | None = None
     ) -> bool:
-        """Fold ``chunks`` into the assistant message of the turn whose runner session
-        is ``session_id`` and settle it (one transaction). Returns False (nothing
+        """Fold the session's chunks (``fold_over`` runs the fold over them) into the
+        assistant message of the turn whose runner session is ``session_id`` and settle
+        it (one transaction). Returns False (nothing
         written) for a session that is no chat turn's, or a turn settled already.
         With ``generation`` (the log mover's lease), the transaction raises
         :class:`~.mover.FencedError` (nothing written) if a newer generation claimed
         the session meanwhile.
 
-        The fold runs in a worker thread. Raises the store's errors. Cancellation:
+        The fold runs where ``fold_over`` runs it (a worker thread). Raises the
+        store's errors. Cancellation:
         before the write nothing is written; the write itself is not interrupted.
         """
         turn = await self.store.get_turn(session_id)
         if turn is None or turn.state == "settled":
             return False
-        message = await trio.to_thread.run_sync(
-            lambda: fold_chunks(
+        message = await fold_over(
+            lambda chunks: fold_chunks(
                 chunks, message_id=turn.assistant_message_id, created_at=now_ms(), **self._limits
             )
         )

@@ -58,6 +58,10 @@ __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 log = logging.getLogger("sandstream.chat")
 
 DATABASE_NAME: Final = "chat.sqlite3"
+PAGE_SIZE: Final = 32 * 1024
+"""The page size of a new chat database: the log mover stores a session's chunks as
+runs of up to 4 MiB, twice as fast with 32 KiB pages as with SQLite's 4 KiB (an
+existing database keeps its own)."""
 TITLE_CHARS: Final = 80
 TURN_LOST: Final = "turn_lost"
 """Error code of an assistant message written for a turn whose server died."""
@@ -397,7 +401,9 @@ class SQLiteChatStore:
         :class:`sqlite3.Error` or :class:`OSError` if it cannot be opened.
         """
         return cls(
-            await SQLiteDatabase.open(data_dir / DATABASE_NAME, migrate=migrate, readers=readers)
+            await SQLiteDatabase.open(
+                data_dir / DATABASE_NAME, migrate=migrate, readers=readers, page_size=PAGE_SIZE
+            )
         )
 
     async def close(self) -> None:

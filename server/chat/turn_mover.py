@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
+from functools import partial
 
 import trio
 
@@ -174,8 +175,8 @@ class TurnMover:
 
     async def _on_terminal(self, ref: LiveSessionRef, generation: int) -> None:
         """Fold the moved chunks and settle the turn, fenced by ``generation``."""
-        chunks = await self.sink.read(ref.session_id)
-        await self.settler.settle(ref.session_id, chunks, generation=generation)
+        fold_over = partial(self.sink.fold, ref.session_id)
+        await self.settler.settle(ref.session_id, fold_over, generation=generation)
         event = self._settled.pop(ref.session_id, None)
         if event is not None:
             event.set()

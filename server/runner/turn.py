@@ -215,6 +215,8 @@ class TurnStream:
         self._stop_requested_at: float | None = None
         self.lines = 0
         """Lines handed to the caller (frames, in an SSE mode)."""
+        self.last_lines = 0
+        """Lines (frames) in the last chunk handed to the caller."""
         self.bytes = 0
         """Bytes handed to the caller."""
         self.writes = 0
@@ -379,10 +381,8 @@ class TurnStream:
             if out:
                 self.writes += 1
                 self.bytes += len(out)
-                if self.processor.mode == "ndjson":
-                    self.lines += out.count(b"\n")
-                else:
-                    self.lines = self.processor.last_event_id
+                self.last_lines = self.processor.written - self.lines
+                self.lines = self.processor.written
                 self._sending_since = trio.current_time()
                 return out
         raise StopAsyncIteration

@@ -10,7 +10,7 @@
 """
 
 from .buffer import SessionBuffer
-from .follow import CaughtUp, Chunks, Follow, KeepAlive
+from .follow import CaughtUp, Chunks, Follow, KeepAlive, Live
 from .routes import get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionNotFoundError, SessionService
 from .session import CursorGoneError, Session, SessionEndedError, SessionStatus
@@ -23,6 +23,7 @@ __all__ = [
     "CursorGoneError",
     "Follow",
     "KeepAlive",
+    "Live",
     "Session",
     "SessionBuffer",
     "SessionEndedError",

@@ -29,7 +29,9 @@ of hundreds of KiB, stored as a chain of overflow pages, and each page costs its
 WAL frame, write and checkpoint copy, so bigger pages store a run ~2.5 times faster, while
 a one-line run writes a few bigger pages (~0.15 ms instead of ~0.05 ms a commit).
 
-Appends are batched: one transaction per read of the container's stdout. Calls raise
+Appends are batched: a run is one read of the container's stdout (many lines when the
+container is fast), stored by a thread of its own together with the runs queued
+meanwhile, in one transaction (:mod:`.appender`). Calls raise
 :class:`sqlite3.Error` when the database fails. Cancellation: a call that has started
 runs to completion in its thread (:mod:`sandstream.server.sqlite`).
 """
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import sqlite3
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -46,6 +49,8 @@ from typing import Final, Literal, TypeAlias
 import trio
 
 from sandstream.server.sqlite import SQLiteDatabase
+
+from .appender import Appender, Outcome, RunJob
 
 __all__ = [
     "BUFFER_FILE",
@@ -110,19 +115,6 @@ def split_chunks(data: bytes) -> list[bytes]:
     return [line + b"\n" for line in data.split(b"\n")[:-1]]
 
 
-def _create_file(path: Path) -> None:
-    """Create the buffer file with :data:`PAGE_SIZE` pages, in WAL mode, if it is missing."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-        conn.execute("PRAGMA journal_mode = WAL")
-    finally:
-        conn.close()
-
-
 def _migrate(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA:
         conn.execute(statement)
@@ -147,17 +139,24 @@ class SessionBuffer:
 
     def __init__(self, db: SQLiteDatabase) -> None:
         self._db = db
+        self._appender = Appender(db)
 
     @classmethod
     async def open(cls, data_dir: Path, *, readers: int = 4) -> SessionBuffer:
         """Open (or create) the buffer in ``data_dir``. Raises sqlite3.Error / OSError."""
-        await trio.to_thread.run_sync(_create_file, data_dir / BUFFER_FILE)
-        db = await SQLiteDatabase.open(data_dir / BUFFER_FILE, migrate=_migrate, readers=readers)
-        return cls(db)
+        db = await SQLiteDatabase.open(
+            data_dir / BUFFER_FILE, migrate=_migrate, readers=readers, page_size=PAGE_SIZE
+        )
+        buffer = cls(db)
+        buffer._appender.start()
+        return buffer
 
     async def close(self) -> None:
-        """Close every connection. Idempotent."""
-        await self._db.close()
+        """Store and report the runs handed over, then close every connection. Idempotent."""
+        try:
+            await self._appender.close()
+        finally:
+            await self._db.close()
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -218,24 +217,33 @@ class SessionBuffer:
 
     # -- chunks -----------------------------------------------------------------------
 
-    async def append(
-        self, key: int, after: int, data: bytes, count: int, created_at: int, keep_from: int
-    ) -> int:
-        """Store ``data``, ``count`` whole lines (chunks at cursors ``after + 1``, …), as
-        one run in one transaction; return the session's first retained cursor.
+    def append_soon(
+        self,
+        key: int,
+        after: int,
+        data: bytes,
+        count: int,
+        created_at: int,
+        keep_from: int,
+        report: Callable[[Outcome], object],
+    ) -> None:
+        """Hand ``data``, ``count`` whole lines (chunks at cursors ``after + 1``, …), to
+        the appender (:mod:`.appender`), which stores it as one run and then calls
+        ``report`` on the event loop with the session's first retained cursor, or with
+        the exception that kept it from being stored. Never blocks.
 
         Runs that hold only chunks below cursor ``keep_from`` (retention) are deleted in
         the same transaction; a run that straddles it is kept whole, so slightly more
-        than asked may be retained. ``after`` must be the session's last cursor (the
-        session is the only writer of its rows).
+        than asked may be retained. ``after`` must be the session's last cursor once
+        the runs handed over before are stored (the session is the only writer of its
+        rows). Raises :class:`ValueError` past the session's last possible cursor.
         """
         low = key * CURSOR_SPAN
-        last = after + count
-        if last >= CURSOR_SPAN:
+        if after + count >= CURSOR_SPAN:
             raise ValueError(f"session {key} ran out of cursors")
         row = (low + after + 1, count, data, created_at)
 
-        def insert(conn: sqlite3.Connection) -> int:
+        def store(conn: sqlite3.Connection) -> int:
             conn.execute(  # its trigger moves the session's last_cursor
                 "INSERT INTO chunks (id, count, chunk, created_at) VALUES (?, ?, ?, ?)", row
             )
@@ -252,7 +260,26 @@ class SessionBuffer:
             conn.execute("UPDATE sessions SET first_cursor = ? WHERE key = ?", (first, key))
             return first
 
-        return await self._db.write(insert)
+        self._appender.submit(RunJob(key, after, store, report))
+
+    async def append(
+        self, key: int, after: int, data: bytes, count: int, created_at: int, keep_from: int
+    ) -> int:
+        """:meth:`append_soon`, waiting until the run is stored; return the session's
+        first retained cursor. Raises what kept it from being stored (``sqlite3.Error``).
+        Cancellation: the run is stored all the same."""
+        outcomes: list[Outcome] = []
+        stored = trio.Event()
+
+        def report(outcome: Outcome) -> None:
+            outcomes.append(outcome)
+            stored.set()
+
+        self.append_soon(key, after, data, count, created_at, keep_from, report)
+        await stored.wait()
+        if isinstance(outcomes[0], Exception):
+            raise outcomes[0]
+        return outcomes[0]
 
     async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[bytes]:
         """The chunks at cursors ``after + 1`` … ``upto``, in order, as many as fit.

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 
@@ -41,7 +42,7 @@ from sandstream.server.http.raw_connection import RawConnection
 
 from .session import Frame, LiveReader, Session
 
-__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent"]
+__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent", "SendWatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +71,24 @@ class KeepAlive:
 ReadEvent = Chunks | CaughtUp | KeepAlive
 
 
+class SendWatch(Protocol):
+    """Told when a write to the client begins and ends (a stall watchdog)."""
+
+    def handed_out(self, now: float) -> None: ...
+
+    def taken(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Live:
     """How a caught-up reader is written to by the session: ``connect`` gives the
     connection under its response (``None``: no such connection, wait as usual),
-    ``frame`` its transport's bytes for chunks."""
+    ``frame`` its transport's bytes for chunks; ``watch`` hears of the one write
+    that may block (the rest of a write the socket did not take at once)."""
 
     connect: Callable[[], RawConnection | None]
     frame: Frame
+    watch: SendWatch | None = None
 
 
 class Follow:
@@ -146,7 +157,11 @@ class Follow:
                 session.leave_live(reader)
                 self.cursor = reader.cursor
             if reader.rest:
+                if live.watch is not None:
+                    live.watch.handed_out(trio.current_time())
                 await connection.send(reader.rest)
+                if live.watch is not None:
+                    live.watch.taken()
             return True
         finally:
             connection.close()

@@ -50,12 +50,6 @@ log = logging.getLogger("sandstream.sessions")
 RUNNER_LOST: Final = "runner_lost"
 """Error code appended to a session whose runner died while it ran."""
 
-READ_AHEAD: Final = 8
-"""Reads of a session's stdout that may wait while the buffer writes (each at most the
-runner's ``read_size``, 256 KiB: 2 MiB a session at most). Fewer, bigger appends: each
-transaction costs several hand-overs of the GIL between the event loop and the SQLite
-thread, up to 5 ms each while the loop is busy."""
-
 
 class SessionNotFoundError(KeyError):
     """No session with this id (never created, or retired by retention)."""
@@ -194,8 +188,8 @@ class SessionService:
         finally:
             turn.discard()  # never entered (cancelled before): give its slot back
             with trio.CancelScope(shield=True):
-                if not session.ended:  # its output did not reach a terminal line
-                    await _settle(session, None)
+                if not session.ended:  # stopped before its end was settled
+                    await _settle_unfinished(session)
             session.turn = None  # its core state (every step row) is not needed any more
             session.closed.set()
 
@@ -212,7 +206,7 @@ class SessionService:
             session = _restored(self.buffer, row, self.settings)
             self._sessions[row.id] = session
             if row.state == "running":
-                await _settle(session, await _last_chunk(session))
+                await _settle_unfinished(session)
                 session.closed.set()
                 log.warning("session %s: its runner was lost; ended", session.id)
 
@@ -230,36 +224,20 @@ class SessionService:
 
 
 async def _pump(session: Session, turn: TurnStream) -> None:
-    """Read the turn's output and append it, reading ahead of the buffer.
+    """Read the turn's output and append it; the buffer stores it meanwhile.
 
-    The next reads of stdout overlap the SQLite write of the previous one (at most
-    :data:`READ_AHEAD` reads wait: memory stays bounded, and a slow buffer still blocks
-    the container on its pipe). What has piled up meanwhile goes in one transaction. The
-    session ends as soon as the chunk holding the terminal line is stored. A failed
-    append cancels the read, and the turn then stops the container.
+    Reads go on while the buffer stores the previous ones, up to the session's bound
+    on unstored bytes (then the container blocks on its pipe). The session ends as soon
+    as the run holding the terminal line is stored. A failed store raises here at the
+    next append, which leaves the turn: it stops the container.
     """
-    send, receive = trio.open_memory_channel[tuple[bytes, bool]](READ_AHEAD)
-
-    async def append_all() -> None:
-        async with receive:
-            async for data, final in receive:
-                parts = [data]
-                while not final:
-                    try:
-                        more, final = receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    parts.append(more)
-                data = b"".join(parts) if len(parts) > 1 else data
-                await session.append(data, final=final)
-                if final:
-                    await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(append_all)
-        async with send:
-            async for chunk in turn:
-                await send.send((chunk, turn.processor.ended))
+    async for data in turn:  # to its end: the turn then ends as it ended, not cancelled
+        final = turn.processor.ended
+        await session.append(data, count=turn.last_lines, final=final)
+        if final:
+            await session.flush()
+            await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
+    await session.flush()
 
 
 async def _settle(session: Session, last_line: bytes | None) -> None:
@@ -274,6 +252,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
         )
         try:
             await session.append(line, final=True)
+            await session.flush()
             terminal = line
         except sqlite3.Error as exc:
             log.error("session %s: appending its end failed: %r", session.id, exc)
@@ -282,6 +261,19 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
         await session.end(state, terminal)
     except sqlite3.Error as exc:
         log.error("session %s: recording its end failed: %r", session.id, exc)
+
+
+async def _settle_unfinished(session: Session) -> None:
+    """End a session whose task stopped (or whose runner died) before its end was
+    settled: with its last stored chunk if that is a terminal line, else with
+    ``runner_lost``. Waits for the runs handed to the buffer first."""
+    last = None
+    try:
+        await session.flush()
+        last = await _last_chunk(session)
+    except sqlite3.Error as exc:
+        log.error("session %s: reading its last chunk failed: %r", session.id, exc)
+    await _settle(session, last)
 
 
 async def _last_chunk(session: Session) -> bytes | None:

@@ -1,11 +1,13 @@
 """One durable session: its state, its tail in memory, reads by cursor, message, interrupt.
 
 A :class:`Session` is written by exactly one task, the session's own (see
-:mod:`.service`): :meth:`Session.append` stores a batch of validated lines in the
-buffer, then publishes it — the in-memory tail grows, ``last_cursor`` moves, and every
-waiting reader is woken once. Readers are never handed data: each one asks for the
-chunks after its own cursor (:meth:`Session.read`) and gets them from the tail if
-they are still there, else from SQLite, at most ``max_bytes`` at a time. So a slow
+:mod:`.service`): :meth:`Session.append` hands a batch of validated lines to the
+buffer, which stores it in a thread of its own while the session reads on; once it is
+stored, it is published — the in-memory tail grows, ``last_cursor`` moves, and every
+waiting reader is woken once. A chunk is never visible before it is stored. Readers
+are never handed data: each one asks for the chunks after its own cursor
+(:meth:`Session.read`) and gets them from the tail if they are still there, else from
+SQLite, at most ``max_bytes`` at a time. So a slow
 reader costs the server one bounded batch, never a queue, and never slows the writer
 or another reader; and a reader can never skip a chunk: a cursor that retention has
 dropped raises :class:`CursorGoneError`.
@@ -29,6 +31,7 @@ to read it, and the session's end, itself).
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 import time
@@ -42,6 +45,7 @@ from sandstream.container.inbox import UserMessage
 from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
+from .appender import Outcome
 from .buffer import SessionBuffer, SessionState, fitting, split_chunks
 
 __all__ = [
@@ -57,6 +61,7 @@ __all__ = [
 
 DEFAULT_TAIL_BYTES: Final = 1024 * 1024
 DEFAULT_MAX_WRITE: Final = 256 * 1024
+DEFAULT_MAX_UNSTORED: Final = 4 * 1024 * 1024
 
 
 def new_session_id() -> str:
@@ -143,6 +148,7 @@ class Session:
         retain_chunks: int | None = None,
         tail_bytes: int = DEFAULT_TAIL_BYTES,
         max_write: int = DEFAULT_MAX_WRITE,
+        max_unstored: int = DEFAULT_MAX_UNSTORED,
     ) -> None:
         self.buffer = buffer
         self.key = key
@@ -161,6 +167,13 @@ class Session:
         self._retain = retain_chunks
         self._tail_budget = tail_bytes
         self._max_write = max_write
+        self._max_unstored = max_unstored
+        self._submitted = last_cursor
+        """The cursor of the newest chunk handed to the buffer (stored or not yet)."""
+        self._unstored = 0
+        """Bytes handed to the buffer and not stored yet."""
+        self._failure: Exception | None = None
+        """Why a run could not be stored: nothing after it is stored or published."""
         self._tail: list[_Run] = []
         self._tail_size = 0
         self._changed = trio.Event()
@@ -195,35 +208,73 @@ class Session:
 
     # -- the writer (the session's own task) ----------------------------------------------
 
-    async def append(self, data: bytes, *, final: bool = False) -> None:
-        """Store ``data`` (whole lines, each a chunk) in the buffer as one run, then
-        publish it to readers: written to the live ones, unless it is the ``final`` run
-        (the session's end follows it) or over ``max_write`` bytes, and every waiting
-        one woken.
+    async def append(self, data: bytes, *, count: int | None = None, final: bool = False) -> None:
+        """Hand ``data`` (whole lines, each a chunk; ``count`` of them, when the caller
+        knows) to the buffer as one run; once it
+        is stored it is published (:meth:`_publish`). Returns at once unless more than
+        ``max_unstored`` bytes of this session wait to be stored: then it waits for
+        room (the container meanwhile blocks on its pipe: memory stays bounded).
 
-        Raises :class:`sqlite3.Error` if the buffer fails (nothing is published then).
+        Raises the error that kept an earlier run from being stored (``sqlite3.Error``;
+        nothing after it is stored or published). Cancellation: while it waits for
+        room, before ``data`` was handed over.
         """
+        while self._unstored > self._max_unstored and self._failure is None:
+            await self._changed.wait()
+        if self._failure is not None:
+            raise self._failure
         if not data:
             return
-        count = data.count(b"\n")
-        after = self.last_cursor
+        if count is None:
+            count = data.count(b"\n")
+        after = self._submitted
         keep_from = self.first_cursor
         if self._retain is not None:
             keep_from = max(keep_from, after + count - self._retain + 1)
-        first = await self.buffer.append(self.key, after, data, count, now_ms(), keep_from)
-        self._tail.append(_Run(after + 1, data))
-        self._tail_size += len(data)
+        self.buffer.append_soon(
+            self.key,
+            after,
+            data,
+            count,
+            now_ms(),
+            keep_from,
+            functools.partial(self._publish, _Run(after + 1, data, count), final),
+        )
+        self._submitted = after + count
+        self._unstored += len(data)
+
+    async def flush(self) -> None:
+        """Wait until every run handed to :meth:`append` is stored and published.
+        Raises like :meth:`append`."""
+        while self._unstored and self._failure is None:
+            await self._changed.wait()
+        if self._failure is not None:
+            raise self._failure
+
+    def _publish(self, run: _Run, final: bool, outcome: Outcome) -> None:
+        """On the event loop, once ``run`` is stored (``outcome``: the first retained
+        cursor) or failed (the exception): publish it to readers, written to the live
+        ones unless it is the ``final`` run (the session's end follows it) or over
+        ``max_write`` bytes, and every waiting one woken."""
+        self._unstored -= run.size
+        if isinstance(outcome, Exception):
+            self._failure = self._failure or outcome
+            self._notify()
+            return
+        after = run.first - 1
+        self._tail.append(run)
+        self._tail_size += run.size
         while len(self._tail) > 1 and (
-            self._tail_size > self._tail_budget or self._tail[0].first < first
+            self._tail_size > self._tail_budget or self._tail[0].first < outcome
         ):
             self._tail_size -= self._tail.pop(0).size
-        self.first_cursor = first
-        self.last_cursor = after + count
+        self.first_cursor = outcome
+        self.last_cursor = run.last
         self._notify()
-        if final or len(data) > self._max_write:
+        if final or run.size > self._max_write:
             self._wake_live(after)
         else:
-            self._write_live(self._tail[-1])
+            self._write_live(run)
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
         """Record the end (buffer first), wake every reader, refuse further messages.
@@ -336,7 +387,10 @@ class Session:
         for reader in self._live:
             payload = payloads.get(reader.frame)
             if payload is None:
-                payload = payloads[reader.frame] = http_chunk(reader.frame(run.first, run.lines))
+                framed = reader.frame(run.first, run.lines)  # b"": nothing for this transport
+                payload = payloads[reader.frame] = http_chunk(framed) if framed else b""
+            if not payload:
+                continue
             sent = reader.connection.try_send(payload)
             if sent != len(payload):
                 reader.rest = memoryview(payload)[sent:]
@@ -355,13 +409,14 @@ class Session:
 
 
 class _Run:
-    """Chunks appended together: the first one's cursor and their bytes. Split into
+    """Chunks appended together: the first and last one's cursors and their bytes. Split into
     chunks on the first read (a session nobody follows never splits)."""
 
-    __slots__ = ("_lines", "data", "first", "size")
+    __slots__ = ("_lines", "data", "first", "last", "size")
 
-    def __init__(self, first: int, data: bytes) -> None:
+    def __init__(self, first: int, data: bytes, count: int) -> None:
         self.first = first
+        self.last = first + count - 1
         self.data = data
         self.size = len(data)
         self._lines: list[bytes] | None = None

@@ -53,7 +53,7 @@ async def redis_url() -> AsyncIterator[str]:
 
 
 async def open_chat_db(path: Path) -> SQLiteDatabase:
-    """The chat database at ``path``, migrated (leases, fences, moved chunks)."""
+    """The chat database at ``path``, migrated (leases, fences, moved runs)."""
     return await SQLiteDatabase.open(path, migrate=migrate)
 
 
@@ -101,7 +101,7 @@ class RecordingSink(MovedChunks):
             _LABEL.reset(token)
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
-        label = ("move", generation, batch[0][0], batch[-1][0]) if batch else None
+        label = ("move", generation, batch.first, batch.last) if batch.count else None
         token = _LABEL.set(label)
         try:
             await super().move(session_id, generation, batch)

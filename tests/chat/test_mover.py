@@ -21,6 +21,7 @@ import trio
 
 from sandstream.server.chat.mover import (
     SESSION_LOST,
+    Batch,
     Lease,
     LiveSessionRef,
     LogMover,
@@ -215,7 +216,7 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     session_id = await start_session(runner, workspace, 50, rate=0)
     expected = await output(runner, session_id)
     sink, settled = RecordingSink(db), Settled()
-    await sink.move(session_id, 1, list(enumerate(expected, 1)))  # then its owner died
+    await sink.move(session_id, 1, Batch.of(1, expected))  # then its owner died
     sources = SessionSources(runner_token=TOKEN)
     ref = LiveSessionRef(session_id, runner.url)
     assert (
@@ -409,13 +410,15 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
     nursery: trio.Nursery, workspace: WorkspaceServer, db: SQLiteDatabase, tmp_path: Path
 ) -> None:
     runner = await start_sessions(nursery, tmp_path / "runner", retain_chunks=10)
-    session_id = await start_session(runner, workspace, 100, rate=0)
+    # Paced, so the lines come in many runs: retention keeps a run that straddles its
+    # bound whole, and one run of all 100 lines would keep the first chunk.
+    session_id = await start_session(runner, workspace, 100, rate=2000)
     async with runner.client() as client:
         await wait_state(client, session_id, "completed")
     sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
     for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
         sink, settled = MovedChunks(db), Settled()
-        await db.write(lambda conn: conn.execute("DELETE FROM moved_chunks"))
+        await db.write(lambda conn: conn.execute("DELETE FROM moved_runs"))
         outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(session_id)  # never a silent skip to the retained ones

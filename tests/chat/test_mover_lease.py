@@ -3,14 +3,20 @@ holder only, generations that only grow, expiry, fencing, idempotent moves."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sandstream.server.chat.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.mover import (
+    Batch,
     ChunkGapError,
+    ChunkShapeError,
     FencedError,
     Lease,
     MovedChunks,
@@ -135,8 +141,12 @@ async def test_open_lease_refuses_a_bad_url(db: SQLiteDatabase) -> None:
 # -- the sink ------------------------------------------------------------------------
 
 
-def chunks(first: int, last: int) -> list[tuple[int, bytes]]:
-    return [(cursor, b'{"n":%d}\n' % cursor) for cursor in range(first, last + 1)]
+def chunk(cursor: int) -> bytes:
+    return b'{"n":%d}\n' % cursor
+
+
+def chunks(first: int, last: int) -> Batch:
+    return Batch.of(first, [chunk(cursor) for cursor in range(first, last + 1)])
 
 
 async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) -> None:
@@ -147,10 +157,10 @@ async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) ->
     await sink.move("ses_a", 1, chunks(3, 8))  # overlapping: moved twice, stored once
     await sink.move("ses_a", 1, chunks(1, 8))
     await sink.move("ses_b", 1, chunks(1, 2))
-    assert await sink.read("ses_a") == [chunk for _, chunk in chunks(1, 8)]
+    assert await sink.read("ses_a") == chunks(1, 8).chunks
     assert await sink.last_cursor("ses_a") == 8
     assert await sink.last_chunk("ses_a") == (8, b'{"n":8}\n')
-    assert await sink.read("ses_b") == [chunk for _, chunk in chunks(1, 2)]
+    assert await sink.read("ses_b") == chunks(1, 2).chunks
 
 
 async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabase) -> None:
@@ -159,10 +169,60 @@ async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabas
     with pytest.raises(ChunkGapError):
         await sink.move("ses_a", 1, chunks(5, 6))
     with pytest.raises(ChunkGapError):
-        await sink.move("ses_a", 1, [(4, b"x\n"), (6, b"y\n")])
-    with pytest.raises(ChunkGapError):
-        await sink.move("ses_a", 1, [(0, b"x\n")])
+        await sink.move("ses_a", 1, Batch.of(0, [b"x\n"]))
     assert await sink.last_cursor("ses_a") == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Batch(4, b"x\nno newline", 2),
+        Batch(4, b"two\nlines\n", 1),
+        Batch(4, b"x\n", 2),
+        Batch(4, "text\n", 1),  # type: ignore[arg-type]
+    ],
+)
+async def test_a_batch_that_is_not_its_count_of_whole_lines_is_refused_whole(
+    db: SQLiteDatabase, bad: Batch
+) -> None:
+    sink = MovedChunks(db)
+    await sink.move("ses_a", 1, chunks(1, 3))
+    with pytest.raises(ChunkShapeError):
+        await sink.move("ses_a", 1, bad)
+    assert await sink.read("ses_a") == chunks(1, 3).chunks
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"\r") + b"\n"),
+        min_size=1,
+        max_size=40,
+    ),
+    windows=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=12),
+)
+def test_any_overlapping_moves_store_each_chunk_once_in_order(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], windows: list[tuple[int, int]]
+) -> None:
+    """Batches moved in any order of overlapping windows (a takeover resends what it
+    read): what is stored is every chunk up to the highest moved, once, in order."""
+
+    async def scenario() -> tuple[list[bytes], int]:
+        db = await open_chat_db(tmp_path_factory.mktemp("moved") / "chat.sqlite3")
+        try:
+            sink = MovedChunks(db)
+            stored = 0
+            for start, size in windows:
+                first = min(start, stored) + 1  # never past the stored end: no gap
+                batch = Batch.of(first, lines[first - 1 : first - 1 + size])
+                await sink.move("ses_a", 1, batch)
+                stored = max(stored, batch.last)
+            return await sink.read("ses_a"), stored
+        finally:
+            await db.close()
+
+    moved, stored = trio.run(scenario)
+    assert moved == lines[:stored]
 
 
 async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
@@ -173,7 +233,7 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
         await sink.move("ses_a", 1, chunks(4, 9))
     assert (fenced.value.generation, fenced.value.fence) == (1, 2)
     with pytest.raises(FencedError):
-        await sink.move("ses_a", 1, [])
+        await sink.move("ses_a", 1, Batch.of(4, []))
     assert await sink.last_cursor("ses_a") == 3
     await sink.move("ses_a", 3, chunks(4, 5))  # a newer one raises the fence as it writes
     assert await sink.generation("ses_a") == 3
@@ -181,4 +241,27 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
         await sink.move("ses_a", 2, chunks(6, 6))
     with pytest.raises(FencedError):
         await sink.fence("ses_a", 2)
-    assert await sink.read("ses_a") == [chunk for _, chunk in chunks(1, 5)]
+    assert await sink.read("ses_a") == chunks(1, 5).chunks
+
+
+async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path) -> None:
+    """A database whose mover stored a row per chunk (migration 3) keeps them as runs
+    of one chunk, and moving on from there appends after them."""
+    path = tmp_path / "chat.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrate(conn, MIGRATIONS[:4])
+        conn.executemany(
+            "INSERT INTO moved_chunks (session_id, cursor, chunk) VALUES ('ses_a', ?, ?)",
+            [(cursor, chunk(cursor)) for cursor in (1, 2, 3)],
+        )
+    finally:
+        conn.close()
+    db = await open_chat_db(path)
+    try:
+        sink = MovedChunks(db)
+        assert await sink.last_chunk("ses_a") == (3, chunk(3))
+        await sink.move("ses_a", 1, chunks(2, 6))
+        assert await sink.read("ses_a") == chunks(1, 6).chunks
+    finally:
+        await db.close()

@@ -92,7 +92,7 @@ async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
     chunks: list[bytes] = []
 
     async def deliver(batch: Batch) -> None:
-        chunks.extend(chunk for _, chunk in batch)
+        chunks.extend(batch.chunks)
 
     with trio.fail_after(DEADLINE):
         await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
+from functools import partial
 from pathlib import Path
 
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sandstream.server.sessions.appender import EarlierAppendFailedError, Outcome
 from sandstream.server.sessions.buffer import SessionBuffer
 
 runs = st.lists(
@@ -59,3 +63,39 @@ async def test_reads_after_any_cursor_return_exactly_the_chunks_after_it(
                 assert await buffer.read(key, first - 2, last + 1, 10**6) == []
         finally:
             await buffer.close()
+
+
+async def test_a_run_that_fails_fails_alone_and_stops_its_session_only(tmp_path: Path) -> None:
+    """Runs handed over together may share a transaction: one that fails (here a
+    cursor stored already) fails alone, its session's later runs are refused (they
+    would leave a gap), and every other session's runs are stored."""
+    buffer = await SessionBuffer.open(tmp_path)
+    try:
+        a = await buffer.create("ses_a", 0)
+        b = await buffer.create("ses_b", 0)
+        outcomes: dict[str, Outcome] = {}
+        reported = trio.Event()
+
+        def report(name: str, outcome: Outcome) -> None:
+            outcomes[name] = outcome
+            if len(outcomes) == 5:
+                reported.set()
+
+        runs = [
+            ("a1", a, 0, b"1\n"),
+            ("b1", b, 0, b"x\n"),
+            ("a-again", a, 0, b"1 again\n"),  # cursor 1 is stored: fails
+            ("a2", a, 1, b"2\n"),
+            ("b2", b, 1, b"y\n"),
+        ]
+        for name, key, after, data in runs:
+            buffer.append_soon(key, after, data, 1, 0, 1, partial(report, name))
+        with trio.fail_after(10):
+            await reported.wait()
+        assert outcomes["a1"] == outcomes["b1"] == outcomes["b2"] == 1
+        assert isinstance(outcomes["a-again"], sqlite3.IntegrityError)
+        assert isinstance(outcomes["a2"], EarlierAppendFailedError)
+        assert await buffer.read(a, 0, 2, 100) == [b"1\n"]
+        assert await buffer.read(b, 0, 2, 100) == [b"x\n", b"y\n"]
+    finally:
+        await buffer.close()

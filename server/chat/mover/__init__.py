@@ -13,7 +13,7 @@ database by exactly one replica, under a fenced lease.
 from .lease import Lease, RedisLease, SqliteLease, open_lease
 from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
 from .resp import RedisClient, RedisConnectionError, RedisReplyError, RespError, RespProtocolError
-from .sink import Batch, ChunkGapError, FencedError, MovedChunks
+from .sink import Batch, ChunkGapError, ChunkShapeError, FencedError, MovedChunks
 from .sources import (
     EmbeddedSource,
     LiveSessionRef,
@@ -29,6 +29,7 @@ __all__ = [
     "SESSION_LOST",
     "Batch",
     "ChunkGapError",
+    "ChunkShapeError",
     "EmbeddedSource",
     "FencedError",
     "Lease",

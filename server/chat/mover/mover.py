@@ -278,7 +278,7 @@ class LogMover:
             if trio.current_time() >= holding.deadline:
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
             await self.sink.move(session_id, generation, batch)
-            holding.last = batch[-1]
+            holding.last = (batch.last, batch.last_chunk)
 
         after = await self.sink.last_cursor(session_id)
         ended_why = "the session's chunks ended without a terminal line"
@@ -290,5 +290,5 @@ class LogMover:
         last = holding.last or await self.sink.last_chunk(session_id)
         if last is None or terminal_state(last[1]) is None:
             line = StreamProcessor("ndjson").fail(SESSION_LOST, ended_why)
-            await deliver([((last[0] if last else 0) + 1, line)])
+            await deliver(Batch((last[0] if last else 0) + 1, line, 1))
         await self._on_terminal(ref, generation)

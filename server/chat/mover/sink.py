@@ -1,15 +1,20 @@
 """Where the log mover puts a session's chunks: the chat database, fenced, idempotent.
 
-:class:`MovedChunks` keeps ``moved_chunks (session_id, cursor, chunk)`` and, per
-session, ``session_fences.generation``: the highest lease generation that has written
-(or claimed, :meth:`MovedChunks.fence`). :meth:`MovedChunks.move` is one transaction:
+:class:`MovedChunks` keeps a session's chunks as **runs** — ``moved_runs (session_id,
+first_cursor, last_cursor, chunks)``, the consecutive chunks of one moved batch in one
+row, concatenated (each chunk is one ``\\n``-terminated line) — and, per session,
+``session_fences.generation``: the highest lease generation that has written (or
+claimed, :meth:`MovedChunks.fence`). A row per batch rather than per chunk is what
+lets one replica keep up with a fast container: a batch of thousands of lines is one
+insert, and no Python step runs per chunk. :meth:`MovedChunks.move` is one transaction:
 
 1. refuse with :class:`FencedError` if the writer's generation is below the fence
    (a newer owner has claimed the session: this one lost its lease);
 2. refuse with :class:`ChunkGapError` if the batch would leave a hole after the
    chunks already stored (cursors are dense: none may be lost);
-3. raise the fence to the writer's generation and ``INSERT OR IGNORE`` the chunks, so
-   a chunk moved twice (a takeover resumes from the stored cursor) is stored once.
+3. raise the fence to the writer's generation and store the chunks of the batch past
+   the last stored cursor as one run, so a chunk moved twice (a takeover resumes from
+   the stored cursor) is stored once.
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`last_cursor` makes
@@ -19,14 +24,55 @@ harmless.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
+from sandstream.server.sessions.buffer import split_chunks
 from sandstream.server.sqlite import SQLiteDatabase
 
-__all__ = ["Batch", "ChunkGapError", "FencedError", "MovedChunks", "check_fence"]
+T = TypeVar("T")
 
-Batch = Sequence[tuple[int, bytes]]
-"""Chunks with their cursors, in cursor order, consecutive: ``[(7, b"…\\n"), (8, …)]``."""
+__all__ = [
+    "Batch",
+    "ChunkGapError",
+    "ChunkShapeError",
+    "FencedError",
+    "MovedChunks",
+    "check_fence",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Consecutive chunks of one session as one run: the cursor of the first, and
+    ``data``, ``count`` whole lines (each chunk one ``\\n``-terminated line).
+    ``Batch.of(7, [b"…\\n", b"…\\n"])`` holds cursors 7 and 8."""
+
+    first: int
+    data: bytes
+    count: int
+
+    @classmethod
+    def of(cls, first: int, chunks: Sequence[bytes]) -> Batch:
+        """The batch of ``chunks`` from cursor ``first``. Raises :class:`TypeError`
+        for a chunk that is not bytes."""
+        return cls(first, b"".join(chunks), len(chunks))
+
+    @property
+    def last(self) -> int:
+        """The cursor of the last chunk (``first - 1`` when there is none)."""
+        return self.first + self.count - 1
+
+    @property
+    def chunks(self) -> list[bytes]:
+        """The chunks, one by one."""
+        return split_chunks(self.data)
+
+    @property
+    def last_chunk(self) -> bytes:
+        """The last chunk (``b""`` when there is none)."""
+        return self.data[self.data.rfind(b"\n", 0, -1) + 1 :]
 
 
 class FencedError(Exception):
@@ -44,18 +90,26 @@ class FencedError(Exception):
 
 class ChunkGapError(ValueError):
     """A batch does not follow the stored chunks (its first cursor is past the last
-    stored one + 1) or is not consecutive. Nothing of it was written."""
+    stored one + 1, or below 1). Nothing of it was written."""
+
+
+class ChunkShapeError(ValueError):
+    """A batch's data is not ``count`` whole lines. Nothing of it was written."""
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:
-    first = batch[0][0]
-    for offset, (cursor, chunk) in enumerate(batch):
-        if cursor != first + offset:
-            raise ChunkGapError(f"session {session_id}: cursor {cursor} after {first + offset - 1}")
-        if not isinstance(chunk, bytes):
-            raise TypeError(f"a chunk must be bytes, not {type(chunk).__name__}")
-    if first < 1:
-        raise ChunkGapError(f"session {session_id}: cursors start at 1, got {first}")
+    """Raise :class:`ChunkGapError`, :class:`ChunkShapeError` for a batch that cannot
+    be stored (in C: no Python step per chunk)."""
+    if batch.first < 1:
+        raise ChunkGapError(f"session {session_id}: cursors start at 1, got {batch.first}")
+    data = batch.data
+    if type(data) is not bytes:
+        raise ChunkShapeError(f"session {session_id}: a batch's data must be bytes")
+    if data.count(b"\n") != batch.count or (data and not data.endswith(b"\n")):
+        raise ChunkShapeError(
+            f"session {session_id}: the chunks after cursor {batch.first - 1} are not "
+            f"{batch.count} whole lines"
+        )
 
 
 def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> int:
@@ -82,9 +136,11 @@ def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> 
 
 def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
     row = conn.execute(
-        "SELECT MAX(cursor) FROM moved_chunks WHERE session_id = ?", (session_id,)
+        "SELECT last_cursor FROM moved_runs WHERE session_id = ? "
+        "ORDER BY first_cursor DESC LIMIT 1",
+        (session_id,),
     ).fetchone()
-    return int(row[0] or 0)
+    return 0 if row is None else int(row[0])
 
 
 class MovedChunks:
@@ -101,39 +157,51 @@ class MovedChunks:
 
     async def move(self, session_id: str, generation: int, batch: Batch) -> None:
         """Store ``batch`` under ``generation``, in one transaction (see the module
-        docstring). Raises :class:`FencedError`, :class:`ChunkGapError`; an empty
-        batch checks the fence only."""
-        if batch:
-            _check_batch(session_id, batch)
+        docstring). Raises :class:`FencedError`, :class:`ChunkGapError`,
+        :class:`ChunkShapeError`; a batch without chunks checks the fence only."""
+        _check_batch(session_id, batch)
 
         def run(conn: sqlite3.Connection) -> None:
             _raise_fence(conn, session_id, generation)
-            if not batch:
+            if not batch.count:
                 return
             last = _last_cursor(conn, session_id)
-            if batch[0][0] > last + 1:
+            if batch.first > last + 1:
                 raise ChunkGapError(
-                    f"session {session_id}: the batch starts at cursor {batch[0][0]}, "
+                    f"session {session_id}: the batch starts at cursor {batch.first}, "
                     f"the stored chunks end at {last}"
                 )
-            conn.executemany(
-                "INSERT OR IGNORE INTO moved_chunks (session_id, cursor, chunk) VALUES (?, ?, ?)",
-                [(session_id, cursor, chunk) for cursor, chunk in batch if cursor > last],
+            if batch.last <= last:
+                return  # all of it moved before
+            new = batch.data
+            if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
+                new = b"".join(split_chunks(new)[last + 1 - batch.first :])
+            conn.execute(
+                "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, max(batch.first, last + 1), batch.last, new),
             )
 
         await self.db.write(run)
 
-    async def read(self, session_id: str) -> list[bytes]:
-        """Every stored chunk of the session, in cursor order."""
+    async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
+        """``fold(runs)`` over the session's stored chunks in cursor order, in a worker
+        thread: ``runs`` yields them as stored, each one or more whole lines, read one
+        at a time (memory holds a run, not the session). Cancellation: the fold runs to
+        its end in its thread; the caller does not learn its result."""
 
-        def run(conn: sqlite3.Connection) -> list[bytes]:
+        def run(conn: sqlite3.Connection) -> T:
             rows = conn.execute(
-                "SELECT chunk FROM moved_chunks WHERE session_id = ? ORDER BY cursor",
+                "SELECT chunks FROM moved_runs WHERE session_id = ? ORDER BY first_cursor",
                 (session_id,),
             )
-            return [bytes(row[0]) for row in rows]
+            return fold(data for (data,) in rows)
 
         return await self.db.read(run)
+
+    async def read(self, session_id: str) -> list[bytes]:
+        """Every stored chunk of the session, in cursor order."""
+        return await self.fold(session_id, lambda runs: [c for r in runs for c in split_chunks(r)])
 
     async def last_cursor(self, session_id: str) -> int:
         """The cursor of the newest stored chunk (0: none)."""
@@ -144,11 +212,14 @@ class MovedChunks:
 
         def run(conn: sqlite3.Connection) -> tuple[int, bytes] | None:
             row = conn.execute(
-                "SELECT cursor, chunk FROM moved_chunks WHERE session_id = ? "
-                "ORDER BY cursor DESC LIMIT 1",
+                "SELECT last_cursor, chunks FROM moved_runs WHERE session_id = ? "
+                "ORDER BY first_cursor DESC LIMIT 1",
                 (session_id,),
             ).fetchone()
-            return None if row is None else (int(row[0]), bytes(row[1]))
+            if row is None:
+                return None
+            data = bytes(row[1])
+            return int(row[0]), data[data.rfind(b"\n", 0, -1) + 1 :]
 
         return await self.db.read(run)
 

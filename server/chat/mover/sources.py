@@ -1,8 +1,8 @@
 """Where the log mover reads a session's chunks: in-process, or from a runner's WebSocket.
 
 A :class:`Source` follows one session from a cursor to its end and hands the chunks
-to a ``deliver`` callback as batches of ``(cursor, chunk)`` (:data:`~.sink.Batch`),
-one batch at a time: the next is read while ``deliver`` runs, but handed over only
+to a ``deliver`` callback in batches of consecutive chunks (:class:`~.sink.Batch`),
+one at a time: the next is read while ``deliver`` runs, but handed over only
 after it returned (back-pressure). :meth:`Source.follow` returns after the session's
 last chunk was delivered (its terminal line), and raises
 
@@ -65,6 +65,12 @@ Deliver = Callable[[Batch], Awaitable[None]]
 
 _CONTROL_PREFIX: Final = '{"type":"control"'
 _BATCH_BYTES: Final = 256 * 1024
+EMBEDDED_BATCH_BYTES: Final = 1024 * 1024
+"""The most an embedded session hands the mover per read, as one batch (one
+transaction in the chat database): fewer, larger transactions than a reader's reads,
+while the memory a move holds (the batch, SQLite's copy of it) stays small beside the
+session's own tail (4 MiB batches cost ~20 MiB more RSS in
+``tests/chat/test_bounded_turns.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +107,8 @@ class EmbeddedSource:
         self.service = service
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
-        """Every chunk after ``after`` to the session's end, in batches of at most the
-        service's ``read_bytes`` (one read each). Raises :class:`SessionGoneError`,
+        """Every chunk after ``after`` to the session's end, in batches of at most
+        :data:`EMBEDDED_BATCH_BYTES` (one read each). Raises :class:`SessionGoneError`,
         :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
         try:
             session = self.service.get(session_id)
@@ -113,11 +119,13 @@ class EmbeddedSource:
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
         settings = self.service.settings
-        follow = Follow(session, after, max_bytes=settings.read_bytes, keepalive=settings.keepalive)
+        follow = Follow(
+            session, after, max_bytes=EMBEDDED_BATCH_BYTES, keepalive=settings.keepalive
+        )
         try:
             async for event in follow:
                 if isinstance(event, Chunks):
-                    await deliver(list(enumerate(event.chunks, event.first)))
+                    await deliver(Batch.of(event.first, event.chunks))
         except CursorGoneError as exc:
             raise SessionGoneError(f"session {session_id}: {exc}") from None
 
@@ -349,18 +357,18 @@ async def _batches(
     chunk, up to 256 KiB (fewer, larger transactions: a WebSocket hands chunks over one
     at a time). The end of the channel ends a batch at once."""
     async with receive:
-        async for first in receive:
-            batch = [first]
-            size = len(first[1])
+        async for first, chunk in receive:
+            chunks = [chunk]
+            size = len(chunk)
             with trio.move_on_after(linger):
                 while size < _BATCH_BYTES:
                     try:
-                        item = await receive.receive()
+                        _, chunk = await receive.receive()
                     except trio.EndOfChannel:
                         break
-                    batch.append(item)
-                    size += len(item[1])
-            await deliver(batch)
+                    chunks.append(chunk)
+                    size += len(chunk)
+            await deliver(Batch.of(first, chunks))
 
 
 class SessionSources:
