@@ -72,7 +72,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[list[int]]:
 
 # -- the event-stream parser ----------------------------------------------------------------
 
-line_text = st.text(st.characters(blacklist_characters="\r\n\x00"), max_size=12)
+line_text = st.text(st.characters(codec="utf-8", exclude_characters="\r\n\x00"), max_size=12)
 newline = st.sampled_from(["\n", "\r", "\r\n"])
 field_line = st.one_of(
     st.tuples(st.sampled_from(["data", "event", "id", ": comment", "retry", "other"]), line_text),
