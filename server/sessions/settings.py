@@ -26,7 +26,7 @@ class SessionSettings:
     retain_chunks: int | None = None
     ttl: float | None = 7 * 24 * 3600.0
     sweep_interval: float = 60.0
-    tail_bytes: int = 8 * 1024 * 1024
+    tail_bytes: int = 1024 * 1024
     read_bytes: int = 256 * 1024
     keepalive: float = 15.0
     readers: int = 4
