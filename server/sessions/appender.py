@@ -83,20 +83,21 @@ class Appender:
         self._thread.start()
 
     def submit(self, job: RunJob) -> None:
-        """Queue ``job`` (never blocks). Raises :class:`RuntimeError` once closed."""
+        """Queue ``job`` (never blocks). Raises :class:`sqlite3.ProgrammingError` once
+        closed (as the database does)."""
         if self._closed or self._thread is None:
-            raise RuntimeError("the session buffer is closed")
+            raise sqlite3.ProgrammingError("the session buffer is closed")
         self._jobs.put(job)
 
     async def close(self) -> None:
-        """Store and report what was submitted, then end the thread. Idempotent."""
+        """Store what was submitted (its reports follow on the event loop), then end
+        the thread. Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._thread is not None:
             self._jobs.put(_STOP)
             await trio.to_thread.run_sync(self._thread.join)
-            await trio.lowlevel.checkpoint()  # the reports queued by the thread run first
 
     # -- the thread -------------------------------------------------------------------
 

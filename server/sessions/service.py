@@ -254,7 +254,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
             await session.append(line, final=True)
             await session.flush()
             terminal = line
-        except sqlite3.Error as exc:
+        except Exception as exc:  # the buffer failed (sqlite3.Error) or refused an earlier run
             log.error("session %s: appending its end failed: %r", session.id, exc)
         state = "failed"
     try:
@@ -271,8 +271,8 @@ async def _settle_unfinished(session: Session) -> None:
     try:
         await session.flush()
         last = await _last_chunk(session)
-    except sqlite3.Error as exc:
-        log.error("session %s: reading its last chunk failed: %r", session.id, exc)
+    except Exception as exc:  # as in _settle: the session ends all the same
+        log.error("session %s: storing or reading its last chunk failed: %r", session.id, exc)
     await _settle(session, last)
 
 
