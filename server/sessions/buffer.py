@@ -46,8 +46,6 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
-import trio
-
 from sandstream.server.sqlite import SQLiteDatabase
 
 from .appender import Appender, Outcome, RunJob
@@ -261,25 +259,6 @@ class SessionBuffer:
             return first
 
         self._appender.submit(RunJob(key, after, store, report))
-
-    async def append(
-        self, key: int, after: int, data: bytes, count: int, created_at: int, keep_from: int
-    ) -> int:
-        """:meth:`append_soon`, waiting until the run is stored; return the session's
-        first retained cursor. Raises what kept it from being stored (``sqlite3.Error``).
-        Cancellation: the run is stored all the same."""
-        outcomes: list[Outcome] = []
-        stored = trio.Event()
-
-        def report(outcome: Outcome) -> None:
-            outcomes.append(outcome)
-            stored.set()
-
-        self.append_soon(key, after, data, count, created_at, keep_from, report)
-        await stored.wait()
-        if isinstance(outcomes[0], Exception):
-            raise outcomes[0]
-        return outcomes[0]
 
     async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[bytes]:
         """The chunks at cursors ``after + 1`` … ``upto``, in order, as many as fit.

@@ -145,8 +145,12 @@ def chunk(cursor: int) -> bytes:
     return b'{"n":%d}\n' % cursor
 
 
+def lines(first: int, last: int) -> list[bytes]:
+    return [chunk(cursor) for cursor in range(first, last + 1)]
+
+
 def chunks(first: int, last: int) -> Batch:
-    return Batch.of(first, [chunk(cursor) for cursor in range(first, last + 1)])
+    return Batch.of(first, lines(first, last))
 
 
 async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) -> None:
@@ -157,10 +161,10 @@ async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) ->
     await sink.move("ses_a", 1, chunks(3, 8))  # overlapping: moved twice, stored once
     await sink.move("ses_a", 1, chunks(1, 8))
     await sink.move("ses_b", 1, chunks(1, 2))
-    assert await sink.read("ses_a") == chunks(1, 8).chunks
+    assert await sink.read("ses_a") == lines(1, 8)
     assert await sink.last_cursor("ses_a") == 8
     assert await sink.last_chunk("ses_a") == (8, b'{"n":8}\n')
-    assert await sink.read("ses_b") == chunks(1, 2).chunks
+    assert await sink.read("ses_b") == lines(1, 2)
 
 
 async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabase) -> None:
@@ -189,7 +193,7 @@ async def test_a_batch_that_is_not_its_count_of_whole_lines_is_refused_whole(
     await sink.move("ses_a", 1, chunks(1, 3))
     with pytest.raises(ChunkShapeError):
         await sink.move("ses_a", 1, bad)
-    assert await sink.read("ses_a") == chunks(1, 3).chunks
+    assert await sink.read("ses_a") == lines(1, 3)
 
 
 @settings(max_examples=60, deadline=None)
@@ -241,7 +245,7 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
         await sink.move("ses_a", 2, chunks(6, 6))
     with pytest.raises(FencedError):
         await sink.fence("ses_a", 2)
-    assert await sink.read("ses_a") == chunks(1, 5).chunks
+    assert await sink.read("ses_a") == lines(1, 5)
 
 
 async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path) -> None:
@@ -262,6 +266,6 @@ async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path
         sink = MovedChunks(db)
         assert await sink.last_chunk("ses_a") == (3, chunk(3))
         await sink.move("ses_a", 1, chunks(2, 6))
-        assert await sink.read("ses_a") == chunks(1, 6).chunks
+        assert await sink.read("ses_a") == lines(1, 6)
     finally:
         await db.close()

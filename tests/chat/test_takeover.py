@@ -18,6 +18,7 @@ import trio
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SQLiteChatStore, fold_chunks
 from sandstream.server.chat.mover import Batch, MovedChunks, RemoteSource
+from sandstream.server.sessions.buffer import split_chunks
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,
@@ -92,7 +93,7 @@ async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
     chunks: list[bytes] = []
 
     async def deliver(batch: Batch) -> None:
-        chunks.extend(batch.chunks)
+        chunks.extend(split_chunks(batch.data))
 
     with trio.fail_after(DEADLINE):
         await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)

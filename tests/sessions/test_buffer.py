@@ -14,6 +14,25 @@ from hypothesis import strategies as st
 from sandstream.server.sessions.appender import EarlierAppendFailedError, Outcome
 from sandstream.server.sessions.buffer import SessionBuffer
 
+
+async def append(
+    buffer: SessionBuffer, key: int, after: int, data: bytes, count: int, at: int, keep_from: int
+) -> int:
+    """``append_soon``, waiting for the outcome: the first retained cursor, or raised."""
+    outcomes: list[Outcome] = []
+    stored = trio.Event()
+
+    def report(outcome: Outcome) -> None:
+        outcomes.append(outcome)
+        stored.set()
+
+    buffer.append_soon(key, after, data, count, at, keep_from, report)
+    await stored.wait()
+    if isinstance(outcomes[0], Exception):
+        raise outcomes[0]
+    return outcomes[0]
+
+
 runs = st.lists(
     st.lists(
         st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"") + b"\n"), min_size=1, max_size=6
@@ -36,8 +55,8 @@ async def test_reads_after_any_cursor_return_exactly_the_chunks_after_it(
             other = await buffer.create("ses_b", 0)
             last = 0
             for run in appends:
-                assert await buffer.append(key, last, b"".join(run), len(run), 0, 1) == 1
-                await buffer.append(other, last, b"x\n" * len(run), len(run), 0, 1)
+                assert await append(buffer, key, last, b"".join(run), len(run), 0, 1) == 1
+                await append(buffer, other, last, b"x\n" * len(run), len(run), 0, 1)
                 last += len(run)
             after = data.draw(st.integers(0, last))
             upto = data.draw(st.integers(after, last))
@@ -53,7 +72,7 @@ async def test_reads_after_any_cursor_return_exactly_the_chunks_after_it(
             assert got == everything[after:upto]
             # retention drops whole runs below the cursor asked to be kept
             keep_from = data.draw(st.integers(1, last))
-            first = await buffer.append(key, last, b"end\n", 1, 0, keep_from)
+            first = await append(buffer, key, last, b"end\n", 1, 0, keep_from)
             assert first <= keep_from
             assert await buffer.read(key, first - 1, last + 1, 10**6) == [
                 *everything[first - 1 :],

@@ -65,11 +65,6 @@ class Batch:
         return self.first + self.count - 1
 
     @property
-    def chunks(self) -> list[bytes]:
-        """The chunks, one by one."""
-        return split_chunks(self.data)
-
-    @property
     def last_chunk(self) -> bytes:
         """The last chunk (``b""`` when there is none)."""
         return self.data[self.data.rfind(b"\n", 0, -1) + 1 :]
