@@ -46,8 +46,8 @@ class _SmallPagesBwrap(BwrapLauncher):
 
 
 class _SmallPagesLocal(LocalSubprocessLauncher):
-    def container_env(self, turn_id: str) -> dict[str, str]:
-        return _without_heap_tunables(super().container_env(turn_id))
+    def container_env(self, turn_id: str, tmpdir: str) -> dict[str, str]:
+        return _without_heap_tunables(super().container_env(turn_id, tmpdir))
 
 
 def _without_heap_tunables(env: dict[str, str]) -> dict[str, str]:

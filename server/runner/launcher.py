@@ -22,9 +22,11 @@ import fcntl
 import logging
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -223,8 +225,11 @@ class LocalSubprocessLauncher:
     its files and network, and can outlive the turn by escaping the sweep (development
     only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
     environment is not the runner's: only the ``pass_env`` variables of the runner
-    (``PATH``, ``HOME``, locale, ``TMPDIR``), plus :func:`container_heap_env`, ``env``
-    and the turn marker ``SANDSTREAM_TURN_ID``; no token of the server reaches it.
+    (``PATH``, ``HOME``, locale), plus :func:`container_heap_env`, ``env`` and the
+    turn marker ``SANDSTREAM_TURN_ID``; no token of the server reaches it. Its
+    ``TMPDIR`` is a dir of its own in the runner's temp dir, removed with what is in
+    it once the container is gone: a container killed before it could clean up (or a
+    tool that wrote there) leaves nothing behind.
     ``stderr``: ``"log"`` reads it into the ``sandstream.container`` logger (bounded),
     ``"inherit"`` shares the runner's, ``"discard"`` drops it. ``pipe_size`` enlarges
     the stdout pipe (Linux) so that a fast producer blocks less often (kept modest: an
@@ -247,11 +252,13 @@ class LocalSubprocessLauncher:
         if not (self.kill_grace >= 0 and math.isfinite(self.kill_grace)):
             raise ValueError(f"kill_grace must be a finite number >= 0, got {self.kill_grace}")
 
-    def container_env(self, turn_id: str) -> dict[str, str]:
-        """The environment a container of turn ``turn_id`` starts with."""
+    def container_env(self, turn_id: str, tmpdir: str) -> dict[str, str]:
+        """The environment a container of turn ``turn_id`` starts with, its temp dir
+        ``tmpdir``."""
         env = {name: os.environ[name] for name in self.pass_env if name in os.environ}
         env.update(container_heap_env(self.argv))
         env.update(self.env)
+        env["TMPDIR"] = tmpdir
         env[TURN_MARKER_ENV] = turn_id
         return env
 
@@ -265,16 +272,24 @@ class LocalSubprocessLauncher:
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`."""
         try:
+            tmpdir = tempfile.mkdtemp(prefix=f"sandstream-{turn_id}-")
+        except OSError as exc:
+            message = f"cannot create the container's temp dir: {exc.strerror or exc}"
+            raise LaunchError(exc.errno, message) from exc
+        try:
             process = await trio.lowlevel.open_process(
                 list(self.argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=STDERR_TARGETS[self.stderr],
                 start_new_session=True,
-                env=self.container_env(turn_id),
+                env=self.container_env(turn_id, tmpdir),
                 cwd=self.cwd,
             )
-        except OSError as exc:
+        except BaseException as exc:
+            os.rmdir(tmpdir)
+            if not isinstance(exc, OSError):
+                raise
             message = f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
             raise LaunchError(exc.errno, message) from exc
         pidfd = open_pidfd(process.pid)
@@ -326,6 +341,7 @@ class LocalSubprocessLauncher:
                     stopped_at=stopped_at,
                     reaped_at=reaped_at,
                 )
+                await remove_tmpdir(tmpdir)
         assert container.exit is not None
         return container.exit
 
@@ -338,6 +354,26 @@ class LocalSubprocessLauncher:
             signal_group(process.pid, signal.SIGKILL)
             return True
         return False
+
+
+async def remove_tmpdir(path: str) -> None:
+    """Remove a gone container's temp dir: at once when it is empty (the usual case),
+    else with what is in it, in a thread. Errors are logged, never raised."""
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    errors: list[str] = []
+
+    def note(_function: object, name: str, exc_info: tuple[type, BaseException, object]) -> None:
+        errors.append(f"{name}: {exc_info[1]}")
+
+    await trio.to_thread.run_sync(lambda: shutil.rmtree(path, onerror=note))
+    if errors:
+        log.warning("cannot remove the container's temp dir: %s", "; ".join(errors[:3]))
 
 
 def grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:

@@ -135,7 +135,8 @@ async def test_container_killed_from_outside_ends_with_a_terminal_line(
     assert record.returncode == -signal.SIGKILL
     assert record.stragglers >= 1
     await _assert_no_leftovers(server)
-    assert [name.split("-")[1] for name in remove_run_dirs()] == ["run", "state"]
+    # It left its run and state dirs in its own TMPDIR, which the launcher removed.
+    assert remove_run_dirs() == []
 
 
 async def test_runtime_cap(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:

@@ -138,7 +138,7 @@ def test_only_our_container_is_started_with_the_tunables() -> None:
     for custom in (["python3", "agent.py"], ["sh", "-c", "exec python3 -m sandstream.container"]):
         assert container_heap_env(custom) == {}
         assert "GLIBC_TUNABLES" not in BwrapLauncher(argv=custom).sandbox_env("turn_x")
-    assert LocalSubprocessLauncher().container_env("turn_x").items() >= ours.items()
+    assert LocalSubprocessLauncher().container_env("turn_x", "/tmp/t").items() >= ours.items()
     # a user's own value wins
     custom_env = {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
     assert BwrapLauncher(env=custom_env).sandbox_env("turn_x")["GLIBC_TUNABLES"] == (

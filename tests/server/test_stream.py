@@ -240,7 +240,7 @@ async def test_the_runner_token_is_not_in_the_container_environment(
     monkeypatch.setenv("SOME_SERVER_SETTING", "private")
     monkeypatch.setenv("LANG", "C.UTF-8")
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
-    env = LocalSubprocessLauncher(env={"EXTRA": "1"}).container_env("turn_x")
+    env = LocalSubprocessLauncher(env={"EXTRA": "1"}).container_env("turn_x", "/tmp/t")
     # an allow-list, not a deny-list: nothing of the server's environment but these
     assert set(env) <= {
         "PATH",
@@ -255,5 +255,6 @@ async def test_the_runner_token_is_not_in_the_container_environment(
         *HEAP_TUNABLES,
     }
     assert env["SANDSTREAM_TURN_ID"] == "turn_x" and env["EXTRA"] == "1"
+    assert env["TMPDIR"] == "/tmp/t"  # its own, not the runner's
     assert env["LANG"] == "C.UTF-8"
     assert env.get("GLIBC_TUNABLES") == heap_env().get("GLIBC_TUNABLES")  # ours, not the runner's
