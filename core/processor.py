@@ -295,7 +295,7 @@ class StreamProcessor:
             frames = b"\n".join(lines)
             lines.pop()
             if 13 not in frames:
-                frames = line_frames(seq + 1, frames, heads[0])
+                frames = line_frames(seq + 1, frames, len(lines), heads[0])
         else:
             frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
         if 13 in frames:  # a CR inside a line (JSON whitespace): one data: line per part

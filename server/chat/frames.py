@@ -94,13 +94,13 @@ class TurnFrames:
         if chunks and self.terminal is None:
             data = b"".join(chunks)
             if _steps_only(data, len(chunks)):
-                return line_frames(first, data, _STEP)
+                return line_frames(first, data, len(chunks), _STEP)
         return self._render_each(first, chunks)
 
     def render_run(self, first: int, data: bytes, count: int) -> bytes:
         """:meth:`render` for ``count`` chunks given joined in ``data``."""
         if data and self.terminal is None and _steps_only(data, count):
-            return line_frames(first, data, _STEP)
+            return line_frames(first, data, count, _STEP)
         return self._render_each(first, split_chunks(data))
 
     def _render_each(self, first: int, chunks: list[bytes]) -> bytes:

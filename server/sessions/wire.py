@@ -44,7 +44,7 @@ def sse_run(first: int, data: bytes, count: int) -> bytes:
     """The SSE frames of ``count`` chunks joined in ``data`` (each a ``\n``-terminated
     line), ids from ``first``."""
     if 13 not in data:
-        return line_frames(first, data)
+        return line_frames(first, data, count)
     chunks = split_chunks(data)  # a CR inside a line (JSON whitespace): one data: per part
     return b"".join(
         format_event(chunk[:-1], id=cursor) for cursor, chunk in enumerate(chunks, first)

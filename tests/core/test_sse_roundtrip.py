@@ -122,9 +122,12 @@ def test_line_frames_are_format_event_per_line(
     expected = b"".join(
         format_event(line, event=event, id=at) for at, line in enumerate(lines, first)
     )
-    assert line_frames(first, joined, head) == expected
+    assert line_frames(first, joined, len(lines), head) == expected
 
 
-def test_line_frames_refuse_an_unterminated_line() -> None:
+def test_line_frames_refuse_an_unterminated_line_or_a_wrong_count() -> None:
     with pytest.raises(ValueError, match="LF"):
-        line_frames(1, b'{"type":"step"}')
+        line_frames(1, b'{"type":"step"}', 1)
+    for wrong in (1, 3):
+        with pytest.raises(ValueError, match=f"hold 2 lines, not {wrong}"):
+            line_frames(1, b"{}\n{}\n", wrong)
