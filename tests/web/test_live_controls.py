@@ -33,7 +33,14 @@ SLEEPING = (
 
 
 def wait_sleeping(page: Page) -> None:
+    """Wait until the page shows the slow plan's tool as running and its ``sleep 300``
+    runs: the step is drawn as soon as the container starts the tool, whose own
+    interpreter then starts ``sleep`` (a loaded machine takes a while for that)."""
     page.wait_for_selector(SLEEPING)
+    deadline = time.monotonic() + DEADLINE
+    while not sleeping_tools():
+        assert time.monotonic() < deadline, "the turn's tool never started sleeping"
+        time.sleep(0.05)
 
 
 def sleeping_tools() -> list[int]:
