@@ -26,7 +26,7 @@ import msgspec
 from .envelope import Error, Log, Result, Step, WireEnvelope, encode_line, new_wire_decoder
 from .errors import ProcessorClosedError
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
-from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field
+from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field, line_frames
 from .turn import (
     DEFAULT_MAX_DIAGNOSTICS,
     DEFAULT_MAX_STEP_BYTES,
@@ -290,7 +290,14 @@ class StreamProcessor:
         """SSE frames for consecutive lines, then ``done`` if the last one ended the turn."""
         seq = self._seq
         self._seq += len(lines)
-        frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
+        if heads.count(heads[0]) == len(heads):  # one event name (steps): no step per line
+            lines.append(b"")  # the last line's "\n"
+            frames = b"\n".join(lines)
+            lines.pop()
+            if 13 not in frames:
+                frames = line_frames(seq + 1, frames, len(lines), heads[0])
+        else:
+            frames = b"".join(map(SINGLE_LINE_FRAME.__mod__, zip(count(seq + 1), heads, lines)))
         if 13 in frames:  # a CR inside a line (JSON whitespace): one data: line per part
             frames = b"".join(
                 [

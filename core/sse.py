@@ -19,6 +19,7 @@ __all__ = [
     "event_field",
     "format_comment",
     "format_event",
+    "line_frames",
 ]
 
 _LINE_BREAK: Final = re.compile(rb"\r\n|\r|\n")
@@ -28,6 +29,35 @@ SINGLE_LINE_FRAME: Final = b"id: %d\n%bdata: %b\n\n"
 """``SINGLE_LINE_FRAME % (id, event_field(name), data)`` is the frame
 ``format_event(data, event=name, id=id)`` returns when ``data`` holds no CR or LF;
 the hot path formats it directly."""
+
+
+def line_frames(first: int, lines: bytes, count: int, head: bytes = b"") -> bytes:
+    """The frames of ``lines``, ``count`` LF-terminated lines holding no CR, one frame
+    each: ids ``first``, ``first + 1``, …, ``head`` (``event_field(name)`` or ``b""``),
+    the line as its one ``data:`` line. The same bytes as joining
+    ``SINGLE_LINE_FRAME % (id, head, line)`` over the lines, made without a Python step
+    per line: the line breaks become frame boundaries in one ``replace``, then one
+    ``%`` puts the ids in (3 to 6 times faster, the longer the lines the more;
+    ``benchmarks.chat.budget``).
+
+    A CR in ``lines`` would pass into a ``data:`` line unsplit: callers check for it
+    (and fall back to :func:`data_fields`). ``b""`` gives ``b""``; ``lines`` that do not
+    end with LF, or hold other than ``count`` lines, raise ``ValueError``.
+    """
+    if not lines:
+        return b""
+    if not lines.endswith(b"\n"):
+        raise ValueError("lines must end with LF")
+    frame_head = b"id: %d\n" + head.replace(b"%", b"%%") + b"data: "
+    if 37 in lines:  # "%": literal in the template
+        lines = lines.replace(b"%", b"%%")
+    frames = lines.replace(b"\n", b"\n\n" + frame_head)  # a head after every line...
+    template = b"".join((frame_head, memoryview(frames)[: len(frames) - len(frame_head)]))
+    try:
+        return template % tuple(range(first, first + count))  # ...moved before each one
+    except TypeError:  # not as many ids as lines
+        held = lines.count(b"\n")
+        raise ValueError(f"lines hold {held} lines, not {count}") from None
 
 
 def format_event(

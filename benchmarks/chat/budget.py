@@ -10,7 +10,7 @@ In one process, no I/O, over the container's own load-mode step lines (as
   fed 256 KiB reads, as the runner reads the container's stdout);
 - *render*: what a chat viewer adds to each line the session stored: its SSE frame
   (:func:`~sandstream.server.chat.frames.live_frames` over each run the core wrote,
-  split into its chunks as the session does once per run).
+  as the session hands a run to its caught-up viewers).
 
 µs per line, the best of ``--repeat`` passes. The chat's stream runs both on one GIL
 while the runner runs the first alone, so ``core / (core + render)`` bounds the
@@ -30,7 +30,6 @@ from sandstream.container.agents.scripted import encode_load_lines
 from sandstream.container.schemas import LoadSpec
 from sandstream.core import StreamProcessor
 from sandstream.server.chat.frames import live_frames
-from sandstream.server.sessions.buffer import split_chunks
 
 from ..runner.support import environment
 
@@ -72,7 +71,7 @@ def measure(lines: int, payload: int, repeat: int) -> dict[str, Any]:
         first = 1
         size = 0
         for run, count in runs:
-            size += len(live_frames(first, split_chunks(run)))
+            size += len(live_frames(first, run, count))
             first += count
         return size
 

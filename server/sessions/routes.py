@@ -33,7 +33,7 @@ from sandstream.server.runner.service import RunnerUnavailableError
 from .follow import CaughtUp, Chunks, Follow, Live
 from .service import SessionNotFoundError, SessionService
 from .session import CursorGoneError, Frame, Session, SessionEndedError
-from .wire import control_message, ndjson_chunks, sse_caught_up, sse_chunks, sse_control
+from .wire import control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [
     "CURSOR_GONE",
@@ -242,9 +242,8 @@ class _SSEBody:
             self._done = True
             return sse_control(follow.cursor, gone=True)
         if isinstance(event, Chunks):
-            if event.up_to_date:
-                return sse_caught_up(event.first, event.chunks)
-            return sse_chunks(event.first, event.chunks)
+            frames = sse_caught_up if event.up_to_date else sse_run
+            return frames(event.first, b"".join(event.chunks), len(event.chunks))
         if isinstance(event, CaughtUp):
             return sse_control(event.cursor, up_to_date=True)
         return PING
@@ -266,7 +265,7 @@ class _NDJSONBody:
             except CursorGoneError:
                 raise StopAsyncIteration from None
             if isinstance(event, Chunks):
-                return ndjson_chunks(event.first, event.chunks)
+                return b"".join(event.chunks)
 
 
 def _follow(session: Session, cursor: int, frame: Frame | None = None) -> Follow:
@@ -295,7 +294,7 @@ async def session_stream(session_id: str) -> Response:
         follow = _follow(session, cursor, sse_caught_up)
         response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
     else:
-        follow = _follow(session, cursor, ndjson_chunks)
+        follow = _follow(session, cursor, ndjson_run)
         response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"

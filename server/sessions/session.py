@@ -74,9 +74,10 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-Frame: TypeAlias = Callable[[int, list[bytes]], bytes]
-"""A transport's body bytes for chunks at cursors ``first``, ``first + 1``, … (each a
-``\\n``-terminated line), when they bring the reader up to date with a live session."""
+Frame: TypeAlias = Callable[[int, bytes, int], bytes]
+"""A transport's body bytes for ``count`` chunks at cursors ``first``, ``first + 1``, …
+given joined (each a ``\\n``-terminated line), when they bring the reader up to date
+with a live session: ``frame(first, data, count)``."""
 
 
 class LiveReader:
@@ -387,7 +388,7 @@ class Session:
         for reader in self._live:
             payload = payloads.get(reader.frame)
             if payload is None:
-                framed = reader.frame(run.first, run.lines)  # b"": nothing for this transport
+                framed = reader.frame(run.first, run.data, run.count)  # b"": nothing to write
                 payload = payloads[reader.frame] = http_chunk(framed) if framed else b""
             if not payload:
                 continue
@@ -412,10 +413,11 @@ class _Run:
     """Chunks appended together: the first and last one's cursors and their bytes. Split into
     chunks on the first read (a session nobody follows never splits)."""
 
-    __slots__ = ("_lines", "data", "first", "last", "size")
+    __slots__ = ("_lines", "count", "data", "first", "last", "size")
 
     def __init__(self, first: int, data: bytes, count: int) -> None:
         self.first = first
+        self.count = count
         self.last = first + count - 1
         self.data = data
         self.size = len(data)

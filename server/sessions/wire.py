@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import msgspec
 
-from sandstream.core.sse import format_event
+from sandstream.core.sse import format_event, line_frames
+
+from .buffer import split_chunks
 
 __all__ = [
     "control_message",
-    "ndjson_chunks",
+    "ndjson_run",
     "sse_caught_up",
-    "sse_chunks",
     "sse_control",
+    "sse_run",
 ]
 
 
@@ -38,22 +40,27 @@ class _Control(msgspec.Struct, omit_defaults=True, kw_only=True):
     gone: bool = False
 
 
-def sse_chunks(first: int, chunks: list[bytes]) -> bytes:
-    """The SSE frames of ``chunks`` (each a ``\\n``-terminated line), ids from ``first``."""
+def sse_run(first: int, data: bytes, count: int) -> bytes:
+    """The SSE frames of ``count`` chunks joined in ``data`` (each a ``\n``-terminated
+    line), ids from ``first``."""
+    if 13 not in data:
+        return line_frames(first, data, count)
+    chunks = split_chunks(data)  # a CR inside a line (JSON whitespace): one data: per part
     return b"".join(
         format_event(chunk[:-1], id=cursor) for cursor, chunk in enumerate(chunks, first)
     )
 
 
-def sse_caught_up(first: int, chunks: list[bytes]) -> bytes:
-    """:func:`sse_chunks`, then the ``upToDate`` control at the last one's cursor: what
+def sse_caught_up(first: int, data: bytes, count: int) -> bytes:
+    """:func:`sse_run`, then the ``upToDate`` control at the last one's cursor: what
     a reader gets for chunks that bring it up to date with a live session."""
-    return sse_chunks(first, chunks) + sse_control(first + len(chunks) - 1, up_to_date=True)
+    return sse_run(first, data, count) + sse_control(first + count - 1, up_to_date=True)
 
 
-def ndjson_chunks(first: int, chunks: list[bytes]) -> bytes:
-    """The chunks as they are (NDJSON needs no cursor: ``first`` is unused)."""
-    return b"".join(chunks)
+def ndjson_run(first: int, data: bytes, count: int) -> bytes:
+    """The chunks as they are (NDJSON needs no cursor: ``first`` and ``count`` are
+    unused)."""
+    return data
 
 
 def sse_control(

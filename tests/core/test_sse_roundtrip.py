@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sandstream.core import StreamProcessor
-from sandstream.core.sse import PING, format_comment, format_event
+from sandstream.core.sse import PING, event_field, format_comment, format_event, line_frames
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
 # Field values the writer accepts: no CR, LF or NUL.
@@ -105,3 +105,29 @@ def test_a_callers_event_is_numbered_in_the_turns_sequence() -> None:
     assert StreamProcessor("ndjson").event("files", b"{}") == b""
     with pytest.raises(ValueError):
         processor.event("bad\nname", b"{}")
+
+
+@given(
+    lines=st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b"")), max_size=20
+    ),
+    first=st.integers(0, 10**12),
+    event=st.sampled_from([None, "step", "100%"]),
+)
+def test_line_frames_are_format_event_per_line(
+    lines: list[bytes], first: int, event: str | None
+) -> None:
+    joined = b"".join(line + b"\n" for line in lines)
+    head = b"" if event is None else event_field(event)
+    expected = b"".join(
+        format_event(line, event=event, id=at) for at, line in enumerate(lines, first)
+    )
+    assert line_frames(first, joined, len(lines), head) == expected
+
+
+def test_line_frames_refuse_an_unterminated_line_or_a_wrong_count() -> None:
+    with pytest.raises(ValueError, match="LF"):
+        line_frames(1, b'{"type":"step"}', 1)
+    for wrong in (1, 3):
+        with pytest.raises(ValueError, match=f"hold 2 lines, not {wrong}"):
+            line_frames(1, b"{}\n{}\n", wrong)

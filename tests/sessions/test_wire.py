@@ -8,15 +8,19 @@ from hypothesis import strategies as st
 
 from sandstream.core.sse import PING
 from sandstream.core.sse_parser import Comment, SSEParser
-from sandstream.server.sessions.wire import control_message, sse_chunks, sse_control
+from sandstream.server.sessions.wire import control_message, sse_control, sse_run
 
 lines = st.lists(
     st.builds(
-        lambda text, ts: (
-            msgspec.json.encode({"type": "log", "level": "info", "message": text, "ts": ts}) + b"\n"
+        lambda text, ts, whitespace: (
+            msgspec.json.encode(
+                {"type": "log", "level": "info", "message": text, "ts": ts}
+            ).replace(b',"level"', b"," + whitespace + b'"level"')
+            + b"\n"
         ),
         st.text(max_size=60),
         st.integers(min_value=0, max_value=2**40),
+        st.sampled_from([b"", b"", b"\r", b" \r\t"]),  # a CR is JSON whitespace too
     ),
     min_size=1,
     max_size=12,
@@ -29,7 +33,7 @@ def test_sse_frames_carry_each_chunk_with_its_cursor(
 ) -> None:
     body = (
         PING
-        + sse_chunks(first, chunks)
+        + sse_run(first, b"".join(chunks), len(chunks))
         + PING
         + sse_control(first + len(chunks) - 1, up_to_date=True)
         + sse_control(first + len(chunks) - 1, closed=True)
@@ -44,7 +48,9 @@ def test_sse_frames_carry_each_chunk_with_its_cursor(
     events = [item for item in items if not isinstance(item, Comment)]
     assert [item.text for item in items if isinstance(item, Comment)] == ["ping"] * 2
     data_events, controls = events[: len(chunks)], events[len(chunks) :]
-    assert [event.data.encode() + b"\n" for event in data_events] == chunks
+    # SSE carries a CR (JSON whitespace) as a line break: LF, the same JSON
+    sent = [chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n") for chunk in chunks]
+    assert [event.data.encode() + b"\n" for event in data_events] == sent
     assert [int(event.id) for event in data_events] == list(range(first, first + len(chunks)))
     assert [event.event for event in controls] == ["control", "control"]
     last = first + len(chunks) - 1
