@@ -65,6 +65,7 @@ from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.sqlite_store import SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
+from sandstream.server.http.malloc import keep_large_buffers
 from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
 from sandstream.server.runner.app import create_app
@@ -371,6 +372,7 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
     app = create_app(settings, launcher=launcher)
     app.config["BODY_TIMEOUT"] = args.body_timeout
     raise_open_file_limit()
+    keep_large_buffers()
     drain = get_runner(app).shutdown
     return _run_server(
         "sandstream runner",
@@ -705,6 +707,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         return 2
     _announce_token(plan.api_token)
     raise_open_file_limit()
+    keep_large_buffers()
     try:
         return _run_server("sandstream serve", plan.config, partial(_serve, plan))
     except (StoreError, sqlite3.Error) as exc:
