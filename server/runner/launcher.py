@@ -358,7 +358,8 @@ class LocalSubprocessLauncher:
 
 async def remove_tmpdir(path: str) -> None:
     """Remove a gone container's temp dir: at once when it is empty (the usual case),
-    else with what is in it, in a thread. Errors are logged, never raised."""
+    else with what is in it, in a thread (:func:`remove_tree`). Errors are logged,
+    never raised."""
     try:
         os.rmdir(path)
         return
@@ -366,14 +367,33 @@ async def remove_tmpdir(path: str) -> None:
         return
     except OSError:
         pass
+    errors = await trio.to_thread.run_sync(remove_tree, path)
+    if errors:
+        log.warning("cannot remove the container's temp dir: %s", "; ".join(errors[:3]))
+
+
+def remove_tree(path: str) -> list[str]:
+    """``rm -rf path``, also through dirs a container made read-only (``chmod 555``,
+    as Go's module cache does): each dir is opened to its owner before its entries
+    are removed. Returns what could not be removed, with why."""
     errors: list[str] = []
 
     def note(_function: object, name: str, exc_info: tuple[type, BaseException, object]) -> None:
         errors.append(f"{name}: {exc_info[1]}")
 
-    await trio.to_thread.run_sync(lambda: shutil.rmtree(path, onerror=note))
-    if errors:
-        log.warning("cannot remove the container's temp dir: %s", "; ".join(errors[:3]))
+    if os.path.islink(path):  # the container put a link in its place: never follow it
+        os.unlink(path)
+        return errors
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for root, dirs, _files in os.walk(path):  # top-down: a dir is opened before its walk
+        for name in dirs:
+            entry = os.path.join(root, name)
+            if not os.path.islink(entry):  # a link to a dir elsewhere is removed, not opened
+                with contextlib.suppress(OSError):
+                    os.chmod(entry, 0o700)
+    shutil.rmtree(path, onerror=note)
+    return errors
 
 
 def grow_pipe(stream: trio.abc.ReceiveStream, size: int) -> None:
