@@ -54,10 +54,13 @@ __all__ = [
     "BUFFER_FILE",
     "CURSOR_SPAN",
     "PAGE_SIZE",
+    "Run",
     "SessionBuffer",
     "SessionRow",
     "SessionState",
+    "chunks_of",
     "fitting",
+    "runs_after",
     "split_chunks",
 ]
 
@@ -111,6 +114,69 @@ def split_chunks(data: bytes) -> list[bytes]:
     if 13 not in data:
         return data.splitlines(keepends=True)
     return [line + b"\n" for line in data.split(b"\n")[:-1]]
+
+
+class Run:
+    """Chunks stored together: cursors ``first`` … ``last``, their bytes joined in
+    ``data`` (each chunk one ``\\n``-terminated line). Split into chunks on the first
+    use of :attr:`lines` (a run nobody reads chunk by chunk is never split)."""
+
+    __slots__ = ("_lines", "count", "data", "first", "last", "size")
+
+    def __init__(self, first: int, data: bytes, count: int) -> None:
+        self.first = first
+        self.count = count
+        self.last = first + count - 1
+        self.data = data
+        self.size = len(data)
+        self._lines: list[bytes] | None = None
+
+    @property
+    def lines(self) -> list[bytes]:
+        """The chunks, in order (shared: never to be changed by a caller)."""
+        if self._lines is None:
+            self._lines = split_chunks(self.data)
+        return self._lines
+
+    def part(self, after: int, upto: int) -> Run:
+        """The run of this one's chunks after cursor ``after`` up to ``upto`` (itself
+        when that is all of it)."""
+        if after < self.first and upto >= self.last:
+            return self
+        lines = self.lines[max(after + 1 - self.first, 0) : upto + 1 - self.first]
+        part = Run(max(after + 1, self.first), b"".join(lines), len(lines))
+        part._lines = lines
+        return part
+
+
+def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
+    """Of ``runs`` (consecutive, the last holding the newest chunks), those after cursor
+    ``after``, the first one cut there; whole runs while they fit in ``max_bytes``,
+    always at least one (empty when none holds a chunk after ``after``)."""
+    index = len(runs) - 1
+    while index > 0 and runs[index].first > after + 1:  # readers are mostly near the end
+        index -= 1
+    out: list[Run] = []
+    size = 0
+    for run in runs[index:]:
+        if run.last <= after:
+            continue
+        if out and size + run.size > max_bytes:
+            break
+        run = run.part(after, run.last)
+        out.append(run)
+        size += run.size
+    return out
+
+
+def chunks_of(runs: list[Run], max_bytes: int) -> list[bytes]:
+    """The chunks of ``runs``, as many as fit in ``max_bytes`` (at least one)."""
+    if len(runs) == 1 and runs[0].size <= max_bytes:
+        return runs[0].lines  # the common case: one whole run
+    chunks = [chunk for run in runs for chunk in run.lines]
+    if sum(run.size for run in runs) <= max_bytes:
+        return chunks
+    return chunks[: max(fitting(chunks, max_bytes), 1)]
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -260,42 +326,38 @@ class SessionBuffer:
 
         self._appender.submit(RunJob(key, after, store, report))
 
-    async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[bytes]:
-        """The chunks at cursors ``after + 1`` … ``upto``, in order, as many as fit.
-
-        Stops before ``max_bytes`` would be passed (but always returns at least one
-        chunk when there is one). Empty when the chunk at ``after + 1`` is no longer
-        retained: callers compare with what they asked for.
+    async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[Run]:
+        """The runs holding cursors ``after + 1`` … ``upto``, in order, cut to start
+        at ``after + 1`` and end by ``upto``: whole runs while they fit in ``max_bytes``,
+        always at least one when there is one. Empty when the chunk at ``after + 1`` is
+        no longer retained: callers compare with what they asked for.
         """
         low = key * CURSOR_SPAN
 
-        def select(conn: sqlite3.Connection) -> list[bytes]:
+        def select(conn: sqlite3.Connection) -> list[Run]:
             (start,) = conn.execute(  # the run holding cursor after + 1
                 "SELECT max(id) FROM chunks WHERE id > ? AND id <= ?", (low, low + after + 1)
             ).fetchone()
             if start is None:
                 return []
-            out: list[bytes] = []
+            out: list[Run] = []
             size = 0
             cursor = after
             for row_id, count, data in conn.execute(
                 "SELECT id, count, chunk FROM chunks WHERE id >= ? AND id <= ? ORDER BY id",
                 (start, low + upto),
             ):
-                first = row_id - low  # the cursor of the run's first chunk
-                if first > cursor + 1:
+                run = Run(row_id - low, data, count)
+                if run.first > cursor + 1:
                     break  # a gap: deleted by retention
-                skip = cursor + 1 - first  # chunks of this run the caller holds
-                if skip >= count:
+                if run.last <= cursor:
                     continue
-                lines = split_chunks(data)[skip : min(count, upto - first + 1)]
-                whole = len(data) if skip == 0 and len(lines) == count else sum(map(len, lines))
-                if size + whole <= max_bytes:  # the common case: all of it
-                    out += lines
-                    size += whole
-                    cursor += len(lines)
-                    continue
-                return out + lines[: max(fitting(lines, max_bytes - size), 0 if out else 1)]
+                if out and size + run.size > max_bytes:
+                    break
+                run = run.part(cursor, upto)
+                out.append(run)
+                size += run.size
+                cursor = run.last
             return out
 
         return await self._db.read(select)

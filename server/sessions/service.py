@@ -279,10 +279,10 @@ async def _settle_unfinished(session: Session) -> None:
 async def _last_chunk(session: Session) -> bytes | None:
     if session.last_cursor < session.first_cursor:
         return None
-    chunks = await session.buffer.read(
+    runs = await session.buffer.read(
         session.key, session.last_cursor - 1, session.last_cursor, 1 << 30
     )
-    return chunks[0] if chunks else None
+    return runs[0].data if runs else None
 
 
 def _restored(buffer: SessionBuffer, row: SessionRow, settings: SessionSettings) -> Session:

@@ -46,7 +46,7 @@ from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
-from .buffer import SessionBuffer, SessionState, fitting, split_chunks
+from .buffer import Run, SessionBuffer, SessionState, chunks_of, runs_after
 
 __all__ = [
     "CursorGoneError",
@@ -175,7 +175,7 @@ class Session:
         """Bytes handed to the buffer and not stored yet."""
         self._failure: Exception | None = None
         """Why a run could not be stored: nothing after it is stored or published."""
-        self._tail: list[_Run] = []
+        self._tail: list[Run] = []
         self._tail_size = 0
         self._changed = trio.Event()
         self._live: dict[LiveReader, None] = {}
@@ -239,7 +239,7 @@ class Session:
             count,
             now_ms(),
             keep_from,
-            functools.partial(self._publish, _Run(after + 1, data, count), final),
+            functools.partial(self._publish, Run(after + 1, data, count), final),
         )
         self._submitted = after + count
         self._unstored += len(data)
@@ -252,7 +252,7 @@ class Session:
         if self._failure is not None:
             raise self._failure
 
-    def _publish(self, run: _Run, final: bool, outcome: Outcome) -> None:
+    def _publish(self, run: Run, final: bool, outcome: Outcome) -> None:
         """On the event loop, once ``run`` is stored (``outcome``: the first retained
         cursor) or failed (the exception): publish it to readers, written to the live
         ones unless it is the ``final`` run (the session's end follows it) or over
@@ -305,18 +305,26 @@ class Session:
         never more than ``max_bytes`` (unless a single chunk is larger). Empty when
         ``after`` is the last cursor. Raises :class:`CursorGoneError`.
         """
+        return chunks_of(await self.read_runs(after, max_bytes), max_bytes)
+
+    async def read_runs(self, after: int, max_bytes: int) -> list[Run]:
+        """The chunks after cursor ``after`` as the runs they were stored in (the first
+        one cut at ``after``): whole runs while they fit in ``max_bytes``, at least one
+        if there is one; a reader that takes them whole (the log mover) never splits
+        them. Empty when ``after`` is the last cursor. Raises :class:`CursorGoneError`.
+        """
         self.check_cursor(after)
         last = self.last_cursor
         if after >= last:
             return []
         tail = self._tail
         if tail and after + 1 >= tail[0].first and after + 1 >= self.first_cursor:
-            return _from_runs(tail, after, max_bytes)
+            return runs_after(tail, after, max_bytes)
         upto = tail[0].first - 1 if tail else last
-        chunks = await self.buffer.read(self.key, after, upto, max_bytes)
-        if not chunks:  # deleted between our check and the read
+        runs = await self.buffer.read(self.key, after, upto, max_bytes)
+        if not runs:  # deleted between our check and the read
             raise CursorGoneError(after, self.first_cursor)
-        return chunks
+        return runs
 
     def join_live(self, reader: LiveReader) -> bool:
         """Add ``reader`` to the live set; False (not added) unless it holds every chunk
@@ -377,7 +385,7 @@ class Session:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _write_live(self, run: _Run) -> None:
+    def _write_live(self, run: Run) -> None:
         """Write ``run`` (the newest) to every live reader; wake the ones that could
         not take all of it, with the rest."""
         if not self._live:
@@ -407,45 +415,3 @@ class Session:
             reader.cursor = cursor
             reader.woken.set()
         self._live.clear()
-
-
-class _Run:
-    """Chunks appended together: the first and last one's cursors and their bytes. Split into
-    chunks on the first read (a session nobody follows never splits)."""
-
-    __slots__ = ("_lines", "count", "data", "first", "last", "size")
-
-    def __init__(self, first: int, data: bytes, count: int) -> None:
-        self.first = first
-        self.count = count
-        self.last = first + count - 1
-        self.data = data
-        self.size = len(data)
-        self._lines: list[bytes] | None = None
-
-    @property
-    def lines(self) -> list[bytes]:
-        if self._lines is None:
-            self._lines = split_chunks(self.data)
-        return self._lines
-
-
-def _from_runs(runs: list[_Run], after: int, max_bytes: int) -> list[bytes]:
-    """The chunks after cursor ``after`` (held by ``runs``), up to ``max_bytes``."""
-    index = len(runs) - 1
-    while runs[index].first > after + 1:  # readers are mostly near the end
-        index -= 1
-    skip = after + 1 - runs[index].first
-    if skip == 0 and index == len(runs) - 1 and runs[index].size <= max_bytes:
-        return runs[index].lines  # the common case: one whole new run
-    out: list[bytes] = []
-    size = 0
-    for run in runs[index:]:
-        lines = run.lines[skip:] if skip else run.lines
-        whole = run.size if not skip else sum(map(len, lines))
-        if size + whole > max_bytes:
-            return out + lines[: max(fitting(lines, max_bytes - size), 0 if out else 1)]
-        out += lines
-        size += whole
-        skip = 0
-    return out

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandstream.server.sessions.appender import EarlierAppendFailedError, Outcome
-from sandstream.server.sessions.buffer import SessionBuffer
+from sandstream.server.sessions.buffer import Run, SessionBuffer
 
 
 async def append(
@@ -42,6 +42,10 @@ runs = st.lists(
 )
 
 
+def _chunks(runs: list[Run]) -> list[bytes]:
+    return [chunk for run in runs for chunk in run.lines]
+
+
 @settings(max_examples=40)
 @given(runs, st.data())
 async def test_reads_after_any_cursor_return_exactly_the_chunks_after_it(
@@ -65,16 +69,19 @@ async def test_reads_after_any_cursor_return_exactly_the_chunks_after_it(
             cursor = after
             while cursor < upto:
                 batch = await buffer.read(key, cursor, upto, budget)
-                assert batch, "a read with chunks left returns at least one"
-                assert len(b"".join(batch)) <= budget or len(batch) == 1
-                got += batch
-                cursor += len(batch)
+                assert batch, "a read with chunks left returns at least one run"
+                assert sum(run.size for run in batch) <= budget or len(batch) == 1
+                for run in batch:  # consecutive, each its own bytes split
+                    assert run.first == cursor + 1 and run.count == len(run.lines)
+                    assert run.data == b"".join(run.lines) and run.size == len(run.data)
+                    got += run.lines
+                    cursor = run.last
             assert got == everything[after:upto]
             # retention drops whole runs below the cursor asked to be kept
             keep_from = data.draw(st.integers(1, last))
             first = await append(buffer, key, last, b"end\n", 1, 0, keep_from)
             assert first <= keep_from
-            assert await buffer.read(key, first - 1, last + 1, 10**6) == [
+            assert _chunks(await buffer.read(key, first - 1, last + 1, 10**6)) == [
                 *everything[first - 1 :],
                 b"end\n",
             ]
@@ -114,7 +121,7 @@ async def test_a_run_that_fails_fails_alone_and_stops_its_session_only(tmp_path:
         assert outcomes["a1"] == outcomes["b1"] == outcomes["b2"] == 1
         assert isinstance(outcomes["a-again"], sqlite3.IntegrityError)
         assert isinstance(outcomes["a2"], EarlierAppendFailedError)
-        assert await buffer.read(a, 0, 2, 100) == [b"1\n"]
-        assert await buffer.read(b, 0, 2, 100) == [b"x\n", b"y\n"]
+        assert _chunks(await buffer.read(a, 0, 2, 100)) == [b"1\n"]
+        assert _chunks(await buffer.read(b, 0, 2, 100)) == [b"x\n", b"y\n"]
     finally:
         await buffer.close()

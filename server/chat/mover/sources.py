@@ -13,7 +13,7 @@ last chunk was delivered (its terminal line), and raises
   runner token, a cursor past the session's end).
 
 - :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`,
-  read with :class:`~sandstream.server.sessions.Follow` (no copy, no socket);
+  read in the runs the session stored (``Session.read_runs``: no split, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N`` (trio-websocket,
   the runner token in ``Authorization``). A connection that drops or, idle, stops
   answering pings, a runner that does not answer or answers 5xx is retried from the
@@ -37,9 +37,7 @@ import trio
 import trio_websocket
 
 from sandstream.server.sessions import (
-    Chunks,
     CursorGoneError,
-    Follow,
     SessionNotFoundError,
     SessionService,
 )
@@ -107,9 +105,10 @@ class EmbeddedSource:
         self.service = service
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
-        """Every chunk after ``after`` to the session's end, in batches of at most
-        :data:`EMBEDDED_BATCH_BYTES` (one read each). Raises :class:`SessionGoneError`,
-        :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
+        """Every chunk after ``after`` to the session's end, in batches of the stored
+        runs that fit in :data:`EMBEDDED_BATCH_BYTES` (one read each; a larger run
+        alone). Raises :class:`SessionGoneError`, :class:`SourceRefusedError` (``after``
+        is past the session's last chunk)."""
         try:
             session = self.service.get(session_id)
         except SessionNotFoundError:
@@ -118,14 +117,18 @@ class EmbeddedSource:
             raise SourceRefusedError(
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
-        settings = self.service.settings
-        follow = Follow(
-            session, after, max_bytes=EMBEDDED_BATCH_BYTES, keepalive=settings.keepalive
-        )
+        keepalive = self.service.settings.keepalive
         try:
-            async for event in follow:
-                if isinstance(event, Chunks):
-                    await deliver(Batch.of(event.first, event.chunks))
+            while True:
+                runs = await session.read_runs(after, EMBEDDED_BATCH_BYTES)
+                if runs:
+                    data = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
+                    await deliver(Batch(after + 1, data, runs[-1].last - after))
+                    after = runs[-1].last
+                elif session.ended:
+                    return
+                else:
+                    await session.wait_beyond(after, keepalive)
         except CursorGoneError as exc:
             raise SessionGoneError(f"session {session_id}: {exc}") from None
 
