@@ -42,6 +42,7 @@ from sandstream.server.sessions import (
     Follow,
     KeepAlive,
     Live,
+    Run,
     Session,
     SessionEndedError,
     SessionNotFoundError,
@@ -264,10 +265,11 @@ class RemoteSession:
                             pending = data[end:]
                             if not end:
                                 continue
-                            lines = data[:end].splitlines(keepends=True)
-                            await send.send(Chunks(cursor + 1, lines))
-                            cursor += len(lines)
-                            ended = terminal_state(lines[-1][:-1]) is not None
+                            run = Run(cursor + 1, data[:end], data.count(b"\n", 0, end))
+                            await send.send(Chunks([run]))
+                            cursor = run.last
+                            last_line = data[data.rfind(b"\n", 0, end - 1) + 1 : end - 1]
+                            ended = terminal_state(last_line) is not None
                     if ended:
                         return
                 except httpx.TransportError as exc:

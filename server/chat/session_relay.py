@@ -192,7 +192,7 @@ class TurnStreamBody(ResponseBody):
             if item == KEEPALIVE:
                 return self._hand_out(PING)
             assert not isinstance(item, str)
-            out = frames.render(item.first, item.chunks)
+            out = frames.render_run(item.first, item.data, item.count)
             if out:
                 return self._hand_out(out)
         raise StopAsyncIteration

@@ -9,7 +9,7 @@
 - :mod:`.routes` mounts ``/sessions`` (SSE, NDJSON, WebSocket), :mod:`.wire` frames it.
 """
 
-from .buffer import SessionBuffer
+from .buffer import Run, SessionBuffer
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Live
 from .routes import get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionNotFoundError, SessionService
@@ -24,6 +24,7 @@ __all__ = [
     "Follow",
     "KeepAlive",
     "Live",
+    "Run",
     "Session",
     "SessionBuffer",
     "SessionEndedError",

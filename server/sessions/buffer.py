@@ -39,10 +39,8 @@ runs to completion in its thread (:mod:`sandstream.server.sqlite`).
 from __future__ import annotations
 
 import sqlite3
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import accumulate
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
@@ -58,8 +56,6 @@ __all__ = [
     "SessionBuffer",
     "SessionRow",
     "SessionState",
-    "chunks_of",
-    "fitting",
     "runs_after",
     "split_chunks",
 ]
@@ -97,12 +93,6 @@ _SCHEMA: Final = (
         WHERE key = NEW.id >> 32;
     END""",
 )
-
-
-def fitting(chunks: list[bytes], room: int) -> int:
-    """How many of ``chunks``, from the first, fit in ``room`` bytes (in C: no Python
-    step per chunk)."""
-    return bisect_right(list(accumulate(map(len, chunks))), room)
 
 
 def split_chunks(data: bytes) -> list[bytes]:
@@ -167,16 +157,6 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
         out.append(run)
         size += run.size
     return out
-
-
-def chunks_of(runs: list[Run], max_bytes: int) -> list[bytes]:
-    """The chunks of ``runs``, as many as fit in ``max_bytes`` (at least one)."""
-    if len(runs) == 1 and runs[0].size <= max_bytes:
-        return runs[0].lines  # the common case: one whole run
-    chunks = [chunk for run in runs for chunk in run.lines]
-    if sum(run.size for run in runs) <= max_bytes:
-        return chunks
-    return chunks[: max(fitting(chunks, max_bytes), 1)]
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -6,7 +6,8 @@
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-It reads the backlog at its own pace (each read at most ``max_bytes``), says once
+It reads the backlog at its own pace (each read the whole stored runs that fit in
+``max_bytes``, a larger run alone), says once
 each time it has reached the newest chunk of a live session (``Chunks.up_to_date``
 on the chunks that got it there, so a live reader gets one write per chunk, or
 :class:`CaughtUp` when it had nothing to read),
@@ -40,6 +41,7 @@ import trio
 
 from sandstream.server.http.raw_connection import RawConnection
 
+from .buffer import Run
 from .session import Frame, LiveReader, Session
 
 __all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent", "SendWatch"]
@@ -47,13 +49,39 @@ __all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent", "Se
 
 @dataclass(frozen=True, slots=True)
 class Chunks:
-    """Chunks at cursors ``first``, ``first + 1``, …; ``up_to_date``: they are the
-    newest of a live session (the reader caught up with them: no :class:`CaughtUp`
-    follows)."""
+    """Consecutive chunks, as the ``runs`` that hold them (the first one cut at the
+    reader's cursor); ``up_to_date``: they are the newest of a live session (the reader
+    caught up with them: no :class:`CaughtUp` follows). A transport takes them whole
+    (:attr:`data`, no split) or one by one (:attr:`chunks`)."""
 
-    first: int
-    chunks: list[bytes]
+    runs: list[Run]
     up_to_date: bool = False
+
+    @property
+    def first(self) -> int:
+        """The cursor of the first chunk."""
+        return self.runs[0].first
+
+    @property
+    def last(self) -> int:
+        """The cursor of the last chunk."""
+        return self.runs[-1].last
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first + 1
+
+    @property
+    def data(self) -> bytes:
+        """The chunks joined (each a ``\\n``-terminated line)."""
+        runs = self.runs
+        return runs[0].data if len(runs) == 1 else b"".join(run.data for run in runs)
+
+    @property
+    def chunks(self) -> list[bytes]:
+        """The chunks, one by one (shared: never to be changed by a caller)."""
+        runs = self.runs
+        return runs[0].lines if len(runs) == 1 else [c for run in runs for c in run.lines]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +145,12 @@ class Follow:
     async def __anext__(self) -> ReadEvent:
         session = self.session
         while True:
-            chunks = await session.read(self.cursor, self._max_bytes)
-            if chunks:
-                first = self.cursor + 1
-                self.cursor += len(chunks)
+            runs = await session.read_runs(self.cursor, self._max_bytes)
+            if runs:
+                self.cursor = runs[-1].last
                 caught_up = self.cursor == session.last_cursor and not session.ended
                 self._announced = caught_up
-                return Chunks(first, chunks, caught_up)
+                return Chunks(runs, caught_up)
             if session.ended:
                 raise StopAsyncIteration
             if not self._announced:

@@ -243,7 +243,7 @@ class _SSEBody:
             return sse_control(follow.cursor, gone=True)
         if isinstance(event, Chunks):
             frames = sse_caught_up if event.up_to_date else sse_run
-            return frames(event.first, b"".join(event.chunks), len(event.chunks))
+            return frames(event.first, event.data, event.count)
         if isinstance(event, CaughtUp):
             return sse_control(event.cursor, up_to_date=True)
         return PING
@@ -265,7 +265,7 @@ class _NDJSONBody:
             except CursorGoneError:
                 raise StopAsyncIteration from None
             if isinstance(event, Chunks):
-                return b"".join(event.chunks)
+                return event.data
 
 
 def _follow(session: Session, cursor: int, frame: Frame | None = None) -> Follow:

@@ -46,7 +46,7 @@ from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
-from .buffer import Run, SessionBuffer, SessionState, chunks_of, runs_after
+from .buffer import Run, SessionBuffer, SessionState, runs_after
 
 __all__ = [
     "CursorGoneError",
@@ -299,13 +299,6 @@ class Session:
         """Raise :class:`CursorGoneError` if the chunks after ``cursor`` are not all kept."""
         if cursor < self.first_cursor - 1:
             raise CursorGoneError(cursor, self.first_cursor)
-
-    async def read(self, after: int, max_bytes: int) -> list[bytes]:
-        """The chunks after cursor ``after``, in order: at least one if there is one,
-        never more than ``max_bytes`` (unless a single chunk is larger). Empty when
-        ``after`` is the last cursor. Raises :class:`CursorGoneError`.
-        """
-        return chunks_of(await self.read_runs(after, max_bytes), max_bytes)
 
     async def read_runs(self, after: int, max_bytes: int) -> list[Run]:
         """The chunks after cursor ``after`` as the runs they were stored in (the first

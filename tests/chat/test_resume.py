@@ -85,8 +85,8 @@ async def session_chunks(server: ChatServer, session_id: str) -> list[bytes]:
     assert server.service.sessions is not None
     session = server.service.sessions.get(session_id)
     chunks: list[bytes] = []
-    while batch := await session.read(len(chunks), 1 << 30):
-        chunks += batch
+    while runs := await session.read_runs(len(chunks), 1 << 30):
+        chunks += [chunk for run in runs for chunk in run.lines]
     return chunks
 
 

@@ -386,4 +386,4 @@ async def _step_running(server: ChatServer, chat_id: str) -> bool:
     if turn is None or turn.record.session_id is None or server.service.sessions is None:
         return False
     session = server.service.sessions.get(turn.record.session_id)
-    return any(b'"status":"running"' in chunk for chunk in await session.read(0, 1 << 20))
+    return any(b'"status":"running"' in run.data for run in await session.read_runs(0, 1 << 20))
