@@ -89,16 +89,9 @@ class TurnFrames:
         self.terminal_cursor = 0
         self.terminal_frame = b""
 
-    def render(self, first: int, chunks: list[bytes]) -> bytes:
-        """The frames of ``chunks`` (``\\n``-terminated lines at cursors ``first``, …)."""
-        if chunks and self.terminal is None:
-            data = b"".join(chunks)
-            if _steps_only(data, len(chunks)):
-                return line_frames(first, data, len(chunks), _STEP)
-        return self._render_each(first, chunks)
-
     def render_run(self, first: int, data: bytes, count: int) -> bytes:
-        """:meth:`render` for ``count`` chunks given joined in ``data``."""
+        """The frames of ``count`` chunks (``\\n``-terminated lines at cursors
+        ``first``, …), given joined in ``data``."""
         if data and self.terminal is None and _steps_only(data, count):
             return line_frames(first, data, count, _STEP)
         return self._render_each(first, split_chunks(data))

@@ -30,17 +30,14 @@ _terminal = st.one_of(
 )
 
 
-def _render(chunks: list[bytes], cuts: list[int], joined: bool = False) -> bytes:
-    """Rendered in batches cut at ``cuts``; ``joined``: each batch given as one run."""
+def _render(chunks: list[bytes], cuts: list[int]) -> bytes:
+    """Rendered in runs cut at ``cuts``."""
     frames = TurnFrames()
     out = b""
     start = 0
     for cut in [*sorted(set(cuts)), len(chunks)]:
         batch = chunks[start:cut]
-        if joined:
-            out += frames.render_run(start + 1, b"".join(batch), len(batch))
-        else:
-            out += frames.render(start + 1, batch)
+        out += frames.render_run(start + 1, b"".join(batch), len(batch))
         start = cut
     assert frames.terminal is not None
     return out + frames.terminal_frame + done_frame(frames.terminal, frames.terminal_cursor)
@@ -60,7 +57,6 @@ def test_every_batching_renders_the_same_frames_and_parses_back_to_the_lines(
     whole = _render(chunks, [])
     assert _render(chunks, cuts) == whole
     assert _render(chunks, list(range(len(chunks)))) == whole  # one chunk per batch
-    assert _render(chunks, cuts, joined=True) == whole  # a session's runs, as the live path
     parser = SSEParser()
     stream = start_frame({"chatId": "c"}) + whole
     events = []

@@ -75,7 +75,7 @@ async def join(
 def session_frames(server: ChatServer, chunks: list[bytes]) -> list[tuple[str, str, str]]:
     """The frames the session's chunks render to (id, event, data), terminal included."""
     rendered = TurnFrames()
-    out = rendered.render(1, chunks) + rendered.terminal_frame
+    out = rendered.render_run(1, b"".join(chunks), len(chunks)) + rendered.terminal_frame
     parser = SSEParser()
     events = parser.feed(out) + parser.close()
     return frames(events)

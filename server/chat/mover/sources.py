@@ -13,7 +13,8 @@ last chunk was delivered (its terminal line), and raises
   runner token, a cursor past the session's end).
 
 - :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`,
-  read in the runs the session stored (``Session.read_runs``: no split, no socket);
+  read with :class:`~sandstream.server.sessions.Follow` in the runs the session stored
+  (no split into chunks, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N`` (trio-websocket,
   the runner token in ``Authorization``). A connection that drops or, idle, stops
   answering pings, a runner that does not answer or answers 5xx is retried from the
@@ -37,7 +38,9 @@ import trio
 import trio_websocket
 
 from sandstream.server.sessions import (
+    Chunks,
     CursorGoneError,
+    Follow,
     SessionNotFoundError,
     SessionService,
 )
@@ -118,17 +121,11 @@ class EmbeddedSource:
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
         keepalive = self.service.settings.keepalive
+        follow = Follow(session, after, max_bytes=EMBEDDED_BATCH_BYTES, keepalive=keepalive)
         try:
-            while True:
-                runs = await session.read_runs(after, EMBEDDED_BATCH_BYTES)
-                if runs:
-                    data = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
-                    await deliver(Batch(after + 1, data, runs[-1].last - after))
-                    after = runs[-1].last
-                elif session.ended:
-                    return
-                else:
-                    await session.wait_beyond(after, keepalive)
+            async for event in follow:
+                if isinstance(event, Chunks):
+                    await deliver(Batch(event.first, event.data, event.count))
         except CursorGoneError as exc:
             raise SessionGoneError(f"session {session_id}: {exc}") from None
 
