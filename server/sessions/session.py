@@ -303,8 +303,9 @@ class Session:
     async def read_runs(self, after: int, max_bytes: int) -> list[Run]:
         """The chunks after cursor ``after`` as the runs they were stored in (the first
         one cut at ``after``): whole runs while they fit in ``max_bytes``, at least one
-        if there is one; a reader that takes them whole (the log mover) never splits
-        them. Empty when ``after`` is the last cursor. Raises :class:`CursorGoneError`.
+        if there is one (:class:`~.follow.Follow` hands them out; only a transport that
+        needs chunks one by one splits them). Empty when ``after`` is the last cursor.
+        Raises :class:`CursorGoneError`.
         """
         self.check_cursor(after)
         last = self.last_cursor
