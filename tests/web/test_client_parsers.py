@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page
 
@@ -259,6 +259,7 @@ markdown_source = st.lists(
 
 @settings(max_examples=200)
 @given(source=markdown_source)
+@example(source="```  \n```<script>alert(1)</script>")  # not a closing fence: it stays code
 def test_markdown_makes_only_safe_elements_and_keeps_every_tag_as_text_or_attribute_value(
     page: Page, source: str
 ) -> None:
@@ -272,3 +273,18 @@ def test_markdown_makes_only_safe_elements_and_keeps_every_tag_as_text_or_attrib
             assert element["attributes"]["rel"] == "noopener noreferrer"
     for dangerous in ("<script>", "<img src=x"):
         assert (dangerous in source) <= (dangerous in rendered["text"])
+
+
+RENDER_CODE = """async ([source]) => {
+  const { renderMarkdown } = await import("/web/markdown.js");
+  const box = document.createElement("div");
+  box.append(renderMarkdown(source));
+  return [...box.querySelectorAll("pre > code")].map((code) => code.textContent);
+}"""
+
+
+def test_a_fence_closes_only_on_its_own_character_as_long_or_longer_and_nothing_after(
+    page: Page,
+) -> None:
+    source = "```\n```x\n~~~\n``\n````\nafter\n~~~~\nin tilde\n```\n~~~~~  \n"
+    assert page.evaluate(RENDER_CODE, [source]) == ["```x\n~~~\n``", "in tilde\n```"]

@@ -24,6 +24,15 @@ function el(tag, ...children) {
 }
 
 const FENCE = /^ {0,3}(`{3,}(?!.*`)|~{3,})\s*(.*?)\s*$/; // a backtick fence's info has no backtick
+const CLOSING_FENCE = /^ {0,3}(`{3,}|~{3,})\s*$/;
+
+// A line closes a fence when it is the same character, at least as many, and nothing
+// after it: "```<script>" is a line of the code, not its end (its text stays text).
+function closesFence(line, fence) {
+  const match = CLOSING_FENCE.exec(line);
+  return match !== null && match[1][0] === fence[0] && match[1].length >= fence.length;
+}
+
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
 const BULLET = /^ {0,3}[-*+]\s+(.*)$/;
@@ -40,7 +49,7 @@ function renderBlocks(lines, parent) {
     } else if ((match = FENCE.exec(line))) {
       const fence = match[1];
       const body = [];
-      for (i++; i < lines.length && !lines[i].trimStart().startsWith(fence); i++) body.push(lines[i]);
+      for (i++; i < lines.length && !closesFence(lines[i], fence); i++) body.push(lines[i]);
       i++; // the closing fence (or the end)
       const code = el("code", body.join("\n"));
       if (match[2]) code.dataset.lang = match[2]; // the info string: kept, not shown
