@@ -56,6 +56,8 @@ __all__ = [
     "SessionBuffer",
     "SessionRow",
     "SessionState",
+    "attached_run_start_sql",
+    "attached_runs_sql",
     "runs_after",
     "split_chunks",
 ]
@@ -159,6 +161,30 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
     return out
 
 
+def attached_runs_sql(schema: str) -> str:
+    """SQL that reads a session's stored runs from another database's connection with
+    this buffer's file attached as ``schema``
+    (:meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`): rows
+    ``(first_cursor, last_cursor, chunk)`` of session ``:key``, in cursor order, of the
+    runs whose first cursor is in ``:first`` … ``:upto``. A run that holds ``:first``
+    without starting there (it started below) is not among them: look for it with
+    :func:`attached_run_start_sql`. Wrapped in an ``INSERT … SELECT``, the chunks go
+    from one file to the other inside SQLite."""
+    low = f"(:key * {CURSOR_SPAN})"
+    return (
+        f"SELECT id - {low} AS first_cursor, id - {low} + count - 1 AS last_cursor, chunk "
+        f"FROM {schema}.chunks WHERE id >= {low} + :first AND id <= {low} + :upto ORDER BY id"
+    )
+
+
+def attached_run_start_sql(schema: str) -> str:
+    """SQL (see :func:`attached_runs_sql`) for the first cursor of session ``:key``'s
+    newest stored run that starts at or below cursor ``:cursor`` (the run holding that
+    chunk, if it is stored); NULL when none is retained (retention deletes from below)."""
+    low = f"(:key * {CURSOR_SPAN})"
+    return f"SELECT max(id) - {low} FROM {schema}.chunks WHERE id > {low} AND id <= {low} + :cursor"
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     for statement in _SCHEMA:
         conn.execute(statement)
@@ -194,6 +220,11 @@ class SessionBuffer:
         buffer = cls(db)
         buffer._appender.start()
         return buffer
+
+    @property
+    def path(self) -> Path:
+        """The buffer's database file."""
+        return self._db.path
 
     async def close(self) -> None:
         """Store and report the runs handed over, then close every connection. Idempotent."""

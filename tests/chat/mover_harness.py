@@ -27,6 +27,7 @@ from sandstream.server.chat.mover import (
     LogMover,
     MovedChunks,
     RemoteSource,
+    StoredRuns,
     open_lease,
 )
 from sandstream.server.sqlite import SQLiteDatabase
@@ -84,6 +85,9 @@ class _RecordingDatabase:
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._db.read(fn)
 
+    async def attach_read_only(self, path: Path) -> str:
+        return await self._db.attach_read_only(path)
+
 
 class RecordingSink(MovedChunks):
     """The real sink, which also records each of its writes that committed, in commit
@@ -100,7 +104,7 @@ class RecordingSink(MovedChunks):
         finally:
             _LABEL.reset(token)
 
-    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
+    async def move(self, session_id: str, generation: int, batch: Batch | StoredRuns) -> None:
         label = ("move", generation, batch.first, batch.last) if batch.count else None
         token = _LABEL.set(label)
         try:

@@ -22,6 +22,7 @@ import trio
 from sandstream.server.chat.mover import (
     SESSION_LOST,
     Batch,
+    EmbeddedSource,
     Lease,
     LiveSessionRef,
     LogMover,
@@ -32,6 +33,7 @@ from sandstream.server.chat.mover import (
     SourceFor,
     SourceRefusedError,
     SqliteLease,
+    StoredRuns,
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
@@ -169,6 +171,30 @@ async def test_an_embedded_session_is_moved_byte_for_byte(
     assert settled_id == session_id
     assert msgspec.json.decode(expected[-1])["type"] == "result"
     assert await sink.generation(session_id) == generation
+
+
+async def test_the_embedded_source_batches_by_linger_and_ends_at_the_sessions_end(
+    runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+) -> None:
+    """While the session runs, at most one batch per ``linger``; its end cuts the
+    linger short (an hour here: the follow would hang past the deadline otherwise)."""
+    session_id = await start_session(runner, workspace, 1500, rate=1000)
+    sink = MovedChunks(db)
+    batches: list[StoredRuns] = []
+
+    async def deliver(batch: Batch | StoredRuns) -> None:
+        assert isinstance(batch, StoredRuns)
+        batches.append(batch)
+        await sink.move(session_id, 1, batch)
+
+    source = EmbeddedSource(session_service(runner), linger=3600)
+    with trio.fail_after(60):
+        await source.follow(session_id, 0, deliver)
+    expected = await output(runner, session_id)
+    assert 1 <= len(batches) <= 2
+    assert [b.first for b in batches] == [1, *(b.last + 1 for b in batches[:-1])]
+    assert batches[-1].last == len(expected)
+    assert await sink.read(session_id) == expected
 
 
 async def test_a_remote_session_is_moved_whole_through_dropped_websockets(

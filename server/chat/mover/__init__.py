@@ -4,7 +4,9 @@ database by exactly one replica, under a fenced lease.
 - :mod:`.lease`: :class:`Lease` — :class:`SqliteLease` (embedded default) and
   :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
 - :mod:`.resp`: the RESP2 client on trio that :class:`RedisLease` speaks;
-- :mod:`.sink`: :class:`MovedChunks`, the fenced, idempotent store of moved chunks;
+- :mod:`.sink`: :class:`MovedChunks`, the fenced, idempotent store of moved chunks
+  (bytes, :class:`Batch`, or runs copied from an in-process session buffer,
+  :class:`StoredRuns`);
 - :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
   :class:`RemoteSource` (a runner's WebSocket), chosen by :class:`SessionSources`;
 - :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, move and settle.
@@ -13,7 +15,15 @@ database by exactly one replica, under a fenced lease.
 from .lease import Lease, RedisLease, SqliteLease, open_lease
 from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
 from .resp import RedisClient, RedisConnectionError, RedisReplyError, RespError, RespProtocolError
-from .sink import Batch, ChunkGapError, ChunkShapeError, FencedError, MovedChunks
+from .sink import (
+    Batch,
+    ChunkGapError,
+    ChunkShapeError,
+    FencedError,
+    MovedChunks,
+    StoredRuns,
+    StoredRunsMissingError,
+)
 from .sources import (
     EmbeddedSource,
     LiveSessionRef,
@@ -53,5 +63,7 @@ __all__ = [
     "SourceFor",
     "SourceRefusedError",
     "SqliteLease",
+    "StoredRuns",
+    "StoredRunsMissingError",
     "open_lease",
 ]

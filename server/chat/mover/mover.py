@@ -42,7 +42,7 @@ from sandstream.server.sessions.service import terminal_state
 
 from .lease import Lease
 from .resp import RespError
-from .sink import Batch, FencedError, MovedChunks
+from .sink import Batch, FencedError, MovedChunks, StoredRuns
 from .sources import LiveSessionRef, SessionGoneError, Source, SourceError
 
 __all__ = [
@@ -88,7 +88,6 @@ class _Holding:
         self.generation = generation
         self.deadline = deadline
         """trio time: the last successful claim or renewal was *sent* before ``deadline - ttl``."""
-        self.last: tuple[int, bytes] | None = None
         self.lost = False
 
 
@@ -274,11 +273,10 @@ class LogMover:
             )
             raise
 
-        async def deliver(batch: Batch) -> None:
+        async def deliver(batch: Batch | StoredRuns) -> None:
             if trio.current_time() >= holding.deadline:
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
             await self.sink.move(session_id, generation, batch)
-            holding.last = (batch.last, batch.last_chunk)
 
         after = await self.sink.last_cursor(session_id)
         ended_why = "the session's chunks ended without a terminal line"
@@ -287,7 +285,7 @@ class LogMover:
         except SessionGoneError as exc:
             log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
             ended_why = str(exc)
-        last = holding.last or await self.sink.last_chunk(session_id)
+        last = await self.sink.last_chunk(session_id)
         if last is None or terminal_state(last[1]) is None:
             line = StreamProcessor("ndjson").fail(SESSION_LOST, ended_why)
             await deliver(Batch((last[0] if last else 0) + 1, line, 1))

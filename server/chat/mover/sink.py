@@ -16,6 +16,13 @@ insert, and no Python step runs per chunk. :meth:`MovedChunks.move` is one trans
    the last stored cursor as one run, so a chunk moved twice (a takeover resumes from
    the stored cursor) is stored once.
 
+A batch comes as bytes (:class:`Batch`: from a remote runner) or, from a session
+buffer in this process, as the cursors of chunks stored there (:class:`StoredRuns`):
+those are copied file to file inside SQLite, a row per stored run, with the buffer
+attached read-only to the chat database's writer connection. No byte of them passes
+through Python, and the GIL is free while SQLite copies them, so the event loop that
+streams the same session to its viewers is not held up by its own log mover.
+
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`last_cursor` makes
 harmless.
@@ -26,9 +33,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
-from sandstream.server.sessions.buffer import split_chunks
+from sandstream.server.sessions.buffer import (
+    attached_run_start_sql,
+    attached_runs_sql,
+    split_chunks,
+)
 from sandstream.server.sqlite import SQLiteDatabase
 
 T = TypeVar("T")
@@ -39,6 +51,8 @@ __all__ = [
     "ChunkShapeError",
     "FencedError",
     "MovedChunks",
+    "StoredRuns",
+    "StoredRunsMissingError",
     "check_fence",
 ]
 
@@ -64,10 +78,24 @@ class Batch:
         """The cursor of the last chunk (``first - 1`` when there is none)."""
         return self.first + self.count - 1
 
+
+@dataclass(frozen=True, slots=True)
+class StoredRuns:
+    """Chunks ``first`` … ``last`` of a session in a session buffer this process holds
+    (:class:`~sandstream.server.sessions.SessionBuffer`): its file ``buffer`` and the
+    session's ``key`` there. :meth:`MovedChunks.move` copies their runs inside SQLite,
+    from that file (attached read-only) into the chat database: no byte of them passes
+    through Python, and the GIL is released while they are copied. ``last`` must be the
+    last chunk of a stored run (a session's published cursor always is)."""
+
+    buffer: Path
+    key: int
+    first: int
+    last: int
+
     @property
-    def last_chunk(self) -> bytes:
-        """The last chunk (``b""`` when there is none)."""
-        return self.data[self.data.rfind(b"\n", 0, -1) + 1 :]
+    def count(self) -> int:
+        return self.last - self.first + 1
 
 
 class FencedError(Exception):
@@ -86,6 +114,11 @@ class FencedError(Exception):
 class ChunkGapError(ValueError):
     """A batch does not follow the stored chunks (its first cursor is past the last
     stored one + 1, or below 1). Nothing of it was written."""
+
+
+class StoredRunsMissingError(ChunkGapError):
+    """The session buffer no longer holds (retention) or does not hold yet the chunks of
+    :class:`StoredRuns`. Nothing of them was written."""
 
 
 class ChunkShapeError(ValueError):
@@ -129,6 +162,47 @@ def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> 
         )
 
 
+def _copy_stored(
+    conn: sqlite3.Connection, session_id: str, runs: StoredRuns, last: int, schema: str
+) -> None:
+    """In the caller's transaction: store chunks ``last + 1`` … ``runs.last`` from the
+    session buffer attached as ``schema``, a row per stored run, as they are stored
+    there. A run there that holds ``last + 1`` but starts below it (moved in part
+    before, by a batch of another source) has the rest of it stored as a row of its own.
+    Raises :class:`StoredRunsMissingError` unless all of them were there."""
+    start_sql = attached_run_start_sql(schema)
+    (start,) = conn.execute(start_sql, {"key": runs.key, "cursor": last + 1}).fetchone()
+    if start is None:
+        raise StoredRunsMissingError(
+            f"session {session_id}: the session buffer does not hold chunk {last + 1}"
+        )
+    if start <= last:
+        first, run_last, data = conn.execute(
+            attached_runs_sql(schema), {"key": runs.key, "first": start, "upto": start}
+        ).fetchone()
+        if last < run_last <= runs.last:
+            rest = b"".join(split_chunks(data)[last + 1 - first :])
+            conn.execute(
+                "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, last + 1, run_last, rest),
+            )
+            last = run_last
+    if last < runs.last:
+        conn.execute(
+            "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+            f"SELECT :session_id, first_cursor, last_cursor, chunk FROM "
+            f"({attached_runs_sql(schema)}) WHERE last_cursor <= :upto",
+            {"session_id": session_id, "key": runs.key, "first": last + 1, "upto": runs.last},
+        )
+    stored = _last_cursor(conn, session_id)
+    if stored != runs.last:
+        raise StoredRunsMissingError(
+            f"session {session_id}: the session buffer holds its chunks up to {stored}, "
+            f"not all of {last + 1}…{runs.last}"
+        )
+
+
 def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
     row = conn.execute(
         "SELECT last_cursor FROM moved_runs WHERE session_id = ? "
@@ -150,11 +224,15 @@ class MovedChunks:
         Raises :class:`FencedError` if a newer generation is there already."""
         await self.db.write(lambda conn: _raise_fence(conn, session_id, generation))
 
-    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
+    async def move(self, session_id: str, generation: int, batch: Batch | StoredRuns) -> None:
         """Store ``batch`` under ``generation``, in one transaction (see the module
         docstring). Raises :class:`FencedError`, :class:`ChunkGapError`,
-        :class:`ChunkShapeError`; a batch without chunks checks the fence only."""
-        _check_batch(session_id, batch)
+        :class:`ChunkShapeError`, :class:`StoredRunsMissingError`; a batch without
+        chunks checks the fence only."""
+        if isinstance(batch, StoredRuns):
+            schema = await self.db.attach_read_only(batch.buffer)
+        else:
+            _check_batch(session_id, batch)
 
         def run(conn: sqlite3.Connection) -> None:
             _raise_fence(conn, session_id, generation)
@@ -168,6 +246,9 @@ class MovedChunks:
                 )
             if batch.last <= last:
                 return  # all of it moved before
+            if isinstance(batch, StoredRuns):
+                _copy_stored(conn, session_id, batch, last, schema)
+                return
             new = batch.data
             if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
                 new = b"".join(split_chunks(new)[last + 1 - batch.first :])
