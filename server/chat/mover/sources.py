@@ -124,7 +124,6 @@ class EmbeddedSource:
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
         buffer = self.service.buffer.path
-        keepalive = self.service.settings.keepalive
         cursor = after
         try:
             while True:
@@ -137,7 +136,7 @@ class EmbeddedSource:
                 elif session.ended:
                     return
                 else:
-                    await session.wait_beyond(cursor, keepalive)
+                    await session.wait_beyond(cursor, math.inf)
         except (CursorGoneError, StoredRunsMissingError) as exc:
             raise SessionGoneError(f"session {session_id}: {exc}") from None
 
