@@ -8,10 +8,11 @@ fresh SQLite file per measure.
 
 **throughput** — one finished session of ``--lines`` load-mode lines (``--payload``
 bytes each), then, interleaved ``--repeat`` times (medians): the runner's own read of
-it to the end over NDJSON and over its WebSocket (the baselines: one reader, no
-storage), and one :class:`LogMover` moving it whole into a fresh chat database, from
-the in-process session (embedded) and over the WebSocket. Chunks/s; each mover
-beside the read it depends on.
+it to the end over NDJSON and over its WebSocket, a message per chunk and in the
+mover's batches of 256 KiB (the baselines: one reader, no storage), and one
+:class:`LogMover` moving it whole into a fresh chat database, from the in-process
+session (embedded) and over the WebSocket (batches). Chunks/s; each mover beside the
+read it depends on.
 
 **takeover** — for the SQLite lease and a real redis-server's: a mover in a process
 of its own (``python -m tests.chat.mover_harness``) moves a live session over the
@@ -60,7 +61,7 @@ from tests.chat.mover_harness import open_chat_db
 from tests.server.harness import RunnerServer
 from tests.sessions.harness import TOKEN, create, session_service, start_sessions, wait_state
 from tests.support.redis_server import open_redis_server
-from tests.support.session_client import read_session
+from tests.support.session_client import Transport, read_session
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 
@@ -104,6 +105,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
     rates: dict[str, list[float]] = {
         "runner read, NDJSON": [],
         "runner read, WebSocket": [],
+        "runner read, WebSocket batches": [],
         "mover, embedded": [],
         "mover, WebSocket": [],
     }
@@ -117,10 +119,16 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
         embedded = SessionSources(embedded=session_service(runner))
         remote = SessionSources(runner_token=TOKEN)
 
-        async def read(transport: str) -> int:
+        async def read(transport: Transport) -> int:
             result = await read_session(
-                runner.url, session_id, TOKEN, transport, 0, on_chunk=lambda c, line: None
-            )  # type: ignore[arg-type]
+                runner.url,
+                session_id,
+                TOKEN,
+                transport,
+                0,
+                on_chunk=lambda c, line: None,
+                batch_bytes=256 * 1024,  # the mover's
+            )
             return result.cursor
 
         async def move(sources: SessionSources, url: str | None, name: str) -> int:
@@ -137,6 +145,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
             jobs: dict[str, Callable[[], Awaitable[int]]] = {
                 "runner read, NDJSON": lambda: read("ndjson"),
                 "runner read, WebSocket": lambda: read("ws"),
+                "runner read, WebSocket batches": lambda: read("ws-batch"),
                 "mover, embedded": lambda n=round_: move(embedded, None, f"embedded-{n}"),
                 "mover, WebSocket": lambda n=round_: move(remote, runner.url, f"ws-{n}"),
             }
@@ -157,7 +166,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
             medians["mover, embedded"] / medians["runner read, NDJSON"], 2
         ),
         "mover_ws_vs_ws_read": round(
-            medians["mover, WebSocket"] / medians["runner read, WebSocket"], 2
+            medians["mover, WebSocket"] / medians["runner read, WebSocket batches"], 2
         ),
     }
 

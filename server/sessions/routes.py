@@ -33,7 +33,7 @@ from sandstream.server.runner.service import RunnerUnavailableError
 from .follow import CaughtUp, Chunks, Follow, Live
 from .service import SessionNotFoundError, SessionService
 from .session import CursorGoneError, Frame, Session, SessionEndedError
-from .wire import control_message, ndjson_run, sse_caught_up, sse_control, sse_run
+from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [
     "CURSOR_GONE",
@@ -52,6 +52,8 @@ SESSION_ENDED: Final = "urn:sandstream:problem:session-ended"
 SSE_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 MAX_MESSAGE_BODY: Final = 1024 * 1024
+MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
+"""The largest ``?batch=N`` a WebSocket reader may ask for."""
 _REALM: Final = "sandstream-runner"
 
 sessions_blueprint = Blueprint("sessions", __name__)
@@ -117,6 +119,20 @@ def _session(session_id: str) -> Session:
         raise BadRequestError(
             problem(404, "Session not found", f"no session {session_id!r}", type=NOT_FOUND)
         ) from None
+
+
+def _batch_limit(raw: str | None) -> int | None:
+    """``?batch=N``: the most bytes of chunks per WebSocket message (``None``: a message
+    per chunk); 422 unless an integer from 1 to :data:`MAX_BATCH_BYTES`."""
+    if raw is None:
+        return None
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise BadRequestError(invalid(f"batch must be an integer, got {raw[:40]!r}")) from None
+    if not 1 <= limit <= MAX_BATCH_BYTES:
+        raise BadRequestError(invalid(f"batch must be from 1 to {MAX_BATCH_BYTES}, got {limit}"))
+    return limit
 
 
 def _cursor(session: Session, raw: str | None) -> int:
@@ -307,13 +323,26 @@ async def session_stream(session_id: str) -> Response:
     return response
 
 
+async def _send_chunks(chunks: Chunks, batch: int | None) -> None:
+    """``chunks`` as WebSocket messages: a text message each, or binary NDJSON
+    messages of up to ``batch`` bytes."""
+    if batch is None:
+        for chunk in chunks.chunks:
+            await websocket.send(chunk[:-1].decode())
+    else:
+        for message in batch_messages(chunks.data, batch):
+            await websocket.send(message)
+
+
 @sessions_blueprint.websocket("/sessions/<session_id>/ws")
 async def session_ws(session_id: str) -> Response | None:
-    """One text message per chunk, control messages, closed (1000) after the last chunk."""
+    """One text message per chunk (``?batch=N``: binary NDJSON messages of up to ``N``
+    bytes of whole chunks), control messages, closed (1000) after the last chunk."""
     try:
         _authorize(websocket.headers.get("Authorization"))
         session = _session(session_id)
         cursor = _cursor(session, websocket.args.get("cursor"))
+        batch = _batch_limit(websocket.args.get("batch"))
     except BadRequestError as exc:
         return exc.response
     await websocket.accept()
@@ -321,8 +350,7 @@ async def session_ws(session_id: str) -> Response | None:
     try:
         async for event in follow:
             if isinstance(event, Chunks):
-                for chunk in event.chunks:
-                    await websocket.send(chunk[:-1].decode())
+                await _send_chunks(event, batch)
                 if event.up_to_date:
                     await websocket.send(control_message(follow.cursor, up_to_date=True))
             elif isinstance(event, CaughtUp):

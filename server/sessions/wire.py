@@ -14,9 +14,14 @@
   ``Stream-Closed: true`` when they hold).
 - **WebSocket**: one text message per chunk (the line without its newline), the same
   control objects as text messages with ``"type": "control"`` (never an envelope type).
+  With ``?batch=N`` (a reader that wants throughput: the log mover), chunks come as
+  binary messages of NDJSON instead, as many whole chunks as fit in ``N`` bytes (a
+  longer chunk alone): :func:`batch_messages`. Controls stay text messages.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import msgspec
 
@@ -25,6 +30,7 @@ from sandstream.core.sse import format_event, line_frames
 from .buffer import split_chunks
 
 __all__ = [
+    "batch_messages",
     "control_message",
     "ndjson_run",
     "sse_caught_up",
@@ -61,6 +67,26 @@ def ndjson_run(first: int, data: bytes, count: int) -> bytes:
     """The chunks as they are (NDJSON needs no cursor: ``first`` and ``count`` are
     unused)."""
     return data
+
+
+def batch_messages(data: bytes, limit: int) -> Iterator[bytes]:
+    """``data`` (whole ``\n``-terminated lines) cut into pieces of whole lines, each at
+    most ``limit`` bytes, except a line longer than ``limit``, which is a piece alone.
+    The cuts are found in C (``rfind``): no Python step per line. Raises ``ValueError``
+    for a ``limit`` below 1 or ``data`` that does not end with ``\n``."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if data and not data.endswith(b"\n"):
+        raise ValueError("data must end with LF")
+    start, size = 0, len(data)
+    while size - start > limit:
+        cut = data.rfind(b"\n", start, start + limit)
+        if cut < 0:  # the next line is longer than limit: it goes alone
+            cut = data.index(b"\n", start + limit)
+        yield data[start : cut + 1]
+        start = cut + 1
+    if start < size:
+        yield data[start:] if start else data
 
 
 def sse_control(

@@ -7,6 +7,7 @@ runner over NDJSON: byte for byte, none lost, none twice.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
+import trio_websocket
 
 from sandstream.server.chat.mover import (
     SESSION_LOST,
@@ -216,6 +218,31 @@ async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
     assert source.reconnects >= 4
     assert await sink.read(session_id) == await output(runner, session_id)
     assert [call[0] for call in settled.calls] == [session_id]
+
+
+async def test_a_runner_that_sends_no_whole_line_batches_is_refused_for_good(
+    nursery: trio.Nursery,
+) -> None:
+    asked: list[str] = []
+    sent: list[str | bytes] = []
+
+    async def odd_runner(request: trio_websocket.WebSocketRequest) -> None:
+        asked.append(request.path)
+        ws = await request.accept()
+        await ws.send_message(sent[-1])
+        with contextlib.suppress(trio_websocket.ConnectionClosed):
+            await ws.get_message()  # until the reader leaves
+
+    listeners = await nursery.start(
+        trio_websocket.serve_websocket, odd_runner, "127.0.0.1", 0, None
+    )
+    url = f"http://127.0.0.1:{listeners.port}"
+    line = '{"type":"log","level":"info","message":"hi","ts":1}'
+    for message, why in [(line, "as text"), (line.encode(), "not whole lines")]:
+        sent.append(message)
+        with trio.fail_after(30), pytest.raises(SourceRefusedError, match=why):
+            await RemoteSource(url, TOKEN).follow("ses_a", 0, lambda batch: trio.sleep(0))
+    assert asked == ["/sessions/ses_a/ws?cursor=0&batch=262144"] * 2
 
 
 async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(

@@ -31,7 +31,7 @@ async def test_a_session_runs_to_its_end_and_is_read_from_any_cursor(
             == msgspec.json.encode(msgspec.json.decode(whole.chunks[-1])) + b"\n"
         )
         assert status["ended_at"] >= status["created_at"]
-        for transport in ("ndjson", "sse", "ws"):
+        for transport in ("ndjson", "sse", "ws", "ws-batch"):
             tail = await read_session(server.url, session_id, TOKEN, transport, 100)
             assert tail.chunks == whole.chunks[100:], transport
             assert tail.closed, transport

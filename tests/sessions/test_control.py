@@ -159,6 +159,16 @@ async def test_errors_are_problem_json(
         for cursor in ("-1", "abc", str(status["last_chunk_id"] + 1)):
             response = await client.get(f"/sessions/{session_id}/stream", params={"cursor": cursor})
             assert response.status_code == 422, cursor
+        for batch in ("0", "x", str(64 * 1024 * 1024 + 1)):
+            url = server.url.replace("http://", "ws://") + f"/sessions/{session_id}/ws"
+            with pytest.raises(trio_websocket.ConnectionRejected) as rejected:
+                async with trio_websocket.open_websocket_url(
+                    f"{url}?batch={batch}",
+                    extra_headers=[(b"Authorization", f"Bearer {TOKEN}".encode())],
+                ):
+                    pass
+            assert rejected.value.status_code == 422, batch
+            assert b"batch must be" in (rejected.value.body or b""), batch
         done = await client.get(
             f"/sessions/{session_id}/stream", params={"cursor": status["last_chunk_id"]}
         )

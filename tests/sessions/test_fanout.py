@@ -14,7 +14,7 @@ from tests.support.workspace import WorkspaceServer
 
 SUBSCRIBERS = 1000
 LINES = 150
-TRANSPORTS: tuple[Transport, ...] = ("sse", "ndjson", "ws")
+TRANSPORTS: tuple[Transport, ...] = ("sse", "ndjson", "ws", "ws-batch")
 
 
 async def test_1000_readers_dropping_and_resuming_each_get_the_whole_output_once(
@@ -34,7 +34,7 @@ async def test_1000_readers_dropping_and_resuming_each_get_the_whole_output_once
         cursor = 0
         for attempt in range(50):
             if attempt < 4 and rng.random() < 0.8:
-                budget = rng.randint(1, 30) if transport == "ws" else rng.randint(1, 8_000)
+                budget = rng.randint(1, 30) if transport.startswith("ws") else rng.randint(1, 8_000)
             else:
                 budget = None
             result: ReadResult = await read_session(
@@ -53,7 +53,7 @@ async def test_1000_readers_dropping_and_resuming_each_get_the_whole_output_once
             if result.closed:
                 break
             reconnects[0] += 1
-            if budget is not None and transport != "ws":
+            if budget is not None and not transport.startswith("ws"):
                 mid_frame_cuts[0] += 1
         else:
             raise AssertionError(f"reader {index} never saw the end")
@@ -71,6 +71,6 @@ async def test_1000_readers_dropping_and_resuming_each_get_the_whole_output_once
     assert whole.count(b"\n") == LINES + 4
     assert len(outputs) == SUBSCRIBERS
     for index, chunks in outputs.items():
-        assert b"".join(chunks) == whole, f"reader {index} ({TRANSPORTS[index % 3]})"
+        assert b"".join(chunks) == whole, f"reader {index} ({TRANSPORTS[index % len(TRANSPORTS)]})"
     assert reconnects[0] > SUBSCRIBERS  # they really did drop and resume
     assert mid_frame_cuts[0] > 0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sandstream.core.sse import PING
 from sandstream.core.sse_parser import Comment, SSEParser
-from sandstream.server.sessions.wire import control_message, sse_control, sse_run
+from sandstream.server.sessions.wire import batch_messages, control_message, sse_control, sse_run
 
 lines = st.lists(
     st.builds(
@@ -68,3 +71,27 @@ def test_websocket_control_messages_are_tagged_control() -> None:
         "streamClosed": True,
     }
     assert control_message(3, gone=True).startswith('{"type":"control",')
+
+
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"), max_size=30),
+    st.integers(min_value=1, max_value=200),
+)
+def test_batch_messages_cut_whole_lines_within_the_limit(chunks: list[bytes], limit: int) -> None:
+    data = b"".join(chunks)
+    messages = list(batch_messages(data, limit))
+    assert b"".join(messages) == data
+    assert all(message.endswith(b"\n") for message in messages)
+    cut = [line + b"\n" for message in messages for line in message[:-1].split(b"\n")]
+    assert cut == chunks  # only between lines
+    for message in messages:
+        assert len(message) <= limit or message.count(b"\n") == 1
+    for message, following in itertools.pairwise(messages):  # each as full as it can be
+        assert len(message) + following.index(b"\n") + 1 > limit
+
+
+def test_batch_messages_refuse_what_is_no_ndjson() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        list(batch_messages(b"{}\n", 0))
+    with pytest.raises(ValueError, match="end with LF"):
+        list(batch_messages(b"{}\n{}", 10))

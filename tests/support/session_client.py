@@ -23,7 +23,12 @@ from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
 __all__ = ["ReadResult", "Transport", "read_session"]
 
-Transport = Literal["sse", "ndjson", "ws"]
+Transport = Literal["sse", "ndjson", "ws", "ws-batch"]
+"""``ws-batch``: the WebSocket with ``?batch=`` (binary NDJSON messages of whole chunks)."""
+
+WS_BATCH_BYTES = 4096
+"""``read_session``'s default ``batch_bytes``: small, so that a fast session's reads
+are cut into several messages."""
 
 
 @dataclass
@@ -67,13 +72,17 @@ async def read_session(
     on_chunk: Callable[[int, bytes], None] | None = None,
     use_last_event_id: bool = False,
     until_up_to_date: bool = False,
+    batch_bytes: int = WS_BATCH_BYTES,
 ) -> ReadResult:
     """Read the session from ``cursor`` until the end, or until ``budget`` bytes (HTTP)
     or messages (WebSocket) have arrived, or (``until_up_to_date``, SSE/WebSocket) it
     says the reader caught up: then disconnect, whatever is in flight. ``on_chunk``
     is called for each chunk (which is then not kept in ``chunks``)."""
-    if transport == "ws":
-        return await _read_ws(url, session_id, token, cursor, budget, on_chunk, until_up_to_date)
+    if transport in ("ws", "ws-batch"):
+        batch = batch_bytes if transport == "ws-batch" else None
+        return await _read_ws(
+            url, session_id, token, cursor, batch, budget, on_chunk, until_up_to_date
+        )
     return await _read_http(
         url,
         session_id,
@@ -171,9 +180,7 @@ def _take(
         end = pending.rfind(b"\n")
         if end < 0:
             return pending
-        for line in pending[: end + 1].splitlines(keepends=True):
-            result.cursor += 1
-            _deliver(result, line, on_chunk)
+        _deliver_lines(result, pending[: end + 1], on_chunk)
         return pending[end + 1 :]
     for item in parser.feed(data):
         if isinstance(item, Comment):
@@ -196,12 +203,15 @@ async def _read_ws(
     session_id: str,
     token: str,
     cursor: int,
+    batch: int | None,
     budget: int | None,
     on_chunk: Callable[[int, bytes], None] | None,
     until_up_to_date: bool,
 ) -> ReadResult:
     result = ReadResult(cursor=cursor, status=101)
     ws_url = url.replace("http://", "ws://", 1) + f"/sessions/{session_id}/ws?cursor={cursor}"
+    if batch is not None:
+        ws_url += f"&batch={batch}"
     async with trio_websocket.open_websocket_url(
         ws_url, extra_headers=[(b"Authorization", f"Bearer {token}".encode())]
     ) as ws:
@@ -212,7 +222,12 @@ async def _read_ws(
             except trio_websocket.ConnectionClosed:
                 return result
             count += 1
-            data = message.encode() if isinstance(message, str) else message
+            if isinstance(message, bytes):  # a batch: whole chunks, NDJSON
+                assert batch is not None and message.endswith(b"\n"), message[-80:]
+                assert len(message) <= batch or message.count(b"\n") == 1, len(message)
+                _deliver_lines(result, message, on_chunk)
+                continue
+            data = message.encode()
             if data.startswith(b'{"type":"control"'):
                 control = msgspec.json.decode(data, type=_Control)
                 result.up_to_date += control.upToDate
@@ -223,6 +238,16 @@ async def _read_ws(
             result.cursor += 1
             _deliver(result, data + b"\n", on_chunk)
     return result
+
+
+def _deliver_lines(
+    result: ReadResult, lines: bytes, on_chunk: Callable[[int, bytes], None] | None
+) -> None:
+    """Each ``\n``-terminated line of ``lines`` as a chunk (a CR inside one is JSON
+    whitespace, not a line break)."""
+    for line in lines[:-1].split(b"\n"):
+        result.cursor += 1
+        _deliver(result, line + b"\n", on_chunk)
 
 
 def _deliver(

@@ -15,8 +15,10 @@ returns after the session's last chunk was delivered (its terminal line), and ra
 - :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`;
   it hands over cursors, not bytes (:class:`~.sink.StoredRuns`: the sink copies the
   chunks from the session buffer's file inside SQLite; no read, no socket);
-- :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N`` (trio-websocket,
-  the runner token in ``Authorization``). A connection that drops or, idle, stops
+- :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N&batch=262144``
+  (trio-websocket, the runner token in ``Authorization``): binary messages of whole
+  chunks, as NDJSON, up to 256 KiB each (a message per chunk capped the move at
+  ~10k chunks/s). A connection that drops or, idle, stops
   answering pings, a runner that does not answer or answers 5xx is retried from the
   last cursor received, with a backoff
   (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long as the
@@ -64,7 +66,6 @@ log = logging.getLogger("sandstream.chat.mover")
 Deliver = Callable[[Batch | StoredRuns], Awaitable[None]]
 """Takes one batch of chunks; the source waits for it before handing over the next."""
 
-_CONTROL_PREFIX: Final = '{"type":"control"'
 _BATCH_BYTES: Final = 256 * 1024
 EMBEDDED_LINGER: Final = 0.1
 """Seconds the embedded mover waits after a batch before it moves the next one (the
@@ -171,10 +172,14 @@ async def _receive(
     ws: trio_websocket.WebSocketConnection,
     session_id: str,
     progress: _Progress,
-    send: trio.MemorySendChannel[tuple[int, bytes]],
+    send: trio.MemorySendChannel[Batch],
 ) -> None:
-    """Hand the chunks of one connection to ``send`` until the ``streamClosed`` control.
-    Raises :class:`SessionGoneError` on ``gone``, and what the connection raises."""
+    """Hand the chunks of one connection (binary messages of whole chunks) to ``send``
+    until the ``streamClosed`` control (a text message). Raises
+    :class:`SessionGoneError` on ``gone``, :class:`SourceRefusedError` for a text
+    message that is no control (a runner that sends a message per chunk) or a binary
+    one that does not end a line, and what the
+    connection raises (``ValueError`` for a control that does not decode)."""
     while True:
         progress.waiting = True
         try:
@@ -182,27 +187,35 @@ async def _receive(
         finally:
             progress.waiting = False
         progress.received = trio.current_time()
-        text = message if isinstance(message, str) else message.decode()
-        if text.startswith(_CONTROL_PREFIX):
-            control = _control_decoder.decode(text)
-            if control.gone:
-                raise SessionGoneError(
-                    f"session {session_id}: the runner no longer keeps the chunks after "
-                    f"cursor {control.cursor}"
+        if isinstance(message, bytes):
+            if not message.endswith(b"\n"):
+                raise SourceRefusedError(
+                    f"session {session_id}: the runner sent a batch that is not whole lines"
                 )
-            if control.streamClosed:
-                return
+            batch = Batch(progress.cursor + 1, message, message.count(b"\n"))
+            progress.cursor = batch.last
+            await send.send(batch)
             continue
-        progress.cursor += 1
-        await send.send((progress.cursor, text.encode() + b"\n"))
+        if not message.startswith('{"type":"control"'):
+            raise SourceRefusedError(
+                f"session {session_id}: the runner sent a chunk as text, not in a batch"
+            )
+        control = _control_decoder.decode(message)
+        if control.gone:
+            raise SessionGoneError(
+                f"session {session_id}: the runner no longer keeps the chunks after "
+                f"cursor {control.cursor}"
+            )
+        if control.streamClosed:
+            return
 
 
 class RemoteSource:
     """A runner's sessions, over its WebSocket; see the module docstring.
 
-    ``read_ahead``: chunks received and not yet delivered, at most (memory is bounded
-    by it times the largest chunk, ``max_chunk_bytes``, larger WebSocket messages
-    close the connection). A connection idle for ``ping_interval`` s is pinged, and
+    ``read_ahead``: messages received and not yet delivered, at most (memory is bounded
+    by it times 256 KiB, or the largest chunk, ``max_chunk_bytes``: larger WebSocket
+    messages close the connection). A connection idle for ``ping_interval`` s is pinged, and
     dropped if no pong comes within ``ping_timeout`` s (a partition, a runner that
     hangs). A batch gathers what arrives for up to ``linger`` s after its first chunk.
     ``reconnects`` counts the connections that were retried.
@@ -215,7 +228,7 @@ class RemoteSource:
         *,
         reconnect_delay: float = 0.05,
         max_reconnect_delay: float = 2.0,
-        read_ahead: int = 1024,
+        read_ahead: int = 8,
         max_chunk_bytes: int = 16 * 1024 * 1024,
         connect_timeout: float = 10.0,
         ping_interval: float = 10.0,
@@ -246,7 +259,7 @@ class RemoteSource:
         arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger). Reconnects
         from the last cursor received when the connection drops. Raises
         :class:`SessionGoneError`, :class:`SourceRefusedError`."""
-        send, receive = trio.open_memory_channel[tuple[int, bytes]](self._read_ahead)
+        send, receive = trio.open_memory_channel[Batch](self._read_ahead)
         failure: list[Exception] = []
 
         async def read() -> None:
@@ -266,13 +279,14 @@ class RemoteSource:
         if failure:
             raise failure[0]
 
-    async def _read(
-        self, session_id: str, after: int, send: trio.MemorySendChannel[tuple[int, bytes]]
-    ) -> None:
+    async def _read(self, session_id: str, after: int, send: trio.MemorySendChannel[Batch]) -> None:
         progress = _Progress(after)
         delay = self._delay
         while True:
-            url = f"{self._ws_base}/sessions/{session_id}/ws?cursor={progress.cursor}"
+            url = (
+                f"{self._ws_base}/sessions/{session_id}/ws?cursor={progress.cursor}"
+                f"&batch={min(_BATCH_BYTES, self._max_chunk)}"
+            )
             try:
                 async with trio_websocket.open_websocket_url(
                     url,
@@ -281,7 +295,7 @@ class RemoteSource:
                     connect_timeout=self._connect_timeout,
                     disconnect_timeout=1.0,
                     receive_buffer_size=None,  # trio's default (64 KiB), not 4 KiB
-                    message_queue_size=64,
+                    message_queue_size=4,
                 ) as ws:
                     delay = self._delay
                     if await self._watched(ws, session_id, progress, send):
@@ -314,7 +328,7 @@ class RemoteSource:
         ws: trio_websocket.WebSocketConnection,
         session_id: str,
         progress: _Progress,
-        send: trio.MemorySendChannel[tuple[int, bytes]],
+        send: trio.MemorySendChannel[Batch],
     ) -> bool:
         """Receive until the session ended (True), or until the runner stopped answering
         pings (False: a dead peer, a partition, which TCP alone notices only after
@@ -368,25 +382,29 @@ class RemoteSource:
 
 
 async def _batches(
-    receive: trio.MemoryReceiveChannel[tuple[int, bytes]], deliver: Deliver, linger: float
+    receive: trio.MemoryReceiveChannel[Batch], deliver: Deliver, linger: float
 ) -> None:
     """Hand what ``receive`` holds to ``deliver`` as batches: whatever has arrived while
     the previous batch was delivered, and for up to ``linger`` s after a batch's first
-    chunk, up to 256 KiB (fewer, larger transactions: a WebSocket hands chunks over one
-    at a time). The end of the channel ends a batch at once."""
+    message, up to 256 KiB (fewer, larger transactions: a live session's messages are
+    small). The end of the channel ends a batch at once."""
     async with receive:
-        async for first, chunk in receive:
-            chunks = [chunk]
-            size = len(chunk)
+        async for batch in receive:
+            parts = [batch]
+            size = len(batch.data)
             with trio.move_on_after(linger):
                 while size < _BATCH_BYTES:
                     try:
-                        _, chunk = await receive.receive()
+                        more = await receive.receive()
                     except trio.EndOfChannel:
                         break
-                    chunks.append(chunk)
-                    size += len(chunk)
-            await deliver(Batch.of(first, chunks))
+                    parts.append(more)
+                    size += len(more.data)
+            if len(parts) > 1:
+                batch = Batch(
+                    batch.first, b"".join(p.data for p in parts), sum(p.count for p in parts)
+                )
+            await deliver(batch)
 
 
 class SessionSources:
