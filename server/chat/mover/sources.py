@@ -193,8 +193,8 @@ async def _receive(
                     f"session {session_id}: the runner sent a batch that is not whole lines"
                 )
             batch = Batch(progress.cursor + 1, message, message.count(b"\n"))
+            await send.send(batch)  # then the cursor: a batch cut off here is read again
             progress.cursor = batch.last
-            await send.send(batch)
             continue
         if not message.startswith('{"type":"control"'):
             raise SourceRefusedError(
