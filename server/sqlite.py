@@ -196,6 +196,23 @@ class SQLiteDatabase:
 
         return await trio.to_thread.run_sync(attach, limiter=self._write_limiter)
 
+    async def detach_all(self) -> None:
+        """Detach every file :meth:`attach_read_only` attached, so that its own last
+        connection can checkpoint it and remove its WAL when it closes (a read-only
+        handle left open here keeps them on disk). A later :meth:`attach_read_only`
+        attaches again. Waits for a write in progress; runs in a worker thread; does
+        nothing once closed."""
+
+        def detach() -> None:
+            with self._write_lock:
+                conn = self._writer
+                if conn is not None and not self._closed:
+                    for schema in self._attached.values():
+                        conn.execute(f"DETACH {schema}")
+                self._attached.clear()
+
+        await trio.to_thread.run_sync(detach, limiter=self._write_limiter)
+
     def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._take_reader()
         try:

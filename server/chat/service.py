@@ -484,7 +484,9 @@ class ChatService:
         Embedded sessions end with ``error{code:"shutdown"}`` and are settled by the
         log mover (their viewers get the terminal); remote turns go on running on their
         runners and are taken over by another replica's log mover (this one releases
-        its leases when it is cancelled after the drain). Viewers still open are then ended (without
+        its leases when it is cancelled after the drain). Once every embedded turn has
+        settled, the log mover lets go of the session buffer (so that the buffer closes
+        with its WAL checkpointed and removed). Viewers still open are then ended (without
         a terminal: they resume elsewhere). Agents-block runs end with ``shutdown``.
         """
         self.live.draining = True
@@ -497,8 +499,12 @@ class ChatService:
             for session_id in embedded:
                 assert self.sessions is not None
                 EmbeddedSession(self.sessions.get(session_id)).end("the server is shutting down")
-            for session_id in embedded:
+            settled = [
                 await self.turn_mover.wait_settled(session_id, self.settings.shutdown_timeout)
+                for session_id in embedded
+            ]
+            if all(settled):  # nothing embedded is left to move: the buffer may close clean
+                await self.turn_mover.sink.release_buffers()
             with trio.move_on_after(END_GRACE):  # their viewers deliver the terminal
                 await self.viewers.wait_until_none(
                     lambda body: isinstance(body.session, EmbeddedSession)

@@ -165,3 +165,24 @@ async def test_the_attach_is_read_only(stores: Stores) -> None:
     with pytest.raises(Exception, match="readonly"):
         await stores.chat.write(lambda conn: conn.execute(f"DELETE FROM {schema}.chunks"))
     assert await stores.buffer.read(key, 0, 1, 1000) != []
+
+
+async def test_a_released_buffer_closes_clean_and_is_attached_again_when_moved(
+    tmp_path: Path,
+) -> None:
+    buffer = await SessionBuffer.open(tmp_path / "runner")
+    chat = await open_chat_db(tmp_path / "chat.sqlite3")
+    try:
+        sink = MovedChunks(chat)
+        key = await store_runs(buffer, [lines(2)])
+        await sink.move("ses_a", 1, StoredRuns(buffer.path, key, 1, 2))
+        await sink.release_buffers()
+        await buffer.close()  # its last connection: checkpointed, the WAL removed
+        assert sorted(p.name for p in buffer.path.parent.iterdir()) == [buffer.path.name]
+        buffer = await SessionBuffer.open(tmp_path / "runner")
+        await append(buffer, key, 2, b"".join(lines(1, 3)), 1, 0, 1)
+        await sink.move("ses_a", 1, StoredRuns(buffer.path, key, 3, 3))
+        assert await sink.read("ses_a") == lines(3)
+    finally:
+        await chat.close()
+        await buffer.close()

@@ -132,6 +132,11 @@ async def test_sigterm_ends_live_turns_and_persists_them(
         await served.exited.wait()
     assert served.process.returncode == 0
     assert not alive(children)
+    # Both databases closed clean: checkpointed, their WAL and shared memory removed.
+    assert sorted(path.name for path in data_dir.glob("*.sqlite3*")) == [
+        "chat.sqlite3",
+        "sessions.sqlite3",
+    ]
     store = await SQLiteChatStore.open(data_dir)
     try:
         chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]

@@ -260,6 +260,12 @@ class MovedChunks:
 
         await self.db.write(run)
 
+    async def release_buffers(self) -> None:
+        """Let go of the session buffers :class:`StoredRuns` moves attached (once no
+        embedded session is left to move: the buffer's own close then removes its WAL).
+        A later move attaches its buffer again."""
+        await self.db.detach_all()
+
     async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
         """``fold(runs)`` over the session's stored chunks in cursor order, in a worker
         thread: ``runs`` yields them as stored, each one or more whole lines, read one
