@@ -1,4 +1,5 @@
-"""A reader that stops reading slows nothing and costs the server bounded memory."""
+"""Readers that stop reading (SSE, WebSocket batches) slow nothing and cost the server
+bounded memory."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import trio
+import trio_websocket
 
 from tests.server.harness import load
 from tests.sessions.harness import TOKEN, create, start_sessions, wait_state
@@ -38,6 +40,14 @@ async def test_a_reader_that_never_reads_does_not_hold_back_the_session_or_other
             f"Authorization: Bearer {TOKEN}\r\nAccept: text/event-stream\r\n\r\n"
         )
         await stalled.send_all(request.encode())
+        # And one over the WebSocket in batches (the log mover's way), never read either.
+        ws_url = server.url.replace("http://", "ws://", 1) + f"/sessions/{session_id}/ws"
+        stalled_ws = await trio_websocket.connect_websocket_url(
+            nursery,
+            f"{ws_url}?cursor=0&batch={256 * 1024}",
+            extra_headers=[(b"Authorization", f"Bearer {TOKEN}".encode())],
+            message_queue_size=1,
+        )
         try:
             live = hashlib.sha256()
             size = [0]
@@ -59,8 +69,10 @@ async def test_a_reader_that_never_reads_does_not_hold_back_the_session_or_other
             )
             assert live.hexdigest() == again.hexdigest()
             assert size[0] > LINES * PAYLOAD
-            # ~121 MB went by while one reader held its connection without reading:
+            # ~121 MB went by while two readers held their connections without reading:
             # nothing queued for it beyond one batch and the sockets' buffers.
             assert peak < PEAK_LIMIT, f"RSS grew by {peak / 2**20:.1f} MiB"
         finally:
             await stalled.aclose()
+            with trio.move_on_after(5):
+                await stalled_ws.aclose()
