@@ -7,6 +7,7 @@ Every JSON request body of every role goes through :func:`read_json`, and so thr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -74,13 +75,21 @@ def require_query(name: str, *, max_length: int = 200) -> str:
     return value
 
 
-def int_query(name: str, default: int, *, minimum: int, maximum: int) -> int:
-    """An optional integer query parameter in bounds. Raises BadRequestError (422).
+def int_query(
+    name: str,
+    default: int,
+    *,
+    minimum: int,
+    maximum: int,
+    args: Mapping[str, str] | None = None,
+) -> int:
+    """An optional integer query parameter in bounds, from ``args`` (the request's when
+    ``None``; a WebSocket route passes its own). Raises BadRequestError (422).
 
     Only ASCII digits with an optional ``-`` are an integer here (``int()`` would also
     take ``٣``, ``1_000`` and surrounding spaces).
     """
-    raw = request.args.get(name)
+    raw = (request.args if args is None else args).get(name)
     if raw is None or raw == "":
         return default
     if _ASCII_INTEGER.fullmatch(raw) is None:

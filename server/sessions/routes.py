@@ -26,7 +26,7 @@ from sandstream.server.http.problems import (
     unauthorized,
 )
 from sandstream.server.http.raw_connection import raw_connection
-from sandstream.server.http.requests import json_response, read_json
+from sandstream.server.http.requests import int_query, json_response, read_json
 from sandstream.server.runner.refusals import unavailable
 from sandstream.server.runner.service import RunnerUnavailableError
 
@@ -121,18 +121,13 @@ def _session(session_id: str) -> Session:
         ) from None
 
 
-def _batch_limit(raw: str | None) -> int | None:
-    """``?batch=N``: the most bytes of chunks per WebSocket message (``None``: a message
-    per chunk); 422 unless an integer from 1 to :data:`MAX_BATCH_BYTES`."""
-    if raw is None:
+def _batch_limit() -> int | None:
+    """``?batch=N``: the most bytes of chunks per WebSocket message (``None``, or empty:
+    a message per chunk); 422 unless an integer from 1 to :data:`MAX_BATCH_BYTES`."""
+    args = websocket.args
+    if not args.get("batch"):
         return None
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise BadRequestError(invalid(f"batch must be an integer, got {raw[:40]!r}")) from None
-    if not 1 <= limit <= MAX_BATCH_BYTES:
-        raise BadRequestError(invalid(f"batch must be from 1 to {MAX_BATCH_BYTES}, got {limit}"))
-    return limit
+    return int_query("batch", 0, minimum=1, maximum=MAX_BATCH_BYTES, args=args)
 
 
 def _cursor(session: Session, raw: str | None) -> int:
@@ -342,7 +337,7 @@ async def session_ws(session_id: str) -> Response | None:
         _authorize(websocket.headers.get("Authorization"))
         session = _session(session_id)
         cursor = _cursor(session, websocket.args.get("cursor"))
-        batch = _batch_limit(websocket.args.get("batch"))
+        batch = _batch_limit()
     except BadRequestError as exc:
         return exc.response
     await websocket.accept()
