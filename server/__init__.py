@@ -10,8 +10,8 @@
 The runner's public API is re-exported here, with :func:`serve`.
 """
 
-from . import runner
-from .http.serve import serve
-from .runner import *  # noqa: F403 (the runner's public API, as listed by the runner)
+from sandstream.server import runner
+from sandstream.server.http.serve import serve
+from sandstream.server.runner import *  # noqa: F403 (the runner's public API, as listed by the runner)
 
 __all__ = [*runner.__all__, "serve"]

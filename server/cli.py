@@ -56,14 +56,18 @@ from hypercorn.config import Config
 
 from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.core.cli import exit_quietly_on_broken_pipe
-from sandstream.server.chat.agent import load_agent_profile
+from sandstream.server.chat.agent_profile import load_agent_profile
 from sandstream.server.chat.app import create_chat_app, serve_chat
-from sandstream.server.chat.auth import ApiToken, read_or_create_secret, resolve_api_token
-from sandstream.server.chat.bag import BlobStore
 from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.credentials.api_token import (
+    ApiToken,
+    read_or_create_secret,
+    resolve_api_token,
+)
 from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
-from sandstream.server.chat.sqlite_store import SQLiteChatStore
+from sandstream.server.chat.store.bag import BlobStore
+from sandstream.server.chat.store.sqlite import SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
 from sandstream.server.http.malloc import keep_large_buffers
 from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals

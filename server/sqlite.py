@@ -1,7 +1,7 @@
 """SQLite connections driven from trio: every call runs in a worker thread.
 
 Shared by the roles that keep state in the data dir: the chat store
-(:mod:`sandstream.server.chat.sqlite_store`) and the session buffer
+(:mod:`sandstream.server.chat.store.sqlite`) and the session buffer
 (:mod:`sandstream.server.sessions.buffer`); each brings its own schema (``migrate``).
 
 :class:`SQLiteDatabase` keeps one writer connection (writes are serialized: one

@@ -9,7 +9,7 @@ In one process, no I/O, over the container's own load-mode step lines (as
   the runner's ``POST /stream`` and in a session alike (``StreamProcessor("ndjson")``
   fed 256 KiB reads, as the runner reads the container's stdout);
 - *render*: what a chat viewer adds to each line the session stored: its SSE frame
-  (:func:`~sandstream.server.chat.frames.live_frames` over each run the core wrote,
+  (:func:`~sandstream.server.chat.turns.frames.live_frames` over each run the core wrote,
   as the session hands a run to its caught-up viewers).
 
 µs per line, the best of ``--repeat`` passes. The chat's stream runs both on one GIL
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from sandstream.container.agents.scripted import encode_load_lines
 from sandstream.container.schemas import LoadSpec
 from sandstream.core import StreamProcessor
-from sandstream.server.chat.frames import live_frames
+from sandstream.server.chat.turns.frames import live_frames
 
 from ..runner.support import environment
 

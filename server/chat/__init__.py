@@ -14,12 +14,13 @@
   defaults.
 """
 
-from .agent import AgentProfile, load_agent_profile
+from .agent_profile import AgentProfile, load_agent_profile
+from .agents.live import LiveAgentsRun, LiveTurn, LiveTurns
+from .agents.relay import RelayBody
+from .agents.upstream import EmbeddedUpstream, RemoteUpstream
+from .api.guard import get_service
 from .app import ChatAwareHTTPConnection, create_chat_app, serve_chat
-from .app_state import get_service
-from .bag import BlobStore, sanitize_name
 from .config import ChatSettings
-from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, TargetError, resolve_target
 from .errors import (
     AttachmentError,
     ChatBusyError,
@@ -33,14 +34,14 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .live import LiveAgentsRun, LiveTurn, LiveTurns
-from .relay import RelayBody
+from .mover.settle import TurnSettler, fold_chunks
+from .mover.turns import LockKeepingLease, TurnMover
 from .service import ChatService
-from .session_relay import TurnStreamBody
-from .settle import TurnSettler, fold_chunks
-from .sqlite_store import SQLiteChatStore
-from .store import ChatStore
-from .turn_mover import LockKeepingLease, TurnMover
+from .store.bag import BlobStore, sanitize_name
+from .store.contract import ChatStore
+from .store.sqlite import SQLiteChatStore
+from .targets import Target, TargetError, resolve_target
+from .turns.viewer import TurnStreamBody
 
 __all__ = [
     "AgentProfile",

@@ -37,18 +37,18 @@ from sandstream.server.http.serve import serve
 from sandstream.server.runner.app import create_app
 from sandstream.server.runner.routes import TurnAwareHTTPConnection
 from sandstream.server.sessions import get_sessions
+from sandstream.server.web.routes import web_blueprint
 
-from .app_state import CHAT_EXTENSION, get_service
-from .cors import install_cors
+from .agents.live import LiveTurn
+from .api.agents import agents_blueprint
+from .api.callbacks import callbacks_blueprint
+from .api.chat import chat_blueprint, stream_blueprint
+from .api.cors import install_cors
+from .api.guard import CHAT_EXTENSION, get_service
+from .api.multipart import PART_OVERHEAD
+from .api.problems import install_chat_error_handlers
+from .api.ui_stream import ui_blueprint
 from .errors import ChatConfigError
-from .errors_http import install_chat_error_handlers
-from .live import LiveTurn
-from .multipart import PART_OVERHEAD
-from .routes_agents import agents_blueprint
-from .routes_callbacks import callbacks_blueprint
-from .routes_chat import chat_blueprint, stream_blueprint
-from .routes_ui import ui_blueprint
-from .routes_web import web_blueprint
 from .service import PENDING_TURNS, ChatService
 
 __all__ = ["ChatAwareHTTPConnection", "create_chat_app", "serve_chat"]

@@ -14,12 +14,12 @@ from types import MappingProxyType
 
 from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 
-from .agent import AgentProfile, load_agent_profile
-from .dispatch import normalize_url
+from .agent_profile import AgentProfile, load_agent_profile
+from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
 from .errors import ChatConfigError
-from .models import Purpose
 from .mover.resp import parse_redis_url
-from .tokens import DEFAULT_LIFETIMES, PURPOSES
+from .records import Purpose
+from .targets import normalize_url
 
 __all__ = ["ChatSettings"]
 

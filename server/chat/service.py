@@ -33,15 +33,22 @@ from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
 from sandstream.server.sessions.service import terminal_state
 
-from .bag import BlobStore
+from .agents.live import LiveAgentsRun, LiveTurn, LiveTurns
+from .agents.upstream import EmbeddedUpstream, RemoteUpstream, Upstream
+from .api.bodies import AgentsRunRequest, ChatStreamRequest
 from .config import ChatSettings
-from .dispatch import EmbeddedUpstream, RemoteUpstream, Target, Upstream, resolve_target
+from .credentials.one_time import MintedTokens, mint_tokens
+from .credentials.stream_tokens import StreamTokens
 from .errors import ChatBusyError, NoLiveTurnError, StoreError
-from .frames import done_frame
 from .ids import new_id, now_ms
-from .live import LiveAgentsRun, LiveTurn, LiveTurns
-from .models import Session, TurnRecord, TurnRequest
-from .runner_sessions import (
+from .mover.settle import TurnSettler
+from .mover.turns import TurnMover
+from .records import Session, TurnRecord, TurnRequest
+from .store.bag import BlobStore
+from .store.contract import ChatStore
+from .targets import Target, resolve_target
+from .turns.frames import done_frame
+from .turns.runner_link import (
     EmbeddedSession,
     RunnerSession,
     SessionEndedError,
@@ -49,13 +56,7 @@ from .runner_sessions import (
     attach_session,
     create_session,
 )
-from .schemas import AgentsRunRequest, ChatStreamRequest
-from .session_relay import TurnStreamBody, Viewers
-from .settle import TurnSettler
-from .store import ChatStore
-from .stream_tokens import StreamTokens
-from .tokens import MintedTokens, mint_tokens
-from .turn_mover import TurnMover
+from .turns.viewer import TurnStreamBody, Viewers
 
 __all__ = ["PENDING_TURNS", "ChatService", "StartedTurn"]
 

@@ -48,7 +48,7 @@ from sandstream.server.chat import (
     create_chat_app,
     serve_chat,
 )
-from sandstream.server.chat.models import Session
+from sandstream.server.chat.records import Session
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes

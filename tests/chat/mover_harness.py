@@ -19,7 +19,6 @@ from typing import Literal, TypeVar
 import pytest
 import trio
 
-from sandstream.server.chat.migrations import migrate
 from sandstream.server.chat.mover import (
     Batch,
     Lease,
@@ -30,6 +29,7 @@ from sandstream.server.chat.mover import (
     StoredRuns,
     open_lease,
 )
+from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.support.redis_server import open_redis_server
 

@@ -16,9 +16,9 @@ from sandstream.container.schemas import (
     ResultsReceipt,
 )
 from sandstream.core.persistence import PersistedMessage
+from sandstream.server.chat.credentials.one_time import DEFAULT_LIFETIMES, MintedTokens, mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.models import Environment, TurnFinish, TurnRequest, TurnStart
-from sandstream.server.chat.tokens import DEFAULT_LIFETIMES, MintedTokens, mint_tokens
+from sandstream.server.chat.records import Environment, TurnFinish, TurnRequest, TurnStart
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
 
 

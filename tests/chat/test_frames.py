@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sandstream.core import Error, Log, Result, Step, encode_line
 from sandstream.core.sse_parser import SSEParser
-from sandstream.server.chat.frames import TurnFrames, done_frame, start_frame
+from sandstream.server.chat.turns.frames import TurnFrames, done_frame, start_frame
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _step = st.builds(

@@ -13,9 +13,9 @@ import msgspec
 import trio
 
 from sandstream.server.chat import SQLiteChatStore
+from sandstream.server.chat.credentials.one_time import mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.models import TurnRequest
-from sandstream.server.chat.tokens import mint_tokens
+from sandstream.server.chat.records import TurnRequest
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,

@@ -12,7 +12,6 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.server.chat.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.mover import (
     Batch,
     ChunkGapError,
@@ -26,6 +25,7 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
+from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, open_chat_db
 from tests.support.redis_server import open_redis_server

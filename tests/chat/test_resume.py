@@ -18,7 +18,7 @@ from httpx_sse import aconnect_sse
 
 from sandstream.container.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
-from sandstream.server.chat.frames import TurnFrames
+from sandstream.server.chat.turns.frames import TurnFrames
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,

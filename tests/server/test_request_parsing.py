@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from quart_trio import QuartTrio
 
 from sandstream.container.schemas import Dispatch
-from sandstream.server.chat.schemas import (
+from sandstream.server.chat.api.bodies import (
     ChatStreamRequest,
     CreateChatRequest,
     Identifier,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from sandstream.server.chat.routes_web import CONTENT_SECURITY_POLICY, STATIC_DIR
+from sandstream.server.web.routes import CONTENT_SECURITY_POLICY, STATIC_DIR
 from tests.chat.harness import ChatServer, start_chat_server, start_serve_process
 
 FILES = {

@@ -19,19 +19,19 @@ from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.problems import BadRequestError, invalid
 from sandstream.server.http.requests import int_query, json_response, read_json
 
-from .app_state import get_service, require_api_token
-from .errors import StreamTokenError
-from .files import FileBody, file_response
-from .ids import now_ms
-from .multipart import UploadLimits, receive_files
-from .schemas import (
+from ..errors import StreamTokenError
+from ..ids import now_ms
+from ..service import StartedTurn
+from .bodies import (
     ChatStreamRequest,
     CreateChatRequest,
     MessageRequest,
     check_id,
     workspace_query,
 )
-from .service import StartedTurn
+from .downloads import FileBody, file_response
+from .guard import get_service, require_api_token
+from .multipart import UploadLimits, receive_files
 
 __all__ = ["chat_blueprint", "check_message", "stream_blueprint"]
 

@@ -23,9 +23,9 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
 
-from .bag import BlobStore, content_type_for, sanitize_name
-from .errors import UnsupportedMediaTypeError, UploadError, UploadTooLargeError
-from .models import NewBlob
+from ..errors import UnsupportedMediaTypeError, UploadError, UploadTooLargeError
+from ..records import NewBlob
+from ..store.bag import BlobStore, content_type_for, sanitize_name
 
 __all__ = ["PART_OVERHEAD", "ReceivedFile", "UploadLimits", "receive_files"]
 

@@ -50,7 +50,7 @@ from sandstream.server.sessions import (
 )
 from sandstream.server.sessions.service import terminal_state
 
-from .errors import ChatError
+from ..errors import ChatError
 
 __all__ = [
     "KEEPALIVE",

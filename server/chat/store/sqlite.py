@@ -27,7 +27,7 @@ from sandstream.core.persistence import (
 )
 from sandstream.server.sqlite import SQLiteDatabase
 
-from .errors import (
+from ..errors import (
     AttachmentError,
     ChatBusyError,
     ChatNotFoundError,
@@ -35,9 +35,9 @@ from .errors import (
     RunNotFoundError,
     TokenRejectedError,
 )
-from .ids import new_id
-from .migrations import migrate
-from .models import (
+from ..ids import new_id
+from ..mover.sink import check_fence
+from ..records import (
     BagFile,
     BagSource,
     Chat,
@@ -51,7 +51,7 @@ from .models import (
     TurnRequest,
     TurnStart,
 )
-from .mover.sink import check_fence
+from .migrations import migrate
 
 __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 

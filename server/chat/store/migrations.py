@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from .errors import StoreError
+from ..errors import StoreError
 
 __all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
 

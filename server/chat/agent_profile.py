@@ -38,7 +38,7 @@ from sandstream.container.schemas import (
 from sandstream.core.json_input import JSONInputError, decode_json
 
 from .errors import ChatConfigError
-from .models import BagFile, Environment, Session
+from .records import BagFile, Environment, Session
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -31,13 +31,13 @@ import trio
 from sandstream.server.sessions import SessionService
 from sandstream.server.sessions.service import SessionNotFoundError
 
-from .config import ChatSettings
-from .errors import StoreError
-from .ids import now_ms
-from .models import TurnRecord
-from .mover import Lease, LiveSessionRef, LogMover, MovedChunks, SessionSources, open_lease
+from ..config import ChatSettings
+from ..errors import StoreError
+from ..ids import now_ms
+from ..records import TurnRecord
+from ..store.contract import ChatStore
+from . import Lease, LiveSessionRef, LogMover, MovedChunks, SessionSources, open_lease
 from .settle import TurnSettler
-from .store import ChatStore
 
 __all__ = ["LockKeepingLease", "TurnMover"]
 

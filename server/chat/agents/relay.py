@@ -43,11 +43,11 @@ from typing import Final
 import trio
 from quart.wrappers.response import ResponseBody
 
+from sandstream.server.http.client_watch import ClientWatch
 from sandstream.server.runner.turn import END_GRACE
 
-from .client_watch import ClientWatch
-from .dispatch import UpstreamEnd
 from .live import LiveTurn
+from .upstream import UpstreamEnd
 
 __all__ = ["END_GRACE", "FINISH_GRACE", "RelayBody"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from .models import Purpose, TokenMint
+from ..records import Purpose, TokenMint
 
 __all__ = [
     "DEFAULT_LIFETIMES",

@@ -33,10 +33,10 @@ from sandstream.core import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
 from sandstream.server.http.problems import BadRequestError, invalid
 from sandstream.server.http.requests import read_json
 
-from .app_state import get_service, require_api_token
-from .routes_chat import check_message
-from .schemas import ChatStreamRequest, Identifier, check_id, workspace_query
-from .service import StartedTurn
+from ..service import StartedTurn
+from .bodies import ChatStreamRequest, Identifier, check_id, workspace_query
+from .chat import check_message
+from .guard import get_service, require_api_token
 
 __all__ = [
     "ChatSSEBody",

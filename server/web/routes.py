@@ -22,7 +22,7 @@ from sandstream.server.http.problems import NOT_FOUND, problem
 
 __all__ = ["CONTENT_SECURITY_POLICY", "web_blueprint"]
 
-STATIC_DIR: Final = Path(__file__).parent / "web" / "static"
+STATIC_DIR: Final = Path(__file__).parent / "static"
 
 CONTENT_SECURITY_POLICY: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "

@@ -31,12 +31,12 @@ import trio
 from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
+from sandstream.server.http.client_watch import ClientWatch
 from sandstream.server.http.raw_connection import RawConnection
 from sandstream.server.sessions import Live
 
-from .client_watch import ClientWatch
 from .frames import TurnFrames, done_frame, files_frame, live_frames, start_frame
-from .runner_sessions import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
+from .runner_link import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
 
 __all__ = ["TurnStreamBody", "Viewers"]
 

@@ -21,14 +21,14 @@ from quart import Blueprint, Response, request
 from sandstream.container.schemas import ResultFile, ResultsReceipt
 from sandstream.server.http.requests import json_response
 
-from .agent import with_attachments
-from .app_state import get_service
-from .errors import FileNotFoundInBagError, TokenRejectedError
-from .files import FileBody, file_response
-from .ids import now_ms
-from .models import Purpose, Session
+from ..agent_profile import with_attachments
+from ..credentials.one_time import bearer_token, hash_token
+from ..errors import FileNotFoundInBagError, TokenRejectedError
+from ..ids import now_ms
+from ..records import Purpose, Session
+from .downloads import FileBody, file_response
+from .guard import get_service
 from .multipart import UploadLimits, receive_files
-from .tokens import bearer_token, hash_token
 
 __all__ = ["callbacks_blueprint"]
 

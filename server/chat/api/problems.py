@@ -18,8 +18,7 @@ from sandstream.server.http.problems import (
 from sandstream.server.runner.refusals import unavailable
 from sandstream.server.runner.service import RunnerUnavailableError
 
-from .dispatch import TargetError
-from .errors import (
+from ..errors import (
     AttachmentError,
     ChatBusyError,
     ChatNotFoundError,
@@ -33,7 +32,8 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .runner_sessions import RemoteRunnerError
+from ..targets import TargetError
+from ..turns.runner_link import RemoteRunnerError
 
 __all__ = ["install_chat_error_handlers"]
 

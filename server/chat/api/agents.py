@@ -23,12 +23,12 @@ from sandstream.server.http.problems import NOT_FOUND, invalid, problem
 from sandstream.server.http.requests import json_response, read_json
 from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 
-from .app_state import get_service, require_api_token
-from .files import FileBody, file_response
-from .ids import now_ms
-from .models import Environment
-from .relay import RelayBody
-from .schemas import AgentsRunRequest, EnvironmentRequest, check_id, workspace_query
+from ..agents.relay import RelayBody
+from ..ids import now_ms
+from ..records import Environment
+from .bodies import AgentsRunRequest, EnvironmentRequest, check_id, workspace_query
+from .downloads import FileBody, file_response
+from .guard import get_service, require_api_token
 
 __all__ = ["agents_blueprint"]
 

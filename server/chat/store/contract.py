@@ -18,7 +18,7 @@ from typing import Protocol
 from sandstream.core.persistence import PersistedMessage
 from sandstream.server.sqlite import SQLiteDatabase
 
-from .models import (
+from ..records import (
     BagFile,
     Chat,
     Environment,

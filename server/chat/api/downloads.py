@@ -17,8 +17,8 @@ import trio
 from quart import Response
 from quart.wrappers.response import ResponseBody
 
-from .errors import FileNotFoundInBagError
-from .models import BagFile
+from ..errors import FileNotFoundInBagError
+from ..records import BagFile
 
 __all__ = ["FileBody", "file_response"]
 

@@ -23,10 +23,10 @@ import trio
 
 from sandstream.core import StreamProcessor
 
-from .dispatch import Upstream
-from .errors import StoreError
-from .ids import now_ms
-from .store import ChatStore
+from ..errors import StoreError
+from ..ids import now_ms
+from ..store.contract import ChatStore
+from .upstream import Upstream
 
 __all__ = ["LiveAgentsRun", "LiveTurn", "LiveTurns"]
 

@@ -24,8 +24,8 @@ from typing import Final
 from sandstream.core import StreamProcessor
 from sandstream.core.persistence import PersistedMessage, assistant_message
 
-from .ids import now_ms
-from .store import ChatStore
+from ..ids import now_ms
+from ..store.contract import ChatStore
 
 __all__ = ["ChunkFolder", "TurnSettler", "fold_chunks"]
 
