@@ -14,7 +14,8 @@ from typing import TypeVar
 
 import httpx
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .errors import BootstrapError, UnauthorizedError
 from .http import HttpSettings, body_excerpt, send_with_retries

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, Final
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .errors import DispatchError
 from .schemas import Dispatch

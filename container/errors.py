@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sandstream.core.errors import SandstreamError
+
 __all__ = [
     "AgentError",
     "AttachmentsError",
@@ -27,7 +29,7 @@ __all__ = [
 ]
 
 
-class ContainerError(Exception):
+class ContainerError(SandstreamError):
     """A failure that ends the run with ``error{code, message}``.
 
     ``code`` defaults to the class's :attr:`default_code`; ``message`` is shown to users,
@@ -109,5 +111,5 @@ class RuntimeExceededError(ContainerError):
     default_code = "runtime_exceeded"
 
 
-class OutputClosedError(Exception):
+class OutputClosedError(ContainerError):
     """Stdout is closed (the reader went away); nothing more can be reported."""

@@ -21,7 +21,8 @@ from typing import BinaryIO, Final, Literal
 import msgspec
 import trio
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .errors import OutputClosedError
 from .output import Emitter

@@ -23,7 +23,8 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .errors import ConfigError
 from .jsonschema_lite import validate

@@ -23,7 +23,8 @@ from typing import Final
 
 import httpx
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .bootstrap import workspace_url
 from .errors import WritebackError

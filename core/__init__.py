@@ -5,12 +5,18 @@ clock. Depends on msgspec alone.
 """
 
 from .envelope import Envelope, Error, Log, LogLevel, Result, Step, StepStatus, encode_line
-from .errors import ProcessorClosedError, SandstreamError
+from .errors import (
+    ProcessorClosedError,
+    SandstreamError,
+    SplitterClosedError,
+    SSEParseError,
+    UIMessageStreamError,
+)
 from .persistence import ChatTurn, PersistedMessage, assistant_message, replay_window, user_message
 from .processor import Mode, StreamProcessor
-from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter, SplitterClosedError
+from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import PING, format_comment, format_event
-from .sse_parser import ServerSentEvent, SSEParseError, SSEParser
+from .sse_parser import ServerSentEvent, SSEParser
 from .turn import (
     DEFAULT_MAX_STEP_BYTES,
     DEFAULT_MAX_STEPS,
@@ -20,7 +26,7 @@ from .turn import (
     Turn,
     decode_payload,
 )
-from .ui_message_stream import UI_MESSAGE_STREAM_HEADERS, UIMessageStream, UIMessageStreamError
+from .ui_message_stream import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",

@@ -15,32 +15,17 @@ skip (unknown fields, raw payloads): JSON text is UTF-8 (RFC 8259).
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+from typing import Any, Final, TypeVar, overload
 
 import msgspec
 
-__all__ = ["JSONInputError", "JSONInputReason", "decode_json"]
+from .errors import JSONInputError
+
+__all__ = ["decode_json"]
 
 T = TypeVar("T")
 
-JSONInputReason: TypeAlias = Literal["invalid_json", "invalid_utf8", "too_deep", "invalid_value"]
-"""Why input was refused: not JSON, not UTF-8, nested too deeply, or the wrong shape."""
-
 _TOO_DEEP: Final = "JSON nested too deeply"
-
-
-class JSONInputError(ValueError):
-    """Untrusted JSON that could not be decoded.
-
-    ``reason`` says why (:data:`JSONInputReason`); ``str(error)`` is a message fit to
-    show to whoever sent the input (it quotes no more than msgspec's own position
-    information, never the input itself).
-    """
-
-    def __init__(self, reason: JSONInputReason, message: str) -> None:
-        super().__init__(message)
-        self.reason: JSONInputReason = reason
-        self.message = message
 
 
 @overload

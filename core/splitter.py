@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from typing import Final, cast
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "NDJSONSplitter", "SplitterClosedError"]
+from .errors import SplitterClosedError
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "NDJSONSplitter"]
 
 DEFAULT_MAX_LINE_BYTES: Final = 1 << 20
-
-
-class SplitterClosedError(RuntimeError):
-    """Raised when data is fed to a splitter after :meth:`NDJSONSplitter.close`."""
 
 
 class NDJSONSplitter:

@@ -26,13 +26,13 @@ from typing import Final, Generic, Literal, TypeVar, cast, overload
 
 import msgspec
 
+from .errors import SSEParseError, SSEParserClosedError
+
 __all__ = [
     "DEFAULT_MAX_DATA_CHARS",
     "DEFAULT_MAX_LINE_CHARS",
     "Comment",
-    "SSEParseError",
     "SSEParser",
-    "SSEParserClosedError",
     "ServerSentEvent",
 ]
 
@@ -61,15 +61,6 @@ class Comment(msgspec.Struct, frozen=True, gc=False):
     """A comment line (``: ping``), text after the colon minus one leading space."""
 
     text: str
-
-
-class SSEParseError(ValueError):
-    """The stream exceeded a memory bound; the parser accepts no more input."""
-
-
-class SSEParserClosedError(RuntimeError):
-    """Data was fed to a parser after :meth:`SSEParser.close` or after an error
-    (and before :meth:`SSEParser.reconnect`)."""
 
 
 Item = TypeVar("Item", bound=ServerSentEvent | Comment)

@@ -44,13 +44,13 @@ from typing import Final
 import msgspec
 
 from .envelope import Error, Result, Step, WireEnvelope, new_wire_decoder
-from .errors import SandstreamError
+from .errors import SSEParseError, UIMessageStreamError
 from .persistence import PersistedFileAttachment, StepTraceBlock, assistant_message
 from .sse import PING, format_event
-from .sse_parser import Comment, ServerSentEvent, SSEParseError, SSEParser
+from .sse_parser import Comment, ServerSentEvent, SSEParser
 from .turn import Turn
 
-__all__ = ["UI_MESSAGE_STREAM_HEADERS", "UIMessageStream", "UIMessageStreamError"]
+__all__ = ["UI_MESSAGE_STREAM_HEADERS", "UIMessageStream"]
 
 UI_MESSAGE_STREAM_HEADERS: Final = {
     "Content-Type": "text/event-stream",
@@ -66,10 +66,6 @@ DONE: Final = b"data: [DONE]\n\n"
 TEXT_PART_ID: Final = "text"
 """The id of the message's one text part (ids are per message)."""
 _NULL: Final = msgspec.Raw(b"null")
-
-
-class UIMessageStreamError(SandstreamError):
-    """The input was not the chat's SSE (a frame's data is not its envelope line)."""
 
 
 class _Chunk(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True):

@@ -68,7 +68,8 @@ from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.store.bag import BlobStore
 from sandstream.server.chat.store.sqlite import SQLiteChatStore
-from sandstream.server.http.auth import TOKEN_ENV, MissingTokenError, resolve_token
+from sandstream.server.http.auth import TOKEN_ENV, resolve_token
+from sandstream.server.http.errors import MissingTokenError
 from sandstream.server.http.malloc import keep_large_buffers
 from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log

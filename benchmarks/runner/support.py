@@ -19,12 +19,12 @@ from hypercorn.config import Config
 
 from sandstream.container.huge_pages import HEAP_TUNABLES
 from sandstream.server import (
+    AccessRecord,
     BwrapLauncher,
     ContainerLauncher,
     LocalSubprocessLauncher,
     Runner,
     RunnerSettings,
-    TurnRecord,
     TurnStream,
     create_app,
     get_runner,
@@ -135,17 +135,17 @@ class InProcessRunner:
 
     url: str
     runner: Runner
-    closed: list[tuple[TurnStream, TurnRecord]] = field(default_factory=list)
+    closed: list[tuple[TurnStream, AccessRecord]] = field(default_factory=list)
     stop: trio.Event = field(default_factory=trio.Event)
     changed: trio.Event = field(default_factory=trio.Event)
     """Set (and replaced) each time a turn closes."""
 
-    def note_closed(self, turn: TurnStream, record: TurnRecord) -> None:
+    def note_closed(self, turn: TurnStream, record: AccessRecord) -> None:
         self.closed.append((turn, record))
         self.changed.set()
         self.changed = trio.Event()
 
-    async def wait_closed(self, count: int) -> tuple[TurnStream, TurnRecord]:
+    async def wait_closed(self, count: int) -> tuple[TurnStream, AccessRecord]:
         """Wait until ``count`` turns have closed; the last one."""
         while len(self.closed) < count:
             await self.changed.wait()

@@ -24,7 +24,8 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from ..attachments import attachments_note
 from ..context import RunContext

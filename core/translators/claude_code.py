@@ -59,7 +59,8 @@ from typing import Any, Final
 import msgspec
 
 from ..envelope import Envelope, Error, Log, LogLevel, Result, Step
-from ..json_input import JSONInputError, decode_json
+from ..errors import JSONInputError
+from ..json_input import decode_json
 from ..splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 
 __all__ = [

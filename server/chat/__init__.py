@@ -29,6 +29,7 @@ from .errors import (
     ChatNotFoundError,
     FileNotFoundInBagError,
     StoreError,
+    TargetError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
@@ -40,7 +41,7 @@ from .service import ChatService
 from .store.bag import BlobStore, sanitize_name
 from .store.contract import ChatStore
 from .store.sqlite import SQLiteChatStore
-from .targets import Target, TargetError, resolve_target
+from .targets import Target, resolve_target
 from .turns.viewer import TurnStreamBody
 
 __all__ = [

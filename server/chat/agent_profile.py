@@ -35,10 +35,11 @@ from sandstream.container.schemas import (
     ScriptedStep,
     agent_kind,
 )
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 
 from .errors import ChatConfigError
-from .records import BagFile, Environment, Session
+from .records import BagFile, DispatchRecord, Environment
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -85,7 +86,7 @@ class AgentProfile:
     description: str = ""
     demo: bool = False
 
-    def config_for(self, session: Session) -> ConfigResponse:
+    def config_for(self, session: DispatchRecord) -> ConfigResponse:
         """The ``/config`` answer for a session: the template with its prompt and history."""
         conversation = [ChatTurn(t.role, t.content, t.ts) for t in session.conversation]
         config = msgspec.structs.replace(

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+from sandstream.server.errors import ServerError
+
 __all__ = [
     "AttachmentError",
     "ChatBusyError",
     "ChatConfigError",
     "ChatError",
     "ChatNotFoundError",
+    "ChunkGapError",
+    "ChunkShapeError",
+    "FencedError",
     "FileNotFoundInBagError",
+    "RedisConnectionError",
+    "RedisReplyError",
+    "RemoteRunnerError",
+    "RespError",
+    "RespProtocolError",
     "RunNotFoundError",
+    "RunnerSessionGoneError",
+    "SourceError",
+    "SourceGoneError",
+    "SourceRefusedError",
     "StoreError",
+    "StoredRunsMissingError",
+    "TargetError",
     "TokenRejectedError",
     "UnsupportedMediaTypeError",
     "UploadError",
@@ -18,7 +34,7 @@ __all__ = [
 ]
 
 
-class ChatError(Exception):
+class ChatError(ServerError):
     """Base class of the chat backend's errors."""
 
 
@@ -120,3 +136,80 @@ class UnsupportedMediaTypeError(UploadError):
 
 class UploadTooLargeError(UploadError):
     """An upload exceeded a size or count limit; nothing was kept."""
+
+
+class TargetError(ChatError, ValueError):
+    """The requested runner URL is malformed or not allowed."""
+
+
+class RunnerSessionGoneError(ChatError):
+    """The runner no longer has the session (or cannot be reached)."""
+
+
+class RemoteRunnerError(ChatError):
+    """A remote runner refused or failed a session request (``502``)."""
+
+
+class FencedError(ChatError):
+    """A write under ``generation`` was refused: ``fence``, a newer generation, owns
+    the session now. Nothing of the batch was written."""
+
+    def __init__(self, session_id: str, generation: int, fence: int) -> None:
+        super().__init__(
+            f"session {session_id}: generation {generation} is fenced off by generation {fence}"
+        )
+        self.session_id = session_id
+        self.generation = generation
+        self.fence = fence
+
+
+class ChunkGapError(ChatError, ValueError):
+    """A batch does not follow the stored chunks (its first cursor is past the last
+    stored one + 1, or below 1). Nothing of it was written."""
+
+
+class StoredRunsMissingError(ChunkGapError):
+    """The session buffer no longer holds (retention) or does not hold yet the chunks of
+    :class:`StoredRuns`. Nothing of them was written."""
+
+
+class ChunkShapeError(ChatError, ValueError):
+    """A batch's data is not ``count`` whole lines. Nothing of it was written."""
+
+
+class SourceError(ChatError):
+    """A session's chunks cannot be read from its source."""
+
+
+class SourceGoneError(SourceError):
+    """The session, or its chunks after the cursor asked for, are no longer there."""
+
+
+class SourceRefusedError(SourceError):
+    """The runner refuses the read, and asking again will not change that."""
+
+
+class RespError(ChatError):
+    """Base of this module's errors."""
+
+
+class RespProtocolError(RespError):
+    """The server sent bytes that are not RESP2 (or exceed the parser's bounds)."""
+
+
+class RedisReplyError(RespError):
+    """The server answered a command with an error reply (``-ERR …``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def kind(self) -> str:
+        """The error's first word: ``ERR``, ``WRONGTYPE``, ``NOSCRIPT``, …"""
+        return self.message.split(" ", 1)[0]
+
+
+class RedisConnectionError(RespError):
+    """The server could not be reached, or the connection broke (a command's outcome
+    is then unknown)."""

@@ -17,12 +17,12 @@ __all__ = [
     "BagFile",
     "BagSource",
     "Chat",
+    "DispatchKind",
+    "DispatchRecord",
     "Environment",
     "NewBlob",
     "OnDisconnect",
     "Purpose",
-    "Session",
-    "SessionKind",
     "TokenMint",
     "TurnFinish",
     "TurnRecord",
@@ -38,7 +38,7 @@ TurnState: TypeAlias = Literal["starting", "running", "settled"]
 Purpose: TypeAlias = Literal["setup", "run", "upload"]
 """What a one-time token redeems: ``GET /env``, ``GET /config``, ``POST /results``."""
 
-SessionKind: TypeAlias = Literal["chat", "agents"]
+DispatchKind: TypeAlias = Literal["chat", "agents"]
 BagSource: TypeAlias = Literal["upload", "result"]
 
 
@@ -93,7 +93,7 @@ class BagFile(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
         )
 
 
-class Session(msgspec.Struct, kw_only=True):
+class DispatchRecord(msgspec.Struct, kw_only=True):
     """One dispatch: what the container's callbacks are answered from.
 
     A chat turn's session names its chat and messages; an Agents-block run's has no
@@ -101,7 +101,7 @@ class Session(msgspec.Struct, kw_only=True):
     """
 
     id: str
-    kind: SessionKind
+    kind: DispatchKind
     workspace_id: str
     prompt: str
     created_at: int
@@ -180,7 +180,7 @@ class TurnStart(msgspec.Struct, frozen=True, kw_only=True):
     chat: Chat
     created: bool
     user_message: PersistedMessage
-    session: Session
+    session: DispatchRecord
     holder: str
     recovered_message_id: str | None = None
 

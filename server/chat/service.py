@@ -28,7 +28,8 @@ from sandstream.core.persistence import ChatTurn as CoreChatTurn
 from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.raw_connection import raw_connection
-from sandstream.server.runner.service import Runner, ShuttingDownError
+from sandstream.server.runner.errors import ShuttingDownError
+from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
 from sandstream.server.sessions.service import terminal_state
@@ -39,11 +40,11 @@ from .api.bodies import AgentsRunRequest, ChatStreamRequest
 from .config import ChatSettings
 from .credentials.one_time import MintedTokens, mint_tokens
 from .credentials.stream_tokens import StreamTokens
-from .errors import ChatBusyError, NoLiveTurnError, StoreError
+from .errors import ChatBusyError, NoLiveTurnError, RunnerSessionGoneError, StoreError
 from .ids import new_id, now_ms
 from .mover.settle import TurnSettler
 from .mover.turns import TurnMover
-from .records import Session, TurnRecord, TurnRequest
+from .records import DispatchRecord, TurnRecord, TurnRequest
 from .store.bag import BlobStore
 from .store.contract import ChatStore
 from .targets import Target, resolve_target
@@ -52,9 +53,8 @@ from .turns.runner_link import (
     EmbeddedSession,
     RunnerSession,
     SessionEndedError,
-    SessionGoneError,
-    attach_session,
-    create_session,
+    connect_runner_session,
+    start_runner_session,
 )
 from .turns.viewer import TurnStreamBody, Viewers
 
@@ -249,7 +249,7 @@ class ChatService:
                 turn_id, tokens, body.message, start.session.conversation, scope
             )
             try:
-                session = await create_session(
+                session = await start_runner_session(
                     dispatch,
                     embedded=self.sessions,
                     runner_url=runner_url,
@@ -293,9 +293,9 @@ class ChatService:
         }
 
     def _session(self, record: TurnRecord) -> RunnerSession:
-        """The runner session of a running turn. Raises :class:`SessionGoneError`."""
+        """The runner session of a running turn. Raises :class:`RunnerSessionGoneError`."""
         assert record.session_id is not None
-        return attach_session(
+        return connect_runner_session(
             record.session_id,
             embedded=self.sessions,
             runner_url=record.runner_url,
@@ -315,7 +315,7 @@ class ChatService:
             return None
         try:
             session = self._session(record)
-        except SessionGoneError:
+        except RunnerSessionGoneError:
             return None
         chat = await self.store.get_chat(workspace_id, chat_id, now=now_ms())
         return StartedTurn(record, session, self._start_data(record, chat.conversation_id))
@@ -382,7 +382,7 @@ class ChatService:
         with trio.fail_after(INTERRUPT_TIMEOUT):
             try:
                 await turn.session.interrupt()
-            except SessionGoneError as exc:
+            except RunnerSessionGoneError as exc:
                 log.warning("chat %s: %s", chat_id, exc)
         if not await self._settled(turn.record, INTERRUPT_TIMEOUT):
             raise TimeoutError(f"chat {chat_id}: the interrupted turn did not settle")
@@ -400,7 +400,7 @@ class ChatService:
             raise NoLiveTurnError(chat_id)
         try:
             await turn.session.send_message(text)
-        except (SessionEndedError, SessionGoneError):
+        except (SessionEndedError, RunnerSessionGoneError):
             raise NoLiveTurnError(chat_id) from None
         now = now_ms()
         message = user_message(new_id("msg"), text, created_at=now)
@@ -418,7 +418,7 @@ class ChatService:
         target = await self._target(body.workspace_id, body.workflow_id, body.sandbox_url)
         now = now_ms()
         tokens = mint_tokens(now, self.settings.token_lifetimes)
-        session = Session(
+        session = DispatchRecord(
             id=new_id("sess"),
             kind="agents",
             workspace_id=body.workspace_id,
@@ -428,14 +428,14 @@ class ChatService:
             created_at=now,
         )
         with trio.CancelScope(shield=True):
-            await self.store.create_session(session, list(tokens.stored))
+            await self.store.record_dispatch(session, list(tokens.stored))
             dispatch = msgspec.json.encode(
                 self._dispatch(session.id, tokens, body.prompt, body.conversation, scope)
             )
             try:
                 upstream = self._upstream(target, dispatch, session.id, scope)
             except BaseException:
-                await self.store.settle_session(session.id, now=now_ms())
+                await self.store.close_dispatch(session.id, now=now_ms())
                 raise
             run = LiveAgentsRun(
                 store=self.store,

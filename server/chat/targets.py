@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Target", "TargetError", "normalize_url", "resolve_target"]
+from .errors import TargetError
 
-
-class TargetError(ValueError):
-    """The requested runner URL is malformed or not allowed."""
+__all__ = ["Target", "normalize_url", "resolve_target"]
 
 
 @dataclass(frozen=True, slots=True)

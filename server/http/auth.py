@@ -10,13 +10,11 @@ import hmac
 import os
 from typing import Final
 
-__all__ = ["TOKEN_ENV", "MissingTokenError", "check_bearer", "resolve_token"]
+from .errors import MissingTokenError
+
+__all__ = ["TOKEN_ENV", "check_bearer", "resolve_token"]
 
 TOKEN_ENV: Final = "SANDSTREAM_RUNNER_TOKEN"
-
-
-class MissingTokenError(RuntimeError):
-    """The runner was asked to start without a token and without ``--insecure-no-token``."""
 
 
 def resolve_token(flag: str | None, *, insecure_no_token: bool = False) -> str | None:

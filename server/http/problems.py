@@ -16,6 +16,8 @@ import msgspec
 from quart import Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
+from .errors import BadRequestError
+
 __all__ = [
     "AT_CAPACITY",
     "BODY_TIMEOUT",
@@ -27,7 +29,6 @@ __all__ = [
     "SHUTTING_DOWN",
     "UNAUTHORIZED",
     "UNSUPPORTED_MEDIA_TYPE",
-    "BadRequestError",
     "install_problem_handlers",
     "invalid",
     "problem",
@@ -122,14 +123,6 @@ def install_problem_handlers(app: Quart) -> None:
     async def _unexpected(error: Exception) -> Response:
         app.logger.exception("unhandled error", exc_info=error)
         return problem(500, "Internal Server Error", type=INTERNAL)
-
-
-class BadRequestError(Exception):
-    """A request that cannot be served as sent; ``response`` is its problem answer."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status)
-        self.response = response
 
 
 def unauthorized(detail: str, realm: str) -> Response:

@@ -13,10 +13,11 @@ from typing import Any, Final, TypeVar
 import msgspec
 from quart import Response, request
 
-from sandstream.core.json_input import JSONInputError
+from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json as core_decode_json
 
-from .problems import BadRequestError, invalid, too_large
+from .errors import BadRequestError
+from .problems import invalid, too_large
 
 __all__ = ["decode_json", "int_query", "json_response", "read_json", "require_query"]
 

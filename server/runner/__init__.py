@@ -13,28 +13,29 @@
 from .access_log import AccessLog, configure_access_log
 from .app import create_app
 from .bwrap import BwrapContainer, BwrapLauncher
+from .errors import (
+    AtCapacityError,
+    LaunchError,
+    RunnerUnavailableError,
+    ShuttingDownError,
+    TurnStateError,
+)
 from .launcher import (
     ContainerExit,
     ContainerHandle,
     ContainerLauncher,
-    LaunchError,
     LocalContainer,
     LocalSubprocessLauncher,
 )
 from .limits import LimitExceeded, ResourceLimits
 from .routes import get_runner, install_runner, runner_blueprint
-from .service import (
-    AtCapacityError,
-    Runner,
-    RunnerUnavailableError,
-    ShuttingDownError,
-    default_launcher,
-)
+from .service import Runner, default_launcher
 from .settings import RunnerSettings
-from .turn import TurnOutcome, TurnRecord, TurnStateError, TurnStream
+from .turn import AccessRecord, TurnOutcome, TurnStream
 
 __all__ = [
     "AccessLog",
+    "AccessRecord",
     "AtCapacityError",
     "BwrapContainer",
     "BwrapLauncher",
@@ -51,7 +52,6 @@ __all__ = [
     "RunnerUnavailableError",
     "ShuttingDownError",
     "TurnOutcome",
-    "TurnRecord",
     "TurnStateError",
     "TurnStream",
     "configure_access_log",

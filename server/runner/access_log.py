@@ -1,6 +1,6 @@
 """The structured access log: one JSON record per turn, on the ``sandstream.access`` logger.
 
-Each record is one line of JSON (see :class:`~sandstream.server.runner.turn.TurnRecord`)::
+Each record is one line of JSON (see :class:`~sandstream.server.runner.turn.AccessRecord`)::
 
     {"event":"turn","turn_id":"turn_…","outcome":"client_disconnected","terminal":null,
      "duration_ms":812.4,"lines":37,"bytes":5120,"writes":9,"diagnostics":0,
@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from .turn import TurnRecord
+    from .turn import AccessRecord
 
 __all__ = ["ACCESS_LOGGER", "AccessLog", "configure_access_log"]
 
@@ -31,7 +31,7 @@ class AccessLog:
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger(ACCESS_LOGGER)
 
-    def write(self, record: TurnRecord) -> None:
+    def write(self, record: AccessRecord) -> None:
         """Log one record. Never raises for a logging failure (logging handles it)."""
         if self.logger.isEnabledFor(logging.INFO):
             self.logger.info(record.to_json())

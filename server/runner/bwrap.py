@@ -62,12 +62,12 @@ import trio
 
 from sandstream.container.huge_pages import HEAP_TUNABLES, THP_SETTING
 
+from .errors import LaunchError
 from .launcher import (
     DEFAULT_CONTAINER_ARGV,
     STDERR_TARGETS,
     ContainerExit,
     ContainerHandle,
-    LaunchError,
     StderrMode,
     container_heap_env,
     feed_stdin,

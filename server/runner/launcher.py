@@ -36,6 +36,7 @@ import trio
 
 from sandstream.container.huge_pages import heap_env
 
+from .errors import LaunchError
 from .limits import LimitExceeded
 from .procs import (
     TURN_MARKER_ENV,
@@ -54,7 +55,6 @@ __all__ = [
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
-    "LaunchError",
     "LocalContainer",
     "LocalSubprocessLauncher",
     "StderrMode",
@@ -100,10 +100,6 @@ def container_heap_env(argv: Sequence[str]) -> dict[str, str]:
     if tuple(argv[1:3]) != ("-m", "sandstream.container"):
         return {}
     return heap_env()
-
-
-class LaunchError(OSError):
-    """The sandbox could not be started (no such program, no resources...)."""
 
 
 @dataclass(frozen=True, slots=True)

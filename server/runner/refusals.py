@@ -6,7 +6,7 @@ from quart import Response
 
 from sandstream.server.http.problems import AT_CAPACITY, SHUTTING_DOWN, problem
 
-from .service import AtCapacityError, RunnerUnavailableError
+from .errors import AtCapacityError, RunnerUnavailableError
 
 __all__ = ["unavailable"]
 

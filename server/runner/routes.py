@@ -39,8 +39,9 @@ from sandstream.server.http.requests import read_json
 from sandstream.server.sessions.routes import install_sessions
 from sandstream.server.sessions.service import SessionService
 
+from .errors import RunnerUnavailableError
 from .refusals import unavailable
-from .service import Runner, RunnerUnavailableError
+from .service import Runner
 from .turn import TurnStream
 
 __all__ = [

@@ -31,21 +31,19 @@ from sandstream.core import Mode
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available
+from .errors import AtCapacityError, ShuttingDownError
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
 from .settings import RunnerSettings
-from .turn import END_GRACE, TurnRecord, TurnStream
+from .turn import END_GRACE, AccessRecord, TurnStream
 
 __all__ = [
-    "AtCapacityError",
     "Runner",
-    "RunnerUnavailableError",
-    "ShuttingDownError",
     "default_launcher",
 ]
 
 log = logging.getLogger("sandstream.runner")
 
-TurnListener = Callable[[TurnStream, TurnRecord], object]
+TurnListener = Callable[[TurnStream, AccessRecord], object]
 
 
 def default_launcher() -> ContainerLauncher:
@@ -63,22 +61,6 @@ def default_launcher() -> ContainerLauncher:
         "isolated and can outlive their turn (development only)"
     )
     return LocalSubprocessLauncher()
-
-
-class RunnerUnavailableError(Exception):
-    """A turn was refused; try again after ``retry_after`` seconds."""
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class AtCapacityError(RunnerUnavailableError):
-    """``max_live`` containers are already running."""
-
-
-class ShuttingDownError(RunnerUnavailableError):
-    """The runner is shutting down and admits no new turn."""
 
 
 class Runner:
@@ -230,7 +212,7 @@ class Runner:
         self._holding.discard(turn)
         self._notify()
 
-    def _closed(self, turn: TurnStream, record: TurnRecord) -> None:
+    def _closed(self, turn: TurnStream, record: AccessRecord) -> None:
         self._holding.discard(turn)
         self._open.discard(turn)
         self.access_log.write(record)

@@ -54,14 +54,14 @@ import trio
 
 from sandstream.core import Error, Mode, Result, StreamProcessor
 
-from .launcher import ContainerExit, ContainerHandle, ContainerLauncher, LaunchError
+from .errors import LaunchError, TurnStateError
+from .launcher import ContainerExit, ContainerHandle, ContainerLauncher
 from .settings import RunnerSettings
 
 __all__ = [
     "END_GRACE",
+    "AccessRecord",
     "TurnOutcome",
-    "TurnRecord",
-    "TurnStateError",
     "TurnStream",
     "new_turn_id",
 ]
@@ -99,12 +99,8 @@ def new_turn_id() -> str:
     return f"turn_{secrets.token_hex(8)}"
 
 
-class TurnStateError(RuntimeError):
-    """A :class:`TurnStream` was used out of order (entered twice, iterated unentered)."""
-
-
 @dataclass(frozen=True, slots=True)
-class TurnRecord:
+class AccessRecord:
     """The access-log record of one turn, written once when it closes.
 
     ``outcome`` says how it ended; ``terminal`` is ``"result"`` or the error code the
@@ -158,7 +154,7 @@ class TurnStream:
     connection whose write is blocked (Hypercorn shields socket writes and has no
     write timeout). ``cancel_outcome`` names, in the record, a caller that left
     early. ``on_container_gone`` is called once the container is
-    gone (or was never started); ``on_closed`` once with the :class:`TurnRecord`.
+    gone (or was never started); ``on_closed`` once with the :class:`AccessRecord`.
     ``messages``: lines for the container's stdin after the dispatch (a durable
     session's user messages); without it stdin is closed after the dispatch.
     """
@@ -174,7 +170,7 @@ class TurnStream:
         cancel_outcome: Literal["cancelled", "client_disconnected"] = "cancelled",
         abort_client: Callable[[], object] | None = None,
         on_container_gone: Callable[[TurnStream], object] | None = None,
-        on_closed: Callable[[TurnStream, TurnRecord], object] | None = None,
+        on_closed: Callable[[TurnStream, AccessRecord], object] | None = None,
         messages: trio.MemoryReceiveChannel[bytes] | None = None,
     ) -> None:
         self.id = turn_id or new_turn_id()
@@ -221,7 +217,7 @@ class TurnStream:
         """Bytes handed to the caller."""
         self.writes = 0
         """Chunks handed to the caller."""
-        self.record: TurnRecord | None = None
+        self.record: AccessRecord | None = None
         """The access-log record, once the turn is closed."""
         self.closed = trio.Event()
         """Set once the turn is closed: container gone and record written."""
@@ -593,7 +589,7 @@ class TurnStream:
         teardown_ms = None
         if exit_ is not None and self._stop_requested_at is not None:
             teardown_ms = max(0.0, (exit_.reaped_at - self._stop_requested_at) * 1000)
-        self.record = TurnRecord(
+        self.record = AccessRecord(
             turn_id=self.id,
             outcome=outcome,
             terminal=terminal_code,

@@ -10,10 +10,11 @@
 """
 
 from .buffer import Run, SessionBuffer
+from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Live
 from .routes import get_sessions, install_sessions
-from .service import RUNNER_LOST, SessionNotFoundError, SessionService
-from .session import CursorGoneError, Session, SessionEndedError, SessionStatus
+from .service import RUNNER_LOST, SessionService
+from .session import Session, SessionStatus
 from .settings import SessionSettings
 
 __all__ = [

@@ -35,7 +35,9 @@ import trio
 
 from sandstream.server.sqlite import SQLiteDatabase
 
-__all__ = ["Appender", "EarlierAppendFailedError", "Outcome", "RunJob"]
+from .errors import EarlierAppendFailedError
+
+__all__ = ["Appender", "Outcome", "RunJob"]
 
 log = logging.getLogger("sandstream.sessions")
 
@@ -43,10 +45,6 @@ Outcome = int | Exception
 """What a stored run reports: the session's first retained cursor, or why it failed."""
 
 _STOP: Final = None
-
-
-class EarlierAppendFailedError(sqlite3.Error):
-    """A run was not stored because an earlier run of its session failed."""
 
 
 @dataclass(frozen=True, slots=True)

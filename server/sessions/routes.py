@@ -18,21 +18,17 @@ from quart import Blueprint, Quart, Response, current_app, request, websocket
 from sandstream.container.schemas import Dispatch
 from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.problems import (
-    NOT_FOUND,
-    BadRequestError,
-    invalid,
-    problem,
-    unauthorized,
-)
+from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.problems import NOT_FOUND, invalid, problem, unauthorized
 from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.http.requests import int_query, json_response, read_json
+from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
-from sandstream.server.runner.service import RunnerUnavailableError
 
+from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
 from .follow import CaughtUp, Chunks, Follow, Live
-from .service import SessionNotFoundError, SessionService
-from .session import CursorGoneError, Frame, Session, SessionEndedError
+from .service import SessionService
+from .session import Frame, Session
 from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [

@@ -40,19 +40,16 @@ from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
 
 from .buffer import SessionBuffer, SessionRow, SessionState
+from .errors import SessionNotFoundError
 from .session import Session, new_session_id, now_ms
 from .settings import SessionSettings
 
-__all__ = ["RUNNER_LOST", "SessionNotFoundError", "SessionService", "terminal_state"]
+__all__ = ["RUNNER_LOST", "SessionService", "terminal_state"]
 
 log = logging.getLogger("sandstream.sessions")
 
 RUNNER_LOST: Final = "runner_lost"
 """Error code appended to a session whose runner died while it ran."""
-
-
-class SessionNotFoundError(KeyError):
-    """No session with this id (never created, or retired by retention)."""
 
 
 class _Terminal(msgspec.Struct):
@@ -189,7 +186,7 @@ class SessionService:
             turn.discard()  # never entered (cancelled before): give its slot back
             with trio.CancelScope(shield=True):
                 if not session.ended:  # stopped before its end was settled
-                    await _settle_unfinished(session)
+                    await _end_unfinished(session)
             session.turn = None  # its core state (every step row) is not needed any more
             session.closed.set()
 
@@ -206,7 +203,7 @@ class SessionService:
             session = _restored(self.buffer, row, self.settings)
             self._sessions[row.id] = session
             if row.state == "running":
-                await _settle_unfinished(session)
+                await _end_unfinished(session)
                 session.closed.set()
                 log.warning("session %s: its runner was lost; ended", session.id)
 
@@ -236,11 +233,11 @@ async def _pump(session: Session, turn: TurnStream) -> None:
         await session.append(data, count=turn.last_lines, final=final)
         if final:
             await session.flush()
-            await _settle(session, data[data.rfind(b"\n", 0, -1) + 1 :])
+            await _record_end(session, data[data.rfind(b"\n", 0, -1) + 1 :])
     await session.flush()
 
 
-async def _settle(session: Session, last_line: bytes | None) -> None:
+async def _record_end(session: Session, last_line: bytes | None) -> None:
     """End ``session`` with ``last_line`` if it is a terminal, else append
     ``error{code:"runner_lost"}`` (made by the core) and end with that. Never raises
     for a failing buffer (logged; the session still ends in memory)."""
@@ -263,7 +260,7 @@ async def _settle(session: Session, last_line: bytes | None) -> None:
         log.error("session %s: recording its end failed: %r", session.id, exc)
 
 
-async def _settle_unfinished(session: Session) -> None:
+async def _end_unfinished(session: Session) -> None:
     """End a session whose task stopped (or whose runner died) before its end was
     settled: with its last stored chunk if that is a terminal line, else with
     ``runner_lost``. Waits for the runs handed to the buffer first."""
@@ -271,9 +268,9 @@ async def _settle_unfinished(session: Session) -> None:
     try:
         await session.flush()
         last = await _last_chunk(session)
-    except Exception as exc:  # as in _settle: the session ends all the same
+    except Exception as exc:  # as in _record_end: the session ends all the same
         log.error("session %s: storing or reading its last chunk failed: %r", session.id, exc)
-    await _settle(session, last)
+    await _record_end(session, last)
 
 
 async def _last_chunk(session: Session) -> bytes | None:

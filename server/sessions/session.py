@@ -47,13 +47,12 @@ from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
 from .buffer import Run, SessionBuffer, SessionState, runs_after
+from .errors import CursorGoneError, SessionEndedError
 
 __all__ = [
-    "CursorGoneError",
     "Frame",
     "LiveReader",
     "Session",
-    "SessionEndedError",
     "SessionStatus",
     "new_session_id",
     "now_ms",
@@ -97,19 +96,6 @@ class LiveReader:
         self.joined_at = 0.0
         self.rest = memoryview(b"")
         self.woken = trio.Event()
-
-
-class CursorGoneError(Exception):
-    """The chunks after ``cursor`` are no longer retained (the first kept is ``first``)."""
-
-    def __init__(self, cursor: int, first: int) -> None:
-        super().__init__(f"cursor {cursor} is below the retained chunks (from {first})")
-        self.cursor = cursor
-        self.first = first
-
-
-class SessionEndedError(Exception):
-    """The session has ended: it takes no more messages."""
 
 
 class SessionStatus(msgspec.Struct, frozen=True):

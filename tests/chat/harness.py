@@ -48,7 +48,7 @@ from sandstream.server.chat import (
     create_chat_app,
     serve_chat,
 )
-from sandstream.server.chat.records import Session
+from sandstream.server.chat.records import DispatchRecord
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
@@ -82,7 +82,7 @@ class PlanByPrompt(AgentProfile):
 
     plans: dict[str, ScriptedAgent] = field(default_factory=dict)
 
-    def config_for(self, session: Session) -> ConfigResponse:
+    def config_for(self, session: DispatchRecord) -> ConfigResponse:
         config = super().config_for(session)
         words = session.prompt.split()
         plan = self.plans.get(words[0]) if words else None

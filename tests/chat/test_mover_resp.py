@@ -8,15 +8,13 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sandstream.server.chat.errors import RedisConnectionError, RedisReplyError, RespProtocolError
 from sandstream.server.chat.mover.resp import (
     NEED_DATA,
     ErrorReply,
     RedisClient,
-    RedisConnectionError,
-    RedisReplyError,
     Reply,
     RespParser,
-    RespProtocolError,
     encode_command,
     parse_redis_url,
 )

@@ -23,7 +23,7 @@ from sandstream.core.envelope import (
     encode_line,
     new_wire_decoder,
 )
-from sandstream.core.splitter import SplitterClosedError
+from sandstream.core.errors import SplitterClosedError
 from sandstream.core.translators.claude_code import ClaudeCodeTranslator
 
 DATA = Path(__file__).parent.parent / "data" / "claude_code"

@@ -12,13 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sandstream.core.sse_parser import (
-    Comment,
-    ServerSentEvent,
-    SSEParseError,
-    SSEParser,
-    SSEParserClosedError,
-)
+from sandstream.core.errors import SSEParseError, SSEParserClosedError
+from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
 Item: TypeAlias = ServerSentEvent | Comment
 

@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 
 from sandstream.core import Mode, NDJSONSplitter, StreamProcessor
-from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParseError, SSEParser
+from sandstream.core.errors import SSEParseError
+from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 
 __all__ = [
     "MAX_CUTS",

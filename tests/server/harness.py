@@ -30,12 +30,12 @@ from quart_trio import QuartTrio
 from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.core import StreamProcessor
 from sandstream.server import (
+    AccessRecord,
     ContainerLauncher,
     LocalContainer,
     LocalSubprocessLauncher,
     Runner,
     RunnerSettings,
-    TurnRecord,
     TurnStream,
     create_app,
     get_runner,
@@ -65,7 +65,7 @@ class RunnerServer:
     url: str
     app: QuartTrio
     runner: Runner
-    records: list[TurnRecord] = field(default_factory=list)
+    records: list[AccessRecord] = field(default_factory=list)
     _stop: trio.Event = field(default_factory=trio.Event)
     _stopped: trio.Event = field(default_factory=trio.Event)
 
@@ -88,7 +88,7 @@ class RunnerServer:
         with trio.fail_after(timeout):
             await self._stopped.wait()
 
-    async def wait_records(self, count: int, timeout: float = 30.0) -> list[TurnRecord]:
+    async def wait_records(self, count: int, timeout: float = 30.0) -> list[AccessRecord]:
         """Wait until ``count`` turns have closed; return their records."""
         with trio.fail_after(timeout):
             while len(self.records) < count:

@@ -22,7 +22,7 @@ from sandstream.server.chat.api.bodies import (
     Title,
     check_id,
 )
-from sandstream.server.http.problems import BadRequestError
+from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.requests import decode_json, int_query
 
 SCHEMAS = st.sampled_from([Dispatch, ChatStreamRequest, CreateChatRequest])

@@ -11,8 +11,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.server.sessions.appender import EarlierAppendFailedError, Outcome
+from sandstream.server.sessions.appender import Outcome
 from sandstream.server.sessions.buffer import Run, SessionBuffer
+from sandstream.server.sessions.errors import EarlierAppendFailedError
 
 
 async def append(

@@ -4,7 +4,7 @@
 /stream`` path the Agents block still takes.) A :class:`LiveTurn` is one dispatch
 between its start (the route) and its settle:
 the core's :class:`~sandstream.core.StreamProcessor` for it, its
-:class:`~.dispatch.Upstream`, and what to persist. :meth:`LiveTurn.settle` runs once
+:class:`~.upstream.Upstream`, and what to persist. :meth:`LiveTurn.finish` runs once
 however the turn ends — a terminal line, the client gone, shutdown, a body that was
 never started — under a shielded cancel scope, so a cancelled caller still persists.
 Once :meth:`LiveTurn.end` was called (shutdown), a turn that settles without its
@@ -77,7 +77,7 @@ class LiveTurn:
             return self.processor.fail("shutdown", self.end_message)
         return self.processor.cancel(reason)
 
-    async def settle(self, reason: str = "the client disconnected") -> None:
+    async def finish(self, reason: str = "the client disconnected") -> None:
         """Persist the turn once; later calls wait for the first to finish.
 
         A turn whose stream has not ended is ended first (:meth:`end_frames`).
@@ -106,7 +106,7 @@ class LiveTurn:
         if self.entered:
             return
         self.upstream.discard()
-        await self.settle("the client went away before the stream started")
+        await self.finish("the client went away before the stream started")
 
 
 class LiveAgentsRun(LiveTurn):
@@ -123,7 +123,7 @@ class LiveAgentsRun(LiveTurn):
         self.store = store
 
     async def _persist(self) -> None:
-        await self.store.settle_session(self.session_id, now=now_ms())
+        await self.store.close_dispatch(self.session_id, now=now_ms())
 
 
 class LiveTurns:

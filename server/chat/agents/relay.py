@@ -143,7 +143,7 @@ class RelayBody(ResponseBody):
                 if self.client.stalled
                 else "the client disconnected"
             )
-            await self.turn.settle(reason)
+            await self.turn.finish(reason)
 
     # -- iteration ----------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class RelayBody(ResponseBody):
                 out = processor.feed(chunk)
             if processor.ended:
                 self._finished = True
-                await self.turn.settle()
+                await self.turn.finish()
             if out:
                 return self._hand_out(out)
         raise StopAsyncIteration
@@ -220,7 +220,7 @@ class RelayBody(ResponseBody):
         # A chunk is in the client's hands: settle now; the frames wait behind it.
         self._pending += self.turn.end_frames()
         self._finished = True
-        await self.turn.settle()
+        await self.turn.finish()
         await trio.sleep(self._end_grace)  # the body's end cancels this
         log.warning(
             "session %s: the client did not take its last chunk at shutdown; cutting it off",

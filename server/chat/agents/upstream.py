@@ -23,7 +23,8 @@ from typing import Final, Literal, Protocol
 import httpx
 import trio
 
-from sandstream.core.json_input import JSONInputError, decode_json
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
 from sandstream.server.runner.turn import TurnStream
 
 __all__ = [

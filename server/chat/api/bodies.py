@@ -8,7 +8,8 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from sandstream.container.schemas import ChatTurn
-from sandstream.server.http.problems import BadRequestError, invalid
+from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import require_query
 
 __all__ = [

@@ -25,7 +25,7 @@ from ..agent_profile import with_attachments
 from ..credentials.one_time import bearer_token, hash_token
 from ..errors import FileNotFoundInBagError, TokenRejectedError
 from ..ids import now_ms
-from ..records import Purpose, Session
+from ..records import DispatchRecord, Purpose
 from .downloads import FileBody, file_response
 from .guard import get_service
 from .multipart import UploadLimits, receive_files
@@ -35,7 +35,7 @@ __all__ = ["callbacks_blueprint"]
 callbacks_blueprint = Blueprint("sandbox_callbacks", __name__, url_prefix="/api/sandbox")
 
 
-async def _redeem(purpose: Purpose, session_id: str) -> Session:
+async def _redeem(purpose: Purpose, session_id: str) -> DispatchRecord:
     """Consume the request's bearer token for ``purpose`` on ``session_id``."""
     token = bearer_token(request.headers.get("Authorization"))
     if token is None:

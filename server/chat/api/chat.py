@@ -16,7 +16,8 @@ import msgspec
 from quart import Blueprint, Response, request
 
 from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.problems import BadRequestError, invalid
+from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import int_query, json_response, read_json
 
 from ..errors import StreamTokenError

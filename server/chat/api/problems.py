@@ -15,8 +15,8 @@ from sandstream.server.http.problems import (
     problem,
     unauthorized,
 )
+from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
-from sandstream.server.runner.service import RunnerUnavailableError
 
 from ..errors import (
     AttachmentError,
@@ -24,16 +24,16 @@ from ..errors import (
     ChatNotFoundError,
     FileNotFoundInBagError,
     NoLiveTurnError,
+    RemoteRunnerError,
     RunNotFoundError,
     StreamTokenError,
     StreamTokenScopeError,
+    TargetError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
 )
-from ..targets import TargetError
-from ..turns.runner_link import RemoteRunnerError
 
 __all__ = ["install_chat_error_handlers"]
 

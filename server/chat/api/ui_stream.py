@@ -30,7 +30,8 @@ from quart import Blueprint, Response, request
 from quart.wrappers.response import ResponseBody
 
 from sandstream.core import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
-from sandstream.server.http.problems import BadRequestError, invalid
+from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import read_json
 
 from ..service import StartedTurn

@@ -12,28 +12,24 @@ database by exactly one replica, under a fenced lease.
 - :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, move and settle.
 """
 
-from .lease import Lease, RedisLease, SqliteLease, open_lease
-from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
-from .resp import RedisClient, RedisConnectionError, RedisReplyError, RespError, RespProtocolError
-from .sink import (
-    Batch,
+from ..errors import (
     ChunkGapError,
     ChunkShapeError,
     FencedError,
-    MovedChunks,
-    StoredRuns,
+    RedisConnectionError,
+    RedisReplyError,
+    RespError,
+    RespProtocolError,
+    SourceError,
+    SourceGoneError,
+    SourceRefusedError,
     StoredRunsMissingError,
 )
-from .sources import (
-    EmbeddedSource,
-    LiveSessionRef,
-    RemoteSource,
-    SessionGoneError,
-    SessionSources,
-    Source,
-    SourceError,
-    SourceRefusedError,
-)
+from .lease import Lease, RedisLease, SqliteLease, open_lease
+from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
+from .resp import RedisClient
+from .sink import Batch, MovedChunks, StoredRuns
+from .sources import EmbeddedSource, LiveSessionRef, RemoteSource, SessionSources, Source
 
 __all__ = [
     "SESSION_LOST",
@@ -56,11 +52,11 @@ __all__ = [
     "RemoteSource",
     "RespError",
     "RespProtocolError",
-    "SessionGoneError",
     "SessionSources",
     "Source",
     "SourceError",
     "SourceFor",
+    "SourceGoneError",
     "SourceRefusedError",
     "SqliteLease",
     "StoredRuns",

@@ -34,7 +34,8 @@ from typing import Final, Protocol
 
 from sandstream.server.sqlite import SQLiteDatabase
 
-from .resp import RedisClient, RespProtocolError
+from ..errors import RespProtocolError
+from .resp import RedisClient
 
 __all__ = ["Lease", "RedisLease", "SqliteLease", "open_lease", "redis_keys"]
 

@@ -40,10 +40,10 @@ import trio
 from sandstream.core import StreamProcessor
 from sandstream.server.sessions.service import terminal_state
 
+from ..errors import FencedError, RespError, SourceError, SourceGoneError
 from .lease import Lease
-from .resp import RespError
-from .sink import Batch, FencedError, MovedChunks, StoredRuns
-from .sources import LiveSessionRef, SessionGoneError, Source, SourceError
+from .sink import Batch, MovedChunks, StoredRuns
+from .sources import LiveSessionRef, Source
 
 __all__ = [
     "SESSION_LOST",
@@ -282,7 +282,7 @@ class LogMover:
         ended_why = "the session's chunks ended without a terminal line"
         try:
             await self.sources(ref).follow(session_id, after, deliver)
-        except SessionGoneError as exc:
+        except SourceGoneError as exc:
             log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
             ended_why = str(exc)
         last = await self.sink.last_chunk(session_id)

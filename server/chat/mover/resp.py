@@ -26,47 +26,19 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 
+from ..errors import RedisConnectionError, RedisReplyError, RespProtocolError
+
 __all__ = [
     "NEED_DATA",
     "Arg",
     "ErrorReply",
     "NeedData",
     "RedisClient",
-    "RedisConnectionError",
-    "RedisReplyError",
     "Reply",
-    "RespError",
     "RespParser",
-    "RespProtocolError",
     "encode_command",
     "parse_redis_url",
 ]
-
-
-class RespError(Exception):
-    """Base of this module's errors."""
-
-
-class RespProtocolError(RespError):
-    """The server sent bytes that are not RESP2 (or exceed the parser's bounds)."""
-
-
-class RedisReplyError(RespError):
-    """The server answered a command with an error reply (``-ERR …``)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    @property
-    def kind(self) -> str:
-        """The error's first word: ``ERR``, ``WRONGTYPE``, ``NOSCRIPT``, …"""
-        return self.message.split(" ", 1)[0]
-
-
-class RedisConnectionError(RespError):
-    """The server could not be reached, or the connection broke (a command's outcome
-    is then unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

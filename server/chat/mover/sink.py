@@ -43,16 +43,14 @@ from sandstream.server.sessions.buffer import (
 )
 from sandstream.server.sqlite import SQLiteDatabase
 
+from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
+
 T = TypeVar("T")
 
 __all__ = [
     "Batch",
-    "ChunkGapError",
-    "ChunkShapeError",
-    "FencedError",
     "MovedChunks",
     "StoredRuns",
-    "StoredRunsMissingError",
     "check_fence",
 ]
 
@@ -96,33 +94,6 @@ class StoredRuns:
     @property
     def count(self) -> int:
         return self.last - self.first + 1
-
-
-class FencedError(Exception):
-    """A write under ``generation`` was refused: ``fence``, a newer generation, owns
-    the session now. Nothing of the batch was written."""
-
-    def __init__(self, session_id: str, generation: int, fence: int) -> None:
-        super().__init__(
-            f"session {session_id}: generation {generation} is fenced off by generation {fence}"
-        )
-        self.session_id = session_id
-        self.generation = generation
-        self.fence = fence
-
-
-class ChunkGapError(ValueError):
-    """A batch does not follow the stored chunks (its first cursor is past the last
-    stored one + 1, or below 1). Nothing of it was written."""
-
-
-class StoredRunsMissingError(ChunkGapError):
-    """The session buffer no longer holds (retention) or does not hold yet the chunks of
-    :class:`StoredRuns`. Nothing of them was written."""
-
-
-class ChunkShapeError(ValueError):
-    """A batch's data is not ``count`` whole lines. Nothing of it was written."""
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:

@@ -6,7 +6,7 @@ or :class:`~.sink.StoredRuns`), one at a time: the next is read while ``deliver`
 runs, but handed over only after it returned (back-pressure). :meth:`Source.follow`
 returns after the session's last chunk was delivered (its terminal line), and raises
 
-- :class:`SessionGoneError` when the session cannot be read any more: unknown to its
+- :class:`SourceGoneError` when the session cannot be read any more: unknown to its
   runner (retired, or never there), or its chunks after the cursor are no longer
   retained (the runner answers 404 / 410);
 - :class:`SourceRefusedError` when the runner refuses the read for good (a wrong
@@ -47,18 +47,16 @@ from sandstream.server.sessions import (
     SessionService,
 )
 
-from .sink import Batch, StoredRuns, StoredRunsMissingError
+from ..errors import SourceError, SourceGoneError, SourceRefusedError, StoredRunsMissingError
+from .sink import Batch, StoredRuns
 
 __all__ = [
     "Deliver",
     "EmbeddedSource",
     "LiveSessionRef",
     "RemoteSource",
-    "SessionGoneError",
     "SessionSources",
     "Source",
-    "SourceError",
-    "SourceRefusedError",
 ]
 
 log = logging.getLogger("sandstream.chat.mover")
@@ -84,18 +82,6 @@ class LiveSessionRef:
     runner_url: str | None = None
 
 
-class SourceError(Exception):
-    """A session's chunks cannot be read from its source."""
-
-
-class SessionGoneError(SourceError):
-    """The session, or its chunks after the cursor asked for, are no longer there."""
-
-
-class SourceRefusedError(SourceError):
-    """The runner refuses the read, and asking again will not change that."""
-
-
 class Source(Protocol):
     """One session's chunks from a cursor to its end; see the module docstring."""
 
@@ -114,12 +100,12 @@ class EmbeddedSource:
         that the session stored since the last delivery in one batch, at most one batch
         per ``linger`` s while the session runs, at once when it ends (the sink copies
         them from the session buffer inside SQLite). Raises
-        :class:`SessionGoneError` (also when retention dropped chunks not moved yet),
+        :class:`SourceGoneError` (also when retention dropped chunks not moved yet),
         :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
         try:
             session = self.service.get(session_id)
         except SessionNotFoundError:
-            raise SessionGoneError(f"no session {session_id!r} in this process") from None
+            raise SourceGoneError(f"no session {session_id!r} in this process") from None
         if after > session.last_cursor:
             raise SourceRefusedError(
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
@@ -139,7 +125,7 @@ class EmbeddedSource:
                 else:
                     await session.wait_beyond(cursor, math.inf)
         except (CursorGoneError, StoredRunsMissingError) as exc:
-            raise SessionGoneError(f"session {session_id}: {exc}") from None
+            raise SourceGoneError(f"session {session_id}: {exc}") from None
 
 
 async def _linger(session: Session, seconds: float) -> None:
@@ -176,7 +162,7 @@ async def _receive(
 ) -> None:
     """Hand the chunks of one connection (binary messages of whole chunks) to ``send``
     until the ``streamClosed`` control (a text message). Raises
-    :class:`SessionGoneError` on ``gone``, :class:`SourceRefusedError` for a text
+    :class:`SourceGoneError` on ``gone``, :class:`SourceRefusedError` for a text
     message that is no control (a runner that sends a message per chunk) or a binary
     one that does not end a line, and what the
     connection raises (``ValueError`` for a control that does not decode)."""
@@ -202,7 +188,7 @@ async def _receive(
             )
         control = _control_decoder.decode(message)
         if control.gone:
-            raise SessionGoneError(
+            raise SourceGoneError(
                 f"session {session_id}: the runner no longer keeps the chunks after "
                 f"cursor {control.cursor}"
             )
@@ -258,7 +244,7 @@ class RemoteSource:
         """Every chunk after ``after`` to the session's end, in batches of what has
         arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger). Reconnects
         from the last cursor received when the connection drops. Raises
-        :class:`SessionGoneError`, :class:`SourceRefusedError`."""
+        :class:`SourceGoneError`, :class:`SourceRefusedError`."""
         send, receive = trio.open_memory_channel[Batch](self._read_ahead)
         failure: list[Exception] = []
 
@@ -374,7 +360,7 @@ class RemoteSource:
         status = exc.status_code
         body = (exc.body or b"")[:300].decode(errors="replace")
         if status in (404, 410):
-            raise SessionGoneError(f"session {session_id} at {self.runner_url}: {status} {body}")
+            raise SourceGoneError(f"session {session_id} at {self.runner_url}: {status} {body}")
         if status < 500 and status != 429:
             raise SourceRefusedError(
                 f"session {session_id} at {self.runner_url}, cursor {cursor}: {status} {body}"

@@ -29,7 +29,7 @@ from functools import partial
 import trio
 
 from sandstream.server.sessions import SessionService
-from sandstream.server.sessions.service import SessionNotFoundError
+from sandstream.server.sessions.errors import SessionNotFoundError
 
 from ..config import ChatSettings
 from ..errors import StoreError

@@ -21,10 +21,10 @@ from sandstream.server.sqlite import SQLiteDatabase
 from ..records import (
     BagFile,
     Chat,
+    DispatchRecord,
     Environment,
     NewBlob,
     Purpose,
-    Session,
     TokenMint,
     TurnFinish,
     TurnRecord,
@@ -97,7 +97,7 @@ class ChatStore(Protocol):
 
     async def finish_turn(self, finish: TurnFinish) -> PersistedMessage:
         """In one transaction: append the assistant message with the files the run
-        wrote back as its attachments, settle the session (its unused tokens die),
+        wrote back as its attachments, close the dispatch (its unused tokens die),
         and release the lock if ``holder`` still holds it. Returns the message stored.
         """
         ...
@@ -157,17 +157,17 @@ class ChatStore(Protocol):
 
     # -- sessions and tokens -----------------------------------------------------------
 
-    async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
+    async def record_dispatch(self, session: DispatchRecord, tokens: list[TokenMint]) -> None:
         """Record a session without a chat (an Agents-block run) and its tokens."""
         ...
 
-    async def settle_session(self, session_id: str, *, now: int) -> None:
+    async def close_dispatch(self, session_id: str, *, now: int) -> None:
         """Mark a session settled; its unused tokens can no longer be redeemed."""
         ...
 
     async def consume_token(
         self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
-    ) -> Session:
+    ) -> DispatchRecord:
         """Redeem a one-time token atomically and return its session.
 
         The token must exist with this hash, purpose and session, be unused and
@@ -178,7 +178,7 @@ class ChatStore(Protocol):
 
     async def check_token(
         self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
-    ) -> Session:
+    ) -> DispatchRecord:
         """Check a token without consuming it: it must exist with this hash, purpose
         and session and be unexpired (redeemed or not), and its session unsettled.
         Raises :class:`~.errors.TokenRejectedError` otherwise."""
@@ -193,7 +193,7 @@ class ChatStore(Protocol):
         ...
 
     async def add_results(
-        self, session: Session, blobs: list[NewBlob], *, now: int
+        self, session: DispatchRecord, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
         """Record the files a run wrote back (the chat's bag, or the workspace's)."""
         ...
@@ -218,7 +218,7 @@ class ChatStore(Protocol):
         FileNotFoundInBagError."""
         ...
 
-    async def turn_attachments(self, session: Session) -> list[BagFile]:
+    async def turn_attachments(self, session: DispatchRecord) -> list[BagFile]:
         """The files attached to a chat turn's user message, in the message's order
         (none for an Agents-block run, or once the chat was deleted)."""
         ...

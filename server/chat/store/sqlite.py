@@ -41,10 +41,10 @@ from ..records import (
     BagFile,
     BagSource,
     Chat,
+    DispatchRecord,
     Environment,
     NewBlob,
     Purpose,
-    Session,
     TokenMint,
     TurnFinish,
     TurnRecord,
@@ -119,8 +119,8 @@ def _bag_file(row: sqlite3.Row) -> BagFile:
     )
 
 
-def _session(row: sqlite3.Row) -> Session:
-    return Session(
+def _session(row: sqlite3.Row) -> DispatchRecord:
+    return DispatchRecord(
         id=row["id"],
         kind="agents" if row["kind"] == "agents" else "chat",
         workspace_id=row["workspace_id"],
@@ -318,7 +318,7 @@ def _insert_tokens(
     )
 
 
-def _insert_session(conn: sqlite3.Connection, session: Session) -> None:
+def _insert_session(conn: sqlite3.Connection, session: DispatchRecord) -> None:
     conn.execute(
         "INSERT INTO sessions (id, kind, workspace_id, chat_id, workflow_id, user_message_id, "
         "assistant_message_id, prompt, conversation, created_at) "
@@ -539,7 +539,7 @@ class SQLiteChatStore:
             attachments=[f.attachment() for f in attachments],
         )
         _append_message(conn, chat_id, message)
-        session = Session(
+        session = DispatchRecord(
             id=req.session_id,
             kind="chat",
             workspace_id=req.workspace_id,
@@ -747,20 +747,20 @@ class SQLiteChatStore:
 
     # -- sessions and tokens -------------------------------------------------------------
 
-    async def create_session(self, session: Session, tokens: list[TokenMint]) -> None:
+    async def record_dispatch(self, session: DispatchRecord, tokens: list[TokenMint]) -> None:
         def run(conn: sqlite3.Connection) -> None:
             _insert_session(conn, session)
             _insert_tokens(conn, session.id, tokens, session.created_at)
 
         await self.db.write(run)
 
-    async def settle_session(self, session_id: str, *, now: int) -> None:
+    async def close_dispatch(self, session_id: str, *, now: int) -> None:
         await self.db.write(lambda conn: _settle_session(conn, session_id, now))
 
     async def consume_token(
         self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
-    ) -> Session:
-        def run(conn: sqlite3.Connection) -> Session:
+    ) -> DispatchRecord:
+        def run(conn: sqlite3.Connection) -> DispatchRecord:
             cursor = conn.execute(
                 "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL "
                 "AND expires_at > ? AND purpose = ? AND session_id = ?",
@@ -777,8 +777,8 @@ class SQLiteChatStore:
 
     async def check_token(
         self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
-    ) -> Session:
-        def run(conn: sqlite3.Connection) -> Session:
+    ) -> DispatchRecord:
+        def run(conn: sqlite3.Connection) -> DispatchRecord:
             row = conn.execute(
                 "SELECT s.* FROM tokens t JOIN sessions s ON s.id = t.session_id "
                 "WHERE t.hash = ? AND t.purpose = ? AND t.session_id = ? "
@@ -811,7 +811,7 @@ class SQLiteChatStore:
         return await self.db.write(run)
 
     async def add_results(
-        self, session: Session, blobs: list[NewBlob], *, now: int
+        self, session: DispatchRecord, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
         def run(conn: sqlite3.Connection) -> list[BagFile]:
             deleted_at: int | None = None
@@ -880,7 +880,7 @@ class SQLiteChatStore:
 
         return await self.db.read(run)
 
-    async def turn_attachments(self, session: Session) -> list[BagFile]:
+    async def turn_attachments(self, session: DispatchRecord) -> list[BagFile]:
         def run(conn: sqlite3.Connection) -> list[BagFile]:
             if session.chat_id is None or session.user_message_id is None:
                 return []

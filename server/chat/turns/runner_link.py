@@ -5,8 +5,8 @@ cursor (:meth:`RunnerSession.reader`: an async context manager yielding a
 :class:`SessionReader`, whose :meth:`~SessionReader.next` returns
 :class:`~sandstream.server.sessions.Chunks`, ``KEEPALIVE`` when nothing came for
 ``keepalive`` seconds, or ``None`` after the session's last chunk), hand the agent a
-user message, interrupt it. Both kinds are created by :func:`create_session` and
-found again by :func:`attach_session`:
+user message, interrupt it. Both kinds are created by :func:`start_runner_session` and
+found again by :func:`connect_runner_session`:
 
 - :class:`EmbeddedSession`: a :class:`~sandstream.server.sessions.Session` of this
   process's :class:`~sandstream.server.sessions.SessionService`, read with
@@ -16,7 +16,7 @@ found again by :func:`attach_session`:
   by a task in the reader's nursery; a connection that breaks off before the
   session's terminal line is opened again from the last cursor read.
 
-Errors: :class:`SessionGoneError` (the runner does not know the session, or cannot
+Errors: :class:`RunnerSessionGoneError` (the runner does not know the session, or cannot
 be reached for ``gone_after`` seconds), :class:`SessionEndedError` (a message to a
 session that has ended), :class:`RemoteRunnerError` (a remote runner refused).
 """
@@ -33,8 +33,9 @@ import msgspec
 import trio
 
 from sandstream.container.schemas import Dispatch
-from sandstream.core.json_input import JSONInputError, decode_json
-from sandstream.server.runner.service import RunnerUnavailableError
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
+from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.sessions import (
     CaughtUp,
     Chunks,
@@ -50,20 +51,18 @@ from sandstream.server.sessions import (
 )
 from sandstream.server.sessions.service import terminal_state
 
-from ..errors import ChatError
+from ..errors import RemoteRunnerError, RunnerSessionGoneError
 
 __all__ = [
     "KEEPALIVE",
     "CursorGoneError",
     "EmbeddedSession",
-    "RemoteRunnerError",
     "RemoteSession",
     "RunnerSession",
     "SessionEndedError",
-    "SessionGoneError",
     "SessionReader",
-    "attach_session",
-    "create_session",
+    "connect_runner_session",
+    "start_runner_session",
 ]
 
 log = logging.getLogger("sandstream.chat")
@@ -78,18 +77,10 @@ RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
 _ERROR_BODY_LIMIT: Final = 16 * 1024
 
 
-class SessionGoneError(ChatError):
-    """The runner no longer has the session (or cannot be reached)."""
-
-
-class RemoteRunnerError(ChatError):
-    """A remote runner refused or failed a session request (``502``)."""
-
-
 class SessionReader(Protocol):
     async def next(self) -> Chunks | Literal["keepalive"] | None:
         """The next chunks, ``KEEPALIVE`` after ``keepalive`` idle seconds, or ``None``
-        once the session's last chunk was returned. Raises :class:`SessionGoneError`
+        once the session's last chunk was returned. Raises :class:`RunnerSessionGoneError`
         (remote runner lost) and :class:`~sandstream.server.sessions.CursorGoneError`.
         Cancellation: safe; the next call goes on where the last one stopped."""
         ...
@@ -116,7 +107,7 @@ class RunnerSession(Protocol):
         ...
 
     async def last_cursor(self) -> int:
-        """The newest chunk's cursor now. Raises :class:`SessionGoneError`."""
+        """The newest chunk's cursor now. Raises :class:`RunnerSessionGoneError`."""
         ...
 
     async def send_message(self, text: str) -> None:
@@ -253,7 +244,7 @@ class RemoteSession:
                     ) as response:
                         if response.status_code in (404, 410, 422):
                             detail = await _detail(response)
-                            await send.send(SessionGoneError(f"session {self.id}: {detail}"))
+                            await send.send(RunnerSessionGoneError(f"session {self.id}: {detail}"))
                             return
                         if response.status_code != 200:
                             raise httpx.TransportError(f"answered {response.status_code}")
@@ -277,7 +268,9 @@ class RemoteSession:
                     failing_since = failing_since if failing_since is not None else now
                     if now - failing_since > self._gone_after:
                         await send.send(
-                            SessionGoneError(f"session {self.id}: the runner is unreachable: {exc}")
+                            RunnerSessionGoneError(
+                                f"session {self.id}: the runner is unreachable: {exc}"
+                            )
                         )
                         return
                     log.info("session %s: reading it failed (%r); reconnecting", self.id, exc)
@@ -289,12 +282,16 @@ class RemoteSession:
             async with self._client() as client:
                 return await client.request(method, f"{self._base}{path}", **kwargs)  # type: ignore[arg-type]
         except httpx.TransportError as exc:
-            raise SessionGoneError(f"session {self.id}: the runner is unreachable: {exc}") from exc
+            raise RunnerSessionGoneError(
+                f"session {self.id}: the runner is unreachable: {exc}"
+            ) from exc
 
     async def last_cursor(self) -> int:
         response = await self._request("GET", "/status")
         if response.status_code != 200:
-            raise SessionGoneError(f"session {self.id}: the runner answered {response.status_code}")
+            raise RunnerSessionGoneError(
+                f"session {self.id}: the runner answered {response.status_code}"
+            )
         return msgspec.json.decode(response.content, type=_Status).last_chunk_id
 
     async def send_message(self, text: str) -> None:
@@ -309,7 +306,7 @@ class RemoteSession:
     async def interrupt(self) -> None:
         response = await self._request("POST", "/interrupt")
         if response.status_code == 404:
-            raise SessionGoneError(f"session {self.id}: the runner does not know it")
+            raise RunnerSessionGoneError(f"session {self.id}: the runner does not know it")
         if response.status_code != 200:
             raise RemoteRunnerError(
                 f"the runner answered {response.status_code} to an interrupt: {response.text[:200]}"
@@ -361,7 +358,7 @@ async def _detail(response: httpx.Response) -> str:
 # -- creating and finding ------------------------------------------------------------------
 
 
-async def create_session(
+async def start_runner_session(
     dispatch: Dispatch,
     *,
     embedded: SessionService | None,
@@ -399,7 +396,7 @@ async def create_session(
     return RemoteSession(runner_url, created.id, token=token, connect_timeout=connect_timeout)
 
 
-def attach_session(
+def connect_runner_session(
     session_id: str,
     *,
     embedded: SessionService | None,
@@ -408,13 +405,13 @@ def attach_session(
     connect_timeout: float,
 ) -> RunnerSession:
     """The session ``session_id`` again (a turn started earlier, maybe by another
-    process). Raises :class:`SessionGoneError` for an embedded session this process
+    process). Raises :class:`RunnerSessionGoneError` for an embedded session this process
     does not have."""
     if runner_url is None:
         if embedded is None:
-            raise SessionGoneError(f"session {session_id}: no embedded runner here")
+            raise RunnerSessionGoneError(f"session {session_id}: no embedded runner here")
         try:
             return EmbeddedSession(embedded.get(session_id))
         except SessionNotFoundError:
-            raise SessionGoneError(f"session {session_id}: not in this runner") from None
+            raise RunnerSessionGoneError(f"session {session_id}: not in this runner") from None
     return RemoteSession(runner_url, session_id, token=token, connect_timeout=connect_timeout)

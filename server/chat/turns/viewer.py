@@ -35,8 +35,9 @@ from sandstream.server.http.client_watch import ClientWatch
 from sandstream.server.http.raw_connection import RawConnection
 from sandstream.server.sessions import Live
 
+from ..errors import RunnerSessionGoneError
 from .frames import TurnFrames, done_frame, files_frame, live_frames, start_frame
-from .runner_link import KEEPALIVE, RunnerSession, SessionGoneError, SessionReader
+from .runner_link import KEEPALIVE, RunnerSession, SessionReader
 
 __all__ = ["TurnStreamBody", "Viewers"]
 
@@ -159,7 +160,7 @@ class TurnStreamBody(ResponseBody):
         log.info("session %s: its client left (onDisconnect: cancel)", self.session.id)
         try:
             await self.session.interrupt()
-        except (SessionGoneError, OSError) as exc:
+        except (RunnerSessionGoneError, OSError) as exc:
             log.warning("session %s: interrupting it failed: %r", self.session.id, exc)
 
     def close(self) -> None:
