@@ -33,16 +33,15 @@ import httpx
 import trio
 
 from sandstream.core.envelope import Step
+from sandstream.core.names import sanitize_name
+from sandstream.core.schemas import ATTACHMENTS_DIR, Attachment
 
 from .bootstrap import workspace_url
 from .errors import AttachmentsError, OutputClosedError
 from .http import HttpSettings, body_excerpt, send_with_retries
-from .names import sanitize_name
 from .output import Emitter, new_step_id
-from .schemas import Attachment
 
 __all__ = [
-    "ATTACHMENTS_DIR",
     "MAX_FILES",
     "MAX_TOTAL_BYTES",
     "STEP_NAME",
@@ -51,8 +50,6 @@ __all__ = [
     "target_path",
 ]
 
-ATTACHMENTS_DIR: Final = "attachments"
-"""The folder of the work dir that attachments are written to."""
 MAX_FILES: Final = 100
 MAX_TOTAL_BYTES: Final = 512 * 1024 * 1024
 STEP_NAME: Final = "download_attachments"

@@ -16,10 +16,10 @@ import httpx
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import ConfigResponse, Dispatch, EnvResponse
 
 from .errors import BootstrapError, UnauthorizedError
 from .http import HttpSettings, body_excerpt, send_with_retries
-from .schemas import ConfigResponse, Dispatch, EnvResponse
 
 __all__ = ["fetch_config", "fetch_env", "workspace_url"]
 

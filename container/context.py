@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandstream.core.schemas import ChatTurn, ConfigResponse, Dispatch
+
 from .http import HttpSettings
 from .inbox import Inbox
 from .output import Emitter
 from .procs import KILL_GRACE
-from .schemas import ChatTurn, ConfigResponse, Dispatch
 from .tools import Toolbox
 
 __all__ = ["RunContext"]

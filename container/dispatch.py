@@ -14,9 +14,9 @@ from typing import BinaryIO, Final
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import Dispatch
 
 from .errors import DispatchError
-from .schemas import Dispatch
 
 __all__ = ["MAX_DISPATCH_BYTES", "decode_dispatch", "read_dispatch"]
 

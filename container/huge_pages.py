@@ -1,27 +1,12 @@
-"""The container's heap in transparent huge pages, where the kernel gives them.
+"""The container's heap in transparent huge pages, where the launcher asked for them.
 
-When a sandbox is killed, the kernel frees the container's memory page by page, and
-that is most of a teardown: ~26 MiB of anonymous memory in 4 KiB pages, against a few
-2 MiB pages for the same memory in huge pages. A launcher asks for them by starting
-our container with :data:`HEAP_TUNABLES` (:func:`heap_env`: only where the host's
-transparent huge pages are ``madvise`` or ``always``):
-
-- glibc's ``malloc`` then asks for huge pages for its heap from the start (Python's
-  large objects, OpenSSL's certificates). Python keeps its own small-object allocator:
-  ``PYTHONMALLOC=malloc`` would put every object there too, but makes
-  allocation-heavy Python code ~40% slower and the start-up ~5% (measured on 3.11);
-- the container, seeing the tunables (:func:`forget_heap_tunables`), calls
-  :func:`collapse_heap` once it has imported what it runs with: the densely used
-  2 MiB-aligned stretches of its anonymous memory (Python's arenas, the start of the
-  heap) are merged into huge pages with ``madvise(MADV_COLLAPSE)`` (Linux >= 6.1),
-  again only where the setting allows. A stretch must lie within one mapping, so the
-  whole heap is advised first (``MADV_HUGEPAGE``), which joins its parts where the
-  kernel can; an arena mapping's unaligned ends stay in small pages.
-
-Any failure (an old kernel or glibc, no huge page free, no setting to read, not Linux)
-means no gain and no error. The tunables are removed from the container's environment
-so that the processes it starts (setup script, skills, tools: the user's programs) run
-with their usual allocator.
+A launcher that finds huge pages allowed starts the container with
+:data:`~sandstream.core.schemas.HEAP_TUNABLES` (glibc then advises its heap). The
+container, seeing them (:func:`forget_heap_tunables`, which also removes them so that
+the user's programs run with their usual allocator), calls :func:`collapse_heap` once it
+has imported what it runs with. Fewer, larger pages make a killed sandbox's memory
+faster to free (docs/container.md, "The sandbox"). Any failure means no gain and no
+error; nothing here blocks or can be cancelled.
 """
 
 from __future__ import annotations
@@ -31,41 +16,18 @@ import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Final
 
+from sandstream.core.schemas import HEAP_TUNABLES
+
 __all__ = [
-    "HEAP_TUNABLES",
-    "THP_SETTING",
     "collapse_heap",
     "forget_heap_tunables",
-    "heap_env",
     "huge_page_size",
-    "huge_pages_allowed",
 ]
-
-HEAP_TUNABLES: Final = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-"""glibc (>= 2.35; older ones ignore it): ``madvise(MADV_HUGEPAGE)`` its heap."""
-
-THP_SETTING: Final = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 _MADV_HUGEPAGE: Final = 14
 _MADV_COLLAPSE: Final = 25
 _DENSE: Final = 0.5
 """A 2 MiB stretch is collapsed when at least this share of it is in memory already."""
-
-
-def huge_pages_allowed(setting_path: str = THP_SETTING) -> bool:
-    """Whether the kernel gives huge pages on request: ``setting_path`` (``always
-    [madvise] never``) says ``always`` or ``madvise``; unreadable means no."""
-    try:
-        with open(setting_path, encoding="ascii") as file:
-            setting = file.read()
-    except OSError:
-        return False
-    return "[always]" in setting or "[madvise]" in setting
-
-
-def heap_env(setting_path: str = THP_SETTING) -> dict[str, str]:
-    """:data:`HEAP_TUNABLES` where :func:`huge_pages_allowed`, else ``{}``."""
-    return dict(HEAP_TUNABLES) if huge_pages_allowed(setting_path) else {}
 
 
 def forget_heap_tunables(environ: MutableMapping[str, str] = os.environ) -> bool:
@@ -87,11 +49,12 @@ def huge_page_size() -> int:
 def collapse_heap() -> int:
     """Collapse this process's densely used anonymous memory into huge pages.
 
-    Only where :func:`huge_pages_allowed`. Returns the bytes this call put in huge
+    Called where the launcher asked for huge pages (it does only where the kernel's
+    setting allows them). Returns the bytes this call put in huge
     pages (0 when none: never an error). Takes ~0.3 ms per 2 MiB; a signal arriving
     meanwhile is handled once it returns.
     """
-    if not sys.platform.startswith("linux") or not huge_pages_allowed():
+    if not sys.platform.startswith("linux"):
         return 0
     import ctypes  # here: the CLI imports this module before its signal handlers
 

@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import BinaryIO, Final, Literal
+from typing import BinaryIO, Final
 
-import msgspec
 import trio
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import UserMessage
 
 from .errors import OutputClosedError
 from .output import Emitter
 
-__all__ = ["MAX_MESSAGE_BYTES", "Inbox", "UserMessage", "read_messages"]
+__all__ = ["MAX_MESSAGE_BYTES", "Inbox", "read_messages"]
 
 MAX_MESSAGE_BYTES: Final = 1024 * 1024
 """A stdin message line longer than this is skipped."""
-
-
-class UserMessage(msgspec.Struct, frozen=True):
-    """One user message for the running agent: a line on stdin after the dispatch."""
-
-    text: str
-    type: Literal["message"] = "message"
 
 
 class Inbox:

@@ -39,6 +39,7 @@ from typing import BinaryIO, Final
 import trio
 
 from sandstream.core.envelope import Error, Result
+from sandstream.core.schemas import Dispatch, agent_kind
 
 from .agents import agent_for
 from .attachments import download_attachments
@@ -49,7 +50,6 @@ from .http import HttpSettings, new_client
 from .inbox import Inbox, read_messages
 from .output import Emitter
 from .procs import KILL_GRACE
-from .schemas import Dispatch, agent_kind
 from .setup_script import run_setup_script
 from .skills import BUILTIN_SKILLS_DIR, SkillRegistry, SkillRunner, skill_env
 from .tools import Toolbox

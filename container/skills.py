@@ -25,11 +25,11 @@ import msgspec
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import SkillManifest, SkillSpec
 
 from .errors import ConfigError
 from .jsonschema_lite import validate
 from .procs import KILL_GRACE, run_in_group
-from .schemas import SkillManifest, SkillSpec
 
 __all__ = [
     "BUILTIN_SKILLS_DIR",

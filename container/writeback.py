@@ -25,12 +25,12 @@ import httpx
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import ResultsReceipt
 
 from .bootstrap import workspace_url
 from .errors import WritebackError
 from .http import HttpSettings, body_excerpt, send_with_retries
 from .output import Emitter
-from .schemas import ResultsReceipt
 
 __all__ = ["MAX_FILES", "MAX_TOTAL_BYTES", "OutputFile", "collect_output", "write_back"]
 

@@ -12,8 +12,9 @@ from .errors import (
     SSEParseError,
     UIMessageStreamError,
 )
-from .persistence import ChatTurn, PersistedMessage, assistant_message, replay_window, user_message
+from .persistence import PersistedMessage, assistant_message, replay_window, user_message
 from .processor import Mode, StreamProcessor
+from .schemas import ChatTurn
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import PING, format_comment, format_event
 from .sse_parser import ServerSentEvent, SSEParser

@@ -18,12 +18,12 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from .envelope import StepStatus
+from .schemas import ChatTurn
 from .turn import StepRow, Turn
 
 __all__ = [
     "DEFAULT_DISPLAY_BYTES",
     "REPLAY_TURN_LIMIT",
-    "ChatTurn",
     "ContentBlock",
     "ErrorBlock",
     "MessageStatus",
@@ -151,14 +151,6 @@ class PersistedMessage(msgspec.Struct, rename="camel", omit_defaults=True):
     def text(self) -> str:
         """The message's text blocks, joined by blank lines."""
         return "\n\n".join(block.text for block in self.content if type(block) is TextBlock)
-
-
-class ChatTurn(msgspec.Struct):
-    """A past message as sent to the sandbox in ``conversation``."""
-
-    role: Role
-    content: str
-    ts: int
 
 
 def user_message(

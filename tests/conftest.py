@@ -32,7 +32,7 @@ import pytest
 import trio
 from hypothesis import settings
 
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from tests.support import processes
 from tests.support.workspace import WorkspaceServer, start_workspace
 

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sandstream.container.agents.scripted import encode_load_lines
-from sandstream.container.schemas import LoadSpec
 from sandstream.core import StreamProcessor
+from sandstream.core.schemas import LoadSpec
 from sandstream.server.chat.turns.frames import live_frames
 
 from ..runner.support import environment

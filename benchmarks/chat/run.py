@@ -39,7 +39,7 @@ import trio
 
 from benchmarks.runner.support import environment
 from benchmarks.sessions.run import _append_seconds
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from tests.support.workspace import start_workspace
 
 API_TOKEN: Final = "benchmark-api-token"

@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from benchmarks.runner.support import environment
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server.chat.mover import (
     Batch,
     Lease,

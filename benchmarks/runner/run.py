@@ -50,8 +50,8 @@ import msgspec
 import psutil
 import trio
 
-from sandstream.container.huge_pages import heap_env
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.server.runner.huge_pages import heap_env
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 from .support import (

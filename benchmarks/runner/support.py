@@ -17,7 +17,7 @@ from typing import Any, Final
 import trio
 from hypercorn.config import Config
 
-from sandstream.container.huge_pages import HEAP_TUNABLES
+from sandstream.core.schemas import HEAP_TUNABLES
 from sandstream.server import (
     AccessRecord,
     BwrapLauncher,

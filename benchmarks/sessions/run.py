@@ -48,7 +48,7 @@ import psutil
 import trio
 
 from benchmarks.runner.support import TOKEN, environment, start_runner_process
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from tests.support.workspace import WorkspaceServer, start_workspace
 
 AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}

@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from sandstream.server import RunnerSettings
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
 from tests.support.workspace import start_workspace

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any, Final
 
-from sandstream.container.huge_pages import heap_env
+from sandstream.server.runner.huge_pages import heap_env
 
 from ..runner.support import HEAPS, busy_processes, environment, summary
 

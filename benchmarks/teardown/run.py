@@ -38,7 +38,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server import (
     BwrapContainer,
     ContainerExit,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from sandstream.core.schemas import AgentSpec, ClaudeCodeAgent, OpenAIAgent, ScriptedAgent
+
 from ..context import RunContext
-from ..schemas import AgentSpec, ClaudeCodeAgent, OpenAIAgent, ScriptedAgent
 
 __all__ = ["Agent", "agent_for"]
 

@@ -20,6 +20,7 @@ from typing import Final
 import msgspec
 
 from sandstream.core.envelope import Envelope, Error, Result
+from sandstream.core.schemas import Attachment, ChatTurn, ClaudeCodeAgent, ConfigResponse
 from sandstream.core.translators.claude_code import ClaudeCodeTranslator
 
 from ..attachments import attachments_note
@@ -27,7 +28,6 @@ from ..context import RunContext
 from ..errors import AgentError
 from ..output import now_ms
 from ..procs import run_in_group
-from ..schemas import Attachment, ChatTurn, ClaudeCodeAgent, ConfigResponse
 
 __all__ = ["build_argv", "render_prompt", "run_claude_code"]
 

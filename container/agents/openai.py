@@ -26,13 +26,13 @@ import msgspec
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import OpenAIAgent
 
 from ..attachments import attachments_note
 from ..context import RunContext
 from ..errors import AgentError, ConfigError, ModelError, ModelTimeoutError
 from ..http import HttpSettings, body_excerpt, send_with_retries
 from ..output import new_step_id
-from ..schemas import OpenAIAgent
 
 __all__ = ["DEFAULT_BASE_URL", "run_openai"]
 

@@ -16,11 +16,11 @@ from typing import Any, Final
 import trio
 
 from sandstream.core.envelope import Envelope, Log, Step
+from sandstream.core.schemas import LoadSpec, ScriptedAgent
 
 from ..context import RunContext
 from ..errors import AgentError
 from ..output import Emitter, now_ms
-from ..schemas import LoadSpec, ScriptedAgent
 
 __all__ = ["emit_load", "encode_load_lines", "load_lines", "run_scripted"]
 

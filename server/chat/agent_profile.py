@@ -23,11 +23,12 @@ from typing import Final
 
 import msgspec
 
-from sandstream.container.attachments import ATTACHMENTS_DIR
-from sandstream.container.names import MAX_COMPONENT_BYTES, sanitize_name
-from sandstream.container.schemas import (
+from sandstream.core.errors import JSONInputError
+from sandstream.core.json_input import decode_json
+from sandstream.core.names import MAX_COMPONENT_BYTES, sanitize_name
+from sandstream.core.schemas import (
+    ATTACHMENTS_DIR,
     Attachment,
-    ChatTurn,
     ConfigResponse,
     EnvResponse,
     OpenAIAgent,
@@ -35,8 +36,6 @@ from sandstream.container.schemas import (
     ScriptedStep,
     agent_kind,
 )
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
 
 from .errors import ChatConfigError
 from .records import BagFile, DispatchRecord, Environment
@@ -88,9 +87,8 @@ class AgentProfile:
 
     def config_for(self, session: DispatchRecord) -> ConfigResponse:
         """The ``/config`` answer for a session: the template with its prompt and history."""
-        conversation = [ChatTurn(t.role, t.content, t.ts) for t in session.conversation]
         config = msgspec.structs.replace(
-            self.template, prompt=session.prompt, conversation=conversation
+            self.template, prompt=session.prompt, conversation=list(session.conversation)
         )
         if self.demo:
             config = msgspec.structs.replace(config, agent=demo_plan(session.prompt))

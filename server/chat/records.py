@@ -11,7 +11,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from sandstream.core.persistence import ChatTurn, PersistedFileAttachment, PersistedMessage
+from sandstream.core.persistence import PersistedFileAttachment, PersistedMessage
+from sandstream.core.schemas import ChatTurn
 
 __all__ = [
     "BagFile",

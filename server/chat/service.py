@@ -22,10 +22,9 @@ from typing import Any, Final
 import msgspec
 import trio
 
-from sandstream.container.schemas import ChatTurn, Dispatch
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
-from sandstream.core.persistence import ChatTurn as CoreChatTurn
 from sandstream.core.persistence import PersistedMessage, user_message
+from sandstream.core.schemas import ChatTurn, Dispatch
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.runner.errors import ShuttingDownError
@@ -162,7 +161,7 @@ class ChatService:
         session_id: str,
         tokens: MintedTokens,
         prompt: str,
-        conversation: list[CoreChatTurn] | list[ChatTurn],
+        conversation: list[ChatTurn],
         scope: dict[str, Any],
     ) -> Dispatch:
         return Dispatch(
@@ -171,7 +170,7 @@ class ChatService:
             otp_run=tokens.run,
             otp_upload=tokens.upload,
             prompt=prompt,
-            conversation=[ChatTurn(t.role, t.content, t.ts) for t in conversation],
+            conversation=conversation,
         )
 
     def _upstream(
@@ -424,7 +423,7 @@ class ChatService:
             workspace_id=body.workspace_id,
             workflow_id=body.workflow_id,
             prompt=body.prompt,
-            conversation=[CoreChatTurn(t.role, t.content, t.ts or 0) for t in body.conversation],
+            conversation=[ChatTurn(t.role, t.content, t.ts or 0) for t in body.conversation],
             created_at=now,
         )
         with trio.CancelScope(shield=True):

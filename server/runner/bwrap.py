@@ -60,9 +60,10 @@ from typing import Final
 
 import trio
 
-from sandstream.container.huge_pages import HEAP_TUNABLES, THP_SETTING
+from sandstream.core.schemas import HEAP_TUNABLES
 
 from .errors import LaunchError
+from .huge_pages import THP_SETTING
 from .launcher import (
     DEFAULT_CONTAINER_ARGV,
     STDERR_TARGETS,

@@ -34,9 +34,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import trio
 
-from sandstream.container.huge_pages import heap_env
-
 from .errors import LaunchError
+from .huge_pages import heap_env
 from .limits import LimitExceeded
 from .procs import (
     TURN_MARKER_ENV,

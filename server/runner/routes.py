@@ -1,7 +1,7 @@
 """The runner blueprint: ``POST /stream`` and ``GET /healthz``.
 
 ``POST /stream`` (runner contract, DESIGN.md): ``Authorization: Bearer <token>``, a
-JSON :class:`~sandstream.container.schemas.Dispatch` body → ``200
+JSON :class:`~sandstream.core.schemas.Dispatch` body → ``200
 application/x-ndjson``, the container's envelope line by line. Errors are problem
 JSON: 401 (bad or missing token, checked before the body is read), 413 (body over
 ``max_body_bytes``, refused as soon as it crosses it), 408 (the body took longer than
@@ -30,7 +30,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Quart, Response, current_app, request
 from quart.wrappers.response import ResponseBody
 
-from sandstream.container.schemas import Dispatch
+from sandstream.core.schemas import Dispatch
 from sandstream.server.http.asgi import HTTPConnection
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.connection import abort_scope_connection

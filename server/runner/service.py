@@ -26,8 +26,8 @@ from typing import Literal
 import msgspec
 import trio
 
-from sandstream.container.schemas import Dispatch
 from sandstream.core import Mode
+from sandstream.core.schemas import Dispatch
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available

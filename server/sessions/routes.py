@@ -15,7 +15,7 @@ from typing import Final
 import msgspec
 from quart import Blueprint, Quart, Response, current_app, request, websocket
 
-from sandstream.container.schemas import Dispatch
+from sandstream.core.schemas import Dispatch
 from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError

@@ -34,8 +34,8 @@ from typing import Final
 import msgspec
 import trio
 
-from sandstream.container.schemas import Dispatch
 from sandstream.core import StreamProcessor
+from sandstream.core.schemas import Dispatch
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
 

@@ -41,7 +41,7 @@ from typing import Final, TypeAlias
 import msgspec
 import trio
 
-from sandstream.container.inbox import UserMessage
+from sandstream.core.schemas import UserMessage
 from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 

@@ -34,9 +34,9 @@ import psutil
 import trio
 from hypercorn.config import Config
 
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
+from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, Runner, RunnerSettings
 from sandstream.server.chat import (

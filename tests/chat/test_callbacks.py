@@ -9,13 +9,13 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.container.schemas import (
+from sandstream.core.persistence import PersistedMessage
+from sandstream.core.schemas import (
     Attachment,
     ConfigResponse,
     EnvResponse,
     ResultsReceipt,
 )
-from sandstream.core.persistence import PersistedMessage
 from sandstream.server.chat.credentials.one_time import DEFAULT_LIFETIMES, MintedTokens, mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import Environment, TurnFinish, TurnRequest, TurnStart

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 import trio
 
-from sandstream.container.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.persistence import StepTraceBlock
+from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
 from sandstream.server.runner.turn import TurnStream

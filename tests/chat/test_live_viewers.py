@@ -17,7 +17,7 @@ import h11
 import msgspec
 import trio
 
-from sandstream.container.schemas import LoadSpec, ScriptedAgent
+from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from sandstream.server.sessions import Session
 from tests.chat.harness import API_TOKEN, DEADLINE, WORKSPACE, ChatServer, plans, start_chat_server

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandstream.core.persistence import (
-    ChatTurn,
     ErrorBlock,
     PersistedFileAttachment,
     PersistedMessage,
@@ -22,6 +21,7 @@ from sandstream.core.persistence import (
     replay_text,
     user_message,
 )
+from sandstream.core.schemas import ChatTurn
 from sandstream.server.chat import SQLiteChatStore, load_agent_profile
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnFinish, TurnRequest

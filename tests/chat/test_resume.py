@@ -16,7 +16,7 @@ import msgspec
 import trio
 from httpx_sse import aconnect_sse
 
-from sandstream.container.schemas import LoadSpec, ScriptedAgent
+from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from sandstream.server.chat.turns.frames import TurnFrames
 from tests.chat.harness import (

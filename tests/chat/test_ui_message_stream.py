@@ -19,7 +19,7 @@ import msgspec
 import pytest
 import trio
 
-from sandstream.container.schemas import ScriptedError, ScriptedStep
+from sandstream.core.schemas import ScriptedError, ScriptedStep
 from tests.chat.harness import (
     API_TOKEN,
     DEADLINE,

@@ -15,7 +15,7 @@ from sandstream.container.attachments import MAX_FILES, download_attachments
 from sandstream.container.errors import AttachmentsError
 from sandstream.container.http import HttpSettings, new_client
 from sandstream.container.output import Emitter
-from sandstream.container.schemas import Attachment
+from sandstream.core.schemas import Attachment
 
 
 def _attachment(path: str, size: int = 1, file_id: str = "file_1") -> Attachment:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from sandstream.container.schemas import (
+from sandstream.core.schemas import (
     ConfigResponse,
     EnvResponse,
     ScriptedAgent,

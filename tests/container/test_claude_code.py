@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sandstream.container.schemas import (
+from sandstream.core.schemas import (
     Attachment,
     ChatTurn,
     ClaudeCodeAgent,

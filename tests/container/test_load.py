@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from sandstream.container.agents.scripted import encode_load_lines, load_lines
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.core.envelope import encode_line
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from tests.support.container import container_argv, run_container, run_in_process
 from tests.support.workspace import WorkspaceServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from sandstream.container.schemas import ConfigResponse, EnvResponse, OpenAIAgent
+from sandstream.core.schemas import ConfigResponse, EnvResponse, OpenAIAgent
 from tests.support.container import run_container, start_container
 from tests.support.model_server import ModelServer, reply, tool_calls
 from tests.support.workspace import WorkspaceServer

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sandstream.container.schemas import (
+from sandstream.core.schemas import (
     Attachment,
     ChatTurn,
     ConfigResponse,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandstream.container.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
+from sandstream.core.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import run_in_process, wait_group_gone
 from tests.support.workspace import WorkspaceServer
 

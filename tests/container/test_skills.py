@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sandstream.container.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
+from sandstream.core.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import ContainerRun, run_container, run_in_process, wait_group_gone
 from tests.support.workspace import WorkspaceServer
 

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandstream.container.dispatch import decode_dispatch, read_dispatch
-from sandstream.container.inbox import Inbox, UserMessage, read_messages
+from sandstream.container.inbox import Inbox, read_messages
 from sandstream.container.output import Emitter
+from sandstream.core.schemas import UserMessage
 
 texts = st.text(max_size=200)
 dispatches = st.fixed_dictionaries(

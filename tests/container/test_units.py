@@ -12,7 +12,8 @@ from sandstream.container.agents.claude_code import render_prompt
 from sandstream.container.bootstrap import workspace_url
 from sandstream.container.errors import ConfigError
 from sandstream.container.jsonschema_lite import validate
-from sandstream.container.schemas import (
+from sandstream.container.skills import BUILTIN_SKILLS_DIR, SkillRegistry
+from sandstream.core.schemas import (
     DEFAULT_MAX_RUNTIME_SEC,
     ChatTurn,
     ConfigResponse,
@@ -22,7 +23,6 @@ from sandstream.container.schemas import (
     ScriptedAgent,
     agent_kind,
 )
-from sandstream.container.skills import BUILTIN_SKILLS_DIR, SkillRegistry
 
 _SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
+from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import ContainerRun, run_in_process
 from tests.support.workspace import Purpose, WorkspaceServer
 

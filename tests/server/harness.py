@@ -27,8 +27,8 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.core import StreamProcessor
+from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.server import (
     AccessRecord,
     ContainerLauncher,

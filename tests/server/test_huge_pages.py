@@ -20,15 +20,10 @@ import pytest
 import trio
 
 from sandstream.container.agents.scripted import encode_load_lines
-from sandstream.container.huge_pages import (
-    HEAP_TUNABLES,
-    THP_SETTING,
-    forget_heap_tunables,
-    heap_env,
-    huge_pages_allowed,
-)
-from sandstream.container.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.container.huge_pages import forget_heap_tunables
+from sandstream.core.schemas import HEAP_TUNABLES, ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server.runner.bwrap import THP_SETTINGS_DIR, BwrapLauncher
+from sandstream.server.runner.huge_pages import THP_SETTING, heap_env, huge_pages_allowed
 from sandstream.server.runner.launcher import (
     DEFAULT_CONTAINER_ARGV,
     LocalSubprocessLauncher,

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 import trio
 
-from sandstream.container.schemas import Dispatch
+from sandstream.core.schemas import Dispatch
 from sandstream.server import (
     AtCapacityError,
     LocalContainer,

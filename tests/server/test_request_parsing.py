@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from quart_trio import QuartTrio
 
-from sandstream.container.schemas import Dispatch
+from sandstream.core.schemas import Dispatch
 from sandstream.server.chat.api.bodies import (
     ChatStreamRequest,
     CreateChatRequest,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 import trio
 
-from sandstream.container.schemas import EnvResponse, ScriptedError
+from sandstream.core.schemas import EnvResponse, ScriptedError
 from sandstream.server import ResourceLimits
 from tests.server.harness import (
     Reader,

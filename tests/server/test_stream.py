@@ -9,9 +9,9 @@ import msgspec
 import pytest
 import trio
 
-from sandstream.container.huge_pages import HEAP_TUNABLES, heap_env
-from sandstream.container.schemas import ScriptedError, ScriptedStep
+from sandstream.core.schemas import HEAP_TUNABLES, ScriptedError, ScriptedStep
 from sandstream.server import LocalSubprocessLauncher
+from sandstream.server.runner.huge_pages import heap_env
 from tests.server.harness import (
     RunnerServer,
     load,

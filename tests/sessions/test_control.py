@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio_websocket
 
-from sandstream.container.schemas import ConfigResponse, EnvResponse, OpenAIAgent
+from sandstream.core.schemas import ConfigResponse, EnvResponse, OpenAIAgent
 from sandstream.core.sse_parser import SSEParser
 from sandstream.server import LocalContainer
 from tests.server.harness import load, parse_stream, scripted, shell, wait_gone, wait_until_alive

@@ -41,7 +41,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from sandstream.container.schemas import (
+from sandstream.core.schemas import (
     ChatTurn,
     ConfigResponse,
     EnvResponse,

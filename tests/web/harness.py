@@ -29,7 +29,7 @@ import trio
 from playwright.sync_api import Browser as PlaywrightBrowser
 from playwright.sync_api import BrowserContext, Page, Playwright
 
-from sandstream.container.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
+from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.server.chat import AgentProfile
 from tests.chat.harness import (
     API_TOKEN,

@@ -7,7 +7,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from sandstream.container.schemas import ChatTurn
+from sandstream.core.schemas import ChatTurn
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import require_query

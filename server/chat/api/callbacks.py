@@ -5,7 +5,7 @@ The container redeems each of its one-time tokens here (``Authorization: Bearer
 <otp>``). A token is checked by hash, purpose, session and expiry and consumed in one
 conditional ``UPDATE``; anything else is 401 and nothing is written (for ``/results``
 the body is not even read). The answers are exactly the container's schemas
-(:mod:`sandstream.container.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
+(:mod:`sandstream.core.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
 :class:`ResultsReceipt`. ``/config`` names the files attached to the turn; the run
 token, checked again but not consumed, downloads exactly those (``/attachments``)
 until the turn settles. Written-back files land in the chat bag (size and count
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from quart import Blueprint, Response, request
 
-from sandstream.container.schemas import ResultFile, ResultsReceipt
+from sandstream.core.schemas import ResultFile, ResultsReceipt
 from sandstream.server.http.requests import json_response
 
 from ..agent_profile import with_attachments

@@ -7,7 +7,7 @@ absent or complete, and identical contents are stored once. Blobs are never
 rewritten; soft-deleting a chat hides its files' metadata and leaves the blobs (a
 purge of unreferenced blobs is a separate, offline concern).
 
-:func:`sanitize_name` (from :mod:`sandstream.container.names`, shared with the
+:func:`sanitize_name` (from :mod:`sandstream.core.names`, shared with the
 container) makes a client's file name safe to store and to show.
 """
 
@@ -23,7 +23,7 @@ from typing import Final
 
 import trio
 
-from sandstream.container.names import MAX_NAME_BYTES, sanitize_name
+from sandstream.core.names import MAX_NAME_BYTES, sanitize_name
 
 __all__ = [
     "MAX_NAME_BYTES",

@@ -19,12 +19,12 @@ from typing import Any, Final
 import msgspec
 
 from sandstream.core.persistence import (
-    ChatTurn,
     ErrorBlock,
     PersistedMessage,
     replay_text,
     user_message,
 )
+from sandstream.core.schemas import ChatTurn
 from sandstream.server.sqlite import SQLiteDatabase
 
 from ..errors import (

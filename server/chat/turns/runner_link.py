@@ -32,9 +32,9 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.container.schemas import Dispatch
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
+from sandstream.core.schemas import Dispatch
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.sessions import (
     CaughtUp,

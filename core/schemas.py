@@ -1,5 +1,6 @@
-"""The container's wire schemas, as msgspec types: the dispatch, ``/env``, ``/config``
-(with the turn's attachments), ``/results`` and the skills manifest.
+"""The wire schemas the server and the container both speak, as msgspec types: the
+dispatch, ``/env``, ``/config`` (with the turn's attachments), ``/results``, the skills
+manifest and the user messages on the container's stdin.
 
 These are the single source of truth for the workspace callback API: the chat backend
 serves exactly :class:`EnvResponse` and :class:`ConfigResponse` (encode them with
@@ -16,7 +17,9 @@ from typing import Annotated, Any, Final, Literal, TypeAlias
 import msgspec
 
 __all__ = [
+    "ATTACHMENTS_DIR",
     "DEFAULT_MAX_RUNTIME_SEC",
+    "HEAP_TUNABLES",
     "AgentSpec",
     "Attachment",
     "ChatTurn",
@@ -34,9 +37,15 @@ __all__ = [
     "ScriptedStep",
     "SkillManifest",
     "SkillSpec",
+    "UserMessage",
     "agent_kind",
 ]
 
+ATTACHMENTS_DIR: Final = "attachments"
+"""The folder of the work dir that a turn's attachments are written to."""
+HEAP_TUNABLES: Final = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+"""The environment a launcher starts the container with to ask for huge pages:
+glibc (>= 2.35; older ones ignore it) advises its heap ``MADV_HUGEPAGE``."""
 DEFAULT_MAX_RUNTIME_SEC: Final = 8 * 3600.0
 """The runtime cap when ``/config`` sets none: 8 hours (seed 003)."""
 
@@ -237,3 +246,10 @@ class SkillManifest(msgspec.Struct, frozen=True):
     """A skills folder's ``manifest.json``."""
 
     skills: list[SkillSpec]
+
+
+class UserMessage(msgspec.Struct, frozen=True):
+    """One user message for the running agent: a line on stdin after the dispatch."""
+
+    text: str
+    type: Literal["message"] = "message"
