@@ -1,17 +1,21 @@
 """sandstream's server: a Quart-Trio application on Hypercorn, one subpackage per role.
 
-- :mod:`sandstream.server.runner`: ``POST /stream``, one nursery per turn ties the
+- :mod:`~sandstream.server.runner`: ``POST /stream``, one nursery per turn ties the
   container, the upstream read and the client write;
-- :mod:`sandstream.server.chat`: the chat backend (persisted conversations, one-time
-  tokens, the sandbox callbacks, SSE to the browser);
-- :mod:`sandstream.server.http`: the HTTP plumbing both share;
-- :mod:`sandstream.server.cli`: ``sandstream runner`` and ``sandstream serve``.
+- :mod:`~sandstream.server.sessions`: durable sessions, runs that outlive their readers;
+- :mod:`~sandstream.server.chat`: the chat backend (persisted conversations, one-time
+  tokens, the sandbox callbacks, SSE to the browser, the log mover);
+- :mod:`~sandstream.server.web`: the browser app;
+- :mod:`~sandstream.server.http`: the HTTP plumbing they share;
+- :mod:`~sandstream.server.app` composes them into an app, :mod:`~sandstream.server.cli`
+  runs ``sandstream runner`` and ``sandstream serve``.
 
-The runner's public API is re-exported here, with :func:`serve`.
+The runner's public API is re-exported here, with the app factories and :func:`serve`.
 """
 
 from sandstream.server import runner
+from sandstream.server.app import create_chat_app, create_runner_app
 from sandstream.server.http.serve import serve
 from sandstream.server.runner import *  # noqa: F403 (the runner's public API, as listed by the runner)
 
-__all__ = [*runner.__all__, "serve"]
+__all__ = [*runner.__all__, "create_chat_app", "create_runner_app", "serve"]

@@ -56,8 +56,8 @@ from hypercorn.config import Config
 
 from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.core.cli import exit_quietly_on_broken_pipe
+from sandstream.server.app import create_chat_app, create_runner_app
 from sandstream.server.chat.agent_profile import load_agent_profile
-from sandstream.server.chat.app import create_chat_app, serve_chat
 from sandstream.server.chat.config import ChatSettings
 from sandstream.server.chat.credentials.api_token import (
     ApiToken,
@@ -66,6 +66,7 @@ from sandstream.server.chat.credentials.api_token import (
 )
 from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
+from sandstream.server.chat.serving import serve_chat
 from sandstream.server.chat.store.bag import BlobStore
 from sandstream.server.chat.store.sqlite import SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV, resolve_token
@@ -73,7 +74,6 @@ from sandstream.server.http.errors import MissingTokenError
 from sandstream.server.http.malloc import keep_large_buffers
 from sandstream.server.http.serve import raise_open_file_limit, serve, wait_for_signals
 from sandstream.server.runner.access_log import configure_access_log
-from sandstream.server.runner.app import create_app
 from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
 from sandstream.server.runner.launcher import (
     DEFAULT_CONTAINER_ARGV,
@@ -357,9 +357,11 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
             read_size=args.read_size,
-            sessions=None
+        )
+        sessions = (
+            None
             if args.data_dir is None
-            else session_settings(args.data_dir.expanduser().resolve(), args),
+            else session_settings(args.data_dir.expanduser().resolve(), args)
         )
         hidden = [] if args.data_dir is None else [str(args.data_dir.expanduser().resolve())]
         launcher = launcher_from_args(args, hidden_paths=hidden)
@@ -374,7 +376,7 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             "this port can run containers"
         )
     config = hypercorn_config(args.host, args.port)
-    app = create_app(settings, launcher=launcher)
+    app = create_runner_app(settings, sessions=sessions, launcher=launcher)
     app.config["BODY_TIMEOUT"] = args.body_timeout
     raise_open_file_limit()
     keep_large_buffers()
@@ -593,6 +595,7 @@ def build_serve_parser(
 class _Plan:
     settings: ChatSettings
     runner_settings: RunnerSettings | None
+    sessions: SessionSettings | None
     launcher: ContainerLauncher | None
     api_token: ApiToken
     config: Config
@@ -639,6 +642,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         stream_token_ttl=args.stream_token_ttl,
     )
     runner_settings = None
+    sessions = None
     launcher = None
     if embedded:
         runner_settings = RunnerSettings(
@@ -647,11 +651,13 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
             runtime_cap=args.runtime_cap,
             stall_timeout=args.stall_timeout or None,
             shutdown_timeout=args.shutdown_timeout,
-            sessions=session_settings(data_dir, args),
         )
+        sessions = session_settings(data_dir, args)
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)
-    return _Plan(settings, runner_settings, launcher, api_token, config, args.body_timeout)
+    return _Plan(
+        settings, runner_settings, sessions, launcher, api_token, config, args.body_timeout
+    )
 
 
 def _announce_token(token: ApiToken) -> None:
@@ -678,7 +684,7 @@ async def _serve(plan: _Plan) -> None:
         if plan.runner_settings is not None:
             runner = Runner(plan.runner_settings, plan.launcher)
         service = ChatService(settings, store, blobs, runner)
-        app = create_chat_app(service)
+        app = create_chat_app(service, sessions=plan.sessions)
         app.config["BODY_TIMEOUT"] = plan.body_timeout
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(

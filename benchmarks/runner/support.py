@@ -26,7 +26,7 @@ from sandstream.server import (
     Runner,
     RunnerSettings,
     TurnStream,
-    create_app,
+    create_runner_app,
     get_runner,
     serve,
 )
@@ -155,7 +155,7 @@ class InProcessRunner:
 async def start_in_process(
     nursery: trio.Nursery, settings: RunnerSettings, launcher: ContainerLauncher
 ) -> InProcessRunner:
-    app = create_app(settings, launcher=launcher)
+    app = create_runner_app(settings, launcher=launcher)
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None

@@ -9,7 +9,7 @@
 - :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` the embedded
   default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
   content-addressed bytes;
-- :func:`create_chat_app` / :func:`serve_chat` mount and serve it all;
+- :func:`install_chat` / :func:`serve_chat` mount and serve it all;
   ``sandstream serve`` (:mod:`sandstream.server.cli`) runs it on embedded
   defaults.
 """
@@ -19,7 +19,6 @@ from .agents.live import LiveAgentsRun, LiveTurn, LiveTurns
 from .agents.relay import RelayBody
 from .agents.upstream import EmbeddedUpstream, RemoteUpstream
 from .api.guard import get_service
-from .app import ChatAwareHTTPConnection, create_chat_app, serve_chat
 from .config import ChatSettings
 from .errors import (
     AttachmentError,
@@ -38,6 +37,7 @@ from .errors import (
 from .mover.settle import TurnSettler, fold_chunks
 from .mover.turns import LockKeepingLease, TurnMover
 from .service import ChatService
+from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
 from .store.bag import BlobStore, sanitize_name
 from .store.contract import ChatStore
 from .store.sqlite import SQLiteChatStore
@@ -75,9 +75,9 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
-    "create_chat_app",
     "fold_chunks",
     "get_service",
+    "install_chat",
     "load_agent_profile",
     "resolve_target",
     "sanitize_name",

@@ -6,12 +6,11 @@
   core, bytes out, all owned by one nursery (usable in-process as well as over HTTP);
 - :mod:`.launcher` (the interface, ``local``), :mod:`.bwrap` (bubblewrap sandboxes),
   :mod:`.limits` (resource limits) and :mod:`.procs` start containers and end them;
-- :mod:`.routes` mounts ``POST /stream`` and ``GET /healthz``, :func:`create_app`
-  (:mod:`.app`) builds the runner's app; :mod:`.access_log` writes one record per turn.
+- :mod:`.routes` mounts ``POST /stream`` and ``GET /healthz``; :mod:`.access_log`
+  writes one record per turn.
 """
 
 from .access_log import AccessLog, configure_access_log
-from .app import create_app
 from .bwrap import BwrapContainer, BwrapLauncher
 from .errors import (
     AtCapacityError,
@@ -55,7 +54,6 @@ __all__ = [
     "TurnStateError",
     "TurnStream",
     "configure_access_log",
-    "create_app",
     "default_launcher",
     "get_runner",
     "install_runner",

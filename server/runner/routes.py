@@ -36,8 +36,6 @@ from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.problems import SHUTTING_DOWN, UNAUTHORIZED, problem
 from sandstream.server.http.requests import read_json
-from sandstream.server.sessions.routes import install_sessions
-from sandstream.server.sessions.service import SessionService
 
 from .errors import RunnerUnavailableError
 from .refusals import unavailable
@@ -73,14 +71,10 @@ def install_runner(app: Quart, runner: Runner) -> None:
 
     The app's ``asgi_http_class`` becomes :class:`TurnAwareHTTPConnection`, and
     ``after_serving`` shuts the runner down (every container reaped before exit).
-    With ``runner.settings.sessions``, the durable sessions are mounted too
-    (:func:`~sandstream.server.sessions.routes.install_sessions`).
     """
     app.extensions[RUNNER_EXTENSION] = runner
     app.asgi_http_class = TurnAwareHTTPConnection
     app.register_blueprint(runner_blueprint)
-    if runner.settings.sessions is not None:
-        install_sessions(app, SessionService(runner, runner.settings.sessions))
 
     @app.after_serving
     async def _shutdown_runner() -> None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
-from sandstream.server.sessions.settings import SessionSettings
 
 __all__ = ["DEFAULT_RUNTIME_CAP", "RunnerSettings"]
 
@@ -32,8 +31,6 @@ class RunnerSettings:
     deliver their final line before their connections are cut. ``strict``: the core's
     strict mode, where the first invalid line ends the turn with
     ``error{code:"protocol_error"}`` (and stops the container) instead of being dropped.
-    ``sessions``: durable sessions (``/sessions``, their buffer in a data dir);
-    ``None``: the runner serves ``POST /stream`` only.
     """
 
     token: str | None
@@ -48,7 +45,6 @@ class RunnerSettings:
     read_size: int = 256 * 1024
     max_body_bytes: int = 4 * 1024 * 1024
     strict: bool = False
-    sessions: SessionSettings | None = None
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():

@@ -38,14 +38,19 @@ from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
-from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, Runner, RunnerSettings
+from sandstream.server import (
+    BwrapLauncher,
+    LocalSubprocessLauncher,
+    Runner,
+    RunnerSettings,
+    create_chat_app,
+)
 from sandstream.server.chat import (
     AgentProfile,
     BlobStore,
     ChatService,
     ChatSettings,
     SQLiteChatStore,
-    create_chat_app,
     serve_chat,
 )
 from sandstream.server.chat.records import DispatchRecord
@@ -311,14 +316,14 @@ async def start_chat_server(
                 token=RUNNER_TOKEN,
                 max_live=32,
                 shutdown_timeout=5.0,
-                sessions=SessionSettings(data_dir=data_dir),
             ),
             BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
         )
     service = ChatService(settings, store, blobs, runner)
-    app = create_chat_app(service)
+    sessions = SessionSettings(data_dir=data_dir) if embedded else None
+    app = create_chat_app(service, sessions=sessions)
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None

@@ -16,7 +16,6 @@ from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
 from sandstream.server.chat.ids import now_ms
 from sandstream.server.runner.turn import TurnStream
-from sandstream.server.sessions import SessionSettings
 from tests.chat.harness import (
     API_TOKEN,
     DEADLINE,
@@ -229,7 +228,6 @@ async def test_a_full_runner_answers_503_and_writes_nothing(
             token=RUNNER_TOKEN,
             max_live=1,
             retry_after=7,
-            sessions=SessionSettings(data_dir=tmp_path),
         ),
     )
     async with server.stream({"workspaceId": WORKSPACE, "message": "slow one"}) as response:
@@ -301,7 +299,6 @@ async def test_shutdown_with_a_client_that_stopped_reading_settles_as_shutdown(
             max_live=4,
             shutdown_timeout=5.0,
             stall_timeout=None,
-            sessions=SessionSettings(data_dir=tmp_path),
         ),
         kill_grace=300.0,  # a container left to the grace would outlive the test
     )

@@ -37,12 +37,13 @@ from sandstream.server import (
     Runner,
     RunnerSettings,
     TurnStream,
-    create_app,
+    create_runner_app,
     get_runner,
     serve,
 )
 from sandstream.server.runner.bwrap import BwrapContainer, BwrapLauncher
 from sandstream.server.runner.procs import TURN_MARKER_ENV
+from sandstream.server.sessions import SessionSettings
 from tests.support import processes
 from tests.support.container import alive
 from tests.support.servers import http1_client
@@ -127,6 +128,7 @@ async def start_runner(
     nursery: trio.Nursery,
     *,
     runner_settings: RunnerSettings | None = None,
+    sessions: SessionSettings | None = None,
     launcher: ContainerLauncher | None = None,
     graceful_timeout: float = 5.0,
     backlog: int = 100,
@@ -138,8 +140,9 @@ async def start_runner(
     With ``hold_drain``, the serve loop's drain waits for it after the runner's
     shutdown returned, so a test can look at a draining server without racing it.
     """
-    app = create_app(
+    app = create_runner_app(
         runner_settings or settings(),
+        sessions=sessions,
         launcher=launcher or LocalSubprocessLauncher(stderr="discard"),
     )
     config = Config()

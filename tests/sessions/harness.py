@@ -10,7 +10,7 @@ import msgspec
 import trio
 
 from sandstream.server.sessions import SessionService, SessionSettings, get_sessions
-from tests.server.harness import TOKEN, RunnerServer, settings, start_runner
+from tests.server.harness import TOKEN, RunnerServer, start_runner
 from tests.support.session_client import ReadResult, read_session
 
 SERVER_BACKLOG = 2048
@@ -24,9 +24,7 @@ async def start_sessions(
 ) -> RunnerServer:
     """A runner serving ``/sessions`` with its buffer in ``data_dir``."""
     sessions = SessionSettings(data_dir=data_dir, **session_options)
-    return await start_runner(
-        nursery, runner_settings=settings(sessions=sessions), backlog=SERVER_BACKLOG
-    )
+    return await start_runner(nursery, sessions=sessions, backlog=SERVER_BACKLOG)
 
 
 def session_service(server: RunnerServer) -> SessionService:

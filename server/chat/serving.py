@@ -1,28 +1,16 @@
-"""The application factory: the chat backend on a Quart-Trio app, with or without a runner.
+"""Mounting the chat backend on an app (:func:`install_chat`) and serving it with its
+log mover (:func:`serve_chat`).
 
-:func:`create_chat_app` builds on :func:`sandstream.server.runner.app.create_app` when the
-service has an embedded runner (so one process serves ``POST /stream``, the durable
-sessions and the chat API, and runs turns in-process as sessions), or on a bare
-Quart-Trio app when every turn goes to a remote runner. It mounts:
-
-- ``/api/assistant/...`` — the chat turn (SSE), joining, stopping and following it
-  up, and the chats API (API token; the join also takes a stream token), with CORS
-  for ``settings.cors_origins``;
-- ``/api/agents/run``, ``/api/workflows/{id}/environment`` (API token);
-- ``/api/sandbox/{sessionId}/env|config|results`` — the sandbox callbacks (one-time
-  tokens);
-- ``GET /healthz`` (the runner's, or the chat backend's own without a runner).
-
-:func:`serve_chat` runs it on Hypercorn with the log mover (:mod:`.turn_mover`),
-which moves and settles the live turns' sessions under a lease; as soon as it
-listens and every ``sweep_interval`` it settles as lost the turns a dead process
-left that no mover can settle; on shutdown, embedded turns end with ``error{code:"shutdown"}`` and
-are persisted before connections close (remote ones go on on their runners).
+The routes: ``/api/assistant/...`` (the chat turn over SSE, joining, stopping, follow-up,
+the chats API; CORS for ``settings.cors_origins``), ``/api/agents/run`` and workflow
+environments, the sandbox callbacks ``/api/sandbox/{sessionId}/...``, and ``GET /healthz``
+when no runner serves one. Cancellation of :func:`serve_chat`: Hypercorn stops at once;
+containers are still reaped. A configuration that cannot work raises
+:class:`~.errors.ChatConfigError` before anything listens.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -31,13 +19,10 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Response
 from quart_trio import QuartTrio
 
-from sandstream.server.http.problems import SHUTTING_DOWN, install_problem_handlers, problem
+from sandstream.server.http.problems import SHUTTING_DOWN, problem
 from sandstream.server.http.requests import json_response
 from sandstream.server.http.serve import serve
-from sandstream.server.runner.app import create_app
 from sandstream.server.runner.routes import TurnAwareHTTPConnection
-from sandstream.server.sessions import get_sessions
-from sandstream.server.web.routes import web_blueprint
 
 from .agents.live import LiveTurn
 from .api.agents import agents_blueprint
@@ -48,10 +33,9 @@ from .api.guard import CHAT_EXTENSION, get_service
 from .api.multipart import PART_OVERHEAD
 from .api.problems import install_chat_error_handlers
 from .api.ui_stream import ui_blueprint
-from .errors import ChatConfigError
 from .service import PENDING_TURNS, ChatService
 
-__all__ = ["ChatAwareHTTPConnection", "create_chat_app", "serve_chat"]
+__all__ = ["ChatAwareHTTPConnection", "install_chat", "serve_chat"]
 
 health_blueprint = Blueprint("chat_health", __name__)
 
@@ -82,27 +66,14 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
                         await turn.abandon()
 
 
-def create_chat_app(service: ChatService) -> QuartTrio:
-    """A Quart-Trio app serving the chat backend (and the runner, if ``service`` has one).
-
-    Raises :class:`ChatConfigError` for an embedded runner without durable sessions
-    (``RunnerSettings.sessions``): chat turns run as sessions.
-    """
-    if service.runner is not None:
-        if service.runner.settings.sessions is None:
-            raise ChatConfigError("the embedded runner needs durable sessions (a data dir)")
-        app = create_app(service.runner.settings, runner=service.runner)
-        service.sessions = get_sessions(app)
-        runner_limit = service.runner.settings.max_body_bytes
-    else:
-        here = os.path.dirname(os.path.abspath(__file__))
-        app = QuartTrio(
-            "sandstream.server.chat", root_path=here, instance_path=os.path.join(here, "instance")
-        )
-        install_problem_handlers(app)
+def install_chat(app: QuartTrio, service: ChatService) -> None:
+    """Mount the chat backend on ``app``: its routes, error handlers, CORS, the
+    connection class that gives back turns whose body never started, the shutdown
+    hook, and ``GET /healthz`` unless a runner serves it (``service.runner is None``)."""
+    if service.runner is None:
         app.register_blueprint(health_blueprint)
-        runner_limit = 0
     settings = service.settings
+    runner_limit = service.runner.settings.max_body_bytes if service.runner else 0
     # Bodies are streamed and bounded per route; this only has to let them through.
     app.config["MAX_CONTENT_LENGTH"] = max(
         runner_limit,
@@ -119,13 +90,10 @@ def create_chat_app(service: ChatService) -> QuartTrio:
     app.register_blueprint(ui_blueprint)
     app.register_blueprint(agents_blueprint)
     app.register_blueprint(callbacks_blueprint)
-    app.register_blueprint(web_blueprint)
 
     @app.after_serving
     async def _shutdown_chat() -> None:
         await service.shutdown()
-
-    return app
 
 
 async def serve_chat(
