@@ -8,3 +8,5 @@ dispatch JSON on stdin; see ``docs/container.md``. Entry point:
 This module imports nothing on purpose: the CLI installs its signal handlers before
 the heavy imports (trio, httpx) happen.
 """
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Translators from other agents' output into the envelope: :mod:`.claude_code`."""
+
+__all__: list[str] = []

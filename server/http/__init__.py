@@ -11,3 +11,5 @@
 
 Roles (``runner``, ``chat``) import from here; nothing here imports a role.
 """
+
+__all__: list[str] = []

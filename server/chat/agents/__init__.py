@@ -1,0 +1,9 @@
+"""The Agents-block run: one ``POST /stream`` dispatch streamed by its response.
+
+- :mod:`.upstream` — the runner's NDJSON, embedded or remote;
+- :mod:`.relay` — the response body: upstream through the core to the client, one
+  nursery per run;
+- :mod:`.live` — the runs in flight, each finished exactly once.
+"""
+
+__all__: list[str] = []

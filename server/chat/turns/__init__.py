@@ -1,0 +1,9 @@
+"""A chat turn on a durable session: its runner link, its viewers and their frames.
+
+- :mod:`.runner_link` — the turn's runner session, embedded or remote, behind one
+  interface (read from a cursor, send a message, interrupt);
+- :mod:`.viewer` — one viewer's SSE response: the session's chunks after a cursor;
+- :mod:`.frames` — the chat's SSE framing of a session's chunks.
+"""
+
+__all__: list[str] = []
