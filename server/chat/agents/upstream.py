@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Literal, Protocol
 
 import httpx
 import trio
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
 from sandstream.server.runner.turn import TurnStream
+
+from ..runner_answers import answer_detail
 
 __all__ = [
     "EmbeddedUpstream",
@@ -35,8 +35,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("sandstream.chat")
-
-_ERROR_BODY_LIMIT: Final = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,18 +169,7 @@ class RemoteUpstream:
 
 async def _refusal(response: httpx.Response) -> UpstreamEnd:
     """The turn's error for a runner that answered something else than 200."""
-    body = b""
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) >= _ERROR_BODY_LIMIT:
-            break
-    detail = ""
-    try:
-        problem = decode_json(body[:_ERROR_BODY_LIMIT])
-        if isinstance(problem, dict):
-            detail = str(problem.get("detail") or problem.get("title") or "")
-    except JSONInputError:
-        detail = body[:200].decode("utf-8", "replace")
+    detail = await answer_detail(response)
     status = response.status_code
     message = f"the runner answered {status}" + (f": {detail}" if detail else "")
     if status == 503:

@@ -32,8 +32,6 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
 from sandstream.core.schemas import Dispatch
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.sessions import (
@@ -52,6 +50,7 @@ from sandstream.server.sessions import (
 from sandstream.server.sessions.service import terminal_state
 
 from ..errors import RemoteRunnerError, RunnerSessionGoneError
+from ..runner_answers import answer_detail
 
 __all__ = [
     "KEEPALIVE",
@@ -74,7 +73,6 @@ holds at most this much; smaller reads from SQLite made a lagging viewer fall fu
 behind: benchmarks/chat)."""
 RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
 """Seconds between attempts to reopen a remote session's stream (the last repeats)."""
-_ERROR_BODY_LIMIT: Final = 16 * 1024
 
 
 class SessionReader(Protocol):
@@ -243,7 +241,9 @@ class RemoteSession:
                         headers={"Accept": "application/x-ndjson"},
                     ) as response:
                         if response.status_code in (404, 410, 422):
-                            detail = await _detail(response)
+                            detail = await answer_detail(response) or (
+                                f"the runner answered {response.status_code}"
+                            )
                             await send.send(RunnerSessionGoneError(f"session {self.id}: {detail}"))
                             return
                         if response.status_code != 200:
@@ -338,21 +338,6 @@ def _runner_client(token: str | None, connect_timeout: float) -> httpx.AsyncClie
         connect=connect_timeout, read=None, write=connect_timeout, pool=connect_timeout
     )
     return httpx.AsyncClient(http1=True, http2=False, timeout=timeout, headers=headers)
-
-
-async def _detail(response: httpx.Response) -> str:
-    body = b""
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) >= _ERROR_BODY_LIMIT:
-            break
-    try:
-        problem = decode_json(body[:_ERROR_BODY_LIMIT])
-        if isinstance(problem, dict):
-            return str(problem.get("detail") or problem.get("title") or response.status_code)
-    except JSONInputError:
-        pass
-    return f"the runner answered {response.status_code}"
 
 
 # -- creating and finding ------------------------------------------------------------------
