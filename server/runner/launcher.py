@@ -1,18 +1,14 @@
 """Container launch behind a small interface: :class:`ContainerLauncher`.
 
-The streaming code (:mod:`sandstream.server.runner.turn`) only needs three things from a
-sandbox backend: start it with the dispatch JSON, read its stdout, and know that when
-the launch task ends the sandbox is gone. That is the whole protocol, in the trio
-idiom of ``nursery.start``::
+A launcher starts a sandbox with the dispatch JSON, hands over its stdout, and returns
+only once the sandbox is gone, in the idiom of ``nursery.start``::
 
     handle = await nursery.start(launcher.run, dispatch_bytes, "turn_abc")
-    data = await handle.stdout.receive_some()     # the caller owns handle.stdout
-    ...
-    # the launch task returns (or is cancelled) only once the sandbox is gone
+    data = await handle.stdout.receive_some()  # the caller owns handle.stdout
 
-:class:`LocalSubprocessLauncher` runs ``python -m sandstream.container`` as a local
-subprocess in a new session. Other backends (a container runtime, a microVM) implement
-the same protocol without touching the streaming code.
+Cancellation stops the sandbox and returns once it is gone; a sandbox that cannot start
+raises ``LaunchError`` (docs/architecture.md, "Sandboxes: the launcher interface").
+:class:`LocalSubprocessLauncher` runs the container as a local subprocess (``--sandbox local``).
 """
 
 from __future__ import annotations
