@@ -1,6 +1,6 @@
 """Skills: folders of executable recipes described by a ``manifest.json``.
 
-A skills folder holds a ``manifest.json`` (:class:`~.schemas.SkillManifest`) and the
+A skills folder holds a ``manifest.json`` (:class:`~sandstream.core.schemas.SkillManifest`) and the
 executables it names. A skill runs as a subprocess in its own process group, in the
 run's work dir, with its args as JSON on stdin; it answers one JSON value on stdout
 and exits 0. Anything else is a failed call whose error carries the stderr tail:
