@@ -1,23 +1,13 @@
 """Attachments: the turn's files, downloaded into the work dir before the setup script.
 
-``/config`` names them (:class:`~.schemas.Attachment`). Each is fetched with ``GET
-{agent_url}/attachments/{id}`` and ``Authorization: Bearer <otp_run>`` (the workspace
-accepts the run token for exactly this turn's attachments until the turn settles) and
-written at its ``path`` in the work dir, whatever work dir the launcher gave the
-container. The whole download is one step, ``download_attachments`` (args: the
-paths; result: each path and size), so the user sees it happen.
+``/config`` names them (:class:`~sandstream.core.schemas.Attachment`); each is fetched
+with the run token and written at its ``attachments/<name>`` path in the work dir, in one
+step, ``download_attachments``. Bounds and checks: docs/container.md, "Lifecycle".
 
-Bounds and checks: at most :data:`MAX_FILES` files and :data:`MAX_TOTAL_BYTES` bytes
-(the announced sizes, checked before anything is fetched); each body is cut at its
-announced size and must match it (and its ``sha256`` when announced). A path must be
-``attachments/<name>`` with a name that :func:`~.names.sanitize_name` leaves as it
-is, unique in the turn; the file is created exclusively (never overwriting, never
-following a link).
-
-Raises :class:`~.errors.AttachmentsError` (``attachments_failed``) on any failure,
-after closing the step as failed with the reason and removing the partial file.
-Cancellation closes the step as failed (``cancelled``), removes the partial file and
-propagates.
+Bad input (a bound, size, hash or path check fails) or a failed fetch raises
+:class:`~.errors.AttachmentsError` (``attachments_failed``) after closing the step as
+failed and removing the partial file. Cancellation closes the step as failed
+(``cancelled``), removes the partial file and propagates.
 """
 
 from __future__ import annotations

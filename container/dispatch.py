@@ -1,4 +1,5 @@
-"""Reading the dispatch: JSON on stdin (or a file), decoded into :class:`~.schemas.Dispatch`.
+"""Reading the dispatch: JSON on stdin (or a file), decoded into a
+:class:`~sandstream.core.schemas.Dispatch`.
 
 Stdin framing: when the first line of stdin is a complete JSON value, that line is the
 dispatch and stdin stays open for the user messages that follow it, one JSON line each
@@ -50,7 +51,7 @@ def decode_dispatch(data: bytes) -> Dispatch:
     """Decode and validate the dispatch JSON.
 
     Raises :class:`DispatchError` if it is empty, not UTF-8, not JSON, nested too
-    deeply or not a valid :class:`~.schemas.Dispatch`.
+    deeply or not a valid :class:`~sandstream.core.schemas.Dispatch`.
     """
     if not data.strip():
         raise DispatchError("empty dispatch: expected a JSON object on stdin")

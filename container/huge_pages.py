@@ -51,8 +51,8 @@ def collapse_heap() -> int:
 
     Called where the launcher asked for huge pages (it does only where the kernel's
     setting allows them). Returns the bytes this call put in huge
-    pages (0 when none: never an error). Takes ~0.3 ms per 2 MiB; a signal arriving
-    meanwhile is handled once it returns.
+    pages (0 when none: never an error). A signal arriving meanwhile is handled once
+    it returns.
     """
     if not sys.platform.startswith("linux"):
         return 0

@@ -1,15 +1,10 @@
 """User messages that arrive during a run, on stdin after the dispatch (durable sessions).
 
-The runner keeps a session's stdin open after the dispatch line and writes each user
-message as one JSON line, :class:`UserMessage` (``{"type": "message", "text": "…"}``);
-EOF means no more messages. :func:`read_messages` reads those lines in a worker thread
-(stdin is Python's buffered reader, which may already hold lines read together with the
-dispatch) and puts them in the run's :class:`Inbox`; the agent calls
-:meth:`Inbox.take` before each model call. A line that is not a message (bad JSON,
-wrong shape, not UTF-8, nested too deeply, too long) is reported as a ``warn`` log and skipped.
-
-Cancellation: :func:`read_messages` returns at once; the blocked read is abandoned in
-its thread (the container leaves with ``os._exit``, so the thread never holds it up).
+:func:`read_messages` reads one :class:`UserMessage` JSON line at a time in a worker
+thread into the run's :class:`Inbox` (EOF: no more); the agent calls :meth:`Inbox.take`
+before each model call. Bad input (bad JSON, wrong shape, not UTF-8, too deep, too long)
+is a ``warn`` log and skipped. Cancellation: :func:`read_messages` returns at once and
+the blocked read is abandoned in its thread (the container leaves with ``os._exit``).
 """
 
 from __future__ import annotations

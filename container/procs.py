@@ -1,15 +1,10 @@
 """Run a subprocess in its own process group, and make sure the whole group dies.
 
-Every process the container starts (setup script, skills, the claude-code CLI) goes
-through :func:`run_in_group`: it gets a new session (so it leads a process group of its
-own, grandchildren included), pipes for stdin/stdout/stderr that are always read
-concurrently (a full pipe never deadlocks it), and an end that is always a group kill:
-
-- normal exit: the group is ``SIGKILL``-ed anyway, so nothing the tool left running in
-  the background survives the call;
-- timeout: ``SIGTERM`` to the group, :data:`KILL_GRACE` seconds, then ``SIGKILL``;
-- cancellation (a signal, the runtime cap): the same, shielded, then ``Cancelled``
-  propagates. So a cancelled run stops within about :data:`KILL_GRACE` seconds.
+:func:`run_in_group` (setup script, skills, the claude-code CLI) gives the process a new
+session and pipes read concurrently, and always ends with a group kill: ``SIGKILL`` after
+a normal exit (nothing left in the background survives), ``SIGTERM`` then ``SIGKILL``
+after :data:`KILL_GRACE` on a timeout. Cancellation does the same, shielded, then
+propagates, so a cancelled run stops within about :data:`KILL_GRACE` seconds.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """One container run: bootstrap, setup, agent, writeback, and exactly one terminal line.
 
-:func:`run_container` is the whole lifecycle inside one trio nursery:
-
-1. ``GET /env`` (setup token), ``GET /config`` (run token), then the turn's
-   attachments into the work dir (run token, :mod:`.attachments`);
-2. the setup script, with the env applied, in the work dir;
-3. the skills (built-in, ``--skills-dir``, ``SANDSTREAM_SKILLS_PATH``), filtered by
-   the config;
-4. the agent the config names, streaming ``log`` and ``step`` lines;
-5. writeback of the output dir (upload token), only after the agent completed;
-6. the terminal: ``result`` (exit 0) or ``error`` (exit non-zero).
-
-A :class:`~.errors.ContainerError` anywhere becomes ``error{code, message}``; any other
-exception is a bug: its traceback goes to stderr and the terminal is
-``error{code:"internal_error"}``. SIGTERM/SIGINT cancel the run (tool process groups
-are terminated within :data:`~.procs.KILL_GRACE` s), then ``error{code:"cancelled"}``
-and exit ``128 + signum``. The runtime cap (``max_runtime_sec``, default 8 h) ends
-the run with ``error{code:"runtime_exceeded"}``. Nothing is written back after a
-cancellation or a failure.
+:func:`run_container` is the whole lifecycle (docs/container.md, "Lifecycle") in one
+trio nursery. Bad input or a failing step: a :class:`~.errors.ContainerError` becomes
+``error{code, message}``; any other exception is a bug (traceback to stderr,
+``error{code:"internal_error"}``). Cancellation (SIGTERM/SIGINT) terminates the tools'
+process groups, then ``error{code:"cancelled"}`` and exit ``128 + signum``; the runtime
+cap ends the run with ``error{code:"runtime_exceeded"}``. Nothing is written back after
+a cancellation or a failure.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Skills: folders of executable recipes described by a ``manifest.json``.
 
-A skills folder holds a ``manifest.json`` (:class:`~.schemas.SkillManifest`) and the
-executables it names. A skill runs as a subprocess in its own process group, in the
-run's work dir, with its args as JSON on stdin; it answers one JSON value on stdout
-and exits 0. Anything else is a failed call whose error carries the stderr tail:
-a non-zero exit, a timeout (the manifest's ``timeout_sec``), output that is not JSON,
-or output over the size bound. Failed calls are values (:class:`SkillOutcome`), not
-exceptions: the agent loop goes on.
-
-Built-in skills ship in this package's ``builtin_skills/`` folder: ``read_file``,
-``write_file``, ``list_files`` (confined to the work dir) and ``run_shell``.
+A skill (:class:`~sandstream.core.schemas.SkillManifest`) runs as a subprocess in its own
+process group, in the work dir, with its args as JSON on stdin, and answers one JSON
+value on stdout. Bad output — a non-zero exit, a timeout, not JSON, over the size bound —
+is a failed call (:class:`SkillOutcome`, with the stderr tail), never an exception: the
+agent loop goes on. Built-in skills are in ``builtin_skills/`` (docs/container.md, "Skills").
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Writeback: POST the files of the run's output dir to ``{agent_url}/results``.
 
-Called only after the agent completed; a cancelled or failed run never gets here, so
-it never redeems its upload token. The request is ``multipart/form-data`` with one
-``files`` part per file, whose filename is the file's path relative to the output dir
-(POSIX separators, e.g. ``reports/summary.md``), with ``Authorization: Bearer
-<otp_upload>``. Symlinks and special files are skipped (logged). Nothing is sent when
-the output dir is empty; without an upload token the files are only logged.
-
-Raises :class:`~.errors.WritebackError` (``writeback_failed``) when the token is
-refused, the workspace is unreachable or answers non-2xx, or the output exceeds the
-limits. Cancellation propagates.
+Called only after the agent completed, so a cancelled or failed run never redeems its
+upload token. One ``multipart/form-data`` request, a ``files`` part per file named by its
+path relative to the output dir; symlinks and special files are skipped (logged).
+Raises :class:`~.errors.WritebackError` (``writeback_failed``) when the token is refused,
+the workspace is unreachable or answers non-2xx, or the output exceeds the limits.
+Cancellation propagates.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Decoding untrusted JSON: every way bad input fails becomes one :class:`JSONInputError`.
 
-msgspec reports bad input through four exception types: ``msgspec.DecodeError``
-(not JSON), ``msgspec.ValidationError`` (JSON of the wrong shape),
-``UnicodeDecodeError`` (invalid UTF-8 inside a string) and ``RecursionError``
-(nesting deeper than the interpreter's recursion limit allows, about a thousand
-levels). Code that decodes input from outside the process — a dispatch, a skill's
-answer, an HTTP body, a line of a subprocess's output — goes through
-:func:`decode_json`, so that one ``except JSONInputError`` covers them all and
-nothing escapes as an internal error.
-
-Invalid UTF-8 anywhere in the input is rejected, also inside values msgspec would
-skip (unknown fields, raw payloads): JSON text is UTF-8 (RFC 8259).
+:func:`decode_json` decodes anything from outside the process (a dispatch, a skill's
+answer, an HTTP body, a subprocess's output line): not JSON, the wrong shape, invalid
+UTF-8 anywhere (also in values msgspec would skip) and nesting too deep all raise
+:class:`JSONInputError`, so one ``except`` covers them and nothing escapes as an
+internal error (docs/protocol.md, "Decoding other untrusted JSON").
 """
 
 from __future__ import annotations

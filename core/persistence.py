@@ -1,4 +1,4 @@
-"""Persisted chat messages (seed 002): a turn folded into content blocks, and replay.
+"""Persisted chat messages: a turn folded into content blocks, and replay.
 
 The assistant message of a turn holds its text, its step trace and each step's
 structured tool output, so a history reload renders what the live stream rendered.

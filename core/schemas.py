@@ -47,7 +47,7 @@ HEAP_TUNABLES: Final = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 """The environment a launcher starts the container with to ask for huge pages:
 glibc (>= 2.35; older ones ignore it) advises its heap ``MADV_HUGEPAGE``."""
 DEFAULT_MAX_RUNTIME_SEC: Final = 8 * 3600.0
-"""The runtime cap when ``/config`` sets none: 8 hours (seed 003)."""
+"""The runtime cap when ``/config`` sets none: 8 hours."""
 
 _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
@@ -57,7 +57,7 @@ SkillName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
 class ChatTurn(msgspec.Struct, frozen=True):
-    """One earlier turn of the conversation (seed 002's ``ChatTurn``)."""
+    """One earlier turn of the conversation."""
 
     role: Literal["user", "assistant"]
     content: str
@@ -197,7 +197,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     none). ``prompt`` and ``conversation``, when set, take precedence over the
     dispatch's. ``max_runtime_sec`` is the run's hard cap. ``attachments`` are the
     files the user attached to the turn: the container downloads them into the work
-    dir before the setup script runs (:mod:`~.attachments`).
+    dir before the setup script runs (:mod:`sandstream.container.attachments`).
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)

@@ -1,17 +1,10 @@
 """Incremental NDJSON line splitting with a bound on line size.
 
-Bytes go in with any chunk boundaries; complete lines come out, the same lines
-whatever the chunking. The rule, applied to the stream as a whole:
-
-- ``\\n`` ends a line; the bytes since the previous ``\\n`` (or the start) are the
-  line. At :meth:`NDJSONSplitter.close`, bytes after the last ``\\n`` are a final line.
-- If a line ends with ``\\r``, exactly that one ``\\r`` is dropped: ``a\\r\\r\\n``
-  gives ``a\\r``. No other byte is touched.
-- A line's length is the length of what is left. A line longer than
-  ``max_line_bytes`` is never buffered whole: it is discarded up to its newline and
-  returned as ``None`` in its place, so callers can count line numbers and report it.
-
-Memory held between calls is at most ``max_line_bytes + 1`` bytes, whatever the input.
+Bytes go in with any chunk boundaries; the same lines come out whatever the chunking.
+``\\n`` ends a line, one trailing ``\\r`` is dropped, and at :meth:`NDJSONSplitter.close`
+bytes after the last ``\\n`` are a final line (docs/protocol.md, "Rules"). Bad input: a
+line over ``max_line_bytes`` is discarded up to its newline and returned as ``None`` in
+its place; memory held between calls is at most ``max_line_bytes + 1`` bytes.
 """
 
 from __future__ import annotations

@@ -37,8 +37,7 @@ def line_frames(first: int, lines: bytes, count: int, head: bytes = b"") -> byte
     the line as its one ``data:`` line. The same bytes as joining
     ``SINGLE_LINE_FRAME % (id, head, line)`` over the lines, made without a Python step
     per line: the line breaks become frame boundaries in one ``replace``, then one
-    ``%`` puts the ids in (3 to 6 times faster, the longer the lines the more;
-    ``benchmarks.chat.budget``).
+    ``%`` puts the ids in.
 
     A CR in ``lines`` would pass into a ``data:`` line unsplit: callers check for it
     (and fall back to :func:`data_fields`). ``b""`` gives ``b""``; ``lines`` that do not

@@ -1,21 +1,14 @@
 """Incremental Server-Sent Events parser, per the WHATWG HTML "event stream interpretation".
 
-Bytes go in with any chunk boundaries; dispatched events come out, the same events
-whatever the chunking. The stream is decoded as UTF-8 (invalid bytes become U+FFFD,
-one leading BOM is dropped); lines end at CR, LF or CRLF and nowhere else (U+2028,
-U+0085, VT, FF and friends are ordinary characters). At end of stream an event that
-was not ended by a blank line is discarded, as the spec requires.
+Bytes go in with any chunk boundaries; the same events come out whatever the chunking
+(UTF-8 with U+FFFD for invalid bytes; lines end at CR, LF or CRLF only; an event not
+ended by a blank line is discarded at end of stream). One parser serves a client across
+reconnections, as ``EventSource`` does: :meth:`SSEParser.reconnect` keeps the last event
+id and the reconnection time and drops the unfinished event.
 
-One parser serves a client across reconnections, as a browser's ``EventSource``
-does: :meth:`SSEParser.reconnect` starts the next connection's stream, keeping the
-last event id (to send as ``Last-Event-ID``, and carried by later events that set
-none) and the reconnection time, and dropping everything of the unfinished event.
-
-Memory is bounded: a line longer than ``max_line_chars`` or an event whose data grows
-past ``max_data_chars`` raises :class:`SSEParseError`, and the parser refuses further
-input. Nothing else in the input is an error: unknown fields, a ``retry`` that is not
-all ASCII digits (or is too large to be a time), an ``id`` holding NUL are ignored,
-as a browser ignores them.
+Bad input: a line over ``max_line_chars`` or an event's data over ``max_data_chars``
+raises :class:`SSEParseError` and the parser refuses further input; anything else a
+browser ignores (unknown fields, a bad ``retry``, an ``id`` with NUL) is ignored.
 """
 
 from __future__ import annotations

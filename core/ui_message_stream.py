@@ -1,38 +1,15 @@
 """The chat's SSE turned into the Vercel AI SDK 5 UI message stream (``useChat``'s wire).
 
-In the manner of h11's ``Connection``, :class:`UIMessageStream` does no I/O. Feed it
-the chat stream's bytes (``start``, ``step``, ``files``, ``result``, ``error``, ``done``
-frames and ``: ping`` comments, as :class:`~sandstream.core.StreamProcessor` writes
-them) in any chunking; write out what it returns::
+Sans-IO: feed it the chat stream's bytes (as :class:`~sandstream.core.StreamProcessor`
+writes them) in any chunking; write out what it returns::
 
     stream = UIMessageStream(message_id="msg_1")
     out = stream.feed(chunk)   # bytes of UI message stream frames (maybe b"")
     out += stream.close()      # end of input: the stream is always finished
 
-The output is ``data: <chunk JSON>`` frames, then ``data: [DONE]``, served with the
-header ``x-vercel-ai-ui-message-stream: v1`` (:data:`UI_MESSAGE_STREAM_HEADERS`). Each
-chunk carries only fields of the AI SDK's own schema (``ui-message-chunks.ts``: strict
-objects in ``ai`` 5.0.0, so an unknown key would fail an older client):
-
-- ``start`` (``messageId``) before anything else;
-- a step's first line → ``tool-input-available`` (``toolCallId`` = the step id,
-  ``toolName``, ``input`` = its ``args``, ``dynamic: true``); a later line carrying
-  ``args`` sends them again; ``succeeded`` → ``tool-output-available`` (``output`` =
-  its ``result``), ``failed`` → ``tool-output-error`` (``errorText``: its ``error``);
-- ``result`` → ``text-start``, one ``text-delta`` with the message, ``text-end``;
-- ``error`` → ``error`` (``errorText``: ``[code] message``); steps still running at
-  the terminal get ``tool-output-error`` with the reason the stored message gives them
-  (:func:`~sandstream.core.persistence.assistant_message`);
-- after the terminal, ``finish`` and ``data: [DONE]``; later input is ignored;
-- ``files`` (files the run wrote back) → one ``file`` chunk per file (``url``: what
-  ``file_url`` makes of its id, ``mediaType``: its content type), if ``file_url`` is
-  given;
-- a comment (``: ping``) is passed on as a keep-alive; ``log``, the chat's own
-  ``start``, ``done`` and unknown events send nothing.
-
-Bad input: a ``step``, ``result``, ``error`` or ``files`` frame whose data is not what
-the chat sends there raises :class:`UIMessageStreamError` (the stream accepts nothing
-more).
+The chunks it makes: docs/chat.md, "AI SDK (useChat)". Bad input: a ``step``,
+``result``, ``error`` or ``files`` frame whose data is not what the chat sends raises
+:class:`UIMessageStreamError` (the stream accepts nothing more).
 """
 
 from __future__ import annotations

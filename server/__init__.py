@@ -1,15 +1,10 @@
 """sandstream's server: a Quart-Trio application on Hypercorn, one subpackage per role.
 
-- :mod:`~sandstream.server.runner`: ``POST /stream``, one nursery per turn ties the
-  container, the upstream read and the client write;
-- :mod:`~sandstream.server.sessions`: durable sessions, runs that outlive their readers;
-- :mod:`~sandstream.server.chat`: the chat backend (persisted conversations, one-time
-  tokens, the sandbox callbacks, SSE to the browser, the log mover);
-- :mod:`~sandstream.server.web`: the browser app;
-- :mod:`~sandstream.server.http`: the HTTP plumbing they share;
-- :mod:`~sandstream.server.app` composes them into an app, :mod:`~sandstream.server.cli`
-  runs ``sandstream runner`` and ``sandstream serve``.
-
+:mod:`~sandstream.server.runner` (``POST /stream``), :mod:`~sandstream.server.sessions`
+(durable sessions), :mod:`~sandstream.server.chat` (the chat backend),
+:mod:`~sandstream.server.web` (the browser app) and :mod:`~sandstream.server.http` (the
+HTTP plumbing they share); :mod:`~sandstream.server.app` composes them, and
+:mod:`~sandstream.server.cli` runs ``sandstream runner`` and ``sandstream serve``.
 The runner's public API is re-exported here, with the app factories and :func:`serve`.
 """
 

@@ -1,17 +1,13 @@
 """The application factories: the roles composed into one Quart-Trio app.
 
-The roles never mount each other; this module does:
+- :func:`create_runner_app` (``sandstream runner``): ``POST /stream``, ``GET /healthz``,
+  and with ``sessions`` the durable sessions;
+- :func:`create_chat_app` (``sandstream serve``): the chat backend and the web app, on
+  the embedded runner and its sessions or on remote runners only.
 
-- :func:`create_runner_app` — ``sandstream runner``: ``POST /stream`` and
-  ``GET /healthz``, and with ``sessions`` the durable sessions (``/sessions``);
-- :func:`create_chat_app` — ``sandstream serve``: the chat backend and the web app,
-  on the embedded runner with its durable sessions (chat turns run as sessions) or,
-  without one, on remote runners only.
-
-Every error is problem JSON. Serve an app with :func:`sandstream.server.http.serve.serve`
-(the chat's with :func:`sandstream.server.chat.serving.serve_chat`) so that shutdown
-ends live turns with ``error{code:"shutdown"}`` before connections close. A
-composition that cannot work raises :class:`~sandstream.server.chat.errors.ChatConfigError`.
+Serve an app with :func:`sandstream.server.http.serve.serve` (the chat's with
+:func:`~sandstream.server.chat.serving.serve_chat`) so that shutdown ends live turns first.
+A composition that cannot work raises :class:`~sandstream.server.chat.errors.ChatConfigError`.
 """
 
 from __future__ import annotations

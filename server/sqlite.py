@@ -1,18 +1,13 @@
 """SQLite connections driven from trio: every call runs in a worker thread.
 
-Shared by the roles that keep state in the data dir: the chat store
-(:mod:`sandstream.server.chat.store.sqlite`) and the session buffer
-(:mod:`sandstream.server.sessions.buffer`); each brings its own schema (``migrate``).
+Shared by the chat store (:mod:`sandstream.server.chat.store.sqlite`) and the session
+buffer (:mod:`sandstream.server.sessions.buffer`); each brings its own schema.
+:class:`SQLiteDatabase` keeps one writer connection (``BEGIN IMMEDIATE``, one write at a
+time) and a pool of readers (WAL); no database call runs on the event loop.
 
-:class:`SQLiteDatabase` keeps one writer connection (writes are serialized: one
-worker thread at a time, ``BEGIN IMMEDIATE`` transactions) and a small pool of reader
-connections (WAL mode lets them read while a write is in progress). No database call
-ever runs on the trio event loop.
-
-Cancellation: a call that has started runs to completion in its thread; the caller
-then sees :class:`trio.Cancelled` at its next checkpoint. A transaction is never left
-half-way, but a cancelled caller does not learn its outcome, so callers that must
-(the start and the settle of a turn) shield the call.
+Cancellation: a call that has started runs to completion in its thread, and the caller
+sees :class:`trio.Cancelled` at its next checkpoint without learning the outcome; callers
+that must know it (a turn's start and settle) shield the call.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The ``claude-code`` agent: a Claude Code-style CLI as a subprocess, translated.
 
-Runs ``command + ["-p", "--output-format", "stream-json", "--verbose"]`` (plus
-``--model``, ``--system-prompt``, ``--mcp-config`` when the config sets them, then
-``extra_args``) in the work dir with the run's environment, in its own process
-group, with the prompt on stdin (earlier turns rendered before it). Its stdout goes
-through the core's :class:`~sandstream.core.translators.claude_code.ClaudeCodeTranslator`;
-translated ``log`` and ``step`` lines are emitted as they come. The translator's
-``result`` is the final message; its ``error`` raises :class:`~..errors.AgentError`
-with the same code. A CLI that cannot start, or exits without a result, raises
-:class:`~..errors.AgentError` (``agent_failed``) with its stderr tail. Cancellation
-terminates the CLI's process group and propagates.
+Runs the CLI in ``stream-json`` mode in the work dir, in its own process group, with the
+prompt on stdin (docs/protocol.md, ``{"kind": "claude-code"}``); its stdout goes through
+the core's :class:`~sandstream.core.translators.claude_code.ClaudeCodeTranslator`. The
+translated ``error`` raises :class:`~..errors.AgentError` with its code; a CLI that cannot
+start or exits without a result raises it with ``agent_failed`` and its stderr tail.
+Cancellation terminates the CLI's process group and propagates.
 """
 
 from __future__ import annotations

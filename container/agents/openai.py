@@ -1,20 +1,15 @@
 """The ``openai`` agent: an OpenAI-compatible Chat Completions tool-calling loop.
 
-Each iteration POSTs ``{base}/chat/completions`` with the conversation so far and the
-skills as ``tools``. Every tool call in the answer runs as a step (in order) and its
-result goes back as a ``tool`` message; an answer without tool calls is the final
-message, unless a user message arrived meanwhile (durable sessions, :mod:`..inbox`):
-messages received are added as ``user`` messages before each model call. Configuration
-comes from the env: ``OPENAI_BASE_URL`` (default
-``https://api.openai.com/v1``), ``OPENAI_API_KEY`` (sent as ``Bearer``, optional) and
-``OPENAI_MODEL`` unless the config sets ``model``.
+Each iteration POSTs ``{base}/chat/completions`` with the conversation and the skills as
+``tools``; each tool call runs as a step; an answer without tool calls is the final
+message, unless user messages arrived meanwhile (:mod:`..inbox`). Configuration:
+``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL`` (docs/protocol.md).
 
-Errors: a provider timeout raises :class:`~..errors.ModelTimeoutError`
-(``model_timeout``); an unreachable provider, a non-2xx status or an unusable body
-:class:`~..errors.ModelError` (``model_error``); more than ``max_iterations`` rounds
-of tool calls :class:`~..errors.AgentError` (``max_iterations``). Tool arguments the
-model garbles become a failed step and are reported back to the model. Cancellation
-propagates (after the running step is closed as failed).
+Errors: :class:`~..errors.ModelTimeoutError` (``model_timeout``),
+:class:`~..errors.ModelError` (``model_error``: unreachable, non-2xx, unusable body),
+:class:`~..errors.AgentError` (``max_iterations``). Garbled tool arguments become a
+failed step reported back to the model. Cancellation propagates after the running step
+is closed as failed.
 """
 
 from __future__ import annotations

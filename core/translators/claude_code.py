@@ -1,55 +1,13 @@
 """Claude Code ``stream-json`` output translated into sandstream envelope lines.
 
-Input is the stdout of ``claude -p --output-format stream-json --verbose`` (also with
-``--include-partial-messages``, hooks, and the ``--permission-prompt-tool stdio``
-control protocol): one JSON object per line, in any chunking. The mapping:
+Input: the stdout of ``claude -p --output-format stream-json --verbose``, in any chunking.
+Tool calls become steps, text and other lines ``log`` lines, the ``result`` line the
+terminal (the mapping: docs/protocol.md, ``{"kind": "claude-code"}``). There is no clock:
+``ts`` and ``durationMs`` come from the ``now_ms`` the caller passes.
 
-- ``system``/``init`` → ``log`` info naming the session, model, CLI version,
-  permission mode, tool count (when the line lists tools) and MCP servers; a ``log``
-  warn for each MCP server that is not connected.
-- other ``system`` lines (hooks, ``status``, ``compact_boundary``, ``thinking_tokens``,
-  ``api_retry``, ``permission_denied``, …) → a ``log`` that keeps their fields as
-  ``key=value`` (values cut to ``excerpt_chars``): ``warn`` for a hook that did not
-  succeed, an API retry or a permission denial, ``info`` for a compaction, ``debug``
-  otherwise.
-- ``rate_limit_event`` → ``log`` with its ``rate_limit_info``: ``warn`` for a status
-  other than ``allowed`` (``allowed_warning``, ``rejected``), ``debug`` otherwise.
-- ``control_request`` → a permission prompt (``can_use_tool``) is a ``log`` warn
-  naming the tool and its ``tool_use`` id (nothing here answers it); other control
-  traffic (``control_response``, ``control_cancel_request``, …) → ``log`` debug.
-- ``assistant`` ``text`` blocks → ``log`` info (intermediate text is not the answer);
-  an assistant line carrying an API ``error`` (the CLI's synthetic message, e.g.
-  ``authentication_failed``) → ``log`` warn, and its code decides the terminal's;
-  ``tool_use`` blocks → ``step`` running (``id``, ``name``, ``args`` = ``input``).
-- ``user`` ``tool_result`` blocks → ``step`` succeeded (``result`` = the content) or
-  failed (``error`` = its text), with the running step's name and ``durationMs``.
-  Base64 payloads (images, documents) never reach ``result``: each becomes a
-  placeholder naming its media type and size, ``"[image image/png, 20480 bytes,
-  omitted]"``. A call Claude Code did not execute — ``tool_result_meta`` gives it a
-  ``non_execution_kind``, or a ``system``/``permission_denied`` line named it — fails
-  with ``error`` ``"permission denied (<kind>): <text>"``.
-- ``result`` → a ``log`` info summary (internal ``[ede_diagnostic]`` entries of
-  ``errors`` go there, never into the user-visible message), a ``log`` warn listing
-  ``permission_denials``, a failed step for every tool call still running, then
-  ``result`` (subtype ``success`` and not ``is_error``) or ``error`` (code from the
-  subtype, see :data:`ERROR_CODES`, else from the API error, see
-  :data:`API_ERROR_CODES`, else ``agent_error``).
-- ``stream_event`` partial lines, blank lines, thinking blocks, user text → nothing.
-
-Bad input never raises: a line that is not JSON, not an object, of an unknown
-``type`` or malformed, or longer than ``max_line_bytes``, becomes a ``log`` warn with
-its 1-based line number and a bounded excerpt. A ``tool_result`` whose
-``tool_use_id`` was never seen running becomes a ``log`` warn plus a terminal step
-named ``"unknown"`` (the core accepts a terminal step without a prior ``running``);
-a second ``tool_use`` or ``tool_result`` for the same id is dropped with a warn.
-
-Everything after the ``result`` line is dropped (counted in
-:attr:`ClaudeCodeTranslator.lines_after_result`), so the terminal is the last line.
-If the stream ends without a ``result`` line, :meth:`~ClaudeCodeTranslator.close`
-fails the steps still running and synthesizes no terminal: the core's
-:class:`~sandstream.core.processor.StreamProcessor` guarantees it
-(``error{code:"upstream_closed"}``). There is no clock here: ``ts`` and
-``durationMs`` come only from the ``now_ms`` the caller passes.
+Bad input never raises: a malformed, unknown or over-long line becomes a ``log`` warn.
+Lines after ``result`` are dropped; without one the core's ``StreamProcessor`` ends the
+stream (``error{code:"upstream_closed"}``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
-"""The chat backend (the Assistant side of seeds 000, 002 and 003) on Quart-Trio.
+"""The chat backend on Quart-Trio: conversations, one-time tokens, each turn a runner session.
 
-- :class:`ChatService` starts turns: lock, user message, session and hashed one-time
-  tokens in one transaction, then a runner session (embedded or remote) kept by a
-  :class:`TurnKeeper` until it ended and settled (:class:`TurnSettler`);
-- :class:`TurnStreamBody` is one viewer of a turn: the session's chunks after a
-  cursor as SSE frames (``id:`` the cursor); :class:`RelayBody` streams an
-  Agents-block run (validated NDJSON), one nursery per run, settled once;
-- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` the embedded
-  default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
-  content-addressed bytes;
-- :func:`install_chat` / :func:`serve_chat` mount and serve it all;
-  ``sandstream serve`` (:mod:`sandstream.server.cli`) runs it on embedded
-  defaults.
+- :class:`ChatService` starts turns (lock, user message, session and one-time tokens in
+  one transaction, then a runner session, embedded or remote); :class:`TurnMover` moves
+  each session's chunks into the store and :class:`TurnSettler` settles the turn;
+- :class:`TurnStreamBody` is one viewer of a turn (SSE from a cursor);
+  :class:`RelayBody` streams an Agents-block run, one nursery, settled once;
+- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` its default,
+  :class:`BlobStore` the bag's bytes; :func:`install_chat` / :func:`serve_chat` mount and
+  serve it all (``sandstream serve``; docs/chat.md).
 """
 
 from .agent_profile import AgentProfile, load_agent_profile

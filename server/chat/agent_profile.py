@@ -1,17 +1,10 @@
 """What a turn's sandbox is told: the ``/env`` and ``/config`` answers.
 
-An :class:`AgentProfile` is the server's agent: a :class:`ConfigResponse` template
-(agent kind, system prompt, model, skills, MCP servers, runtime cap) and the env vars
-the agent needs (``OPENAI_*``). Per session it fills in the turn's prompt and
-conversation. :func:`load_agent_profile` picks, in order:
-
-1. ``--agent-config FILE`` / ``SANDSTREAM_AGENT_CONFIG``: a ``ConfigResponse`` JSON
-   file (docs/container.md), used as the template;
-2. ``OPENAI_MODEL`` set: the OpenAI-compatible agent (``OPENAI_BASE_URL``,
-   ``OPENAI_API_KEY``, ``OPENAI_MODEL`` go to the sandbox through ``/env``);
-3. otherwise the offline demo: the ``scripted`` agent with the bundled skills, which
-   lists the work dir, writes the prompt to ``output/echo.md`` (so it comes back as
-   an attachment) and answers with the prompt.
+An :class:`AgentProfile` is the server's agent: a :class:`ConfigResponse` template and
+the env vars the agent needs; per session it fills in the prompt and conversation.
+:func:`load_agent_profile` takes ``--agent-config FILE`` (``SANDSTREAM_AGENT_CONFIG``) if
+given, else the OpenAI-compatible agent when ``OPENAI_MODEL`` is set, else the offline
+``scripted`` demo with the bundled skills (docs/chat.md, "Configuration").
 """
 
 from __future__ import annotations
@@ -149,7 +142,7 @@ def with_attachments(config: ConfigResponse, files: Sequence[BagFile]) -> Config
 def load_agent_profile(
     environ: Mapping[str, str], agent_config: Path | None = None
 ) -> AgentProfile:
-    """The agent profile from a config file or the environment (module docstring).
+    """The agent profile from a config file or the environment (see the module docstring).
 
     Raises :class:`ChatConfigError` for an unreadable or invalid config file.
     """

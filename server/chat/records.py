@@ -44,7 +44,7 @@ BagSource: TypeAlias = Literal["upload", "result"]
 
 
 class Chat(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
-    """A conversation (seed 002's ``copilotChats`` row, type ``assistant_sandbox``).
+    """A conversation (its ``type`` in the store: ``assistant_sandbox``).
 
     ``conversation_id`` is the first user message's id. ``active_message_id`` is set
     while a turn holds the chat's lock: the assistant message being produced.
@@ -132,7 +132,7 @@ class NewBlob(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Environment(msgspec.Struct, rename="camel", kw_only=True):
-    """A workflow's named environment: variables and a setup script (seed 003).
+    """A workflow's named environment: variables and a setup script.
 
     Served to the sandbox by ``GET /env``; its ``SANDBOX_URL`` variable, if any,
     picks the runner for the workflow's turns.

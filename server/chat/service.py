@@ -1,14 +1,11 @@
 """The chat backend's service: starts turns and runs, keeps the live ones.
 
-Routes are thin; :class:`ChatService` does the work. A chat turn: pick the runner,
-mint the three one-time tokens, write the turn's start (lock, user message, session,
-hashed tokens, the ``chat_turns`` row) in one transaction, start a runner session
-running the dispatch (embedded :class:`~sandstream.server.sessions.SessionService`,
-or a remote runner's ``POST /sessions``), record it, and hand it to the log mover
-(:mod:`.turn_mover`): the replica that owns the session's lease moves its chunks,
-holds the chat's lock, and settles the turn from the moved chunks when it ends.
-Viewers (:mod:`.session_relay`) only read the session. An Agents-block run is
-still one ``POST /stream`` dispatch streamed by its response (:mod:`.relay`).
+Routes are thin; :class:`ChatService` does the work. A chat turn: pick the runner, write
+the turn's start (lock, user message, session, hashed one-time tokens) in one
+transaction, start a runner session running the dispatch, and hand it to the log mover
+(:mod:`sandstream.server.chat.mover.turns`), which moves its chunks and settles the turn.
+Viewers (:mod:`sandstream.server.chat.turns.viewer`) only read the session. An
+Agents-block run is one ``POST /stream`` dispatch (:mod:`sandstream.server.chat.agents.relay`).
 """
 
 from __future__ import annotations
@@ -138,7 +135,7 @@ class ChatService:
     async def _target(
         self, workspace_id: str, workflow_id: str | None, request_url: str | None
     ) -> Target:
-        """Resolve the runner (raises :class:`~.dispatch.TargetError`)."""
+        """Resolve the runner (raises :class:`~sandstream.server.chat.errors.TargetError`)."""
         workflow_url = None
         if workflow_id is not None:
             environment = await self.store.get_environment(workspace_id, workflow_id)
@@ -448,7 +445,7 @@ class ChatService:
     # -- lost turns --------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the log mover until cancelled (see :class:`~.turn_mover.TurnMover`)."""
+        """Run the log mover until cancelled (:class:`~.mover.turns.TurnMover`)."""
         await self.turn_mover.run(self.sessions, task_status=task_status)
 
     async def sweep(self) -> list[str]:

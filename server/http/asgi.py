@@ -1,34 +1,11 @@
 """The ASGI HTTP connection every role's app uses: idle connections close, bodies have a deadline.
 
-**Why connections never closed.** Hypercorn runs the end of a response inside the
-app's own ``send`` call: the last ``http.response.body`` message makes its HTTP/1.1
-protocol finish the stream, put ``http.disconnect`` on the app's receive queue, and
-then either recycle the connection for keep-alive (start the idle timer that closes it
-after ``keep_alive_timeout``) or close it (``Connection: close``, a body left unread,
-as after a 401). quart-trio's :class:`~quart_trio.asgi.TrioASGIHTTPConnection` runs
-``handle_messages`` and ``handle_request`` in one nursery and cancels that nursery as
-soon as ``handle_messages`` sees ``http.disconnect``. The queue hand-off is a
-checkpoint, so ``handle_messages`` wakes while Hypercorn's bookkeeping is still
-running in ``handle_request``'s task, cancels it, and the next checkpoint in
-Hypercorn's code (taking the idle timer's lock, ``send_eof`` before closing) raises
-:class:`trio.Cancelled`, which the nursery swallows. Neither the idle timer nor the
-close ever happens: every connection that has had a response stays open until the
-client leaves, and a client that never leaves holds a file descriptor forever. Any
-Quart-Trio app on Hypercorn's trio worker shows it.
-
-**The fix, where it lives.** A disconnect that arrives once the app has sent its final
-body message is the end of our own response, not a client leaving, so it must not
-cancel the task that is still inside ``send``: :class:`HTTPConnection` notes the final
-message before handing it to Hypercorn and, after it, lets ``handle_request`` finish
-(it closes the nursery itself when ``send`` returns). A disconnect *before* that point
-(the client left mid-response) still cancels the response at once, as before.
-
-**Body deadline.** Hypercorn's ``read_timeout`` is per read, so a body sent one byte a
-second never trips it. The whole request body must arrive within the request's
-``body_timeout`` (Quart's ``BODY_TIMEOUT`` setting, seconds; ``None``: no limit),
-counted from the start of the request; past it, reading the body raises
-:class:`werkzeug.exceptions.RequestTimeout` in the route (a 408 problem, and the
-connection is closed since its body was not read to the end).
+:class:`HTTPConnection` (quart-trio's, amended) does not cancel the response on the
+``http.disconnect`` Hypercorn queues after the final body message, so keep-alive idle
+timers and ``Connection: close`` work; a disconnect before it (the client leaving
+mid-response) cancels the response at once. A request body still arriving
+``body_timeout`` (Quart's ``BODY_TIMEOUT``) after the request started raises
+``RequestTimeout`` (408) in the route. Why: docs/architecture.md, "Connections".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """glibc's malloc set for a streaming server: large buffers from the heap, kept there.
 
-A turn's bytes pass through buffers of 128 KiB to a few MiB: a 256 KiB read of the
-container's stdout, the core's output for it, a viewer's 1 MiB batch and its SSE
-frames, a run stored by the session. With glibc's defaults, a buffer over the mmap
-threshold (128 KiB at first, then the size of the largest such buffer freed) is a
-fresh mapping, and memory freed at the top of the heap is given back to the kernel
-once there is more than the trim threshold of it; either way the next buffer faults
-its pages in again, zeroed: ~4 µs a 4 KiB page on this project's VMs, 90k faults in
-one round of ``benchmarks.chat.run`` (a 1M-line runner turn and a 1M-line chat turn;
-~33k with these settings).
-
-:func:`keep_large_buffers` sets the mmap threshold to :data:`MMAP_THRESHOLD` (buffers
-up to it come from the heap) and the trim threshold to :data:`TRIM_THRESHOLD` (up to
-that much freed memory stays with the process, per arena, ready for the next
-buffers). The cost: that much more resident memory while the process is idle.
+:func:`keep_large_buffers` sets the mmap threshold to :data:`MMAP_THRESHOLD` (buffers up
+to it come from the heap) and the trim threshold to :data:`TRIM_THRESHOLD` (up to that
+much freed memory stays with the process, per arena), so a turn's buffers of 128 KiB to
+a few MiB do not fault their pages in afresh. Why: docs/architecture.md, "Connections".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runner role: ``POST /stream``, one nursery per turn (seed 000/003).
+"""The runner role: ``POST /stream``, one nursery per turn.
 
 - :class:`Runner` (:mod:`.service`) admits turns against a capacity limit and shuts
   them all down;

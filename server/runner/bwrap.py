@@ -1,44 +1,13 @@
 """The bubblewrap launcher: each container in a sandbox of its own (``--sandbox bwrap``).
 
-A sandbox is one ``bwrap`` process and the PID namespace it creates:
+A sandbox is one ``bwrap`` process and the PID namespace it creates: the system and
+Python files read-only, one size-limited tmpfs at ``/tmp``, a cleared environment, no
+capabilities, the host's network or none, resource limits per sandbox (:mod:`.limits`).
+What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
-- **PID namespace** (``--unshare-pid``): the container runs under bwrap's init, the
-  namespace's pid 1. Killing that init with ``SIGKILL`` makes the kernel kill every
-  process of the namespace, whatever session, group, name or environment it gave
-  itself; the init's pidfd turns readable only once they are all gone. bwrap itself
-  exits as soon as the command does, so the init is killed and awaited however the
-  turn ends: no marker, no sweep. ``--die-with-parent`` ends the sandbox if the
-  runner itself dies.
-- **Mount namespace**: a fresh root with the system (``/usr``, ``/lib*``, a few
-  ``/etc`` files: DNS, TLS certificates, users, locale), the Python environment and
-  the sandstream packages bound read-only, a new ``/proc`` and ``/dev``, and one
-  writable size-limited tmpfs at ``/tmp`` (home, ``TMPDIR`` and the work dir), gone
-  with the namespace. Nothing else of the host: the server's data dir is never
-  bound, and is covered by an empty tmpfs should a bound directory contain it.
-- **Environment** (``--clearenv``): ``PATH``, ``HOME=/tmp``, ``TMPDIR=/tmp``,
-  ``LANG``, the turn marker, for our container the heap tunable
-  (:func:`~.launcher.container_heap_env`; the host's huge page settings are then bound
-  read-only, glibc reads them), and ``env``; the container adds the workspace's ``/env``.
-- **Network**: the host's (the container calls its workspace and its model), or none
-  with ``network=False`` (``--unshare-net``: loopback only).
-- **No capabilities** (``--cap-drop ALL``), its own IPC and UTS namespaces.
-- **Limits** (:mod:`.limits`): a cgroup per sandbox where one can be created,
-  ``/proc`` polling otherwise; the size of ``/tmp`` is the disk limit.
-- **Teardown** waits for the processes' death and nothing else. The init's children
-  (the container command, orphans) are ``SIGKILL``-ed directly with the init, so they
-  start dying at once rather than once the init has run its own exit. The runner
-  holds the sandbox's mount namespace (an ``nsfs`` fd), so the last process to exit
-  does not also unmount the sandbox's file systems and free its ``/tmp`` (an unmount
-  waits for an expedited RCU grace period: milliseconds on a loaded machine); once
-  every process is gone, that fd is closed in a worker thread, before :meth:`run
-  <BwrapLauncher.run>` returns. Where the runner may (``CAP_SYS_NICE``), the killed
-  processes first get the lowest real-time priority, so their exit (the kernel
-  freeing their memory) does not queue for a CPU behind the machine's other work.
-
-A custom command (``argv``) runs the same way: its executable (found on the host's
-``PATH``), the interpreter of a script, a virtual environment it belongs to, and every
-argument that names an existing host path are bound read-only at the same place
-(relative paths are made absolute, since the sandbox's working directory is ``/tmp``).
+Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
+every process in it; ``run`` returns once they are all gone. A sandbox that cannot start
+raises :class:`LaunchError`.
 """
 
 from __future__ import annotations
@@ -535,16 +504,10 @@ def _kill_member(pid: int, namespace: int) -> None:
 
 
 def _boost(pid: int) -> None:
-    """Let a sandbox process about to be killed exit ahead of other work, if allowed.
+    """Move a process's threads to ``SCHED_FIFO`` 1 so its exit runs ahead of other work.
 
-    Called only once ``SIGKILL`` is pending, after which no code of its own runs
-    (never before: a process of the sandbox must not run at real-time priority): its
-    exit is the kernel freeing its memory. Each of its threads (whichever exits last
-    frees the memory) is moved to ``SCHED_FIFO`` at the lowest real-time priority, so
-    that exit neither queues behind the machine's other processes nor waits out a busy
-    one's time slice. Needs
-    ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO`` (a root runner has it); refused quietly
-    otherwise.
+    Call only once ``SIGKILL`` is pending (no code of the sandbox may run at real-time
+    priority). Needs ``CAP_SYS_NICE`` or an ``RLIMIT_RTPRIO``; refused quietly otherwise.
     """
     try:
         threads = os.listdir(f"/proc/{pid}/task")

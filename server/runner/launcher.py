@@ -1,18 +1,14 @@
 """Container launch behind a small interface: :class:`ContainerLauncher`.
 
-The streaming code (:mod:`sandstream.server.runner.turn`) only needs three things from a
-sandbox backend: start it with the dispatch JSON, read its stdout, and know that when
-the launch task ends the sandbox is gone. That is the whole protocol, in the trio
-idiom of ``nursery.start``::
+A launcher starts a sandbox with the dispatch JSON, hands over its stdout, and returns
+only once the sandbox is gone, in the idiom of ``nursery.start``::
 
     handle = await nursery.start(launcher.run, dispatch_bytes, "turn_abc")
-    data = await handle.stdout.receive_some()     # the caller owns handle.stdout
-    ...
-    # the launch task returns (or is cancelled) only once the sandbox is gone
+    data = await handle.stdout.receive_some()  # the caller owns handle.stdout
 
-:class:`LocalSubprocessLauncher` runs ``python -m sandstream.container`` as a local
-subprocess in a new session. Other backends (a container runtime, a microVM) implement
-the same protocol without touching the streaming code.
+Cancellation stops the sandbox and returns once it is gone; a sandbox that cannot start
+raises ``LaunchError`` (docs/architecture.md, "Sandboxes: the launcher interface").
+:class:`LocalSubprocessLauncher` runs the container as a local subprocess (``--sandbox local``).
 """
 
 from __future__ import annotations
@@ -207,29 +203,17 @@ class LocalContainer:
 @dataclass
 class LocalSubprocessLauncher:
     """Run each container as ``argv`` in a new session; dispatch JSON on its stdin
-    (:func:`feed_stdin`).
+    (:func:`feed_stdin`). Development only: it isolates nothing (docs/architecture.md,
+    "--sandbox local"; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox).
 
-    Stopping it (on cancellation) sends ``SIGTERM`` to its process group, waits up to
-    ``kill_grace`` seconds for the leader to exit, then sends ``SIGKILL`` to the group;
-    leftovers of a container that exited on its own are ``SIGKILL``-ed too, and then
-    the leader is reaped. After any exit but a clean status 0, processes of the
-    container that escaped its group (tools run in sessions of their own) are found
-    by their environment marker and killed (``sweep_stragglers``).
-
-    This launcher isolates nothing: the container runs with the runner's uid, sees
-    its files and network, and can outlive the turn by escaping the sweep (development
-    only; :class:`~sandstream.server.runner.bwrap.BwrapLauncher` is the sandbox). Its
-    environment is not the runner's: only the ``pass_env`` variables of the runner
-    (``PATH``, ``HOME``, locale), plus :func:`container_heap_env`, ``env`` and the
-    turn marker ``SANDSTREAM_TURN_ID``; no token of the server reaches it. Its
-    ``TMPDIR`` is a dir of its own in the runner's temp dir, removed with what is in
-    it once the container is gone: a container killed before it could clean up (or a
-    tool that wrote there) leaves nothing behind.
-    ``stderr``: ``"log"`` reads it into the ``sandstream.container`` logger (bounded),
-    ``"inherit"`` shares the runner's, ``"discard"`` drops it. ``pipe_size`` enlarges
-    the stdout pipe (Linux) so that a fast producer blocks less often (kept modest: an
-    unprivileged user's pipes share a budget, ``/proc/sys/fs/pipe-user-pages-soft``,
-    64 MiB by default).
+    Cancellation: ``SIGTERM`` to its process group, up to ``kill_grace`` seconds for the
+    leader, then ``SIGKILL`` to the group, then the leader is reaped; after any exit but a
+    clean 0, processes that escaped the group are found by their turn marker and killed.
+    Its environment: the runner's ``pass_env`` variables, :func:`container_heap_env`,
+    ``env`` and ``SANDSTREAM_TURN_ID``; its ``TMPDIR`` is removed once it is gone.
+    ``stderr``: ``"log"`` (the ``sandstream.container`` logger, bounded), ``"inherit"`` or
+    ``"discard"``. ``pipe_size``: the stdout pipe's size (Linux; an unprivileged user's
+    pipes share one budget, ``/proc/sys/fs/pipe-user-pages-soft``).
     """
 
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV

@@ -1,21 +1,11 @@
-"""Per-sandbox resource limits: what they are, how they are measured, which one was hit.
+"""Per-sandbox resource limits: what they are, how they are read, which one was hit.
 
-:class:`ResourceLimits` says how much memory, how many processes, how much CPU time
-and how much disk (the sandbox's ``/tmp``) one sandbox may use. A launcher enforces
-them with a :class:`Meter` for each sandbox and :func:`watch_limits`:
-
-- :class:`CgroupMeter` (cgroup v2, or the v1 ``memory``/``pids``/``cpuacct``
-  hierarchies): the kernel enforces memory and processes (an over-limit allocation
-  wakes the OOM killer, an over-limit ``fork`` fails with ``EAGAIN``), and the
-  cgroup's event counters say which limit was hit;
-- :class:`ProcMeter` where no cgroup can be created: the sandbox's processes (its PID
-  namespace) are counted and summed from ``/proc``; nothing is refused by the kernel,
-  the limit is seen at the next poll.
-
-Whatever the meter, :func:`watch_limits` polls it and returns the first
-:class:`LimitExceeded`; the launcher then kills the sandbox and the turn ends with
-``error{code}``: ``memory_limit``, ``process_limit``, ``cpu_limit`` or ``disk_limit``
-(the disk is a size-limited tmpfs: a full one is a hit).
+:class:`ResourceLimits`: memory, processes, CPU time and disk (the sandbox's ``/tmp``)
+per sandbox. A launcher reads each sandbox with a :class:`Meter` — :class:`CgroupMeter`
+(cgroup v2 or v1; the kernel enforces memory and processes) or :class:`ProcMeter`
+(``/proc``, where no cgroup can be created) — and :func:`watch_limits` polls it and
+returns the first :class:`LimitExceeded`; the launcher then kills the sandbox and the
+turn ends with its code (docs/architecture.md, "Resource limits").
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Process plumbing for local containers: group signals, exit without reaping, stragglers.
 
-A container is started in a new session, so it leads a process group of its own and
-``os.killpg`` reaches everything in that group at once. Three facts shape this module:
-
-- A process group id stays reserved while *any* member exists, a zombie leader
-  included. So the group is signalled (``SIGKILL`` for leftovers) *before* the leader
-  is reaped, never after: :func:`wait_exited` waits on a pidfd, which reports the exit
-  without reaping.
-- Programs inside the container may start their own sessions (the container runs each
-  tool in a new session), so a group kill does not reach them if the container itself
-  dies abruptly. :func:`sweep` finds them anyway: every container process carries the
-  turn's marker in its environment (``SANDSTREAM_TURN_ID=<id>``) and its session id.
-- Nothing here blocks the event loop except :func:`sweep`, which reads ``/proc`` and
-  is meant to run in a worker thread.
+A container leads a process group of its own. :func:`wait_exited` waits on a pidfd,
+which reports the exit without reaping, so the group is signalled while the zombie
+leader still reserves its id; :func:`sweep` finds the processes that left the group
+(by the turn's marker ``SANDSTREAM_TURN_ID`` or the session id) and kills them. Only
+:func:`sweep` blocks (it reads ``/proc``: run it in a worker thread). Why:
+docs/architecture.md, "Process groups".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The runner blueprint: ``POST /stream`` and ``GET /healthz``.
 
-``POST /stream`` (runner contract, DESIGN.md): ``Authorization: Bearer <token>``, a
-JSON :class:`~sandstream.core.schemas.Dispatch` body → ``200
-application/x-ndjson``, the container's envelope line by line. Errors are problem
-JSON: 401 (bad or missing token, checked before the body is read), 413 (body over
-``max_body_bytes``, refused as soon as it crosses it), 408 (the body took longer than
-``BODY_TIMEOUT``), 422 (body not a valid dispatch), 503 with ``Retry-After`` (at
-capacity, or shutting down). The body is read by
-:func:`~sandstream.server.http.requests.read_json` under the runner's own limit,
-whatever app it is mounted on.
-
-The 200 is decided before the container starts, so anything that goes wrong after it
-(the container cannot start, crashes, runs too long, the server shuts down) arrives
-as the stream's terminal ``error`` line. The response body is a :class:`TurnBody`:
-Quart runs ``async with body: async for chunk in body: send(chunk)`` in one task, so
-the turn's nursery is opened in ``__aenter__`` and closed in ``__aexit__`` around
-every write. A client disconnect cancels that task: the container's process group
-is stopped and reaped before the task ends.
+``POST /stream``: ``Authorization: Bearer <token>``, a JSON
+:class:`~sandstream.core.schemas.Dispatch` → ``200 application/x-ndjson``, the
+container's envelope line by line (docs/architecture.md, "HTTP surface"). Bad input is
+refused with problem JSON before the 200 (401, 408, 413, 422; 503 at capacity or
+shutting down); anything that goes wrong after it arrives as the stream's terminal
+``error`` line. The body is a :class:`TurnBody`: a client disconnect cancels it, and
+the container is stopped and reaped before the response task ends.
 """
 
 from __future__ import annotations

@@ -2,19 +2,14 @@
 
 :class:`Runner` is what both the HTTP route and an in-process caller use::
 
-    runner = Runner(RunnerSettings(token=...))
-    try:
-        turn = runner.open_turn(dispatch)          # AtCapacityError / ShuttingDownError
-    except AtCapacityError as exc:
-        ...                                        # 503, Retry-After: exc.retry_after
+    turn = runner.open_turn(dispatch)  # raises AtCapacityError / ShuttingDownError
     async with turn:
         async for chunk in turn:
             ...
 
 A slot is taken when the turn is admitted and given back when its container is gone
-(not when the response ends: a stalled client does not hold a container slot).
-:meth:`Runner.shutdown` ends every live turn with ``error{code:"shutdown"}`` and
-returns once every container has been reaped.
+(a stalled client does not hold one). :meth:`Runner.shutdown` ends every live turn with
+``error{code:"shutdown"}`` and returns once every container has been reaped.
 """
 
 from __future__ import annotations

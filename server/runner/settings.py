@@ -11,7 +11,7 @@ from sandstream.core import DEFAULT_MAX_LINE_BYTES
 __all__ = ["DEFAULT_RUNTIME_CAP", "RunnerSettings"]
 
 DEFAULT_RUNTIME_CAP: Final = 8 * 3600.0
-"""Seconds a turn may run before ``error{code:"runtime_exceeded"}`` (seed 003)."""
+"""Seconds a turn may run before ``error{code:"runtime_exceeded"}`` ."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,41 +1,14 @@
 """One turn: a container, its stdout validated by the core, bytes out — one nursery.
 
-:class:`TurnStream` is the reusable piece under ``POST /stream`` and under the chat
-backend's in-process dispatch. It is an async context manager *and* an async
-iterator of bytes, used in one task::
+    async with runner.open_turn(dispatch) as turn:  # nursery opened, container started
+        async for chunk in turn:                    # validated NDJSON (or SSE) bytes
+            await client.send(chunk)
+    # here the container is gone
 
-    async with runner.open_turn(dispatch) as turn:    # nursery opened, container started
-        async for chunk in turn:                     # validated NDJSON (or SSE) bytes
-            await client.send(chunk)                 # whatever "the client write" is
-    # here the container is gone (process group killed and reaped)
-
-The nursery opened in ``__aenter__`` and closed in ``__aexit__`` owns three things:
-the container (a launcher task), the upstream read (done inside ``__anext__``, in
-the caller's task), and the caller's write (the body of the ``async with``, which
-runs inside the nursery's cancel scope). Hence:
-
-- **the caller leaves early** (client disconnect: the write is cancelled, or any
-  exception, or ``break``) → ``__aexit__`` stops the container: ``SIGTERM`` to its
-  process group, ``SIGKILL`` after the grace, reaped. Nothing is written after that.
-- **the container exits or crashes** → stdout reaches EOF, the exit status is
-  collected, and the stream ends with the container's own terminal line, or with a
-  synthesized ``error{code:"upstream_closed"}`` whose message carries the status —
-  or, when the launcher ended it over a resource limit, ``error{code}`` with the
-  limit's code (``memory_limit``, ``process_limit``, ``cpu_limit``, ``disk_limit``).
-- **:meth:`TurnStream.end`** (runtime cap, stall watchdog, shutdown, strict protocol
-  error) → the pending read is interrupted, the container is stopped while its stdout
-  is read and dropped (nothing more of it is forwarded, and a container blocked on its
-  full pipe can then act on ``SIGTERM`` even if the caller is stuck in a write), and
-  the next chunk is ``error{code}`` (unless a terminal was already sent); then the
-  stream ends. With ``client_grace`` (shutdown), a caller still holding the chunk it
-  held at that moment ``client_grace`` seconds later is cut off (``abort_client``).
-
-Whatever happens, the stream carries only lines the core validated and ends with
-exactly one terminal line, except when the caller itself left (then it gets nothing
-more). Each chunk is what one read of the container's stdout completed: lines read
-together go out in one write. Memory per turn is bounded by ``read_size`` plus the
-core's line bound: while the caller is busy writing, stdout is not read, so a fast
-container blocks on its full pipe instead of filling the runner's memory.
+Cancellation (the caller leaving, ``break``, an exception) stops the container in
+``__aexit__``; :meth:`TurnStream.end` ends the stream with ``error{code}``. The stream
+ends with exactly one terminal line unless the caller left (docs/architecture.md, "The
+turn" and "Cancellation paths").
 """
 
 from __future__ import annotations
@@ -144,19 +117,14 @@ class TurnStream:
     """One turn's container, stream and teardown. See the module docstring.
 
     Build it with :meth:`Runner.open_turn <sandstream.server.runner.service.Runner.open_turn>`
-    (which admits it against the capacity limit), or directly with a launcher.
-    ``dispatch`` is the JSON the container reads on stdin. ``mode`` is the core's
-    output mode: ``"ndjson"`` passthrough for the runner, ``"sse"`` for a chat
-    backend translating in-process (then :attr:`processor` also makes the ``start``
-    frame and pings). ``abort_client`` is called (synchronously) by
-    :meth:`abort_client`: when the stall watchdog fires, or when shutdown finds a turn
-    that cannot deliver its last line; the HTTP layer passes a function that cuts the
-    connection whose write is blocked (Hypercorn shields socket writes and has no
-    write timeout). ``cancel_outcome`` names, in the record, a caller that left
-    early. ``on_container_gone`` is called once the container is
-    gone (or was never started); ``on_closed`` once with the :class:`AccessRecord`.
-    ``messages``: lines for the container's stdin after the dispatch (a durable
-    session's user messages); without it stdin is closed after the dispatch.
+    (admitted against the capacity limit), or directly with a launcher. ``dispatch``:
+    the JSON the container reads on stdin. ``mode``: the core's output mode (``"sse"``
+    also makes the ``start`` frame and pings). ``abort_client``: called synchronously by
+    :meth:`abort_client` (stall, or a shutdown that cannot deliver the last line) to cut
+    a connection whose write is blocked. ``cancel_outcome``: the record's outcome for a
+    caller that left early. ``on_container_gone``: called once the container is gone (or
+    was never started); ``on_closed``: once, with the :class:`AccessRecord`.
+    ``messages``: lines for stdin after the dispatch; without it stdin closes after it.
     """
 
     def __init__(

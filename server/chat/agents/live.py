@@ -1,17 +1,12 @@
 """Live Agents-block runs: what is in flight, and how each one settles exactly once.
 
-(Chat turns are runner sessions, moved and settled by :mod:`.turn_mover`; this is the ``POST
-/stream`` path the Agents block still takes.) A :class:`LiveTurn` is one dispatch
-between its start (the route) and its settle:
-the core's :class:`~sandstream.core.StreamProcessor` for it, its
-:class:`~.upstream.Upstream`, and what to persist. :meth:`LiveTurn.finish` runs once
-however the turn ends — a terminal line, the client gone, shutdown, a body that was
-never started — under a shielded cancel scope, so a cancelled caller still persists.
-Once :meth:`LiveTurn.end` was called (shutdown), a turn that settles without its
-terminal settles as ``error{code:"shutdown"}``, whatever its client did.
-
-:class:`LiveAgentsRun` settles its session (unused tokens die).
-:class:`LiveTurns` tracks them for shutdown.
+A :class:`LiveTurn` is one ``POST /stream`` dispatch between its start and its settle:
+its core :class:`~sandstream.core.StreamProcessor`, its :class:`~.upstream.Upstream`
+and what to persist. :meth:`LiveTurn.finish` runs once however the run ends, shielded,
+so a cancelled caller still persists; after :meth:`LiveTurn.end` (shutdown) a run that
+settles without its terminal settles as ``error{code:"shutdown"}``.
+:class:`LiveAgentsRun` settles its session; :class:`LiveTurns` tracks them for shutdown.
+(Chat turns are runner sessions, settled by :mod:`sandstream.server.chat.mover.settle`.)
 """
 
 from __future__ import annotations

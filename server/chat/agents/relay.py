@@ -1,35 +1,15 @@
-"""The streaming response of an Agents-block run: runner NDJSON → the core → the
-client, one nursery (a chat turn is a session instead: :mod:`.session_relay`).
+"""The streaming response of an Agents-block run: runner NDJSON → the core → the client,
+one nursery (a chat turn is a runner session instead: :mod:`..turns.viewer`).
 
-:class:`RelayBody` is a ``quart.wrappers.response.ResponseBody``. Quart runs ``async
-with body: async for chunk in body: await send(chunk)`` in one task, so:
+:class:`RelayBody` is the Quart response body: ``__aenter__`` starts the pump (the
+upstream read) and the stall watchdog in its nursery, ``__anext__`` feeds the pump's
+chunks to the core (``: ping`` when idle), ``__aexit__`` closes the nursery, shielded.
+The run is settled before its terminal goes out.
 
-- ``__aenter__`` opens the turn's nursery and starts, inside it, the **pump** (the
-  upstream read: the embedded runner's turn, whose own nursery owns the container,
-  or the remote runner's HTTP response) and the stall watchdog;
-- ``__anext__`` (the caller's task, inside the nursery's cancel scope) takes the next
-  chunk from the pump through a zero-buffer memory channel, feeds it to the core
-  and returns the output; when nothing was sent for ``ping_interval`` it returns a
-  ``: ping`` comment. When the core's turn ends (upstream terminal, or the
-  synthesized ``upstream_closed``/runner error) the turn is **settled first** (its
-  session settled), then the terminal goes out;
-- ``__aexit__`` (also on cancellation) closes the nursery, shielded: a client that
-  left cancels the pump, which stops the container (or closes the remote request)
-  before the nursery closes; then the turn is settled if it was not (as cancelled,
-  or as shutdown once the server is shutting down, with the steps so far).
-
-No nursery or cancel scope is held across a ``yield``: there is no generator at all.
-A client that stops reading blocks the write forever (Hypercorn shields socket writes);
-the stall watchdog then cuts the connection and cancels the nursery.
-
-**Shutdown** (:meth:`~.live.LiveTurn.end`) does not wait for the client: the pump is
-cancelled at once (the embedded container is stopped while its pipe is drained, so
-it exits on ``SIGTERM`` instead of being killed after the grace, and is reaped; a
-remote request is closed) and the turn ends with ``error{code:"shutdown"}``. A client
-that is reading gets the terminal frames as usual. If a chunk is still in the
-client's hands, the turn is settled without it, the terminal frames are queued
-behind it, and a client that has not taken it within ``end_grace`` seconds is cut
-off, so a client that stopped reading can hold neither the turn nor the shutdown.
+Cancellation (the client leaving) cancels the pump, which stops the container, and the
+run settles as cancelled. Shutdown (:meth:`~.live.LiveTurn.end`) ends it at once with
+``error{code:"shutdown"}``; a client that does not take its last chunk within
+``end_grace`` is cut off (docs/architecture.md, "Agents-block runs").
 """
 
 from __future__ import annotations

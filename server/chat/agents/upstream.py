@@ -1,17 +1,10 @@
 """An Agents-block run's runner stream: embedded, or remote (``POST {SANDBOX_URL}/stream``).
 
-Both are an :class:`Upstream`: :meth:`Upstream.pump` sends the runner's NDJSON bytes
-into a memory channel until the stream ends, then returns how it ended. The caller
-(:mod:`.relay`) runs the pump in the nursery that also holds the client write, so a
-client that goes away cancels the pump, and:
-
-- **embedded** (:class:`EmbeddedUpstream`): the pump owns the runner's
-  :class:`~sandstream.server.runner.turn.TurnStream` (``async with turn: async for chunk in
-  turn``), whose nursery owns the container: cancelling the pump stops the container
-  (its process group is killed and reaped before the pump returns);
-- **remote** (:class:`RemoteUpstream`): the pump owns an httpx HTTP/1.1 streaming
-  request; cancelling it closes the connection, and the remote runner, seeing the
-  disconnect, tears its container down.
+An :class:`Upstream`'s :meth:`~Upstream.pump` sends the runner's NDJSON bytes into a
+memory channel until the stream ends, then returns how it ended. Cancellation of the
+pump: :class:`EmbeddedUpstream` (the runner's ``TurnStream``, in process) stops the
+container and reaps it before returning; :class:`RemoteUpstream` (httpx, HTTP/1.1)
+closes the connection, and the remote runner tears its container down.
 """
 
 from __future__ import annotations

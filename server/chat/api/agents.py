@@ -1,14 +1,11 @@
 """The Agents block and workflow environments.
 
 ``POST /api/agents/run`` dispatches a workflow's agent run and forwards the runner's
-NDJSON straight through: validated by the core (invalid lines dropped) and ending
-with exactly one terminal line, whatever the runner does. The client closing the
-response (the workflow cancelled) cancels the upstream read, which stops the
-container. ``GET /api/agents/runs/{sessionId}/files[/{fileId}]`` list and download
-the files a run wrote back (its ``X-Session-Id``), like the chat files API.
-``PUT``/``GET /api/workflows/{workflowId}/environment`` hold a workflow's
-named environment (vars and setup script, served to its sandboxes by ``/env``; its
-``SANDBOX_URL`` picks the runner). All need the chat API token.
+NDJSON, validated by the core, ending with exactly one terminal line; the client closing
+the response (cancellation) stops the container. ``GET /api/agents/runs/{sessionId}/files``
+lists (and ``…/{fileId}`` downloads) the files a run wrote back. ``PUT``/``GET
+/api/workflows/{workflowId}/environment`` hold a workflow's environment. All need the
+chat API token; bad input is problem JSON (docs/chat.md, "The Agents block").
 """
 
 from __future__ import annotations

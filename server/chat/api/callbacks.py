@@ -1,17 +1,11 @@
 """The sandbox callbacks: ``GET /api/sandbox/{sessionId}/env``, ``…/config``,
 ``…/attachments/{fileId}``, ``POST …/results``.
 
-The container redeems each of its one-time tokens here (``Authorization: Bearer
-<otp>``). A token is checked by hash, purpose, session and expiry and consumed in one
-conditional ``UPDATE``; anything else is 401 and nothing is written (for ``/results``
-the body is not even read). The answers are exactly the container's schemas
-(:mod:`sandstream.core.schemas`): :class:`EnvResponse`, :class:`ConfigResponse`,
-:class:`ResultsReceipt`. ``/config`` names the files attached to the turn; the run
-token, checked again but not consumed, downloads exactly those (``/attachments``)
-until the turn settles. Written-back files land in the chat bag (size and count
-limits, sanitized relative names) and become attachments of the turn's assistant
-message when it settles; a chat turn's stream shows them in a ``files`` frame right
-before its terminal (:mod:`.frames`).
+The container redeems each of its one-time tokens here (``Authorization: Bearer <otp>``);
+the answers are the schemas of :mod:`sandstream.core.schemas`. Bad input: a wrong,
+expired, replayed or other-purpose token is 401 and nothing is written (for ``/results``
+the body is not even read); an upload over the limits is refused whole (413).
+Written-back files land in the chat bag (docs/chat.md, "The sandbox callbacks").
 """
 
 from __future__ import annotations

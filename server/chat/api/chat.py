@@ -3,9 +3,9 @@ following up a turn, and the chats API.
 
 Every route needs the chat API token (``Authorization: Bearer``) and is scoped by
 workspace (``workspaceId`` in the body or the query), except ``GET
-…/chats/{chatId}/stream``, which also takes a stream token in the query (for a
-native ``EventSource``, :mod:`.stream_tokens`). Errors are problem JSON
-(:mod:`.errors_http`).
+…/chats/{chatId}/stream``, which also takes a stream token in the query (for a native
+``EventSource``, :mod:`~sandstream.server.chat.credentials.stream_tokens`). Errors are
+problem JSON (:mod:`.problems`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where the routes find the :class:`~.service.ChatService`, and the API-token guard."""
+"""Where the routes find the :class:`~..service.ChatService`, and the API-token guard."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """The chat turn for the Vercel AI SDK's ``useChat``: its request body in, the UI message
 stream out (:class:`~sandstream.core.UIMessageStream`).
 
-- ``POST /api/assistant/ui/chat`` takes ``DefaultChatTransport``'s body (``{id,
-  messages, trigger, messageId}`` plus the transport's own ``body`` fields) and starts
-  a turn exactly as ``POST /api/assistant/chat/stream`` does: ``id`` is the chat (it
-  must exist: ``POST /api/assistant/chats``), the last message (a user's) is the turn's
-  message: its text parts joined, its file parts naming files of the chat's bag. The
-  answer is the turn's SSE translated frame by frame; files the run writes back are
-  ``file`` parts whose ``url`` is their download path (:func:`bag_file_url`).
-- ``GET /api/assistant/ui/chat/{chatId}/stream``, the transport's resume: the chat's
-  live turn followed from its ``start`` through a fresh translator (``useChat`` fails
-  on a delta whose part it has not seen, so a resume replays the whole message);
-  ``204`` when the chat has no live turn. A client that leaves never ends the turn.
-
-Both need the chat API token and ``workspaceId`` (the query, or the POST body).
-Errors are problem JSON.
+``POST /api/assistant/ui/chat`` starts a turn as ``POST /api/assistant/chat/stream``
+does, from ``DefaultChatTransport``'s body; ``GET /api/assistant/ui/chat/{chatId}/stream``
+(the transport's resume) follows the chat's live turn from its ``start``, ``204`` when
+none is live. Both need the chat API token and ``workspaceId``; bad input is problem JSON
+(docs/chat.md, "AI SDK (useChat)"). A client that leaves never ends the turn.
 """
 
 from __future__ import annotations
@@ -183,7 +174,7 @@ def _bad_file_part(url: str | None) -> BadRequestError:
 
 
 class ChatSSEBody(Protocol):
-    """A response body of the chat's SSE (:meth:`~.service.ChatService.stream_body`)."""
+    """A response body of the chat's SSE (:meth:`~..service.ChatService.stream_body`)."""
 
     async def __aenter__(self) -> object: ...
 
@@ -198,7 +189,7 @@ class ChatSSEBody(Protocol):
 
 
 class UIMessageStreamBody(ResponseBody):
-    """A chat SSE response body (:meth:`~.service.ChatService.stream_body`),
+    """A chat SSE response body (:meth:`~..service.ChatService.stream_body`),
     translated by ``stream``: the source's frames go out as UI message stream frames.
 
     The source stays in charge of the turn: entering, leaving (also on cancellation)

@@ -1,4 +1,4 @@
-"""One-time tokens (seed 003): minted per dispatch, stored hashed, redeemed once.
+"""One-time tokens: minted per dispatch, stored hashed, redeemed once.
 
 A dispatch gets three tokens: ``setup`` (``GET /env``, 10 min), ``run``
 (``GET /config``, 10 min) and ``upload`` (``POST /results``, 60 min). The plaintext
@@ -33,7 +33,7 @@ PURPOSES: Final[tuple[Purpose, ...]] = ("setup", "run", "upload")
 DEFAULT_LIFETIMES: Final[Mapping[Purpose, float]] = MappingProxyType(
     {"setup": 600.0, "run": 600.0, "upload": 3600.0}
 )
-"""Seconds each token is valid (seed 003: 10 min / 10 min / 60 min)."""
+"""Seconds each token is valid: 10 min, 10 min, 60 min."""
 
 
 def hash_token(token: str) -> str:

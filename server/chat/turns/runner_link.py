@@ -1,24 +1,14 @@
 """A chat turn's runner session, embedded or remote, behind one interface.
 
-:class:`RunnerSession` is what the chat does with a session: read its chunks after a
-cursor (:meth:`RunnerSession.reader`: an async context manager yielding a
-:class:`SessionReader`, whose :meth:`~SessionReader.next` returns
-:class:`~sandstream.server.sessions.Chunks`, ``KEEPALIVE`` when nothing came for
-``keepalive`` seconds, or ``None`` after the session's last chunk), hand the agent a
-user message, interrupt it. Both kinds are created by :func:`start_runner_session` and
-found again by :func:`connect_runner_session`:
+:class:`RunnerSession`: read a session's chunks after a cursor (:meth:`~RunnerSession.reader`),
+hand the agent a user message, interrupt it. :func:`start_runner_session` creates one,
+:func:`connect_runner_session` finds it again. :class:`EmbeddedSession` is a session of
+this process's ``SessionService``; :class:`RemoteSession` one of a remote runner, read as
+NDJSON from ``GET {url}/sessions/{id}/stream`` and reopened from the last cursor when the
+connection breaks before the terminal. Leaving the reader (also by cancellation) ends its read.
 
-- :class:`EmbeddedSession`: a :class:`~sandstream.server.sessions.Session` of this
-  process's :class:`~sandstream.server.sessions.SessionService`, read with
-  :class:`~sandstream.server.sessions.Follow` (from its in-memory tail, else SQLite);
-- :class:`RemoteSession`: a session of a remote runner (``POST {url}/sessions``),
-  read from ``GET {url}/sessions/{id}/stream?cursor=N`` as NDJSON (one chunk a line)
-  by a task in the reader's nursery; a connection that breaks off before the
-  session's terminal line is opened again from the last cursor read.
-
-Errors: :class:`RunnerSessionGoneError` (the runner does not know the session, or cannot
-be reached for ``gone_after`` seconds), :class:`SessionEndedError` (a message to a
-session that has ended), :class:`RemoteRunnerError` (a remote runner refused).
+Errors: :class:`RunnerSessionGoneError` (unknown session, or runner unreachable for
+``gone_after`` s), :class:`SessionEndedError`, :class:`RemoteRunnerError` (a refusal).
 """
 
 from __future__ import annotations
@@ -68,9 +58,8 @@ log = logging.getLogger("sandstream.chat")
 
 KEEPALIVE: Final = "keepalive"
 READ_BYTES: Final = 1024 * 1024
-"""The most one read of an embedded session hands a viewer (a viewer that lags behind
-holds at most this much; smaller reads from SQLite made a lagging viewer fall further
-behind: benchmarks/chat)."""
+"""The most one read of an embedded session hands a viewer: what a lagging viewer holds,
+and large enough that it catches up rather than falls further behind."""
 RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
 """Seconds between attempts to reopen a remote session's stream (the last repeats)."""
 
