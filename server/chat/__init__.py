@@ -11,7 +11,7 @@
 """
 
 from .agent_profile import AgentProfile, load_agent_profile
-from .agents.live import LiveAgentsRun, LiveTurn, LiveTurns
+from .agents.live import LiveAgentsRun, LiveRun, LiveRuns
 from .agents.relay import RelayBody
 from .agents.upstream import EmbeddedUpstream, RemoteUpstream
 from .api.guard import get_service
@@ -55,8 +55,8 @@ __all__ = [
     "EmbeddedUpstream",
     "FileNotFoundInBagError",
     "LiveAgentsRun",
-    "LiveTurn",
-    "LiveTurns",
+    "LiveRun",
+    "LiveRuns",
     "LockKeepingLease",
     "RelayBody",
     "RemoteUpstream",

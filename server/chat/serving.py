@@ -24,7 +24,8 @@ from sandstream.server.http.requests import json_response
 from sandstream.server.http.serve import serve
 from sandstream.server.runner.routes import TurnAwareHTTPConnection
 
-from .agents.live import LiveTurn
+from .agents.live import LiveRun
+from .agents.service import PENDING_RUNS
 from .api.agents import agents_blueprint
 from .api.callbacks import callbacks_blueprint
 from .api.chat import chat_blueprint, stream_blueprint
@@ -33,7 +34,7 @@ from .api.guard import CHAT_EXTENSION, get_service
 from .api.multipart import PART_OVERHEAD
 from .api.problems import install_chat_error_handlers
 from .api.ui_stream import ui_blueprint
-from .service import PENDING_TURNS, ChatService
+from .service import ChatService
 
 __all__ = ["ChatAwareHTTPConnection", "install_chat", "serve_chat"]
 
@@ -44,10 +45,10 @@ health_blueprint = Blueprint("chat_health", __name__)
 async def healthz() -> Response:
     """200 ``{"status": "ok", "live": n}``; 503 problem while shutting down."""
     service = get_service()
-    if service.live.draining:
+    if service.draining:
         return problem(503, "Shutting down", "the server is shutting down", type=SHUTTING_DOWN)
     return json_response(
-        {"status": "ok", "live": len(service.live) + len(service.turn_mover.moving)}
+        {"status": "ok", "live": len(service.agents.live) + len(service.turns.mover.moving)}
     )
 
 
@@ -59,7 +60,7 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
         try:
             await super().__call__(receive, send)
         finally:
-            pending: list[LiveTurn] = self.scope.get(PENDING_TURNS, [])  # type: ignore[assignment]
+            pending: list[LiveRun] = self.scope.get(PENDING_RUNS, [])  # type: ignore[assignment]
             if pending:
                 with trio.CancelScope(shield=True):
                     for turn in pending:
@@ -135,8 +136,8 @@ async def serve_chat(
         binds: list[str] = await nursery.start(serve_then_stop_sweeping)
         if service.bound_url is None and binds:
             service.bound_url = _callback_url(binds[0])
-        await service.sweep()
-        nursery.start_soon(service.sweep_periodically)
+        await service.turns.sweep()
+        nursery.start_soon(service.turns.sweep_periodically)
         task_status.started(binds)
 
 

@@ -259,7 +259,7 @@ async def test_a_client_that_stops_reading_is_cut_off(
             while not (chats := await server.store.list_chats(WORKSPACE, limit=1, now=now_ms())):
                 await trio.sleep(0.05)
             chat = await server.wait_chat(chats[0].id, _settled)
-            while len(server.service.viewers):  # the viewer was cut off
+            while len(server.service.turns.viewers):  # the viewer was cut off
                 await trio.sleep(0.05)
         assert _assistant(chat)["status"] in ("interrupted", "complete")
     finally:

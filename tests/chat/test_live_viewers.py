@@ -120,7 +120,7 @@ async def test_a_live_viewer_that_stops_reading_is_cut_off_and_the_turn_goes_on(
         # It reads no more: the session's writes fill its socket, the rest of one goes
         # to the viewer's own task, whose write blocks; the watchdog cuts the client.
         with trio.fail_after(DEADLINE):
-            while len(server.service.viewers):
+            while len(server.service.turns.viewers):
                 await trio.sleep(0.05)
         assert not session.ended  # the turn outlives its viewer (onDisconnect: continue)
         with trio.fail_after(DEADLINE):

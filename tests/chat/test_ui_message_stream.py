@@ -230,7 +230,7 @@ async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
     # The client left; the turn goes on (onDisconnect "continue"), and a resume
     # rebuilds its whole message: the running tool, then its end when it is stopped.
     with trio.fail_after(DEADLINE):
-        while len(server.service.viewers) > 0:  # the first client's body is closed
+        while len(server.service.turns.viewers) > 0:  # the first client's body is closed
             await trio.sleep(0.01)
     resumed: list[dict[str, Any]] = []
 
@@ -240,7 +240,7 @@ async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
     async with trio.open_nursery() as viewers:
         viewers.start_soon(resume)
         with trio.fail_after(DEADLINE):
-            while len(server.service.viewers) == 0:
+            while len(server.service.turns.viewers) == 0:
                 await trio.sleep(0.01)
         async with server.client() as client:
             stopped = await client.post(
@@ -382,7 +382,7 @@ async def test_a_shutdown_mid_turn_closes_the_running_step_as_stored(
 
 async def _step_running(server: ChatServer, chat_id: str) -> bool:
     """Whether the chat's live turn has streamed a running step into its session."""
-    turn = await server.service.latest_turn(WORKSPACE, chat_id)
+    turn = await server.service.turns.latest(WORKSPACE, chat_id)
     if turn is None or turn.record.session_id is None or server.service.sessions is None:
         return False
     session = server.service.sessions.get(turn.record.session_id)

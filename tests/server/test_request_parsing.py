@@ -15,13 +15,8 @@ from hypothesis import strategies as st
 from quart_trio import QuartTrio
 
 from sandstream.core.schemas import Dispatch
-from sandstream.server.chat.api.bodies import (
-    ChatStreamRequest,
-    CreateChatRequest,
-    Identifier,
-    Title,
-    check_id,
-)
+from sandstream.server.chat.api.bodies import CreateChatRequest, check_id
+from sandstream.server.chat.requests import ChatStreamRequest, Identifier, Title
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.requests import decode_json, int_query
 

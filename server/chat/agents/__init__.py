@@ -1,5 +1,6 @@
 """The Agents-block run: one ``POST /stream`` dispatch streamed by its response.
 
+- :mod:`.service` — :class:`~.service.AgentsRuns`: a run recorded and admitted;
 - :mod:`.upstream` — the runner's NDJSON, embedded or remote;
 - :mod:`.relay` — the response body: upstream through the core to the client, one
   nursery per run;

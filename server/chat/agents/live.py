@@ -1,11 +1,11 @@
 """Live Agents-block runs: what is in flight, and how each one settles exactly once.
 
-A :class:`LiveTurn` is one ``POST /stream`` dispatch between its start and its settle:
+A :class:`LiveRun` is one ``POST /stream`` dispatch between its start and its settle:
 its core :class:`~sandstream.core.StreamProcessor`, its :class:`~.upstream.Upstream`
-and what to persist. :meth:`LiveTurn.finish` runs once however the run ends, shielded,
-so a cancelled caller still persists; after :meth:`LiveTurn.end` (shutdown) a run that
+and what to persist. :meth:`LiveRun.finish` runs once however the run ends, shielded,
+so a cancelled caller still persists; after :meth:`LiveRun.end` (shutdown) a run that
 settles without its terminal settles as ``error{code:"shutdown"}``.
-:class:`LiveAgentsRun` settles its session; :class:`LiveTurns` tracks them for shutdown.
+:class:`LiveAgentsRun` settles its session; :class:`LiveRuns` tracks them for shutdown.
 (Chat turns are runner sessions, settled by :mod:`sandstream.server.chat.mover.settle`.)
 """
 
@@ -23,12 +23,12 @@ from ..ids import now_ms
 from ..store.contract import ChatStore
 from .upstream import Upstream
 
-__all__ = ["LiveAgentsRun", "LiveTurn", "LiveTurns"]
+__all__ = ["LiveAgentsRun", "LiveRun", "LiveRuns"]
 
 log = logging.getLogger("sandstream.chat")
 
 
-class LiveTurn:
+class LiveRun:
     """One dispatch in flight. Subclasses say what a start frame and a settle are."""
 
     def __init__(self, *, session_id: str, processor: StreamProcessor, upstream: Upstream) -> None:
@@ -42,7 +42,7 @@ class LiveTurn:
         """Set by :meth:`end`: the server is shutting down, the turn must end now."""
         self.end_message = ""
         self._settling = False
-        self._registry: LiveTurns | None = None
+        self._registry: LiveRuns | None = None
 
     async def _persist(self) -> None:
         """Write the settled turn (called once, shielded)."""
@@ -104,7 +104,7 @@ class LiveTurn:
         await self.finish("the client went away before the stream started")
 
 
-class LiveAgentsRun(LiveTurn):
+class LiveAgentsRun(LiveRun):
     """An Agents-block run: validated NDJSON out, the session settled at the end."""
 
     def __init__(
@@ -121,27 +121,27 @@ class LiveAgentsRun(LiveTurn):
         await self.store.close_dispatch(self.session_id, now=now_ms())
 
 
-class LiveTurns:
+class LiveRuns:
     """The live turns of one app, for :meth:`shutdown`."""
 
     def __init__(self) -> None:
-        self._turns: set[LiveTurn] = set()
+        self._turns: set[LiveRun] = set()
         self._changed = trio.Event()
         self.draining = False
 
     def __len__(self) -> int:
         return len(self._turns)
 
-    def add(self, turn: LiveTurn) -> None:
+    def add(self, turn: LiveRun) -> None:
         turn._registry = self
         self._turns.add(turn)
 
-    def discard(self, turn: LiveTurn) -> None:
+    def discard(self, turn: LiveRun) -> None:
         self._turns.discard(turn)
         self._changed.set()
         self._changed = trio.Event()
 
-    def turns(self) -> list[LiveTurn]:
+    def turns(self) -> list[LiveRun]:
         return list(self._turns)
 
     async def shutdown(self, timeout: float) -> None:

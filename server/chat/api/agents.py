@@ -23,7 +23,8 @@ from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
 from ..agents.relay import RelayBody
 from ..ids import now_ms
 from ..records import Environment
-from .bodies import AgentsRunRequest, EnvironmentRequest, check_id, workspace_query
+from ..requests import AgentsRunRequest
+from .bodies import EnvironmentRequest, check_id, workspace_query
 from .downloads import FileBody, file_response
 from .guard import get_service, require_api_token
 
@@ -42,7 +43,7 @@ async def agents_run() -> Response:
     if len(body.prompt) > settings.max_message_chars:
         return invalid(f"prompt is limited to {settings.max_message_chars} characters")
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    run = await service.start_agents_run(body, scope)
+    run = await service.agents.start(body, scope)
     relay = RelayBody(
         run,
         ping_interval=None,

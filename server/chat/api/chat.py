@@ -22,14 +22,9 @@ from sandstream.server.http.requests import int_query, json_response, read_json
 
 from ..errors import StreamTokenError
 from ..ids import now_ms
-from ..service import StartedTurn
-from .bodies import (
-    ChatStreamRequest,
-    CreateChatRequest,
-    MessageRequest,
-    check_id,
-    workspace_query,
-)
+from ..requests import ChatStreamRequest
+from ..turns.service import StartedTurn
+from .bodies import CreateChatRequest, MessageRequest, check_id, workspace_query
 from .downloads import FileBody, file_response
 from .guard import get_service, require_api_token
 from .multipart import UploadLimits, receive_files
@@ -56,7 +51,7 @@ def check_message(text: str) -> Response | None:
 
 def _sse(turn: StartedTurn, after: int | None, *, interrupt_on_disconnect: bool) -> Response:
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    body = get_service().stream_body(
+    body = get_service().turns.stream_body(
         turn, after=after, scope=scope, interrupt_on_disconnect=interrupt_on_disconnect
     )
     return _sse_response(body, turn)
@@ -86,7 +81,7 @@ async def chat_stream() -> Response:
     if refused is not None:
         return refused
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    turn = await service.start_chat_turn(body, scope)
+    turn = await service.turns.start(body, scope)
     return _sse(turn, None, interrupt_on_disconnect=body.on_disconnect == "cancel")
 
 
@@ -131,14 +126,14 @@ async def join_stream(chat_id: str) -> Response:
     check_id(chat_id, "chatId")
     _authorize_stream(workspace_id, chat_id)
     cursor = _cursor()
-    turn = await service.latest_turn(workspace_id, chat_id, live=cursor is None)
+    turn = await service.turns.latest(workspace_id, chat_id, live=cursor is None)
     if turn is None:
         return Response(b"", status=204)
     if cursor is not None:
         last = await turn.session.last_cursor()
         if cursor > last:  # the client saw the terminal (done is last + 1): nothing left
             return Response(b"", status=204)
-        if cursor == last and (done := await service.done_after_terminal(turn, cursor)):
+        if cursor == last and (done := await service.turns.done_after_terminal(turn, cursor)):
             return _sse_response(done, turn)  # it saw the terminal, not done
     return _sse(turn, cursor, interrupt_on_disconnect=False)
 
@@ -164,7 +159,7 @@ async def interrupt(chat_id: str) -> Response:
     """
     service = get_service()
     workspace_id = workspace_query()
-    message = await service.interrupt(workspace_id, chat_id)
+    message = await service.turns.interrupt(workspace_id, chat_id)
     return json_response({"chatId": chat_id, "message": message})
 
 
@@ -179,7 +174,7 @@ async def follow_up(chat_id: str) -> Response:
     refused = check_message(body.message)
     if refused is not None:
         return refused
-    message = await service.send_message(body.workspace_id, chat_id, body.message)
+    message = await service.turns.send_message(body.workspace_id, chat_id, body.message)
     return json_response({"chatId": chat_id, "message": message}, 202)
 
 

@@ -25,8 +25,9 @@ from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import read_json
 
-from ..service import StartedTurn
-from .bodies import ChatStreamRequest, Identifier, check_id, workspace_query
+from ..requests import ChatStreamRequest, Identifier
+from ..turns.service import StartedTurn
+from .bodies import check_id, workspace_query
 from .chat import check_message
 from .guard import get_service, require_api_token
 
@@ -105,9 +106,9 @@ async def ui_chat() -> Response:
         sandbox_url=body.sandbox_url,
     )
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    turn = await service.start_chat_turn(turn_request, scope)
+    turn = await service.turns.start(turn_request, scope)
     response = ui_stream_response(
-        service.stream_body(turn, after=None, scope=scope, live_writes=False),
+        service.turns.stream_body(turn, after=None, scope=scope, live_writes=False),
         turn,
         turn_request.workspace_id,
     )
@@ -138,12 +139,14 @@ async def ui_chat_resume(chat_id: str) -> Response:
     service = get_service()
     workspace_id = workspace_query()
     check_id(chat_id, "chatId")
-    turn = await service.latest_turn(workspace_id, chat_id, live=True)
+    turn = await service.turns.latest(workspace_id, chat_id, live=True)
     if turn is None:
         return Response(b"", status=204)
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
     return ui_stream_response(
-        service.stream_body(turn, after=None, scope=scope, live_writes=False), turn, workspace_id
+        service.turns.stream_body(turn, after=None, scope=scope, live_writes=False),
+        turn,
+        workspace_id,
     )
 
 

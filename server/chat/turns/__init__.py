@@ -1,5 +1,7 @@
 """A chat turn on a durable session: its runner link, its viewers and their frames.
 
+- :mod:`.service` — :class:`~.service.ChatTurns`: start, join, interrupt, follow up,
+  sweep, shutdown;
 - :mod:`.runner_link` — the turn's runner session, embedded or remote, behind one
   interface (read from a cursor, send a message, interrupt);
 - :mod:`.viewer` — one viewer's SSE response: the session's chunks after a cursor;

@@ -1,0 +1,121 @@
+"""Agents-block runs: each one ``POST /stream`` dispatch, streamed by its response.
+
+:class:`AgentsRuns` records a run's dispatch and tokens and admits it on the runner; its
+response body (:mod:`.relay`) streams it in one nursery, and :mod:`.live` finishes it
+exactly once. A run that cannot start raises before anything is kept.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Final
+
+import msgspec
+import trio
+
+from sandstream.core.schemas import ChatTurn
+from sandstream.server.http.connection import abort_scope_connection
+from sandstream.server.runner.service import Runner
+
+from ..config import ChatSettings
+from ..dispatching import Dispatcher
+from ..ids import new_id, now_ms
+from ..records import DispatchRecord
+from ..requests import AgentsRunRequest
+from ..store.contract import ChatStore
+from ..targets import Target
+from .live import LiveAgentsRun, LiveRun, LiveRuns
+from .upstream import EmbeddedUpstream, RemoteUpstream, Upstream
+
+__all__ = ["PENDING_RUNS", "AgentsRuns"]
+
+PENDING_RUNS: Final = "sandstream.chat.pending_runs"
+"""ASGI scope key: runs started by a request whose body may never start."""
+
+
+class AgentsRuns:
+    """The Agents-block runs of one process; ``live`` holds those in flight."""
+
+    def __init__(
+        self,
+        settings: ChatSettings,
+        store: ChatStore,
+        dispatcher: Dispatcher,
+        runner: Runner | None,
+        *,
+        max_line_bytes: int,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.dispatcher = dispatcher
+        self.runner = runner
+        self.max_line_bytes = max_line_bytes
+        self.live = LiveRuns()
+
+    async def start(self, body: AgentsRunRequest, scope: dict[str, Any]) -> LiveAgentsRun:
+        """Record the run's session and tokens and admit its dispatch.
+
+        Raises ``TargetError`` or ``RunnerUnavailableError`` (nothing kept).
+        """
+        self.dispatcher.admit()
+        target = await self.dispatcher.target(body.workspace_id, body.workflow_id, body.sandbox_url)
+        now = now_ms()
+        tokens = self.dispatcher.mint(now)
+        session = DispatchRecord(
+            id=new_id("sess"),
+            kind="agents",
+            workspace_id=body.workspace_id,
+            workflow_id=body.workflow_id,
+            prompt=body.prompt,
+            conversation=[ChatTurn(t.role, t.content, t.ts or 0) for t in body.conversation],
+            created_at=now,
+        )
+        with trio.CancelScope(shield=True):
+            await self.store.record_dispatch(session, list(tokens.stored))
+            dispatch = msgspec.json.encode(
+                self.dispatcher.dispatch(session.id, tokens, body.prompt, body.conversation, scope)
+            )
+            try:
+                upstream = self._upstream(target, dispatch, session.id, scope)
+            except BaseException:
+                await self.store.close_dispatch(session.id, now=now_ms())
+                raise
+            run = LiveAgentsRun(
+                store=self.store,
+                session_id=session.id,
+                upstream=upstream,
+                max_line_bytes=self.max_line_bytes,
+            )
+            self._register(run, scope)
+        return run
+
+    def _upstream(
+        self, target: Target, dispatch: bytes, session_id: str, scope: dict[str, Any]
+    ) -> Upstream:
+        """Admit the dispatch. Raises RunnerUnavailableError (embedded runner full)."""
+        if target.kind == "embedded":
+            assert self.runner is not None
+            turn = self.runner.open_turn(
+                dispatch,
+                mode="ndjson",
+                turn_id=session_id,
+                abort_client=partial(abort_scope_connection, scope),
+                cancel_outcome="client_disconnected",
+            )
+            return EmbeddedUpstream(turn)
+        assert target.url is not None
+        return RemoteUpstream(
+            target.url,
+            dispatch,
+            token=self.settings.runner_token,
+            connect_timeout=self.settings.remote_connect_timeout,
+        )
+
+    def _register(self, run: LiveRun, scope: dict[str, Any]) -> None:
+        self.live.add(run)
+        scope.setdefault(PENDING_RUNS, []).append(run)
+
+    async def shutdown(self) -> None:
+        """End every run with ``error{code:"shutdown"}`` and wait (at most
+        ``settings.shutdown_timeout`` s) until each one finished."""
+        await self.live.shutdown(self.settings.shutdown_timeout)
