@@ -84,8 +84,8 @@ class ChatService:
 
     ``runner`` is the embedded runner (``None`` when every turn goes to a remote
     runner); ``sessions`` its session service (set by
-    :func:`~sandstream.server.app.create_chat_app`). ``bound_url`` is set once the server is bound (the
-    default callback base when ``settings.public_url`` is not set).
+    :func:`~sandstream.server.app.create_chat_app`). ``bound_url`` is set once the
+    server is bound (the default callback base when ``settings.public_url`` is not set).
     """
 
     def __init__(
