@@ -10,7 +10,7 @@
   default (WAL, worker threads, versioned migrations), :class:`BlobStore` the bag's
   content-addressed bytes;
 - :func:`install_chat` / :func:`serve_chat` mount and serve it all;
-  ``sandstream serve`` (:mod:`sandstream.server.cli`) runs it on embedded
+  ``sandstream serve`` (:mod:`sandstream.server.cli.serve`) runs it on embedded
   defaults.
 """
 

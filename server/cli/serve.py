@@ -299,9 +299,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         sessions = session_settings(data_dir, args)
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)
-    return _Plan(
-        settings, runner_settings, sessions, launcher, api_token, config, timeout
-    )
+    return _Plan(settings, runner_settings, sessions, launcher, api_token, config, timeout)
 
 
 def _announce_token(token: ApiToken) -> None:
