@@ -20,15 +20,17 @@ import sys
 import traceback
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .huge_pages import collapse_heap, forget_heap_tunables
 
 if TYPE_CHECKING:
     from .run import RunOptions
 
-__all__ = ["build_parser", "main", "options_from_args"]
+__all__ = ["HELP", "build_parser", "main", "options_from_args"]
 
+HELP: Final = "run one sandbox dispatch"
+"""The command's line in ``sandstream --help``."""
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

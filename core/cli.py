@@ -1,8 +1,17 @@
 """The ``sandstream`` command: ``convert`` and ``validate`` run on the core alone.
 
-``container``, ``runner`` and ``serve`` are handed to the packages installed with
-the ``container`` and ``server`` extras, imported only when asked for; without the
-extra, the command says which one to install in one line and exits 2.
+Other commands are plugged in by the packages that provide them, as entry points in
+the group ``sandstream.commands`` (:data:`COMMANDS_GROUP`), e.g. in pyproject.toml::
+
+    [project.entry-points."sandstream.commands"]
+    serve = "some.module:serve_main [server]"
+
+The function gets the arguments after the command's name and returns the exit status;
+the string ``HELP`` in its module is the command's line in ``sandstream --help``; the
+extra in brackets is the one to install for it. A command's module is imported only
+when the command is run (or ``sandstream --help`` lists it); when it cannot be (its
+extra is not installed), the command says which extra to install in one line and
+exits 2.
 
 A reader that goes away (``sandstream validate FILE | head``) ends any command
 quietly with status 141 (128 + SIGPIPE, what a shell reports for a tool killed by
@@ -19,22 +28,25 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
+from importlib.metadata import EntryPoint, entry_points
 from typing import BinaryIO, Final, cast
 
 from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES
 
-__all__ = ["EXIT_BROKEN_PIPE", "exit_quietly_on_broken_pipe", "main", "missing_extra"]
+__all__ = [
+    "COMMANDS_GROUP",
+    "EXIT_BROKEN_PIPE",
+    "exit_quietly_on_broken_pipe",
+    "main",
+    "missing_extra",
+]
 
 _READ_SIZE: Final = 64 * 1024
 EXIT_BROKEN_PIPE: Final = 128 + signal.SIGPIPE
-
-# Subcommands served by the extras: name -> (module, function, extra, one-line help).
-_DELEGATED: Final = {
-    "container": ("sandstream.container.__main__", "main", "container", "run one sandbox dispatch"),
-    "runner": ("sandstream.server.cli", "runner_main", "server", "serve POST /stream"),
-    "serve": ("sandstream.server.cli", "serve_main", "server", "serve the chat backend and runner"),
-}
+COMMANDS_GROUP: Final = "sandstream.commands"
+"""The entry-point group of the commands other packages add (module docstring)."""
+_CORE_COMMANDS: Final = ("convert", "validate")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,15 +56,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in _DELEGATED:
-        return _delegate(args[0], args[1:])
-    parser = _parser()
+    plugged = _plugged_commands()
+    if args and args[0] in plugged:
+        return _run_plugged(args[0], plugged[args[0]], args[1:])
+    # The plugged commands' modules are imported for their help only when it may show.
+    listing = not (args and args[0] in _CORE_COMMANDS)
+    parser = _parser(plugged, listing=listing)
     options = parser.parse_args(args)
     handler = cast(Callable[[argparse.Namespace], int], options.handler)
     return handler(options)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugged: dict[str, EntryPoint], *, listing: bool) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandstream", description="Stream processor for AI-agent sandbox runs."
     )
@@ -77,8 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(validate)
     validate.set_defaults(handler=_validate)
 
-    for name, (_, _, extra, summary) in _DELEGATED.items():
-        commands.add_parser(name, help=f"{summary} (needs sandstream[{extra}])", add_help=False)
+    for name, entry in plugged.items():
+        commands.add_parser(name, help=_summary(entry) if listing else None, add_help=False)
     return parser
 
 
@@ -166,15 +181,38 @@ def _describe(proc: StreamProcessor) -> str:
     return f"error {turn.error.code!r} at line {turn.terminal_line}"
 
 
-def _delegate(name: str, argv: list[str]) -> int:
-    module_name, function, extra, _ = _DELEGATED[name]
+def _plugged_commands() -> dict[str, EntryPoint]:
+    """The commands of :data:`COMMANDS_GROUP` by name, sorted; the first of a name wins,
+    and none replaces ``convert`` or ``validate``. Nothing is imported."""
+    found: dict[str, EntryPoint] = {}
+    for entry in entry_points(group=COMMANDS_GROUP):
+        if entry.name not in _CORE_COMMANDS:
+            found.setdefault(entry.name, entry)
+    return dict(sorted(found.items()))
+
+
+def _run_plugged(name: str, entry: EntryPoint, argv: list[str]) -> int:
+    """Import the command ``entry`` names and run it; 2, with one line, if it cannot be."""
     try:
-        module = importlib.import_module(module_name)
+        command = entry.load()
     except ModuleNotFoundError as exc:
-        print(missing_extra(f"sandstream {name}", extra, exc), file=sys.stderr)
+        if entry.extras:
+            print(missing_extra(f"sandstream {name}", entry.extras[0], exc), file=sys.stderr)
+        else:
+            print(f"sandstream {name}: cannot be loaded ({exc})", file=sys.stderr)
         return 2
-    entry = cast(Callable[[list[str]], int], getattr(module, function))
-    return entry(argv)
+    return cast(Callable[[list[str]], int], command)(argv)
+
+
+def _summary(entry: EntryPoint) -> str:
+    """The command's line in ``sandstream --help``: its module's ``HELP``, and its extra."""
+    needs = f"sandstream[{entry.extras[0]}]" if entry.extras else ""
+    try:
+        entry.load()
+    except ModuleNotFoundError:
+        return f"not installed: needs {needs}" if needs else "cannot be loaded"
+    summary = str(getattr(importlib.import_module(entry.module), "HELP", ""))
+    return f"{summary} (needs {needs})" if needs else summary
 
 
 def missing_extra(command: str, extra: str, exc: ModuleNotFoundError) -> str:

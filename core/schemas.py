@@ -197,7 +197,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     none). ``prompt`` and ``conversation``, when set, take precedence over the
     dispatch's. ``max_runtime_sec`` is the run's hard cap. ``attachments`` are the
     files the user attached to the turn: the container downloads them into the work
-    dir before the setup script runs (:mod:`sandstream.container.attachments`).
+    dir before the setup script runs.
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)

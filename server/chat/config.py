@@ -1,7 +1,7 @@
 """The chat backend's settings: :class:`ChatSettings`, validated on construction.
 
 ``sandstream serve`` builds them from flags and environment variables
-(:mod:`sandstream.server.cli`; docs/chat.md lists them all). Times are seconds.
+(:mod:`sandstream.server.cli.serve`; docs/configuration.md lists them all). Times are seconds.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from sandstream.server import BwrapLauncher
-from sandstream.server.cli import _plan, build_serve_parser
+from sandstream.server.cli.serve import _plan, build_serve_parser
 from tests.chat.harness import API_TOKEN, RUNNER_TOKEN, scripted, shell, start_chat_server
 
 

@@ -1,4 +1,4 @@
-"""The core's command line, run as a real subprocess."""
+"""The core's command line, run as a real subprocess; the commands packages plug in."""
 
 from __future__ import annotations
 
@@ -7,15 +7,22 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
+from sandstream.container.cli import HELP as CONTAINER_HELP
 from sandstream.core.sse_parser import SSEParser
 from sandstream.core.turn import DEFAULT_MAX_DIAGNOSTICS
+from sandstream.server.cli.runner import HELP as RUNNER_HELP
+from sandstream.server.cli.serve import HELP as SERVE_HELP
 from tests.core.helpers import line, step
 
 SANDSTREAM = [sys.executable, "-m", "sandstream.core.cli"]
+SCRIPT = str(Path(sys.executable).parent / "sandstream")
+"""The installed ``sandstream`` script: it finds commands through installed metadata."""
+CHECKOUT = Path(__file__).resolve().parents[2]
 TURN = step("s", "running") + b"oops\n" + step("s", "succeeded") + line(type="result", message="hi")
 
 
@@ -116,4 +123,119 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path, com
         os.close(write_end)
     assert "Traceback" not in done.stderr.decode()
     assert "Broken pipe" not in done.stderr.decode()
+    assert done.returncode == 128 + signal.SIGPIPE
+
+
+# -- commands plugged in through the sandstream.commands entry points ---------------------
+
+
+def test_the_core_names_neither_the_server_nor_the_container() -> None:
+    for path in sorted((CHECKOUT / "core").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for package in ("sandstream.server", "sandstream.container"):
+            assert package not in source, f"{path.relative_to(CHECKOUT)} names {package}"
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An environment whose ``PYTHONPATH`` holds a distribution adding four commands:
+    ``hello`` (its module is there), ``absent`` (its module is not, as when an extra is
+    not installed), ``flood`` (writes until stdout fails) and ``convert`` (ignored: the
+    core's own)."""
+    root = tmp_path_factory.mktemp("plugins")
+    info = root / "sandstream_fake-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sandstream-fake\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent(
+            """\
+            [sandstream.commands]
+            hello = sandstream_fake_hello:main [fake]
+            absent = sandstream_fake_absent:main [fake]
+            flood = sandstream_fake_hello:flood
+            convert = sandstream_fake_hello:main
+            """
+        )
+    )
+    (root / "sandstream_fake_hello.py").write_text(
+        textwrap.dedent(
+            """\
+            HELP = "greet the arguments"
+
+            def main(argv):
+                print("hello", *argv)
+                return 3
+
+            def flood(argv):
+                while True:
+                    print("x" * 1000)
+            """
+        )
+    )
+    return dict(os.environ, PYTHONPATH=str(root), COLUMNS="200")
+
+
+def _script(
+    env: dict[str, str], *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, *args], input=stdin.decode(), env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_plugged_command_gets_its_arguments_and_gives_its_status(
+    plugins: dict[str, str],
+) -> None:
+    done = _script(plugins, "hello", "a", "--b")
+    assert (done.returncode, done.stdout, done.stderr) == (3, "hello a --b\n", "")
+    # A plugged command of the core's own name changes nothing.
+    converted = _script(plugins, "convert", stdin=TURN)
+    assert converted.returncode == 0 and converted.stdout.startswith("id: ")
+
+
+def test_a_command_whose_module_is_missing_names_its_extra_in_one_line(
+    plugins: dict[str, str],
+) -> None:
+    done = _script(plugins, "absent", "--help")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [message] = done.stderr.splitlines()
+    assert message.startswith("sandstream absent: needs the 'fake' extra")
+    assert "No module named 'sandstream_fake_absent'" in message
+    assert "pip install '/path/to/sandstream[fake]'" in message
+
+
+def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None:
+    done = _script(plugins, "--help")
+    assert done.returncode == 0, done.stderr
+    listing = " ".join(done.stdout.split())
+    for expected in (
+        "convert stdin NDJSON -> stdout SSE",
+        "validate check an NDJSON run",
+        f"container {CONTAINER_HELP} (needs sandstream[container])",
+        f"runner {RUNNER_HELP} (needs sandstream[server])",
+        f"serve {SERVE_HELP} (needs sandstream[server])",
+        "hello greet the arguments (needs sandstream[fake])",
+        "absent not installed: needs sandstream[fake]",
+    ):
+        assert expected in listing
+
+
+@pytest.mark.parametrize("command", ["container", "runner", "serve"])
+def test_each_extra_command_answers_help_through_the_script(command: str) -> None:
+    done = subprocess.run([SCRIPT, command, "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: sandstream {command} ")
+
+
+def test_a_plugged_command_whose_reader_leaves_ends_quietly(plugins: dict[str, str]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [SCRIPT, "flood"], stdout=write_end, stderr=subprocess.PIPE, env=plugins, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert b"Traceback" not in done.stderr and b"Broken pipe" not in done.stderr
     assert done.returncode == 128 + signal.SIGPIPE

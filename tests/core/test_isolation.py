@@ -66,6 +66,22 @@ def test_a_core_only_install_runs_the_core_commands(core_only: Path, tmp_path: P
     assert "terminal: result at line 1" in done.stdout
 
 
+def test_a_core_only_install_lists_the_commands_of_the_extras(core_only: Path) -> None:
+    done = subprocess.run(
+        [str(core_only / "sandstream"), "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    listing = " ".join(done.stdout.split())
+    # The container's command module imports nothing it lacks; the server's cannot load.
+    assert "container run one sandbox dispatch (needs sandstream[container])" in listing
+    assert "runner not installed: needs sandstream[server]" in listing
+    assert "serve not installed: needs sandstream[server]" in listing
+
+
 @pytest.mark.parametrize(
     ("argv", "extra"),
     [

@@ -1,0 +1,217 @@
+"""The flags ``sandstream runner`` and ``sandstream serve`` share, and what they build.
+
+How containers are sandboxed, launched and stopped (:func:`add_container_arguments`,
+:func:`launcher_from_args`), how long the session buffer keeps chunks
+(:func:`add_session_arguments`, :func:`session_settings`) and ``--body-timeout``. A
+value argparse cannot read is a usage error (status 2, argparse's message); a
+combination the launcher refuses is a :class:`ValueError` the command reports the same
+way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
+from sandstream.server.runner.launcher import (
+    DEFAULT_CONTAINER_ARGV,
+    DEFAULT_KILL_GRACE,
+    ContainerLauncher,
+    LocalSubprocessLauncher,
+)
+from sandstream.server.runner.limits import ResourceLimits, parse_size
+from sandstream.server.sessions.settings import SessionSettings
+
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "add_body_timeout_argument",
+    "add_container_arguments",
+    "add_session_arguments",
+    "body_timeout",
+    "launcher_from_args",
+    "session_settings",
+]
+
+DEFAULT_BODY_TIMEOUT: Final = 60.0
+"""Seconds a request body may take to arrive (Quart's ``BODY_TIMEOUT``)."""
+
+
+def add_container_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how containers are sandboxed, launched and stopped."""
+    default_limits = ResourceLimits()
+    group.add_argument(
+        "--sandbox",
+        choices=("bwrap", "local"),
+        default=None,
+        help="bwrap: each container in a bubblewrap sandbox (the default on Linux when "
+        "bwrap is installed); local: a bare subprocess that isolates nothing (development)",
+    )
+    group.add_argument(
+        "--sandbox-network",
+        choices=("on", "off"),
+        default="on",
+        help="bwrap: the host's network, or loopback only (default: %(default)s)",
+    )
+    group.add_argument(
+        "--memory-limit",
+        type=_size,
+        default=default_limits.memory_bytes,
+        metavar="SIZE",
+        help="bwrap: memory of one sandbox, e.g. 512M, 2G, none (default: 2G)",
+    )
+    group.add_argument(
+        "--process-limit",
+        type=_optional_int,
+        default=default_limits.processes,
+        metavar="N",
+        help="bwrap: processes alive at once in one sandbox, or none (default: %(default)s)",
+    )
+    group.add_argument(
+        "--cpu-limit",
+        type=_optional_float,
+        default=default_limits.cpu_seconds,
+        metavar="SECONDS",
+        help="bwrap: CPU time of one sandbox, or none (default: none)",
+    )
+    group.add_argument(
+        "--disk-limit",
+        type=_size,
+        default=default_limits.disk_bytes,
+        metavar="SIZE",
+        help="bwrap: size of a sandbox's writable /tmp (work dir), or none (default: 1G)",
+    )
+    group.add_argument(
+        "--container-cmd",
+        default=shlex.join(DEFAULT_CONTAINER_ARGV),
+        help="command that runs one container; dispatch JSON on its stdin (default: %(default)s)",
+    )
+    group.add_argument(
+        "--container-stderr",
+        choices=("log", "inherit", "discard"),
+        default="log",
+        help="what to do with a container's stderr (default: %(default)s)",
+    )
+    group.add_argument(
+        "--kill-grace",
+        type=float,
+        default=DEFAULT_KILL_GRACE,
+        help="local: seconds between SIGTERM and SIGKILL when a container is stopped",
+    )
+
+
+def _size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _optional_int(text: str) -> int | None:
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (use e.g. 512, or none)") from None
+
+
+def _optional_float(text: str) -> float | None:
+    if text.strip().lower() in ("none", "0", "unlimited"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not seconds: {text!r} (use e.g. 60, or none)") from None
+
+
+def launcher_from_args(
+    args: argparse.Namespace, *, hidden_paths: Sequence[str] = ()
+) -> ContainerLauncher:
+    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad).
+
+    ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox. Without
+    ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
+    ``local`` launcher is announced with a warning: it isolates nothing.
+    """
+    argv = shlex.split(args.container_cmd)
+    sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
+    if sandbox == "bwrap":
+        limits = ResourceLimits(
+            memory_bytes=args.memory_limit,
+            processes=args.process_limit,
+            cpu_seconds=args.cpu_limit,
+            disk_bytes=args.disk_limit,
+        )
+        launcher = BwrapLauncher(
+            argv=argv,
+            network=args.sandbox_network == "on",
+            limits=limits,
+            hidden_paths=hidden_paths,
+            stderr=args.container_stderr,
+        )
+        logging.getLogger("sandstream.runner").debug(
+            "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
+            args.sandbox_network,
+            limits,
+            f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
+        )
+        return launcher
+    logging.getLogger("sandstream.runner").warning(
+        "sandbox: local — containers run as plain subprocesses with this server's user, "
+        "files and network; they are NOT isolated and can outlive their turn "
+        "(development only; install bubblewrap and use --sandbox bwrap)"
+    )
+    return LocalSubprocessLauncher(
+        argv=argv,
+        kill_grace=args.kill_grace,
+        stderr=args.container_stderr,
+    )
+
+
+def add_session_arguments(group: argparse._ActionsContainer) -> None:
+    """The flags that say how long the session buffer keeps chunks."""
+    group.add_argument(
+        "--session-retain-chunks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep at most the newest N chunks of each session (default: all)",
+    )
+    group.add_argument(
+        "--session-ttl",
+        type=float,
+        default=7 * 24 * 3600.0,
+        metavar="SEC",
+        help="delete a session this long after it ended (default: 7 days; 0: never)",
+    )
+
+
+def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSettings:
+    """The :class:`SessionSettings` of :func:`add_session_arguments`' flags."""
+    return SessionSettings(
+        data_dir=data_dir,
+        retain_chunks=args.session_retain_chunks,
+        ttl=args.session_ttl or None,
+    )
+
+
+def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
+    """``--body-timeout``: the seconds a request body may take to arrive (408 after)."""
+    group.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help="seconds a request body may take to arrive in full (408 after; default 60)",
+    )
+
+
+def body_timeout(args: argparse.Namespace) -> float:
+    """``--body-timeout``, checked: :class:`ValueError` unless it is > 0."""
+    if not args.body_timeout > 0:
+        raise ValueError("--body-timeout must be > 0")
+    return float(args.body_timeout)

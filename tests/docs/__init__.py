@@ -1,0 +1,1 @@
+"""The documentation pages generated from the code, and the tests that keep them so."""
