@@ -6,6 +6,8 @@
 - :mod:`.asgi`: the ASGI connection every app uses: idle connections close, request
   bodies have a deadline;
 - :mod:`.connection`: cutting a client's connection whose write can never finish;
+- :mod:`.fanout`: live writes, a stream's new runs written straight to the sockets of
+  its caught-up readers, beside ASGI;
 - :mod:`.protocol_errors`: problem JSON for the requests Hypercorn rejects itself;
 - :mod:`.serve`: Hypercorn's trio worker with a shutdown that drains the role first.
 
