@@ -154,7 +154,6 @@ class LiveConnection:
         The socket takes nothing while Hypercorn is writing to it, when its buffer is
         full, or when the connection is broken (the write of the rest reports it).
         """
-        assert not self._rest, "offered a run after one it did not take whole"
         framing = self._framing
         payload = framing.payload if run is framing.run else framing.frame_run(run)
         if not payload:
