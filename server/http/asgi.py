@@ -18,7 +18,7 @@ from quart.wrappers import Request
 from quart_trio.asgi import TrioASGIHTTPConnection
 from werkzeug.exceptions import RequestTimeout
 
-from .raw_connection import RAW_SEND_EXTENSION
+from .fanout import RAW_SEND_EXTENSION
 
 __all__ = ["HTTPConnection"]
 
@@ -35,7 +35,7 @@ class HTTPConnection(TrioASGIHTTPConnection):
     _response_complete = False
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-        # Hypercorn's own send, for a body written beside ASGI (.raw_connection)
+        # Hypercorn's own send, for the live writes beside ASGI (.fanout)
         self.scope.setdefault("extensions", {})[RAW_SEND_EXTENSION] = {"send": send}
 
         async def send_noting_the_end(message: ASGISendEvent) -> None:

@@ -3,7 +3,8 @@
 Hypercorn shields socket writes, so a client that stops reading blocks the body's
 ``send`` forever. A body calls :meth:`ClientWatch.handed_out` as it returns a chunk
 and :meth:`ClientWatch.taken` when it is asked for the next one (the previous one is
-then written); :meth:`ClientWatch.watch`, run in the body's nursery, cuts the
+then written), and the fan-out does the same around a live write it must finish
+(:mod:`.fanout`); :meth:`ClientWatch.watch`, run in the body's nursery, cuts the
 connection of a client that held one chunk for ``timeout`` seconds and cancels the
 nursery.
 """

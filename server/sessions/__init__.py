@@ -5,16 +5,18 @@
   sessions after a restart and retires old ones;
 - :class:`SessionBuffer` (:mod:`.buffer`) is the SQLite buffer of chunks by cursor;
 - :class:`Session` (:mod:`.session`) is one session's state, reads by cursor, message
-  and interrupt; :class:`Follow` (:mod:`.follow`) one reader from a cursor;
+  and interrupt, and hands its new runs to caught-up readers (:class:`LiveSubscriber`:
+  the sessions never write a socket); :class:`Follow` (:mod:`.follow`) one reader from
+  a cursor;
 - :mod:`.routes` mounts ``/sessions`` (SSE, NDJSON, WebSocket), :mod:`.wire` frames it.
 """
 
 from .buffer import Run, SessionBuffer
 from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
-from .follow import CaughtUp, Chunks, Follow, KeepAlive, Live
+from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
 from .routes import get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionService
-from .session import Session, SessionStatus
+from .session import LiveSubscriber, Session, SessionStatus
 from .settings import SessionSettings
 
 __all__ = [
@@ -24,7 +26,7 @@ __all__ = [
     "CursorGoneError",
     "Follow",
     "KeepAlive",
-    "Live",
+    "LiveSubscriber",
     "Run",
     "Session",
     "SessionBuffer",
@@ -33,6 +35,7 @@ __all__ = [
     "SessionService",
     "SessionSettings",
     "SessionStatus",
+    "Subscribe",
     "get_sessions",
     "install_sessions",
 ]

@@ -18,33 +18,32 @@ is one batch. Raises :class:`~.session.CursorGoneError` when retention dropped t
 chunks it needs next (it never skips). Cancellation: safe at any point; nothing is
 held across an ``await``.
 
-Given ``live`` (how to reach the connection under the reader's response, and its
-transport's :data:`~.session.Frame`), a caught-up reader waits in the session's live
-set instead (:meth:`Session.join_live`): the writer writes new chunks to that
-connection itself, ``Follow.cursor`` moves on without an event, and the reader's task
-wakes only for what goes through its transport — the rest of a write its socket did
-not take (written here, then reading goes on from the cursor), the session's end, a
-keep-alive. The caller must have written every event handed out before it asks for
-the next one (an ASGI body iterator has), since the session writes to the same
-connection meanwhile. Cancellation: the reader leaves the live set and its
-descriptor is closed; a rest being written is finished by Hypercorn (its writes are
-shielded).
+Given ``subscribe`` (:data:`Subscribe`: how the reader takes runs without its task
+waking), a caught-up reader waits in the session's live set instead
+(:meth:`Session.join_live`): the writer offers new runs to its subscriber,
+``Follow.cursor`` moves on without an event, and the reader's task wakes only for
+what goes through its transport — a run its subscriber did not take whole (the
+subscriber finishes it as the reader leaves, then reading goes on from the cursor),
+the session's end, a keep-alive. The caller must have written every event handed
+out before it asks for the next one (an ASGI body iterator has), since the
+subscriber writes to the same connection meanwhile. Cancellation: the reader leaves
+the live set, and a run its subscriber did not take whole is dropped (the response
+is being torn down).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TypeAlias
 
 import trio
 
-from sandstream.server.http.raw_connection import RawConnection
-
 from .buffer import Run
-from .session import Frame, LiveReader, Session
+from .session import LiveReader, LiveSubscriber, Session
 
-__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "Live", "ReadEvent", "SendWatch"]
+__all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "ReadEvent", "Subscribe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,24 +98,11 @@ class KeepAlive:
 ReadEvent = Chunks | CaughtUp | KeepAlive
 
 
-class SendWatch(Protocol):
-    """Told when a write to the client begins and ends (a stall watchdog)."""
-
-    def handed_out(self, now: float) -> None: ...
-
-    def taken(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Live:
-    """How a caught-up reader is written to by the session: ``connect`` gives the
-    connection under its response (``None``: no such connection, wait as usual),
-    ``frame`` its transport's bytes for chunks; ``watch`` hears of the one write
-    that may block (the rest of a write the socket did not take at once)."""
-
-    connect: Callable[[], RawConnection | None]
-    frame: Frame
-    watch: SendWatch | None = None
+Subscribe: TypeAlias = Callable[[], AbstractAsyncContextManager[LiveSubscriber | None]]
+"""Opens a :class:`~.session.LiveSubscriber` for one wait of a caught-up reader
+(``None``: the reader cannot be live now; it waits as usual). Leaving the context
+normally finishes a run the subscriber did not take whole; leaving it by an
+exception drops it."""
 
 
 class Follow:
@@ -129,14 +115,14 @@ class Follow:
         *,
         max_bytes: int,
         keepalive: float,
-        live: Live | None = None,
+        subscribe: Subscribe | None = None,
     ) -> None:
         self.session = session
         self.cursor = after
         """The cursor of the last chunk handed out."""
         self._max_bytes = max_bytes
         self._keepalive = keepalive
-        self._live = live
+        self._subscribe = subscribe
         self._announced = False
 
     def __aiter__(self) -> Follow:
@@ -156,26 +142,25 @@ class Follow:
             if not self._announced:
                 self._announced = True
                 return CaughtUp(self.cursor)
-            woken = None if self._live is None else await self._wait_live(self._live)
+            woken = None if self._subscribe is None else await self._wait_live(self._subscribe)
             if woken is None:
                 woken = await session.wait_beyond(self.cursor, self._keepalive)
             if not woken:
                 return KeepAlive()
 
-    async def _wait_live(self, live: Live) -> bool | None:
+    async def _wait_live(self, subscribe: Subscribe) -> bool | None:
         """Wait in the session's live set: True when woken, False after ``keepalive``
-        seconds with nothing written, ``None`` if the reader cannot be live."""
-        connection = live.connect()
-        if connection is None:
-            return None
+        seconds with nothing offered, ``None`` if the reader cannot be live."""
         session = self.session
-        try:
-            reader = LiveReader(connection, live.frame, self.cursor)
+        async with subscribe() as subscriber:
+            if subscriber is None:
+                return None
+            reader = LiveReader(subscriber, self.cursor)
             if not session.join_live(reader):
                 return True  # a chunk came, or the end
             try:
                 while not reader.woken.is_set():
-                    quiet_since = max(reader.joined_at, session.written_at)
+                    quiet_since = max(reader.joined_at, session.offered_at)
                     if trio.current_time() >= quiet_since + self._keepalive:
                         return False
                     with trio.move_on_at(quiet_since + self._keepalive):
@@ -183,12 +168,4 @@ class Follow:
             finally:
                 session.leave_live(reader)
                 self.cursor = reader.cursor
-            if reader.rest:
-                if live.watch is not None:
-                    live.watch.handed_out(trio.current_time())
-                await connection.send(reader.rest)
-                if live.watch is not None:
-                    live.watch.taken()
-            return True
-        finally:
-            connection.close()
+        return True

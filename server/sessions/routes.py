@@ -10,6 +10,7 @@ capacity or shutting down, with ``Retry-After``). The wire formats are in
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Final
 
 import msgspec
@@ -19,16 +20,16 @@ from sandstream.core.schemas import Dispatch
 from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.fanout import LiveFraming, live_connection
 from sandstream.server.http.problems import NOT_FOUND, invalid, problem, unauthorized
-from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.http.requests import int_query, json_response, read_json
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
 
 from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
-from .follow import CaughtUp, Chunks, Follow, Live
+from .follow import CaughtUp, Chunks, Follow
 from .service import SessionService
-from .session import Frame, Session
+from .session import Session
 from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [
@@ -51,6 +52,9 @@ MAX_MESSAGE_BODY: Final = 1024 * 1024
 MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
 """The largest ``?batch=N`` a WebSocket reader may ask for."""
 _REALM: Final = "sandstream-runner"
+_SSE_LIVE: Final = LiveFraming(sse_caught_up)
+"""A caught-up SSE reader's live writes: a run's frames and the ``upToDate`` control."""
+_NDJSON_LIVE: Final = LiveFraming(ndjson_run)
 
 sessions_blueprint = Blueprint("sessions", __name__)
 
@@ -275,16 +279,17 @@ class _NDJSONBody:
                 return event.data
 
 
-def _follow(session: Session, cursor: int, frame: Frame | None = None) -> Follow:
-    """A reader of ``session`` after ``cursor``; with ``frame``, one the session writes
-    to itself while it is caught up (over the request's HTTP/1.1 connection)."""
+def _follow(session: Session, cursor: int, framing: LiveFraming | None = None) -> Follow:
+    """A reader of ``session`` after ``cursor``; with ``framing``, one whose runs are
+    written live to the request's HTTP/1.1 connection while it is caught up."""
     settings = get_sessions().settings
-    live = None
-    if frame is not None:
-        scope = request.scope
-        live = Live(lambda: raw_connection(scope), frame)
+    subscribe = None if framing is None else partial(live_connection, request.scope, framing)
     return Follow(
-        session, cursor, max_bytes=settings.read_bytes, keepalive=settings.keepalive, live=live
+        session,
+        cursor,
+        max_bytes=settings.read_bytes,
+        keepalive=settings.keepalive,
+        subscribe=subscribe,
     )
 
 
@@ -298,10 +303,10 @@ async def session_stream(session_id: str) -> Response:
         raw = request.headers.get("Last-Event-ID")
     cursor = _cursor(session, raw)
     if "text/event-stream" in request.headers.get("Accept", ""):
-        follow = _follow(session, cursor, sse_caught_up)
+        follow = _follow(session, cursor, _SSE_LIVE)
         response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
     else:
-        follow = _follow(session, cursor, ndjson_run)
+        follow = _follow(session, cursor, _NDJSON_LIVE)
         response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"

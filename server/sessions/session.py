@@ -16,17 +16,16 @@ The tail holds the newest chunks, at most ``tail_bytes`` of them, and is dropped
 the session ends (a finished session is read from SQLite).
 
 **Live readers.** A reader that has caught up can join the session's live set
-(:meth:`Session.join_live`) with a :class:`LiveReader`: the connection under its
-HTTP response and how its transport frames chunks. Then the writer itself writes each
-new run to every live reader, framed once per transport and shared, with one
-non-blocking ``send`` each, and wakes nobody. A reader whose socket does not take the
-whole write leaves the set with the rest of it (``LiveReader.rest``, a view of the
-shared bytes) and is woken: its own task writes that rest and reads on at its own
-pace, so a slow reader still never slows the writer or another reader. Two kinds of
-run are not written this way: one over ``max_write`` bytes (a fast container's; the
-readers are woken to read it in batches of their own size, so a reader still holds at
-most one bounded batch) and the run that ends the session (every live reader is woken
-to read it, and the session's end, itself).
+(:meth:`Session.join_live`) with a :class:`LiveSubscriber`, which takes the new runs
+without its task waking: once a run is stored, the writer offers it to every live
+reader (:meth:`LiveSubscriber.offer`; over HTTP/1.1, the server's fan-out writes it to
+the reader's socket at once) and wakes nobody. A reader that does not take the whole
+run leaves the set, holding it, and is woken: its own task finishes that run and
+reads on at its own pace, so a slow reader still never slows the writer or another
+reader. Two kinds of run are not offered: one over ``max_write`` bytes (a fast
+container's; the readers are woken to read it in batches of their own size, so a
+reader still holds at most one bounded batch) and the run that ends the session
+(every live reader is woken to read it, and the session's end, itself).
 """
 
 from __future__ import annotations
@@ -35,14 +34,12 @@ import functools
 import math
 import secrets
 import time
-from collections.abc import Callable
-from typing import Final, TypeAlias
+from typing import Final, Protocol
 
 import msgspec
 import trio
 
 from sandstream.core.schemas import UserMessage
-from sandstream.server.http.raw_connection import RawConnection, http_chunk
 from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
@@ -50,8 +47,8 @@ from .buffer import Run, SessionBuffer, SessionState, runs_after
 from .errors import CursorGoneError, SessionEndedError
 
 __all__ = [
-    "Frame",
     "LiveReader",
+    "LiveSubscriber",
     "Session",
     "SessionStatus",
     "new_session_id",
@@ -73,28 +70,30 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-Frame: TypeAlias = Callable[[int, bytes, int], bytes]
-"""A transport's body bytes for ``count`` chunks at cursors ``first``, ``first + 1``, …
-given joined (each a ``\\n``-terminated line), when they bring the reader up to date
-with a live session: ``frame(first, data, count)``."""
+class LiveSubscriber(Protocol):
+    """How a caught-up reader takes the session's new runs without its task waking
+    (see the module docstring)."""
+
+    def offer(self, run: Run) -> bool:
+        """Take ``run``, the newest stored, at once (never blocks, never raises): True
+        when all of it was taken; False when the reader must read on by itself (it
+        leaves the live set holding ``run``, and is offered nothing more)."""
+        ...
 
 
 class LiveReader:
-    """A caught-up reader the session writes to itself (see the module docstring).
+    """A caught-up reader in the session's live set (see the module docstring).
 
-    ``cursor``: the last chunk it holds once it left the live set (counting ``rest``).
-    ``rest``: the end of a write its socket did not take, for its task to write.
-    ``woken``: set when the session takes it out of the live set.
+    ``subscriber`` takes the new runs. ``cursor``: the last chunk it holds once it
+    left the live set. ``woken``: set when the session takes it out of the live set.
     """
 
-    __slots__ = ("connection", "cursor", "frame", "joined_at", "rest", "woken")
+    __slots__ = ("cursor", "joined_at", "subscriber", "woken")
 
-    def __init__(self, connection: RawConnection, frame: Frame, cursor: int) -> None:
-        self.connection = connection
-        self.frame = frame
+    def __init__(self, subscriber: LiveSubscriber, cursor: int) -> None:
+        self.subscriber = subscriber
         self.cursor = cursor
         self.joined_at = 0.0
-        self.rest = memoryview(b"")
         self.woken = trio.Event()
 
 
@@ -165,8 +164,8 @@ class Session:
         self._tail_size = 0
         self._changed = trio.Event()
         self._live: dict[LiveReader, None] = {}
-        self.written_at = -math.inf
-        """When (trio time) the writer last wrote to the live readers."""
+        self.offered_at = -math.inf
+        """When (trio time) the writer last offered a run to the live readers."""
         self.closed = trio.Event()
         """Set once the session has ended and its container is gone."""
         if state != "running":
@@ -179,7 +178,7 @@ class Session:
 
     @property
     def live_readers(self) -> int:
-        """How many caught-up readers the writer writes to itself now."""
+        """How many caught-up readers the writer offers its runs to now."""
         return len(self._live)
 
     def status(self) -> SessionStatus:
@@ -240,7 +239,7 @@ class Session:
 
     def _publish(self, run: Run, final: bool, outcome: Outcome) -> None:
         """On the event loop, once ``run`` is stored (``outcome``: the first retained
-        cursor) or failed (the exception): publish it to readers, written to the live
+        cursor) or failed (the exception): publish it to readers, offered to the live
         ones unless it is the ``final`` run (the session's end follows it) or over
         ``max_write`` bytes, and every waiting one woken."""
         self._unstored -= run.size
@@ -261,7 +260,7 @@ class Session:
         if final or run.size > self._max_write:
             self._wake_live(after)
         else:
-            self._write_live(run)
+            self._offer_live(run)
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
         """Record the end (buffer first), wake every reader, refuse further messages.
@@ -365,25 +364,13 @@ class Session:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _write_live(self, run: Run) -> None:
-        """Write ``run`` (the newest) to every live reader; wake the ones that could
-        not take all of it, with the rest."""
+    def _offer_live(self, run: Run) -> None:
+        """Offer ``run`` (the newest) to every live reader; wake the ones that did not
+        take all of it, holding it."""
         if not self._live:
             return
-        self.written_at = trio.current_time()
-        payloads: dict[Frame, bytes] = {}
-        behind: list[LiveReader] = []
-        for reader in self._live:
-            payload = payloads.get(reader.frame)
-            if payload is None:
-                framed = reader.frame(run.first, run.data, run.count)  # b"": nothing to write
-                payload = payloads[reader.frame] = http_chunk(framed) if framed else b""
-            if not payload:
-                continue
-            sent = reader.connection.try_send(payload)
-            if sent != len(payload):
-                reader.rest = memoryview(payload)[sent:]
-                behind.append(reader)
+        self.offered_at = trio.current_time()
+        behind = [reader for reader in self._live if not reader.subscriber.offer(run)]
         for reader in behind:
             del self._live[reader]
             reader.cursor = self.last_cursor

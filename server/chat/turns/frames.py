@@ -126,11 +126,10 @@ def _steps_only(data: bytes, count: int) -> bool:
 
 
 def live_frames(first: int, data: bytes, count: int) -> bytes:
-    """The frames of ``count`` chunks, joined in ``data``, for a viewer the session
-    writes to itself while it is caught up (:class:`~sandstream.server.sessions.Live`):
-    the session never writes it the run holding the terminal (the viewer's own task
-    reads that one, to put the ``files`` and ``done`` around it), so these are step
-    frames only."""
+    """The frames of ``count`` chunks, joined in ``data``, for a caught-up viewer whose
+    runs are written live (:mod:`sandstream.server.http.fanout`): the session never
+    offers it the run holding the terminal (the viewer's own task reads that one, to
+    put the ``files`` and ``done`` around it), so these are step frames only."""
     return TurnFrames().render_run(first, data, count)
 
 

@@ -30,12 +30,12 @@ from sandstream.server.sessions import (
     CursorGoneError,
     Follow,
     KeepAlive,
-    Live,
     Run,
     Session,
     SessionEndedError,
     SessionNotFoundError,
     SessionService,
+    Subscribe,
 )
 from sandstream.server.sessions.service import terminal_state
 
@@ -85,12 +85,12 @@ class RunnerSession(Protocol):
         ...
 
     def reader(
-        self, after: int, keepalive: float, live: Live | None = None
+        self, after: int, keepalive: float, subscribe: Subscribe | None = None
     ) -> AbstractAsyncContextManager[SessionReader]:
         """Read the chunks after cursor ``after`` (raises
         :class:`~sandstream.server.sessions.CursorGoneError` for a dropped cursor).
-        ``live``: how the session may write to the reader's client itself while the
-        reader is caught up (embedded sessions; others ignore it)."""
+        ``subscribe``: how the reader takes the session's new runs without its task
+        waking while it is caught up (embedded sessions; others ignore it)."""
         ...
 
     async def last_cursor(self) -> int:
@@ -138,10 +138,12 @@ class EmbeddedSession:
 
     @asynccontextmanager
     async def reader(
-        self, after: int, keepalive: float, live: Live | None = None
+        self, after: int, keepalive: float, subscribe: Subscribe | None = None
     ) -> AsyncIterator[SessionReader]:
         self.session.check_cursor(after)
-        follow = Follow(self.session, after, max_bytes=READ_BYTES, keepalive=keepalive, live=live)
+        follow = Follow(
+            self.session, after, max_bytes=READ_BYTES, keepalive=keepalive, subscribe=subscribe
+        )
         yield _FollowReader(follow)
 
     async def last_cursor(self) -> int:
@@ -199,7 +201,7 @@ class RemoteSession:
 
     @asynccontextmanager
     async def reader(
-        self, after: int, keepalive: float, live: Live | None = None
+        self, after: int, keepalive: float, subscribe: Subscribe | None = None
     ) -> AsyncIterator[SessionReader]:
         send, receive = trio.open_memory_channel[Chunks | BaseException](16)
         async with self._client() as client, trio.open_nursery() as nursery:

@@ -19,7 +19,6 @@ import trio
 
 from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.raw_connection import raw_connection
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService
 from sandstream.server.sessions.service import terminal_state
@@ -251,9 +250,9 @@ class ChatTurns:
         live_writes: bool = True,
     ) -> TurnStreamBody:
         """A viewer's response body for ``turn``, after cursor ``after``. With
-        ``live_writes``, an embedded session writes step frames to the client's
-        connection itself while the viewer is caught up: only for a body whose frames
-        go out unchanged (not one translated into another stream)."""
+        ``live_writes``, an embedded session's new runs are written to the client's
+        connection as step frames while the viewer is caught up: only for a body whose
+        frames go out unchanged (not one translated into another stream)."""
         record = turn.record
 
         async def at_terminal() -> list[Any]:
@@ -268,7 +267,7 @@ class ChatTurns:
             ping_interval=self.settings.ping_interval,
             stall_timeout=self.settings.stall_timeout,
             abort_client=partial(abort_scope_connection, scope),
-            connect=partial(raw_connection, scope) if live_writes else None,
+            live_scope=scope if live_writes else None,
             interrupt_on_disconnect=interrupt_on_disconnect,
             registry=self.viewers,
         )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from functools import partial
 from types import TracebackType
 from typing import Any, Final
 
@@ -32,8 +33,7 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
 from sandstream.server.http.client_watch import ClientWatch
-from sandstream.server.http.raw_connection import RawConnection
-from sandstream.server.sessions import Live
+from sandstream.server.http.fanout import LiveFraming, live_connection
 
 from ..errors import RunnerSessionGoneError
 from .frames import TurnFrames, done_frame, files_frame, live_frames, start_frame
@@ -45,6 +45,8 @@ log = logging.getLogger("sandstream.chat")
 
 END_WAIT: Final = 30.0
 """Seconds a viewer that leaves with ``onDisconnect: "cancel"`` waits for the interrupt."""
+_STEPS_LIVE: Final = LiveFraming(live_frames)
+"""A caught-up viewer's live writes: a run's step frames."""
 
 
 class Viewers:
@@ -79,10 +81,10 @@ class TurnStreamBody(ResponseBody):
 
     ``after``: the cursor to resume after (``None``: from the beginning, ``start``
     included). ``at_terminal``: called when the terminal is read; waits for the turn
-    to settle and returns the files the run wrote back. ``connect``: the connection
-    under the response (:func:`~sandstream.server.http.raw_connection.raw_connection`),
-    for an embedded session to write step frames to itself while this viewer is
-    caught up (no task step per run; see :mod:`sandstream.server.sessions.session`).
+    to settle and returns the files the run wrote back. ``live_scope``: the ASGI
+    scope of the response, for an embedded session's new runs to be written to its
+    connection as step frames while this viewer is caught up (no task step per run:
+    :mod:`sandstream.server.http.fanout`); ``None``: no live writes.
     """
 
     def __init__(
@@ -95,7 +97,7 @@ class TurnStreamBody(ResponseBody):
         ping_interval: float,
         stall_timeout: float | None,
         abort_client: Callable[[], object] | None = None,
-        connect: Callable[[], RawConnection | None] | None = None,
+        live_scope: Mapping[str, Any] | None = None,
         interrupt_on_disconnect: bool = False,
         registry: Viewers | None = None,
     ) -> None:
@@ -113,7 +115,11 @@ class TurnStreamBody(ResponseBody):
         self._stack = AsyncExitStack()
         self._nursery: trio.Nursery | None = None
         self.client = ClientWatch(abort_client)
-        self._live = None if connect is None else Live(connect, live_frames, self.client)
+        self._subscribe = (
+            None
+            if live_scope is None
+            else partial(live_connection, live_scope, _STEPS_LIVE, self.client)
+        )
 
     async def __aenter__(self) -> TurnStreamBody:
         stack = self._stack
@@ -121,7 +127,7 @@ class TurnStreamBody(ResponseBody):
         try:
             self._nursery = await stack.enter_async_context(trio.open_nursery())
             self._reader = await stack.enter_async_context(
-                self.session.reader(self._after, self._ping_interval, self._live)
+                self.session.reader(self._after, self._ping_interval, self._subscribe)
             )
             if self._stall_timeout is not None:
                 scope = self._nursery.cancel_scope

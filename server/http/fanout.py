@@ -1,0 +1,235 @@
+"""Live writes: a stream's new runs written straight to the sockets of its caught-up readers.
+
+Through the ASGI path (Quart's body loop, Hypercorn's stream and HTTP/1.1 protocol,
+h11's chunked framing, a lock, a shielded ``send_all``, several trio checkpoints) a
+write costs a task switch and ~50 µs of Python per reader. For a reader that has
+caught up with a live stream (a session's), the stream's own writer offers each new
+run to the reader's :class:`LiveConnection` instead (:meth:`LiveConnection.offer`):
+the run is framed once per transport (:class:`LiveFraming`: the transport's frames
+as one HTTP/1.1 chunk, shared by all its readers) and written with one non-blocking
+``send(2)``; no reader's task wakes for a run its socket took whole.
+
+**One writer per socket.** At any moment exactly one party writes a reader's socket:
+outside :func:`live_connection`, the response's ASGI body; inside it (the body is
+between two of its ASGI sends), only :meth:`LiveConnection.offer`, until an offer
+is not taken whole (the stream then offers it nothing more) or the reader leaves;
+on the way out, :func:`live_connection` finishes the rest of a write the socket did
+not take, with Hypercorn's own write, before the body can write again.
+
+The socket is the one under the current HTTP/1.1 response, found through
+Hypercorn's objects: the ``send`` it hands the app (kept in the scope by
+:class:`~.asgi.HTTPConnection`) belongs to its ``HTTPStream``, whose ``send`` belongs
+to its ``H11Protocol``, whose ``send`` is the ``TCPServer``'s raw, locked, shielded
+socket write. Anything else (HTTP/2, TLS, HTTP/1.0, a ``HEAD`` request, another
+server, a Hypercorn that moved these) gives no live connection, and the reader keeps
+to the ASGI path. The bytes are whole HTTP/1.1 chunks, byte for byte as h11 frames
+them (its chunked writer keeps no count), so the wire is what h11 would write.
+
+Cancellation: leaving :func:`live_connection` by an exception writes nothing more
+(the response is being torn down; a rest is dropped with it, and a write of the
+rest under way is finished by Hypercorn, whose writes are shielded). Bad input: a
+run framed to nothing is not written (an empty HTTP/1.1 chunk would end the body,
+and :func:`http_chunk` refuses it); a broken connection is never raised by
+:meth:`~LiveConnection.offer`: the write of the rest ends the response with
+``http.disconnect``, as any failed write does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Final, Protocol, TypeAlias
+
+import trio
+from hypercorn.events import RawData
+from hypercorn.protocol.h11 import H11Protocol
+
+from .client_watch import ClientWatch
+
+__all__ = [
+    "RAW_SEND_EXTENSION",
+    "Frame",
+    "LiveConnection",
+    "LiveFraming",
+    "Run",
+    "http_chunk",
+    "live_connection",
+]
+
+RAW_SEND_EXTENSION: Final = "sandstream.hypercorn_send"
+"""The scope extension ``{"send": <the send callable Hypercorn gave the app>}``."""
+
+_SEND_FLAGS: Final = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
+_NOTHING: Final = memoryview(b"")
+
+Frame: TypeAlias = Callable[[int, bytes, int], bytes]
+"""A transport's body bytes for ``count`` chunks at cursors ``first``, ``first + 1``, …
+given joined (each a ``\\n``-terminated line), for a reader that is up to date with
+them: ``frame(first, data, count)``; ``b""``: nothing to write."""
+
+
+class Run(Protocol):
+    """Consecutive chunks as a stream offers them (a session's stored run)."""
+
+    @property
+    def first(self) -> int:
+        """The cursor of the first chunk."""
+        ...
+
+    @property
+    def data(self) -> bytes:
+        """The chunks joined, each a ``\\n``-terminated line."""
+        ...
+
+    @property
+    def count(self) -> int:
+        """How many chunks."""
+        ...
+
+
+def http_chunk(data: bytes) -> bytes:
+    """``data`` as one HTTP/1.1 chunk, byte for byte as h11 frames it. Raises
+    :class:`ValueError` for empty ``data`` (that chunk would end the body)."""
+    if not data:
+        raise ValueError("an empty HTTP/1.1 chunk ends the body")
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+class LiveFraming:
+    """One transport's framing for live writes: ``frame`` applied once per run, as
+    one HTTP/1.1 chunk, and those bytes shared by every connection of the transport.
+
+    It keeps the newest run it framed (:attr:`run`) and its bytes (:attr:`payload`)
+    until it frames the next one. ``frame`` must not raise: it runs in the stream's
+    writer.
+    """
+
+    __slots__ = ("_frame", "payload", "run")
+
+    def __init__(self, frame: Frame) -> None:
+        self._frame = frame
+        self.run: Run | None = None
+        self.payload = b""
+
+    def frame_run(self, run: Run) -> bytes:
+        """Frame ``run``: it becomes :attr:`run`, and its frames as one HTTP/1.1 chunk
+        (``b""``: nothing to write) :attr:`payload`, which is returned."""
+        framed = self._frame(run.first, run.data, run.count)
+        self.payload = http_chunk(framed) if framed else b""
+        self.run = run
+        return self.payload
+
+
+class LiveConnection:
+    """The socket under one caught-up reader's HTTP/1.1 response (see the module
+    docstring); made by :func:`live_connection`.
+
+    Holds a duplicate of the socket's descriptor, so a closed connection can never
+    turn into a write to another one.
+    """
+
+    __slots__ = ("_framing", "_lock", "_rest", "_send_raw", "_socket")
+
+    def __init__(
+        self,
+        fd: int,
+        send_raw: Callable[[RawData], Awaitable[None]],
+        lock: trio.Lock,
+        framing: LiveFraming,
+    ) -> None:
+        self._socket = socket.socket(fileno=os.dup(fd))
+        self._socket.setblocking(False)
+        self._send_raw = send_raw
+        self._lock = lock
+        self._framing = framing
+        self._rest = _NOTHING
+
+    def offer(self, run: Run) -> bool:
+        """Write ``run`` (its transport's frames) with one non-blocking ``send``; True
+        when the socket took all of it (or there was nothing to write). False: the
+        rest is kept, to be finished as the reader leaves; offer nothing more.
+
+        The socket takes nothing while Hypercorn is writing to it, when its buffer is
+        full, or when the connection is broken (the write of the rest reports it).
+        """
+        framing = self._framing
+        payload = framing.payload if run is framing.run else framing.frame_run(run)
+        if not payload:
+            return True
+        if self._lock.locked():
+            sent = 0
+        else:
+            try:
+                sent = self._socket.send(payload, _SEND_FLAGS)
+            except OSError:  # BlockingIOError, or broken
+                sent = 0
+        if sent == len(payload):
+            return True
+        self._rest = memoryview(payload)[sent:]
+        return False
+
+    async def _finish(self, watch: ClientWatch | None) -> None:
+        """Write the rest of an offer the socket did not take, through Hypercorn (its
+        lock, a shielded write; a broken connection ends the response)."""
+        rest, self._rest = self._rest, _NOTHING
+        if not rest:
+            return
+        if watch is not None:
+            watch.handed_out(trio.current_time())
+        # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
+        await self._send_raw(RawData(data=rest))  # type: ignore[arg-type]
+        if watch is not None:
+            watch.taken()
+
+
+@asynccontextmanager
+async def live_connection(
+    scope: Mapping[str, object], framing: LiveFraming, watch: ClientWatch | None = None
+) -> AsyncIterator[LiveConnection | None]:
+    """The :class:`LiveConnection` under the HTTP/1.1 response of ``scope``, written
+    with ``framing``'s bytes while the caller is inside; ``None`` where there is none
+    (see the module docstring).
+
+    Enter only between two of the response body's ASGI sends, and send nothing
+    through ASGI until it is left. Leaving it normally finishes the rest of an offer
+    the socket did not take (``watch``, a stall watchdog, hears of that write);
+    leaving it by an exception writes nothing. Either way its descriptor is closed.
+    """
+    connection = _connect(scope, framing)
+    if connection is None:
+        yield None
+        return
+    try:
+        yield connection
+        await connection._finish(watch)
+    finally:
+        connection._socket.close()
+
+
+def _connect(scope: Mapping[str, object], framing: LiveFraming) -> LiveConnection | None:
+    """The connection under ``scope``'s response, found through Hypercorn's objects,
+    or ``None``. Raises nothing."""
+    extensions = scope.get("extensions")
+    if (
+        scope.get("http_version") != "1.1"
+        or scope.get("method") == "HEAD"  # its response has no body: Hypercorn drops it
+        or not isinstance(extensions, dict)
+    ):
+        return None
+    send = extensions.get(RAW_SEND_EXTENSION, {}).get("send")
+    http_stream = getattr(send, "__self__", None)
+    protocol = getattr(getattr(http_stream, "send", None), "__self__", None)
+    if not isinstance(protocol, H11Protocol):
+        return None
+    send_raw = protocol.send
+    tcp_server = getattr(send_raw, "__self__", None)
+    stream = getattr(tcp_server, "stream", None)
+    lock = getattr(tcp_server, "send_lock", None)
+    if not (isinstance(stream, trio.SocketStream) and isinstance(lock, trio.Lock)):
+        return None
+    try:
+        return LiveConnection(stream.socket.fileno(), send_raw, lock, framing)
+    except OSError:  # closed meanwhile, or out of descriptors
+        return None
