@@ -16,13 +16,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.server.chat.mover import (
-    Batch,
-    FencedError,
-    MovedChunks,
-    StoredRuns,
-    StoredRunsMissingError,
-)
+from sandstream.server.chat.mover import FencedError, StoredRunsMissingError
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sessions.buffer import SessionBuffer
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import open_chat_db

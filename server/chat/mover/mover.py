@@ -41,8 +41,8 @@ from sandstream.core import StreamProcessor
 from sandstream.server.sessions.service import terminal_state
 
 from ..errors import FencedError, RespError, SourceError, SourceGoneError
+from ..store.moved_runs import Batch, MovedChunks, StoredRuns
 from .lease import Lease
-from .sink import Batch, MovedChunks, StoredRuns
 from .sources import LiveSessionRef, Source
 
 __all__ = [
@@ -196,7 +196,7 @@ class LogMover:
         """Claim, move, settle and release one session (see the module docstring).
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
-        (:class:`sqlite3.Error`, :class:`~.sink.ChunkGapError`), the lease or
+        (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease or
         ``on_terminal`` raise; the lease is released first. Cancellation: stops at
         once and releases the lease.
         """

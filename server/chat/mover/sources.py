@@ -1,8 +1,8 @@
 """Where the log mover reads a session's chunks: in-process, or from a runner's WebSocket.
 
 A :class:`Source` follows one session from a cursor to its end and hands the chunks
-to a ``deliver`` callback in batches of consecutive chunks (:class:`~.sink.Batch`,
-or :class:`~.sink.StoredRuns`), one at a time: the next is read while ``deliver``
+to a ``deliver`` callback in batches of consecutive chunks (:class:`~..store.moved_runs.Batch`,
+or :class:`~..store.moved_runs.StoredRuns`), one at a time: the next is read while ``deliver``
 runs, but handed over only after it returned (back-pressure). :meth:`Source.follow`
 returns after the session's last chunk was delivered (its terminal line), and raises
 
@@ -13,7 +13,7 @@ returns after the session's last chunk was delivered (its terminal line), and ra
   runner token, a cursor past the session's end).
 
 - :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`;
-  it hands over cursors, not bytes (:class:`~.sink.StoredRuns`: the sink copies the
+  it hands over cursors, not bytes (:class:`~..store.moved_runs.StoredRuns`: the store copies the
   chunks from the session buffer's file inside SQLite; no read, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N&batch=262144``
   (trio-websocket, the runner token in ``Authorization``): binary messages of whole
@@ -48,7 +48,7 @@ from sandstream.server.sessions import (
 )
 
 from ..errors import SourceError, SourceGoneError, SourceRefusedError, StoredRunsMissingError
-from .sink import Batch, StoredRuns
+from ..store.moved_runs import Batch, StoredRuns
 
 __all__ = [
     "Deliver",

@@ -36,7 +36,8 @@ from ..errors import StoreError
 from ..ids import now_ms
 from ..records import TurnRecord
 from ..store.contract import ChatStore
-from . import Lease, LiveSessionRef, LogMover, MovedChunks, SessionSources, open_lease
+from ..store.moved_runs import MovedChunks
+from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnSettler
 
 __all__ = ["LockKeepingLease", "TurnMover"]

@@ -143,7 +143,7 @@ class ChatStore(Protocol):
         the files its run wrote back), its session settled, the chat's lock released
         (whoever holds it for this turn), the turn marked settled. False (nothing
         written) when it had settled already. With ``generation`` (the log mover's
-        lease), raises :class:`~.mover.sink.FencedError` (nothing written) if a newer
+        lease), raises :class:`~..errors.FencedError` (nothing written) if a newer
         generation has claimed the turn's session."""
         ...
 

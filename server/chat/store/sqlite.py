@@ -36,7 +36,6 @@ from ..errors import (
     TokenRejectedError,
 )
 from ..ids import new_id
-from ..mover.sink import check_fence
 from ..records import (
     BagFile,
     BagSource,
@@ -52,6 +51,7 @@ from ..records import (
     TurnStart,
 )
 from .migrations import migrate
+from .moved_runs import check_fence
 
 __all__ = ["DATABASE_NAME", "TITLE_CHARS", "TURN_LOST", "SQLiteChatStore"]
 

@@ -1,4 +1,5 @@
-"""Where the log mover puts a session's chunks: the chat database, fenced, idempotent.
+"""The chat database's moved runs: where the log mover puts a session's chunks, fenced,
+idempotent.
 
 :class:`MovedChunks` keeps a session's chunks as **runs** — ``moved_runs (session_id,
 first_cursor, last_cursor, chunks)``, the consecutive chunks of one moved batch in one
@@ -184,7 +185,7 @@ def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
 
 
 class MovedChunks:
-    """The moved chunks and the fences, in the chat database (migration 3)."""
+    """The moved chunks and the fences, in the chat database (migrations 3 and 5)."""
 
     def __init__(self, db: SQLiteDatabase) -> None:
         self.db = db
