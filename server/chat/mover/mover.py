@@ -38,7 +38,7 @@ from typing import Final, Literal
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.server.sessions.service import terminal_state
+from sandstream.server.sessions import terminal_state
 
 from ..errors import FencedError, RespError, SourceError, SourceGoneError
 from ..store.moved_runs import Batch, MovedChunks, StoredRuns

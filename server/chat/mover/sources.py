@@ -110,14 +110,14 @@ class EmbeddedSource:
             raise SourceRefusedError(
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
-        buffer = self.service.buffer.path
+        runs = session.stored_runs
         cursor = after
         try:
             while True:
                 session.check_cursor(cursor)
                 last = session.last_cursor
                 if last > cursor:
-                    await deliver(StoredRuns(buffer, session.key, cursor + 1, last))
+                    await deliver(StoredRuns(runs, cursor + 1, last))
                     cursor = last
                     await _linger(session, self.linger)
                 elif session.ended:

@@ -28,8 +28,7 @@ from functools import partial
 
 import trio
 
-from sandstream.server.sessions import SessionService
-from sandstream.server.sessions.errors import SessionNotFoundError
+from sandstream.server.sessions import SessionNotFoundError, SessionService
 
 from ..config import ChatSettings
 from ..errors import StoreError
