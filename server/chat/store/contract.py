@@ -1,6 +1,6 @@
 """The storage interface of the chat backend: :class:`ChatStore`.
 
-The one implementation is :class:`~.sqlite_store.SQLiteChatStore` (a PostgreSQL
+The one implementation is :class:`~.sqlite.SQLiteChatStore` (a PostgreSQL
 store for replicas on many machines is on the roadmap, not built). Every method is a
 coroutine that does its blocking work off the trio event loop; every query is scoped
 by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
