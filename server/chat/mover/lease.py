@@ -11,7 +11,7 @@ The generation goes with every write of the moved chunks
 - :class:`~sandstream.server.chat.store.leases.SqliteLease`: the embedded default, a
   ``leases`` row per session in the chat database (one process or several on one
   file; wall-clock expiry), in the store, which owns that database's tables;
-- :class:`RedisLease`: for replicas on several machines (seed 001): the key
+- :class:`RedisLease`: for replicas on several machines: the key
   ``sandbox:{<id>}:owner`` set ``NX PX <ttl>`` and ``INCR sandbox:{<id>}:generation``,
   both in one Lua script; renew and release are Lua check-and-``PEXPIRE`` /
   check-and-``DEL`` on the owner and the generation. The braces make the session id a Redis
@@ -92,7 +92,7 @@ def redis_keys(session_id: str) -> tuple[str, str]:
 
 
 class RedisLease:
-    """:class:`Lease` on a Redis server (seed 001's ``SET … NX``; see the module
+    """:class:`Lease` on a Redis server (``SET … NX``; see the module
     docstring). The generation counter is never deleted, so generations only grow.
 
     A claim sets the owner key and increments the counter in one script, so the owner

@@ -1,4 +1,4 @@
-"""The log mover (seed 001): exactly one replica moves each live session's chunks
+"""The log mover: exactly one replica moves each live session's chunks
 into the chat database, under a lease, and settles it when it ends.
 
 :class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves

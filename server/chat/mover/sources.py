@@ -12,17 +12,17 @@ returns after the session's last chunk was delivered (its terminal line), and ra
 - :class:`SourceRefusedError` when the runner refuses the read for good (a wrong
   runner token, a cursor past the session's end).
 
-- :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`;
-  it hands over cursors, not bytes (:class:`~..store.moved_runs.StoredRuns`: the store copies the
-  chunks from the session buffer's file inside SQLite; no read, no socket);
+- :class:`EmbeddedSource`: the in-process
+  :class:`~sandstream.server.sessions.SessionService`; it hands over cursors, not
+  bytes (:class:`~..store.moved_runs.StoredRuns`: the store copies the chunks from
+  the session buffer's file inside SQLite; no read, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N&batch=262144``
   (trio-websocket, the runner token in ``Authorization``): binary messages of whole
-  chunks, as NDJSON, up to 256 KiB each (a message per chunk capped the move at
-  ~10k chunks/s). A connection that drops or, idle, stops
-  answering pings, a runner that does not answer or answers 5xx is retried from the
-  last cursor received, with a backoff
-  (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long as the
-  caller lets it: the session's chunks are kept by its runner.
+  chunks, as NDJSON, up to 256 KiB each (not a message per chunk: docs/chat.md, "Log
+  mover"). A connection that drops or, idle, stops answering pings, a runner that
+  does not answer or answers 5xx is retried from the last cursor received, with a
+  backoff (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long
+  as the caller lets it: the session's chunks are kept by its runner.
 
 Cancellation: ``follow`` stops at once (the WebSocket is closed); chunks read but not
 yet delivered are dropped, which is safe: the caller resumes from what it stored.
@@ -67,10 +67,8 @@ Deliver = Callable[[Batch | StoredRuns], Awaitable[None]]
 _BATCH_BYTES: Final = 256 * 1024
 EMBEDDED_LINGER: Final = 0.1
 """Seconds the embedded mover waits after a batch before it moves the next one (the
-session's end cuts it short). A fast container publishes hundreds of runs a second;
-a transaction each, with its two trips through a worker thread, held up the same
-event loop's live viewers (``benchmarks/chat``: 0.33M against 0.55M step events/s).
-The chunks are durable in the session buffer meanwhile."""
+session's end cuts it short; why: docs/chat.md, "Log mover"). The chunks are durable
+in the session buffer meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,8 @@ __all__ = ["DATABASE_NAME", "SQLiteChatStore"]
 
 DATABASE_NAME: Final = "chat.sqlite3"
 PAGE_SIZE: Final = 32 * 1024
-"""The page size of a new chat database: the log mover stores a session's chunks as
-runs of up to 4 MiB, twice as fast with 32 KiB pages as with SQLite's 4 KiB (an
-existing database keeps its own)."""
+"""The page size of a new chat database (an existing one keeps its own; why 32 KiB:
+docs/chat.md, "Storage")."""
 
 
 class SQLiteChatStore(Chats, Turns, Dispatches, BagFiles, Environments):
