@@ -45,17 +45,16 @@ import trio
 from benchmarks.runner.support import environment
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server.chat.mover import (
-    Batch,
     Lease,
     LiveSessionRef,
     LogMover,
-    MovedChunks,
     RemoteSource,
     SessionSources,
     SourceFor,
-    SqliteLease,
     open_lease,
 )
+from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import open_chat_db
 from tests.server.harness import RunnerServer

@@ -25,7 +25,7 @@ from sandstream.server.runner.launcher import (
     LocalSubprocessLauncher,
 )
 from sandstream.server.runner.limits import ResourceLimits, parse_size
-from sandstream.server.sessions.settings import SessionSettings
+from sandstream.server.sessions import SessionSettings
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",

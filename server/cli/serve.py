@@ -40,7 +40,7 @@ from sandstream.server.http.serve import wait_for_signals
 from sandstream.server.runner.launcher import ContainerLauncher
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
-from sandstream.server.sessions.settings import SessionSettings
+from sandstream.server.sessions import SessionSettings
 
 from .options import (
     add_body_timeout_argument,

@@ -23,6 +23,10 @@ container (a line per read) still gets a row per line. ``first_cursor`` is the l
 cursor still retained (retention deletes whole runs from below), ``last_cursor`` the
 highest written.
 
+Another role's SQLite database (the chat's log mover) copies a session's runs from
+here inside SQLite, through :class:`SessionRuns` and :class:`AttachedRuns`: the file,
+the schema and the keys above stay this module's.
+
 The file is created with 32 KiB pages (:data:`PAGE_SIZE`; SQLite's default is 4 KiB, and
 a page size is fixed once the file is in WAL mode): a run of a fast container is a blob
 of hundreds of KiB, stored as a chain of overflow pages, and each page costs its own
@@ -52,12 +56,12 @@ __all__ = [
     "BUFFER_FILE",
     "CURSOR_SPAN",
     "PAGE_SIZE",
+    "AttachedRuns",
     "Run",
     "SessionBuffer",
     "SessionRow",
+    "SessionRuns",
     "SessionState",
-    "attached_run_start_sql",
-    "attached_runs_sql",
     "runs_after",
     "split_chunks",
 ]
@@ -161,28 +165,76 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
     return out
 
 
-def attached_runs_sql(schema: str) -> str:
-    """SQL that reads a session's stored runs from another database's connection with
-    this buffer's file attached as ``schema``
-    (:meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`): rows
-    ``(first_cursor, last_cursor, chunk)`` of session ``:key``, in cursor order, of the
-    runs whose first cursor is in ``:first`` … ``:upto``. A run that holds ``:first``
-    without starting there (it started below) is not among them: look for it with
-    :func:`attached_run_start_sql`. Wrapped in an ``INSERT … SELECT``, the chunks go
-    from one file to the other inside SQLite."""
-    low = f"(:key * {CURSOR_SPAN})"
-    return (
-        f"SELECT id - {low} AS first_cursor, id - {low} + count - 1 AS last_cursor, chunk "
-        f"FROM {schema}.chunks WHERE id >= {low} + :first AND id <= {low} + :upto ORDER BY id"
-    )
+class SessionRuns:
+    """One session's runs as the buffer stores them, for another role's SQLite database
+    to copy inside SQLite: :meth:`attach` the buffer to that database, then select the
+    runs in its own ``INSERT … SELECT`` (:class:`AttachedRuns`), so that no byte of
+    them passes through Python and the GIL is free while SQLite copies them. Handed
+    out by :meth:`SessionBuffer.stored_runs` (:attr:`Session.stored_runs
+    <sandstream.server.sessions.Session.stored_runs>`): the buffer's file, tables and
+    keys stay the buffer's own."""
+
+    __slots__ = ("_key", "_path")
+
+    def __init__(self, path: Path, key: int) -> None:
+        self._path = path
+        self._key = key
+
+    async def attach(self, db: SQLiteDatabase) -> AttachedRuns:
+        """Attach the buffer's file read-only to ``db``'s writer connection (once per
+        file: :meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`, which
+        says why read-only) and return this session's runs there. Raises
+        :class:`sqlite3.OperationalError` if the file cannot be opened. Runs in a
+        worker thread; cancelled, it may have attached the file (harmless: a file is
+        attached once, and detached by ``db.detach_all``)."""
+        return AttachedRuns(await db.attach_read_only(self._path), self._key)
 
 
-def attached_run_start_sql(schema: str) -> str:
-    """SQL (see :func:`attached_runs_sql`) for the first cursor of session ``:key``'s
-    newest stored run that starts at or below cursor ``:cursor`` (the run holding that
-    chunk, if it is stored); NULL when none is retained (retention deletes from below)."""
-    low = f"(:key * {CURSOR_SPAN})"
-    return f"SELECT max(id) - {low} FROM {schema}.chunks WHERE id > {low} AND id <= {low} + :cursor"
+class AttachedRuns:
+    """A session's runs in a buffer attached to another database's writer connection
+    (:meth:`SessionRuns.attach`). Its methods run in that connection's transaction
+    (``conn`` must be it), which sees a snapshot of the buffer; a cursor is never
+    formatted into SQL."""
+
+    __slots__ = ("_low", "_schema")
+
+    def __init__(self, schema: str, key: int) -> None:
+        self._schema = schema
+        self._low = key * CURSOR_SPAN
+
+    def run_start(self, conn: sqlite3.Connection, cursor: int) -> int | None:
+        """The first cursor of the newest stored run that starts at or below ``cursor``
+        (the run holding it, if it is stored); None when none is retained (retention
+        deletes from below)."""
+        (start,) = conn.execute(
+            f"SELECT max(id) - ? FROM {self._schema}.chunks WHERE id > ? AND id <= ?",
+            (self._low, self._low, self._low + cursor),
+        ).fetchone()
+        return None if start is None else int(start)
+
+    def run(self, conn: sqlite3.Connection, first: int) -> Run | None:
+        """The stored run that starts at cursor ``first``, its bytes read into Python
+        (None if there is none)."""
+        row = conn.execute(
+            f"SELECT count, chunk FROM {self._schema}.chunks WHERE id = ?", (self._low + first,)
+        ).fetchone()
+        return None if row is None else Run(first, bytes(row[1]), int(row[0]))
+
+    def select(self, after: int, upto: int) -> tuple[str, dict[str, int]]:
+        """A ``SELECT`` of the stored runs that start after cursor ``after`` and end by
+        ``upto``, in cursor order, as rows ``(first_cursor, last_cursor, chunks)``, and
+        its parameters (named ``runs_…``: the caller's own may stand beside them). Put
+        in an ``INSERT … SELECT``, the runs go from one file to the other inside SQLite.
+        A run that holds ``after + 1`` without starting there is not among them
+        (:meth:`run_start` finds it), nor are runs retention deleted: the caller
+        compares what it copied with what it asked for."""
+        sql = (
+            "SELECT id - :runs_low AS first_cursor, id - :runs_low + count - 1 AS last_cursor, "
+            f"chunk AS chunks FROM {self._schema}.chunks "
+            "WHERE id > :runs_low + :runs_after AND id <= :runs_low + :runs_upto "
+            "AND id - :runs_low + count - 1 <= :runs_upto ORDER BY id"
+        )
+        return sql, {"runs_low": self._low, "runs_after": after, "runs_upto": upto}
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -225,6 +277,10 @@ class SessionBuffer:
     def path(self) -> Path:
         """The buffer's database file."""
         return self._db.path
+
+    def stored_runs(self, key: int) -> SessionRuns:
+        """The runs of session ``key`` for another database to copy in SQL."""
+        return SessionRuns(self._db.path, key)
 
     async def close(self) -> None:
         """Store and report the runs handed over, then close every connection. Idempotent."""

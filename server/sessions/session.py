@@ -43,7 +43,7 @@ from sandstream.core.schemas import UserMessage
 from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
-from .buffer import Run, SessionBuffer, SessionState, runs_after
+from .buffer import Run, SessionBuffer, SessionRuns, SessionState, runs_after
 from .errors import CursorGoneError, SessionEndedError
 
 __all__ = [
@@ -175,6 +175,13 @@ class Session:
     def ended(self) -> bool:
         """True once the session's last chunk is in the buffer (nothing more comes)."""
         return self.state != "running"
+
+    @property
+    def stored_runs(self) -> SessionRuns:
+        """This session's runs as the buffer stores them, for another database to copy
+        inside SQLite (:class:`~.buffer.SessionRuns`). Only chunks up to
+        :attr:`last_cursor` are sure to be stored."""
+        return self.buffer.stored_runs(self.key)
 
     @property
     def live_readers(self) -> int:

@@ -23,22 +23,20 @@ import trio_websocket
 
 from sandstream.server.chat.mover import (
     SESSION_LOST,
-    Batch,
     EmbeddedSource,
     Lease,
     LiveSessionRef,
     LogMover,
-    MovedChunks,
     RedisLease,
     RemoteSource,
     SessionSources,
     SourceFor,
     SourceRefusedError,
-    SqliteLease,
-    StoredRuns,
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
+from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, RecordingSink, open_chat_db, start_proxy
 from tests.server.harness import RunnerServer, load

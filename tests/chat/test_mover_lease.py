@@ -13,19 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandstream.server.chat.mover import (
-    Batch,
     ChunkGapError,
     ChunkShapeError,
     FencedError,
     Lease,
-    MovedChunks,
     RedisClient,
     RedisLease,
-    SqliteLease,
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
+from sandstream.server.chat.store.leases import SqliteLease
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, open_chat_db
 from tests.support.redis_server import open_redis_server

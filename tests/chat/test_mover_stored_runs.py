@@ -1,7 +1,8 @@
 """The sink copying an in-process session buffer's runs inside SQLite (``StoredRuns``):
 exactly the chunks asked for, once, whatever was moved before; refused when the buffer
 no longer (or not yet) holds them, or when fenced; and the buffer's own writer is never
-held up by the chat database's transactions (the attach is read-only)."""
+held up by the chat database's transactions (the attach is read-only:
+tests/sessions/test_stored_runs.py)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.server.chat.mover import (
-    Batch,
-    FencedError,
-    MovedChunks,
-    StoredRuns,
-    StoredRunsMissingError,
-)
-from sandstream.server.sessions.buffer import SessionBuffer
+from sandstream.server.chat.mover import FencedError, StoredRunsMissingError
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
+from sandstream.server.sessions import SessionBuffer
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import open_chat_db
 from tests.sessions.test_buffer import append
@@ -88,8 +84,10 @@ async def test_stored_runs_are_moved_exactly_once_after_any_earlier_move(
         if before:  # bytes from another source, which may end inside a stored run
             await sink.move("ses_x", 1, Batch.of(1, everything[:before]))
         first = data.draw(st.integers(min_value=1, max_value=before + 1), label="first")
-        await sink.move("ses_x", 1, StoredRuns(buffer.path, key, first, len(everything)))
-        await sink.move("ses_x", 1, StoredRuns(buffer.path, key, 1, len(everything)))  # again
+        await sink.move("ses_x", 1, StoredRuns(buffer.stored_runs(key), first, len(everything)))
+        await sink.move(
+            "ses_x", 1, StoredRuns(buffer.stored_runs(key), 1, len(everything))
+        )  # again
         assert await sink.read("ses_x") == everything
         assert await sink.last_chunk("ses_x") == (len(everything), everything[-1])
     finally:
@@ -100,8 +98,8 @@ async def test_stored_runs_are_moved_exactly_once_after_any_earlier_move(
 async def test_stored_runs_are_kept_as_the_buffer_stored_them(stores: Stores) -> None:
     runs = [lines(3), lines(2, 4), lines(4, 6)]
     key = await store_runs(stores.buffer, runs)
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 1, 5))
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 6, 9))
+    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 5))
+    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 6, 9))
     rows = await stores.sink.fold("ses_a", list)
     assert rows == [b"".join(run) for run in runs]
 
@@ -111,18 +109,18 @@ async def test_chunks_retention_dropped_are_refused_and_nothing_is_written(
 ) -> None:
     key = await store_runs(stores.buffer, [lines(2), lines(2, 3), lines(2, 5)], keep_from=4)
     with pytest.raises(StoredRunsMissingError):
-        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 1, 6))
+        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 6))
     assert await stores.sink.read("ses_a") == []
     # the rest is there: a mover that had moved 1…2 before goes on
     await stores.sink.move("ses_a", 1, Batch.of(1, lines(2)))
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 3, 6))
+    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 3, 6))
     assert await stores.sink.read("ses_a") == lines(6)
 
 
 async def test_chunks_not_stored_yet_are_refused_and_nothing_is_written(stores: Stores) -> None:
     key = await store_runs(stores.buffer, [lines(3)])
     with pytest.raises(StoredRunsMissingError):
-        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 1, 4))
+        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 4))
     assert await stores.sink.read("ses_a") == []
 
 
@@ -130,7 +128,7 @@ async def test_a_fenced_writer_copies_nothing(stores: Stores) -> None:
     key = await store_runs(stores.buffer, [lines(3)])
     await stores.sink.fence("ses_a", 2)
     with pytest.raises(FencedError):
-        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 1, 3))
+        await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 3))
     assert await stores.sink.read("ses_a") == []
 
 
@@ -139,7 +137,7 @@ async def test_a_chat_transaction_does_not_hold_up_the_buffer_it_reads(stores: S
     buffer's file: the session's next append is stored meanwhile (a writable attach
     would make ``BEGIN IMMEDIATE`` lock both files, and the append wait or fail)."""
     key = await store_runs(stores.buffer, [lines(1)])
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 1, 1))  # attaches
+    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 1))  # attaches
     entered, release = threading.Event(), threading.Event()
 
     def hold(conn: object) -> None:
@@ -154,17 +152,8 @@ async def test_a_chat_transaction_does_not_hold_up_the_buffer_it_reads(stores: S
                 await append(stores.buffer, key, 1, lines(1, 2)[0], 1, 0, 1)
         finally:
             release.set()
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.path, key, 2, 2))
+    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 2, 2))
     assert await stores.sink.read("ses_a") == lines(2)
-
-
-async def test_the_attach_is_read_only(stores: Stores) -> None:
-    key = await store_runs(stores.buffer, [lines(1)])
-    schema = await stores.chat.attach_read_only(stores.buffer.path)
-    assert await stores.chat.attach_read_only(stores.buffer.path) == schema  # once
-    with pytest.raises(Exception, match="readonly"):
-        await stores.chat.write(lambda conn: conn.execute(f"DELETE FROM {schema}.chunks"))
-    assert await stores.buffer.read(key, 0, 1, 1000) != []
 
 
 async def test_a_released_buffer_closes_clean_and_is_attached_again_when_moved(
@@ -175,13 +164,13 @@ async def test_a_released_buffer_closes_clean_and_is_attached_again_when_moved(
     try:
         sink = MovedChunks(chat)
         key = await store_runs(buffer, [lines(2)])
-        await sink.move("ses_a", 1, StoredRuns(buffer.path, key, 1, 2))
+        await sink.move("ses_a", 1, StoredRuns(buffer.stored_runs(key), 1, 2))
         await sink.release_buffers()
         await buffer.close()  # its last connection: checkpointed, the WAL removed
         assert sorted(p.name for p in buffer.path.parent.iterdir()) == [buffer.path.name]
         buffer = await SessionBuffer.open(tmp_path / "runner")
         await append(buffer, key, 2, b"".join(lines(1, 3)), 1, 0, 1)
-        await sink.move("ses_a", 1, StoredRuns(buffer.path, key, 3, 3))
+        await sink.move("ses_a", 1, StoredRuns(buffer.stored_runs(key), 3, 3))
         assert await sink.read("ses_a") == lines(3)
     finally:
         await chat.close()

@@ -17,8 +17,9 @@ import trio
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SQLiteChatStore, fold_chunks
-from sandstream.server.chat.mover import Batch, MovedChunks, RemoteSource
-from sandstream.server.sessions.buffer import split_chunks
+from sandstream.server.chat.mover import RemoteSource
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
+from sandstream.server.sessions import split_chunks
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,

@@ -4,12 +4,14 @@ A :class:`Lease` grants one owner (a chat replica) a session for ``ttl`` seconds
 :meth:`~Lease.acquire` succeeds only when no live lease exists (``SET … NX``), and
 returns a new **fencing generation**, strictly greater than every generation ever
 handed out for that session; the owner renews it (its heartbeat) and releases it.
-The generation goes with every write of the moved chunks (:mod:`.sink`), so an owner
-that lost its lease (a long pause, a partition) is refused once a newer one claimed.
+The generation goes with every write of the moved chunks
+(:mod:`~sandstream.server.chat.store.moved_runs`), so an owner that lost its lease
+(a long pause, a partition) is refused once a newer one claimed.
 
-- :class:`SqliteLease`: the embedded default, a ``leases`` row per session in the chat
-  database (one process or several on one file; wall-clock expiry);
-- :class:`RedisLease`: for replicas on several machines (seed 001): the key
+- :class:`~sandstream.server.chat.store.leases.SqliteLease`: the embedded default, a
+  ``leases`` row per session in the chat database (one process or several on one
+  file; wall-clock expiry), in the store, which owns that database's tables;
+- :class:`RedisLease`: for replicas on several machines: the key
   ``sandbox:{<id>}:owner`` set ``NX PX <ttl>`` and ``INCR sandbox:{<id>}:generation``,
   both in one Lua script; renew and release are Lua check-and-``PEXPIRE`` /
   check-and-``DEL`` on the owner and the generation. The braces make the session id a Redis
@@ -25,9 +27,6 @@ if nobody else has claimed it yet.
 
 from __future__ import annotations
 
-import math
-import sqlite3
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
@@ -35,9 +34,10 @@ from typing import Final, Protocol
 from sandstream.server.sqlite import SQLiteDatabase
 
 from ..errors import RespProtocolError
+from ..store.leases import SqliteLease, ttl_ms
 from .resp import RedisClient
 
-__all__ = ["Lease", "RedisLease", "SqliteLease", "open_lease", "redis_keys"]
+__all__ = ["Lease", "RedisLease", "open_lease", "redis_keys"]
 
 
 class Lease(Protocol):
@@ -57,75 +57,6 @@ class Lease(Protocol):
     async def release(self, session_id: str, owner: str, generation: int) -> None:
         """Give the lease up if ``owner`` still holds ``generation``; else do nothing."""
         ...
-
-
-def _ttl_ms(ttl: float) -> int:
-    if not (ttl > 0 and math.isfinite(ttl)):
-        raise ValueError(f"a lease ttl must be a finite number of seconds > 0, got {ttl}")
-    return max(1, math.ceil(ttl * 1000))
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class SqliteLease:
-    """:class:`Lease` on the chat database's ``leases`` table (migration 3).
-
-    A row keeps the session's last generation after release (``owner`` NULL), so
-    generations only grow. Expiry compares wall-clock times: processes sharing the
-    file must share a clock (one machine).
-    """
-
-    def __init__(self, db: SQLiteDatabase) -> None:
-        self.db = db
-
-    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
-        ttl_ms = _ttl_ms(ttl)
-
-        def run(conn: sqlite3.Connection) -> int | None:
-            now = _now_ms()
-            row = conn.execute(
-                "SELECT owner, generation, expires_at FROM leases WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            if row is not None and row["owner"] is not None and row["expires_at"] > now:
-                return None
-            generation = 1 if row is None else int(row["generation"]) + 1
-            conn.execute(
-                "INSERT INTO leases (session_id, owner, generation, expires_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
-                "owner = excluded.owner, generation = excluded.generation, "
-                "expires_at = excluded.expires_at",
-                (session_id, owner, generation, now + ttl_ms),
-            )
-            return generation
-
-        return await self.db.write(run)
-
-    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
-        ttl_ms = _ttl_ms(ttl)
-
-        def run(conn: sqlite3.Connection) -> bool:
-            now = _now_ms()
-            cursor = conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ? "
-                "AND generation = ? AND expires_at > ?",
-                (now + ttl_ms, session_id, owner, generation, now),
-            )
-            return cursor.rowcount == 1
-
-        return await self.db.write(run)
-
-    async def release(self, session_id: str, owner: str, generation: int) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE leases SET owner = NULL, expires_at = 0 "
-                "WHERE session_id = ? AND owner = ? AND generation = ?",
-                (session_id, owner, generation),
-            )
-
-        await self.db.write(run)
 
 
 _ACQUIRE: Final = """
@@ -161,7 +92,7 @@ def redis_keys(session_id: str) -> tuple[str, str]:
 
 
 class RedisLease:
-    """:class:`Lease` on a Redis server (seed 001's ``SET … NX``; see the module
+    """:class:`Lease` on a Redis server (``SET … NX``; see the module
     docstring). The generation counter is never deleted, so generations only grow.
 
     A claim sets the owner key and increments the counter in one script, so the owner
@@ -175,7 +106,7 @@ class RedisLease:
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
         keys = redis_keys(session_id)
-        reply = await self.redis.execute("EVAL", _ACQUIRE, 2, *keys, owner, _ttl_ms(ttl))
+        reply = await self.redis.execute("EVAL", _ACQUIRE, 2, *keys, owner, ttl_ms(ttl))
         if reply is None:
             return None
         if not isinstance(reply, int):
@@ -184,7 +115,7 @@ class RedisLease:
 
     async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
         keys = redis_keys(session_id)
-        reply = await self.redis.execute("EVAL", _RENEW, 2, *keys, owner, generation, _ttl_ms(ttl))
+        reply = await self.redis.execute("EVAL", _RENEW, 2, *keys, owner, generation, ttl_ms(ttl))
         return reply == 1
 
     async def release(self, session_id: str, owner: str, generation: int) -> None:

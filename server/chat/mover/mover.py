@@ -1,4 +1,4 @@
-"""The log mover (seed 001): exactly one replica moves each live session's chunks
+"""The log mover: exactly one replica moves each live session's chunks
 into the chat database, under a lease, and settles it when it ends.
 
 :class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves
@@ -38,11 +38,11 @@ from typing import Final, Literal
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.server.sessions.service import terminal_state
+from sandstream.server.sessions import terminal_state
 
 from ..errors import FencedError, RespError, SourceError, SourceGoneError
+from ..store.moved_runs import Batch, MovedChunks, StoredRuns
 from .lease import Lease
-from .sink import Batch, MovedChunks, StoredRuns
 from .sources import LiveSessionRef, Source
 
 __all__ = [
@@ -196,7 +196,7 @@ class LogMover:
         """Claim, move, settle and release one session (see the module docstring).
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
-        (:class:`sqlite3.Error`, :class:`~.sink.ChunkGapError`), the lease or
+        (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease or
         ``on_terminal`` raise; the lease is released first. Cancellation: stops at
         once and releases the lease.
         """

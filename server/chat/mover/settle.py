@@ -6,9 +6,9 @@ with the core into the assistant message (every step the session produced, runni
 ones closed; the steps kept are bounded by ``max_turn_steps``/``max_turn_bytes``) and
 writes it, with the files the run wrote back, in **one** store transaction that also
 settles the chat's session and releases the chat's lock
-(:meth:`~.store.ChatStore.settle_turn`). It is idempotent: a turn that settled
+(:meth:`~..store.contract.ChatStore.settle_turn`). It is idempotent: a turn that settled
 already is left as it is. The log mover's ``on_terminal`` callback
-(:mod:`.turn_mover`) calls it with the chunks it moved and its lease's generation.
+(:mod:`.turns`) calls it with the chunks it moved and its lease's generation.
 
 Chunks that do not end in a terminal line (a session cut short) are folded as they
 are and closed with ``error{code:"upstream_closed"}``; the steps they hold are kept.
@@ -34,17 +34,14 @@ log = logging.getLogger("sandstream.chat")
 _FEED_BYTES: Final = 64 * 1024
 """Chunks are joined into feeds of the core of about this size (fewer calls)."""
 _YIELD_SECONDS: Final = 1e-4
-"""The fold sleeps this long after each feed, giving the GIL up. It runs in a worker
-thread at a session's end, the moment the log mover has stored the terminal line, while
-the event loop may still be writing that session's last frames to a viewer that fell
-behind: without a pause, each of the loop's syscalls (a socket write, a poll) would lose
-the GIL to the fold for up to the interpreter's 5 ms switch interval. A feed is about
-0.5 ms of work, so a large fold takes ~20% longer, and its viewers get their frames first
-(``benchmarks/chat``, 4 pairs: 460k against 354k step events/s, ``done`` as soon)."""
+"""The fold sleeps this long after each feed, giving the GIL up to the event loop,
+which may still be writing the session's last frames (why: docs/chat.md, "Log
+mover")."""
 
 ChunkFolder = Callable[[Callable[[Iterable[bytes]], PersistedMessage]], Awaitable[PersistedMessage]]
-"""Runs a fold over a session's chunks and returns its result (:meth:`~.mover.MovedChunks.fold`
-with the session id bound): the chunks need not all be in memory at once."""
+"""Runs a fold over a session's chunks and returns its result
+(:meth:`~..store.moved_runs.MovedChunks.fold` with the session id bound): the chunks
+need not all be in memory at once."""
 
 
 def fold_chunks(
@@ -100,7 +97,7 @@ class TurnSettler:
         it (one transaction). Returns False (nothing
         written) for a session that is no chat turn's, or a turn settled already.
         With ``generation`` (the log mover's lease), the transaction raises
-        :class:`~.mover.FencedError` (nothing written) if a newer generation claimed
+        :class:`~..errors.FencedError` (nothing written) if a newer generation claimed
         the session meanwhile.
 
         The fold runs where ``fold_over`` runs it (a worker thread). Raises the

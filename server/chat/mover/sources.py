@@ -1,8 +1,8 @@
 """Where the log mover reads a session's chunks: in-process, or from a runner's WebSocket.
 
 A :class:`Source` follows one session from a cursor to its end and hands the chunks
-to a ``deliver`` callback in batches of consecutive chunks (:class:`~.sink.Batch`,
-or :class:`~.sink.StoredRuns`), one at a time: the next is read while ``deliver``
+to a ``deliver`` callback in batches of consecutive chunks (:class:`~..store.moved_runs.Batch`,
+or :class:`~..store.moved_runs.StoredRuns`), one at a time: the next is read while ``deliver``
 runs, but handed over only after it returned (back-pressure). :meth:`Source.follow`
 returns after the session's last chunk was delivered (its terminal line), and raises
 
@@ -12,17 +12,17 @@ returns after the session's last chunk was delivered (its terminal line), and ra
 - :class:`SourceRefusedError` when the runner refuses the read for good (a wrong
   runner token, a cursor past the session's end).
 
-- :class:`EmbeddedSource`: the in-process :class:`~sandstream.server.sessions.SessionService`;
-  it hands over cursors, not bytes (:class:`~.sink.StoredRuns`: the sink copies the
-  chunks from the session buffer's file inside SQLite; no read, no socket);
+- :class:`EmbeddedSource`: the in-process
+  :class:`~sandstream.server.sessions.SessionService`; it hands over cursors, not
+  bytes (:class:`~..store.moved_runs.StoredRuns`: the store copies the chunks from
+  the session buffer's file inside SQLite; no read, no socket);
 - :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N&batch=262144``
   (trio-websocket, the runner token in ``Authorization``): binary messages of whole
-  chunks, as NDJSON, up to 256 KiB each (a message per chunk capped the move at
-  ~10k chunks/s). A connection that drops or, idle, stops
-  answering pings, a runner that does not answer or answers 5xx is retried from the
-  last cursor received, with a backoff
-  (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long as the
-  caller lets it: the session's chunks are kept by its runner.
+  chunks, as NDJSON, up to 256 KiB each (not a message per chunk: docs/chat.md, "Log
+  mover"). A connection that drops or, idle, stops answering pings, a runner that
+  does not answer or answers 5xx is retried from the last cursor received, with a
+  backoff (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long
+  as the caller lets it: the session's chunks are kept by its runner.
 
 Cancellation: ``follow`` stops at once (the WebSocket is closed); chunks read but not
 yet delivered are dropped, which is safe: the caller resumes from what it stored.
@@ -48,7 +48,7 @@ from sandstream.server.sessions import (
 )
 
 from ..errors import SourceError, SourceGoneError, SourceRefusedError, StoredRunsMissingError
-from .sink import Batch, StoredRuns
+from ..store.moved_runs import Batch, StoredRuns
 
 __all__ = [
     "Deliver",
@@ -67,10 +67,8 @@ Deliver = Callable[[Batch | StoredRuns], Awaitable[None]]
 _BATCH_BYTES: Final = 256 * 1024
 EMBEDDED_LINGER: Final = 0.1
 """Seconds the embedded mover waits after a batch before it moves the next one (the
-session's end cuts it short). A fast container publishes hundreds of runs a second;
-a transaction each, with its two trips through a worker thread, held up the same
-event loop's live viewers (``benchmarks/chat``: 0.33M against 0.55M step events/s).
-The chunks are durable in the session buffer meanwhile."""
+session's end cuts it short; why: docs/chat.md, "Log mover"). The chunks are durable
+in the session buffer meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +108,14 @@ class EmbeddedSource:
             raise SourceRefusedError(
                 f"session {session_id}: cursor {after} is past its last chunk {session.last_cursor}"
             )
-        buffer = self.service.buffer.path
+        runs = session.stored_runs
         cursor = after
         try:
             while True:
                 session.check_cursor(cursor)
                 last = session.last_cursor
                 if last > cursor:
-                    await deliver(StoredRuns(buffer, session.key, cursor + 1, last))
+                    await deliver(StoredRuns(runs, cursor + 1, last))
                     cursor = last
                     await _linger(session, self.linger)
                 elif session.ended:

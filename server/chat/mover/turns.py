@@ -4,12 +4,13 @@ and the turn settled from the moved chunks by that replica, under its fenced lea
 :class:`TurnMover` runs one :class:`~.mover.LogMover` per process, with:
 
 - ``live_sessions()``: the ``chat_turns`` rows still running
-  (:meth:`~.store.ChatStore.running_turns`): every remote turn, and the embedded turns
+  (:meth:`~..store.contract.ChatStore.running_turns`): every remote turn, and the embedded turns
   whose session this process's runner has (another replica's embedded session cannot
   be read here: a replica that dies with one leaves it to the lost-turn sweep);
-- ``on_terminal(ref, generation)``: the moved chunks (:meth:`MovedChunks.read`) folded
-  and settled by :meth:`TurnSettler.settle` under ``generation``, whose transaction
-  checks the session's fence: a replica whose lease was taken over writes nothing;
+- ``on_terminal(ref, generation)``: the moved chunks folded as they are read
+  (:meth:`~..store.moved_runs.MovedChunks.fold`) and settled by
+  :meth:`TurnSettler.settle` under ``generation``, whose transaction checks the
+  session's fence: a replica whose lease was taken over writes nothing;
 - the lease: :func:`~.mover.open_lease` (SQLite, or Redis with ``redis_url``) wrapped
   in :class:`LockKeepingLease`, so the replica that owns a session's lease is the one
   that holds (and renews) the chat's lock.
@@ -28,15 +29,15 @@ from functools import partial
 
 import trio
 
-from sandstream.server.sessions import SessionService
-from sandstream.server.sessions.errors import SessionNotFoundError
+from sandstream.server.sessions import SessionNotFoundError, SessionService
 
 from ..config import ChatSettings
 from ..errors import StoreError
 from ..ids import now_ms
 from ..records import TurnRecord
 from ..store.contract import ChatStore
-from . import Lease, LiveSessionRef, LogMover, MovedChunks, SessionSources, open_lease
+from ..store.moved_runs import MovedChunks
+from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnSettler
 
 __all__ = ["LockKeepingLease", "TurnMover"]

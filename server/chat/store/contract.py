@@ -1,6 +1,6 @@
 """The storage interface of the chat backend: :class:`ChatStore`.
 
-The one implementation is :class:`~.sqlite_store.SQLiteChatStore` (a PostgreSQL
+The one implementation is :class:`~.sqlite.SQLiteChatStore` (a PostgreSQL
 store for replicas on many machines is on the roadmap, not built). Every method is a
 coroutine that does its blocking work off the trio event loop; every query is scoped
 by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
@@ -143,7 +143,7 @@ class ChatStore(Protocol):
         the files its run wrote back), its session settled, the chat's lock released
         (whoever holds it for this turn), the turn marked settled. False (nothing
         written) when it had settled already. With ``generation`` (the log mover's
-        lease), raises :class:`~.mover.sink.FencedError` (nothing written) if a newer
+        lease), raises :class:`~..errors.FencedError` (nothing written) if a newer
         generation has claimed the turn's session."""
         ...
 

@@ -8,7 +8,7 @@ each migration exactly once. A database newer than this code is refused with
 :class:`~.errors.StoreError` rather than used.
 
 Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
-column: seed 002's lesson); each row holds one ``PersistedMessage`` as JSON and,
+column: docs/chat.md, "Storage"); each row holds one ``PersistedMessage`` as JSON and,
 since version 2, its replay text (``replay``), so that replay never reads ``body``.
 Version 3 holds the log mover's leases, fences and moved chunks; version 4 records each
 chat turn's runner session (``chat_turns``): the session that holds the chat's lock

@@ -26,7 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from sandstream.core.sse import SINGLE_LINE_FRAME, data_fields, event_field, line_frames
-from sandstream.server.sessions.buffer import split_chunks
+from sandstream.server.sessions import split_chunks
 
 __all__ = [
     "START_ID",

@@ -36,8 +36,8 @@ from sandstream.server.sessions import (
     SessionNotFoundError,
     SessionService,
     Subscribe,
+    terminal_state,
 )
-from sandstream.server.sessions.service import terminal_state
 
 from ..errors import RemoteRunnerError, RunnerSessionGoneError
 from ..runner_answers import answer_detail

@@ -20,8 +20,7 @@ import trio
 from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.turn import END_GRACE
-from sandstream.server.sessions import SessionService
-from sandstream.server.sessions.service import terminal_state
+from sandstream.server.sessions import SessionService, terminal_state
 
 from ..config import ChatSettings
 from ..dispatching import Dispatcher

@@ -1,4 +1,5 @@
-"""Where the log mover puts a session's chunks: the chat database, fenced, idempotent.
+"""The chat database's moved runs: where the log mover puts a session's chunks, fenced,
+idempotent.
 
 :class:`MovedChunks` keeps a session's chunks as **runs** — ``moved_runs (session_id,
 first_cursor, last_cursor, chunks)``, the consecutive chunks of one moved batch in one
@@ -18,10 +19,12 @@ insert, and no Python step runs per chunk. :meth:`MovedChunks.move` is one trans
 
 A batch comes as bytes (:class:`Batch`: from a remote runner) or, from a session
 buffer in this process, as the cursors of chunks stored there (:class:`StoredRuns`):
-those are copied file to file inside SQLite, a row per stored run, with the buffer
-attached read-only to the chat database's writer connection. No byte of them passes
-through Python, and the GIL is free while SQLite copies them, so the event loop that
-streams the same session to its viewers is not held up by its own log mover.
+those are copied file to file inside SQLite, a row per stored run, through the
+sessions package's :class:`~sandstream.server.sessions.SessionRuns` (the buffer
+attached read-only to the chat database's writer connection; its file and schema
+stay the buffer's). No byte of them passes through Python, and the GIL is free while
+SQLite copies them, so the event loop that streams the same session to its viewers
+is not held up by its own log mover.
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`last_cursor` makes
@@ -33,14 +36,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
-from sandstream.server.sessions.buffer import (
-    attached_run_start_sql,
-    attached_runs_sql,
-    split_chunks,
-)
+from sandstream.server.sessions import AttachedRuns, SessionRuns, split_chunks
 from sandstream.server.sqlite import SQLiteDatabase
 
 from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
@@ -79,15 +77,14 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class StoredRuns:
-    """Chunks ``first`` … ``last`` of a session in a session buffer this process holds
-    (:class:`~sandstream.server.sessions.SessionBuffer`): its file ``buffer`` and the
-    session's ``key`` there. :meth:`MovedChunks.move` copies their runs inside SQLite,
-    from that file (attached read-only) into the chat database: no byte of them passes
-    through Python, and the GIL is released while they are copied. ``last`` must be the
-    last chunk of a stored run (a session's published cursor always is)."""
+    """Chunks ``first`` … ``last`` of a session of this process's session buffer, whose
+    stored runs are ``runs`` (:attr:`Session.stored_runs
+    <sandstream.server.sessions.Session.stored_runs>`). :meth:`MovedChunks.move` copies
+    them inside SQLite into the chat database: no byte of them passes through Python,
+    and the GIL is released while they are copied. ``last`` must be the last chunk of a
+    stored run (a session's published cursor always is)."""
 
-    buffer: Path
-    key: int
+    runs: SessionRuns
     first: int
     last: int
 
@@ -133,43 +130,44 @@ def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> 
         )
 
 
+_INSERT_RUN: Final = "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+
+
+def _insert_run(
+    conn: sqlite3.Connection, session_id: str, first: int, last: int, data: bytes
+) -> None:
+    conn.execute(_INSERT_RUN + "VALUES (?, ?, ?, ?)", (session_id, first, last, data))
+
+
 def _copy_stored(
-    conn: sqlite3.Connection, session_id: str, runs: StoredRuns, last: int, schema: str
+    conn: sqlite3.Connection, session_id: str, runs: StoredRuns, last: int, stored: AttachedRuns
 ) -> None:
     """In the caller's transaction: store chunks ``last + 1`` … ``runs.last`` from the
-    session buffer attached as ``schema``, a row per stored run, as they are stored
+    attached session buffer (``stored``), a row per stored run, as they are stored
     there. A run there that holds ``last + 1`` but starts below it (moved in part
     before, by a batch of another source) has the rest of it stored as a row of its own.
     Raises :class:`StoredRunsMissingError` unless all of them were there."""
-    start_sql = attached_run_start_sql(schema)
-    (start,) = conn.execute(start_sql, {"key": runs.key, "cursor": last + 1}).fetchone()
+    start = stored.run_start(conn, last + 1)
     if start is None:
         raise StoredRunsMissingError(
             f"session {session_id}: the session buffer does not hold chunk {last + 1}"
         )
     if start <= last:
-        first, run_last, data = conn.execute(
-            attached_runs_sql(schema), {"key": runs.key, "first": start, "upto": start}
-        ).fetchone()
-        if last < run_last <= runs.last:
-            rest = b"".join(split_chunks(data)[last + 1 - first :])
-            conn.execute(
-                "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
-                "VALUES (?, ?, ?, ?)",
-                (session_id, last + 1, run_last, rest),
-            )
-            last = run_last
+        run = stored.run(conn, start)
+        if run is not None and last < run.last <= runs.last:
+            rest = run.part(last, run.last)
+            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
+            last = run.last
     if last < runs.last:
+        select, params = stored.select(last, runs.last)
         conn.execute(
-            "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
-            f"SELECT :session_id, first_cursor, last_cursor, chunk FROM "
-            f"({attached_runs_sql(schema)}) WHERE last_cursor <= :upto",
-            {"session_id": session_id, "key": runs.key, "first": last + 1, "upto": runs.last},
+            _INSERT_RUN + f"SELECT :session_id, first_cursor, last_cursor, chunks FROM ({select})",
+            {**params, "session_id": session_id},
         )
-    stored = _last_cursor(conn, session_id)
-    if stored != runs.last:
+    copied = _last_cursor(conn, session_id)
+    if copied != runs.last:
         raise StoredRunsMissingError(
-            f"session {session_id}: the session buffer holds its chunks up to {stored}, "
+            f"session {session_id}: the session buffer holds its chunks up to {copied}, "
             f"not all of {last + 1}…{runs.last}"
         )
 
@@ -184,7 +182,7 @@ def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
 
 
 class MovedChunks:
-    """The moved chunks and the fences, in the chat database (migration 3)."""
+    """The moved chunks and the fences, in the chat database (migrations 3 and 5)."""
 
     def __init__(self, db: SQLiteDatabase) -> None:
         self.db = db
@@ -201,7 +199,7 @@ class MovedChunks:
         :class:`ChunkShapeError`, :class:`StoredRunsMissingError`; a batch without
         chunks checks the fence only."""
         if isinstance(batch, StoredRuns):
-            schema = await self.db.attach_read_only(batch.buffer)
+            stored = await batch.runs.attach(self.db)
         else:
             _check_batch(session_id, batch)
 
@@ -218,16 +216,12 @@ class MovedChunks:
             if batch.last <= last:
                 return  # all of it moved before
             if isinstance(batch, StoredRuns):
-                _copy_stored(conn, session_id, batch, last, schema)
+                _copy_stored(conn, session_id, batch, last, stored)
                 return
             new = batch.data
             if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
                 new = b"".join(split_chunks(new)[last + 1 - batch.first :])
-            conn.execute(
-                "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
-                "VALUES (?, ?, ?, ?)",
-                (session_id, max(batch.first, last + 1), batch.last, new),
-            )
+            _insert_run(conn, session_id, max(batch.first, last + 1), batch.last, new)
 
         await self.db.write(run)
 

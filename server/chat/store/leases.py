@@ -1,0 +1,90 @@
+"""The chat database's leases: :class:`SqliteLease`, the log mover's embedded lease.
+
+A ``leases`` row per session (migration 3): its owner, its fencing generation and
+when the lease expires (wall-clock Unix ms). :meth:`~SqliteLease.acquire` succeeds
+only when no live lease holds the session and returns a generation strictly greater
+than every one before (a released row keeps its generation, ``owner`` NULL); renew
+and release act only for that owner and generation. It is the log mover's
+:class:`~sandstream.server.chat.mover.lease.Lease` when no Redis is configured
+(docs/chat.md, "Lease and fencing").
+
+Bad input: a ttl that is not a finite number of seconds > 0 raises
+:class:`ValueError`. Calls raise :class:`sqlite3.Error` when the database fails.
+Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
+the caller does not learn its outcome.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+from sandstream.server.sqlite import SQLiteDatabase
+
+from ..ids import now_ms
+
+__all__ = ["SqliteLease", "ttl_ms"]
+
+
+def ttl_ms(ttl: float) -> int:
+    """A lease's ``ttl`` (seconds) in whole milliseconds, at least 1. Raises
+    :class:`ValueError` unless it is a finite number > 0."""
+    if not (ttl > 0 and math.isfinite(ttl)):
+        raise ValueError(f"a lease ttl must be a finite number of seconds > 0, got {ttl}")
+    return max(1, math.ceil(ttl * 1000))
+
+
+class SqliteLease:
+    """A lease per session on the chat database's ``leases`` table; see the module
+    docstring. Expiry compares wall-clock times: processes sharing the file must share
+    a clock (one machine)."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self.db = db
+
+    async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
+        lease_ms = ttl_ms(ttl)
+
+        def run(conn: sqlite3.Connection) -> int | None:
+            now = now_ms()
+            row = conn.execute(
+                "SELECT owner, generation, expires_at FROM leases WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is not None and row["owner"] is not None and row["expires_at"] > now:
+                return None
+            generation = 1 if row is None else int(row["generation"]) + 1
+            conn.execute(
+                "INSERT INTO leases (session_id, owner, generation, expires_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+                "owner = excluded.owner, generation = excluded.generation, "
+                "expires_at = excluded.expires_at",
+                (session_id, owner, generation, now + lease_ms),
+            )
+            return generation
+
+        return await self.db.write(run)
+
+    async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
+        lease_ms = ttl_ms(ttl)
+
+        def run(conn: sqlite3.Connection) -> bool:
+            now = now_ms()
+            cursor = conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ? "
+                "AND generation = ? AND expires_at > ?",
+                (now + lease_ms, session_id, owner, generation, now),
+            )
+            return cursor.rowcount == 1
+
+        return await self.db.write(run)
+
+    async def release(self, session_id: str, owner: str, generation: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE leases SET owner = NULL, expires_at = 0 "
+                "WHERE session_id = ? AND owner = ? AND generation = ?",
+                (session_id, owner, generation),
+            )
+
+        await self.db.write(run)
