@@ -1,37 +1,18 @@
 """Live writes: a stream's new runs written straight to the sockets of its caught-up readers.
 
-Through the ASGI path (Quart's body loop, Hypercorn's stream and HTTP/1.1 protocol,
-h11's chunked framing, a lock, a shielded ``send_all``, several trio checkpoints) a
-write costs a task switch and ~50 µs of Python per reader. For a reader that has
-caught up with a live stream (a session's), the stream's own writer offers each new
-run to the reader's :class:`LiveConnection` instead (:meth:`LiveConnection.offer`):
-the run is framed once per transport (:class:`LiveFraming`: the transport's frames
-as one HTTP/1.1 chunk, shared by all its readers) and written with one non-blocking
-``send(2)``; no reader's task wakes for a run its socket took whole.
+The stream's writer offers each new run to a reader's :class:`LiveConnection`
+(:meth:`~LiveConnection.offer`): framed once per transport (:class:`LiveFraming`, one
+HTTP/1.1 chunk byte for byte as h11 frames it) and written with one non-blocking
+``send``, waking no reader's task. Only an HTTP/1.1 response under Hypercorn's TCP
+server has one (:func:`live_connection`); elsewhere the reader keeps to the ASGI path.
 
-**One writer per socket.** At any moment exactly one party writes a reader's socket:
-outside :func:`live_connection`, the response's ASGI body; inside it (the body is
-between two of its ASGI sends), only :meth:`LiveConnection.offer`, until an offer
-is not taken whole (the stream then offers it nothing more) or the reader leaves;
-on the way out, :func:`live_connection` finishes the rest of a write the socket did
-not take, with Hypercorn's own write, before the body can write again.
+**One writer per socket**: outside :func:`live_connection` only the response's ASGI
+body writes; inside it, only :meth:`~LiveConnection.offer`, until an offer is not
+taken whole; on the way out the rest goes through Hypercorn before the body writes again.
 
-The socket is the one under the current HTTP/1.1 response, found through
-Hypercorn's objects: the ``send`` it hands the app (kept in the scope by
-:class:`~.asgi.HTTPConnection`) belongs to its ``HTTPStream``, whose ``send`` belongs
-to its ``H11Protocol``, whose ``send`` is the ``TCPServer``'s raw, locked, shielded
-socket write. Anything else (HTTP/2, TLS, HTTP/1.0, a ``HEAD`` request, another
-server, a Hypercorn that moved these) gives no live connection, and the reader keeps
-to the ASGI path. The bytes are whole HTTP/1.1 chunks, byte for byte as h11 frames
-them (its chunked writer keeps no count), so the wire is what h11 would write.
-
-Cancellation: leaving :func:`live_connection` by an exception writes nothing more
-(the response is being torn down; a rest is dropped with it, and a write of the
-rest under way is finished by Hypercorn, whose writes are shielded). Bad input: a
-run framed to nothing is not written (an empty HTTP/1.1 chunk would end the body,
-and :func:`http_chunk` refuses it); a broken connection is never raised by
-:meth:`~LiveConnection.offer`: the write of the rest ends the response with
-``http.disconnect``, as any failed write does.
+Cancellation: leaving :func:`live_connection` by an exception writes nothing more. Bad
+input: a run framed to nothing is not written; ``offer`` never raises for a broken
+connection (the write of the rest ends the response, as any failed write does).
 """
 
 from __future__ import annotations
@@ -209,8 +190,11 @@ async def live_connection(
 
 
 def _connect(scope: Mapping[str, object], framing: LiveFraming) -> LiveConnection | None:
-    """The connection under ``scope``'s response, found through Hypercorn's objects,
-    or ``None``. Raises nothing."""
+    """The connection under ``scope``'s response, or ``None``. Raises nothing.
+
+    Found through Hypercorn's objects: the app's ``send`` (kept in the scope by
+    :class:`~.asgi.HTTPConnection`) is its ``HTTPStream``'s, whose ``send`` is its
+    ``H11Protocol``'s, whose ``send`` is the ``TCPServer``'s locked, shielded write."""
     extensions = scope.get("extensions")
     if (
         scope.get("http_version") != "1.1"

@@ -1,24 +1,12 @@
 """The session buffer's appends, stored by one thread of their own, in group commits.
 
-An append handed to a worker thread with ``trio.to_thread`` waits for the event loop
-twice: once before the thread starts (the call is a checkpoint: every other runnable
-task runs first) and once before its result is seen. On a loop busy with a fast
-container, its readers and the log mover, each wait took 4 to 5 ms, about ten times the
-~0.6 ms the ``INSERT`` itself took, and a session's next append could only start after
-both (``benchmarks/chat``). :class:`Appender` takes that off the path: the event loop
-hands it runs with :meth:`Appender.submit` (never blocks), and its thread stores them
-one transaction after another, everything queued meanwhile in one transaction (a group
-commit, across sessions), then reports each outcome back to the loop with
-``run_sync_soon``, in submission order. A session's next runs are already being
-stored while the loop publishes the previous ones.
-
-Failure isolation: if a group's transaction fails, each of its runs is tried again in
-a transaction of its own, so only the run that fails fails. After a failed run of a
-session, the appender stores nothing more of that session (its cursors would leave a
-gap): each later run fails with :class:`EarlierAppendFailedError`.
-
-Cancellation: none on the thread; :meth:`Appender.close` stores what was submitted,
-reports it, then ends the thread.
+The event loop hands runs over with :meth:`Appender.submit` (never blocks); the thread
+stores everything queued meanwhile in one transaction, across sessions, and reports each
+outcome back to the loop with ``run_sync_soon``, in submission order. If a group's
+transaction fails, its runs are retried one by one, so only a failing run fails; a
+session's later runs then fail with :class:`EarlierAppendFailedError` (they would leave
+a gap). Cancellation: none on the thread; :meth:`Appender.close` stores what was
+submitted, reports it, then ends the thread.
 """
 
 from __future__ import annotations

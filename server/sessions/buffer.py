@@ -1,43 +1,15 @@
-"""The session buffer: every chunk of every session, in SQLite, by cursor (seed 001).
+"""The session buffer: every chunk of every session, in SQLite, by cursor.
 
-One database file, ``sessions.sqlite3`` in the runner's data dir, in WAL mode, driven
-through :class:`~sandstream.server.sqlite.SQLiteDatabase` (one writer thread, a pool
-of reader threads: no call ever runs on the trio event loop).
+One file, ``sessions.sqlite3`` in the data dir (WAL, 32 KiB pages), driven through
+:class:`~sandstream.server.sqlite.SQLiteDatabase`: nothing runs on the event loop. A row of
+``chunks`` is a **run**, the whole lines of one append, its id ``key * 2**32`` plus the
+cursor of its first line (cursors are dense per session): a read after a cursor is one
+seek and one range scan. Runs are stored by the :mod:`.appender`'s thread; retention
+deletes whole runs from below. Another role's database copies runs through
+:class:`SessionRuns`: the file, schema and keys stay this module's.
 
-Schema (seed 001's ``response_chunks``, made denser)::
-
-    sessions(key INTEGER PRIMARY KEY, id TEXT UNIQUE, state, created_at, ended_at,
-             terminal BLOB, first_cursor, last_cursor)
-    chunks(id INTEGER PRIMARY KEY, count INTEGER, chunk BLOB, created_at INTEGER)
-
-A trigger on ``chunks`` moves ``sessions.last_cursor`` as a run is inserted.
-A chunk's cursor is dense per session (1, 2, 3, …). A row holds a **run**: the
-``count`` chunks (whole lines, concatenated) of one append, the first at cursor
-``id - key * 2**32``. So the rows of one session are one contiguous range of the
-table's own B-tree, in cursor order: a read "after cursor N" is one seek and one
-range scan, and no secondary index is maintained (seed 001's ``(session_id, id)``
-index doubles every insert). One row per append instead of one per line is what lets
-the buffer keep up with a fast container (SQLite inserts ~250k rows/s on the
-development machine, a load-mode container emits ~400k lines/s), while a slow
-container (a line per read) still gets a row per line. ``first_cursor`` is the lowest
-cursor still retained (retention deletes whole runs from below), ``last_cursor`` the
-highest written.
-
-Another role's SQLite database (the chat's log mover) copies a session's runs from
-here inside SQLite, through :class:`SessionRuns` and :class:`AttachedRuns`: the file,
-the schema and the keys above stay this module's.
-
-The file is created with 32 KiB pages (:data:`PAGE_SIZE`; SQLite's default is 4 KiB, and
-a page size is fixed once the file is in WAL mode): a run of a fast container is a blob
-of hundreds of KiB, stored as a chain of overflow pages, and each page costs its own
-WAL frame, write and checkpoint copy, so bigger pages store a run ~2.5 times faster, while
-a one-line run writes a few bigger pages (~0.15 ms instead of ~0.05 ms a commit).
-
-Appends are batched: a run is one read of the container's stdout (many lines when the
-container is fast), stored by a thread of its own together with the runs queued
-meanwhile, in one transaction (:mod:`.appender`). Calls raise
-:class:`sqlite3.Error` when the database fails. Cancellation: a call that has started
-runs to completion in its thread (:mod:`sandstream.server.sqlite`).
+Calls raise :class:`sqlite3.Error` when the database fails. Cancellation: a call that
+has started runs to completion in its thread (:mod:`sandstream.server.sqlite`).
 """
 
 from __future__ import annotations
@@ -91,8 +63,7 @@ _SCHEMA: Final = (
         chunk BLOB NOT NULL,
         created_at INTEGER NOT NULL
     )""",
-    # A run's insert moves its session's last cursor in the same statement: one
-    # statement less per append, and each one waits for the GIL when it returns.
+    # A run's insert moves its session's last cursor: an append is one statement.
     """CREATE TRIGGER IF NOT EXISTS chunks_move_last_cursor AFTER INSERT ON chunks
     BEGIN
         UPDATE sessions SET last_cursor = NEW.id - (NEW.id >> 32 << 32) + NEW.count - 1
@@ -168,9 +139,8 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
 class SessionRuns:
     """One session's runs as the buffer stores them, for another role's SQLite database
     to copy inside SQLite: :meth:`attach` the buffer to that database, then select the
-    runs in its own ``INSERT … SELECT`` (:class:`AttachedRuns`), so that no byte of
-    them passes through Python and the GIL is free while SQLite copies them. Handed
-    out by :meth:`SessionBuffer.stored_runs` (:attr:`Session.stored_runs
+    runs in its own ``INSERT … SELECT`` (:class:`AttachedRuns`). Handed out by
+    :meth:`SessionBuffer.stored_runs` (:attr:`Session.stored_runs
     <sandstream.server.sessions.Session.stored_runs>`): the buffer's file, tables and
     keys stay the buffer's own."""
 
@@ -378,7 +348,7 @@ class SessionBuffer:
             conn.execute(  # its trigger moves the session's last_cursor
                 "INSERT INTO chunks (id, count, chunk, created_at) VALUES (?, ?, ?, ?)", row
             )
-            if keep_from <= 1:  # nothing to drop: one statement (each waits for the GIL)
+            if keep_from <= 1:  # nothing to drop
                 return 1
             conn.execute(
                 "DELETE FROM chunks WHERE id > ? AND id < ? AND id + count <= ?",

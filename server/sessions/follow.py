@@ -1,34 +1,17 @@
 """One reader of a session: replay from a cursor, then follow live until the end.
 
-:class:`Follow` is an async iterator of :class:`Chunks`, :class:`CaughtUp` and
-:class:`KeepAlive` events, used by every transport (SSE, NDJSON, WebSocket)::
+:class:`Follow` yields :class:`Chunks` (whole stored runs, up to ``max_bytes`` a read),
+:class:`CaughtUp` and :class:`KeepAlive`, for every transport, and stops after an ended
+session's last chunk; it holds only its cursor, no queue::
 
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-It reads the backlog at its own pace (each read the whole stored runs that fit in
-``max_bytes``, a larger run alone), says once
-each time it has reached the newest chunk of a live session (``Chunks.up_to_date``
-on the chunks that got it there, so a live reader gets one write per chunk, or
-:class:`CaughtUp` when it had nothing to read),
-then waits to be woken by the writer (or for ``keepalive`` seconds: :class:`KeepAlive`).
-It stops after the last chunk of an ended session — for a session that ended with a
-terminal line, right after that line. No queue is kept per reader: memory per reader
-is one batch. Raises :class:`~.session.CursorGoneError` when retention dropped the
-chunks it needs next (it never skips). Cancellation: safe at any point; nothing is
-held across an ``await``.
-
-Given ``subscribe`` (:data:`Subscribe`: how the reader takes runs without its task
-waking), a caught-up reader waits in the session's live set instead
-(:meth:`Session.join_live`): the writer offers new runs to its subscriber,
-``Follow.cursor`` moves on without an event, and the reader's task wakes only for
-what goes through its transport — a run its subscriber did not take whole (the
-subscriber finishes it as the reader leaves, then reading goes on from the cursor),
-the session's end, a keep-alive. The caller must have written every event handed
-out before it asks for the next one (an ASGI body iterator has), since the
-subscriber writes to the same connection meanwhile. Cancellation: the reader leaves
-the live set, and a run its subscriber did not take whole is dropped (the response
-is being torn down).
+With ``subscribe``, a caught-up reader waits in the session's live set and wakes only
+for a run its subscriber did not take whole, the end, or a keep-alive. The caller must
+have written every event before asking for the next (the subscriber writes the same
+connection). Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
+Cancellation: safe at any point; a live reader leaves the set, its untaken rest dropped.
 """
 
 from __future__ import annotations

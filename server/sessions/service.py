@@ -1,28 +1,16 @@
 """The session service: creates sessions, runs one nursery per session, restores, retires.
 
-:class:`SessionService` lives beside the :class:`~sandstream.server.runner.service.Runner`
-and uses it: a session is a runner turn (same admission, launcher, core and teardown)
-whose output goes to the buffer instead of an HTTP client::
+A session is a runner turn (same admission, launcher, core and teardown) whose output
+goes to the buffer; its task enters the :class:`TurnStream` and appends inside it, so
+whatever ends the turn ends the session, and a failing append stops the container::
 
     service = SessionService(runner, SessionSettings(data_dir=...))
     await nursery.start(service.run)            # opens the buffer, restores sessions
     session = await service.create(dispatch)    # AtCapacityError / ShuttingDownError
-    ...
     await service.close()                       # ends live sessions ("shutdown"), closes
 
-**One nursery per session.** The session's task enters its :class:`TurnStream`: the
-turn's nursery owns the container and the upstream read, and the body of its
-``async with`` — the append to the buffer — runs inside it. So ending any one of them
-ends all three, exactly as for ``POST /stream``: an interrupt, the container exiting,
-the runtime cap or shutdown (``TurnStream.end``) stop the container and append the
-terminal line; an append that fails leaves the ``async with`` with the exception, and
-the container is stopped and reaped. Readers are outside: they only read the buffer.
-
-**Restart.** :meth:`run` first restores every stored session. One still marked
-running belonged to a runner that died: it gets ``error{code:"runner_lost"}`` (made by
-the core) as its last chunk and is failed, so no reader waits forever (unless its
-last chunk already was a terminal: then it ends with that). A session whose task is
-cancelled (the runner stopped hard) ends the same way.
+Restart and cancellation: a session stored as running, or whose task is cancelled, ends
+with ``error{code:"runner_lost"}`` (or the terminal it already has).
 """
 
 from __future__ import annotations

@@ -1,31 +1,13 @@
 """One durable session: its state, its tail in memory, reads by cursor, message, interrupt.
 
-A :class:`Session` is written by exactly one task, the session's own (see
-:mod:`.service`): :meth:`Session.append` hands a batch of validated lines to the
-buffer, which stores it in a thread of its own while the session reads on; once it is
-stored, it is published — the in-memory tail grows, ``last_cursor`` moves, and every
-waiting reader is woken once. A chunk is never visible before it is stored. Readers
-are never handed data: each one asks for the chunks after its own cursor
-(:meth:`Session.read`) and gets them from the tail if they are still there, else from
-SQLite, at most ``max_bytes`` at a time. So a slow
-reader costs the server one bounded batch, never a queue, and never slows the writer
-or another reader; and a reader can never skip a chunk: a cursor that retention has
-dropped raises :class:`CursorGoneError`.
-
-The tail holds the newest chunks, at most ``tail_bytes`` of them, and is dropped when
-the session ends (a finished session is read from SQLite).
-
-**Live readers.** A reader that has caught up can join the session's live set
-(:meth:`Session.join_live`) with a :class:`LiveSubscriber`, which takes the new runs
-without its task waking: once a run is stored, the writer offers it to every live
-reader (:meth:`LiveSubscriber.offer`; over HTTP/1.1, the server's fan-out writes it to
-the reader's socket at once) and wakes nobody. A reader that does not take the whole
-run leaves the set, holding it, and is woken: its own task finishes that run and
-reads on at its own pace, so a slow reader still never slows the writer or another
-reader. Two kinds of run are not offered: one over ``max_write`` bytes (a fast
-container's; the readers are woken to read it in batches of their own size, so a
-reader still holds at most one bounded batch) and the run that ends the session
-(every live reader is woken to read it, and the session's end, itself).
+A :class:`Session` is written by one task, the session's own (:mod:`.service`):
+:meth:`Session.append` hands runs to the buffer, and a run is published (the tail grows,
+``last_cursor`` moves, waiting readers wake once) only once it is stored: **a chunk is
+never visible before it is stored**. Readers ask for the chunks after their own cursor
+(:meth:`Session.read_runs`), from the tail or SQLite, one bounded batch at a time, and
+never skip one: a cursor retention dropped raises :class:`CursorGoneError`. Caught-up
+readers may join the live set (:meth:`Session.join_live`): each stored run is offered
+to their :class:`LiveSubscriber`, except the final run and one over ``max_write``.
 """
 
 from __future__ import annotations
@@ -111,7 +93,8 @@ class SessionStatus(msgspec.Struct, frozen=True):
 
 
 class Session:
-    """A session's live state; see the module docstring.
+    """A session's live state; see the module docstring. The tail holds the newest
+    runs, at most ``tail_bytes``, and is dropped when the session ends.
 
     ``turn`` is the running turn (``None`` for a session restored from the buffer).
     ``messages`` is the sending side of the container's stdin message lines.

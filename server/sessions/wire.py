@@ -1,22 +1,9 @@
 """How a reader's events are written: SSE frames, NDJSON lines, WebSocket messages.
 
-- **SSE**: each chunk is one frame, ``id: <cursor>`` and ``data: <the line>`` (the
-  default ``message`` event), so ``Last-Event-ID`` is the cursor to resume from. A
-  ``control`` event (no ``id``, so it never moves the client's last event id) says
-  ``{"cursor": N, "upToDate": true}`` when the reader caught up with a live session,
-  ``{"cursor": N, "streamClosed": true}`` right before the stream ends after the
-  session's last chunk (Durable Streams' names), and ``{"cursor": N, "gone": true}``
-  before it ends because retention dropped the chunks the reader needed next.
-  Keep-alive is the core's :data:`~sandstream.core.sse.PING`, the comment line
-  ``: ping`` with no blank line after it, so that no client turns it into an event.
-- **NDJSON**: the chunks themselves, one line each; the response headers give the
-  state at connect time (``Session-Last-Chunk-Id``; ``Stream-Up-To-Date: true`` and
-  ``Stream-Closed: true`` when they hold).
-- **WebSocket**: one text message per chunk (the line without its newline), the same
-  control objects as text messages with ``"type": "control"`` (never an envelope type).
-  With ``?batch=N`` (a reader that wants throughput: the log mover), chunks come as
-  binary messages of NDJSON instead, as many whole chunks as fit in ``N`` bytes (a
-  longer chunk alone): :func:`batch_messages`. Controls stay text messages.
+The formats are docs/protocol.md's ("Durable sessions"): SSE one frame per chunk, ``id:``
+its cursor, and ``control`` events without ``id``; NDJSON the chunks as they are;
+WebSocket a text message per chunk, or with ``?batch=N`` binary messages of whole
+chunks (:func:`batch_messages`), controls always text.
 """
 
 from __future__ import annotations
