@@ -1,21 +1,15 @@
 """The ``sandstream`` command: ``convert`` and ``validate`` run on the core alone.
 
-Other commands are plugged in by the packages that provide them, as entry points in
-the group ``sandstream.commands`` (:data:`COMMANDS_GROUP`), e.g. in pyproject.toml::
+Other commands are entry points in the group ``sandstream.commands``
+(:data:`COMMANDS_GROUP`), each a function taking the arguments after its name and
+returning the exit status, its module's ``HELP`` its line in ``sandstream --help``::
 
     [project.entry-points."sandstream.commands"]
     serve = "some.module:serve_main [server]"
 
-The function gets the arguments after the command's name and returns the exit status;
-the string ``HELP`` in its module is the command's line in ``sandstream --help``; the
-extra in brackets is the one to install for it. A command's module is imported only
-when the command is run (or ``sandstream --help`` lists it); when it cannot be (its
-extra is not installed), the command says which extra to install in one line and
-exits 2.
-
-A reader that goes away (``sandstream validate FILE | head``) ends any command
-quietly with status 141 (128 + SIGPIPE, what a shell reports for a tool killed by
-SIGPIPE), without a traceback.
+A command's module is imported only when it runs or ``--help`` lists it. Bad input: a
+command whose module cannot be imported names the extra (in brackets) to install and
+exits 2. A reader that goes away (``… | head``) ends any command quietly with status 141.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Who owns a session's persistence: a lease per session, with a fencing generation.
 
-A :class:`Lease` grants one owner (a chat replica) a session for ``ttl`` seconds.
-:meth:`~Lease.acquire` succeeds only when no live lease exists (``SET … NX``), and
-returns a new **fencing generation**, strictly greater than every generation ever
-handed out for that session; the owner renews it (its heartbeat) and releases it.
-The generation goes with every write of the moved chunks
-(:mod:`~sandstream.server.chat.store.moved_runs`), so an owner that lost its lease
-(a long pause, a partition) is refused once a newer one claimed.
+A :class:`Lease` grants one owner (a chat replica) a session for ``ttl`` seconds, with a
+generation strictly greater than every one before for that session; the generation goes
+with every write of the moved chunks, so an owner that lost its lease is refused once a
+newer one claimed. A lease whose ``ttl`` passed is gone, claimed or not.
+:func:`open_lease` picks :class:`RedisLease` or the store's
+:class:`~sandstream.server.chat.store.leases.SqliteLease`.
 
-- :class:`~sandstream.server.chat.store.leases.SqliteLease`: the embedded default, a
-  ``leases`` row per session in the chat database (one process or several on one
-  file; wall-clock expiry), in the store, which owns that database's tables;
-- :class:`RedisLease`: for replicas on several machines: the key
-  ``sandbox:{<id>}:owner`` set ``NX PX <ttl>`` and ``INCR sandbox:{<id>}:generation``,
-  both in one Lua script; renew and release are Lua check-and-``PEXPIRE`` /
-  check-and-``DEL`` on the owner and the generation. The braces make the session id a Redis
-  Cluster hash tag: both keys live in one slot. Expiry runs on the Redis server's clock.
-
-:func:`open_lease` picks one from a ``--redis-url`` (or none).
-
-Every method raises what its store raises when it cannot be reached
-(:class:`sqlite3.Error`, :class:`~.resp.RespError`): the outcome is then unknown.
-A lease whose ``ttl`` has passed is gone: :meth:`~Lease.renew` then answers False even
-if nobody else has claimed it yet.
+Every call raises what its store raises when it cannot be reached (:class:`sqlite3.Error`,
+:class:`~.resp.RespError`): the outcome is then unknown.
 """
 
 from __future__ import annotations
@@ -92,8 +78,10 @@ def redis_keys(session_id: str) -> tuple[str, str]:
 
 
 class RedisLease:
-    """:class:`Lease` on a Redis server (``SET … NX``; see the module
-    docstring). The generation counter is never deleted, so generations only grow.
+    """:class:`Lease` on a Redis server: the owner key ``sandbox:{<id>}:owner`` set
+    ``NX PX <ttl>`` and the counter ``sandbox:{<id>}:generation`` incremented, in one
+    Lua script (the braces keep both keys in one Redis Cluster slot); expiry on the
+    Redis server's clock. The counter is never deleted, so generations only grow.
 
     A claim sets the owner key and increments the counter in one script, so the owner
     key, while it exists, belongs to the counter's latest generation: renew and release

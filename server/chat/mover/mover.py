@@ -1,30 +1,12 @@
 """The log mover: exactly one replica moves each live session's chunks
 into the chat database, under a lease, and settles it when it ends.
 
-:class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves
-every session it does not move yet; :meth:`LogMover.claim_now` starts one at once.
-Moving one session (:meth:`LogMover.move`):
-
-1. **claim**: :meth:`Lease.acquire` (None: another replica owns it, nothing to do),
-   then raise the session's fence to the new generation (:meth:`MovedChunks.fence`):
-   from here on, the previous owner's writes are refused;
-2. **move**: follow the session's source from the stored cursor
-   (:meth:`MovedChunks.last_cursor`), one :meth:`MovedChunks.move` per batch, while a
-   heartbeat renews the lease every ``heartbeat`` s;
-3. **settle**: after the terminal chunk, ``on_terminal(ref, generation)`` (the chat
-   folds the moved chunks and settles its turn there), still under the lease;
-4. **release** the lease (also on an error or cancellation: best effort, shielded).
-
-A session whose source is gone (its runner forgot it, or retention dropped chunks it
-still needed) gets ``error{code:"session_lost"}`` (made by the core) as its last
-moved chunk, so the chat can settle it like any ended session; so does a session whose
-chunks ended without a terminal line.
-
-**The lease is lost** when a renewal answers False, or when ``ttl`` has passed since
-the last renewal that succeeded was sent (Redis or the database unreachable): the
-mover then stops at once, before its next write, and does not settle. A write that a
-newer owner fenced off (:class:`FencedError`) stops it the same way. Either way it
-writes nothing more; the new owner resumes from the stored cursor.
+:class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves each
+session it does not move yet (:meth:`~LogMover.move`); :meth:`LogMover.claim_now`
+starts one at once. A session whose source is gone, or whose chunks end without a
+terminal line, gets ``error{code:"session_lost"}`` (made by the core) as its last chunk.
+**Fencing**: a mover writes nothing more, and does not settle, once a renewal is refused,
+``ttl`` passed since the last renewal that succeeded was sent, or a write was fenced off.
 """
 
 from __future__ import annotations
@@ -193,7 +175,11 @@ class LogMover:
     # -- one session ----------------------------------------------------------------
 
     async def move(self, ref: LiveSessionRef) -> MoveOutcome:
-        """Claim, move, settle and release one session (see the module docstring).
+        """Claim, move, settle and release one session: acquire the lease (None:
+        another replica owns it) and raise the session's fence to the new generation;
+        follow its source from the stored cursor, one :meth:`MovedChunks.move` per
+        batch, the lease renewed every ``heartbeat`` s; after the terminal chunk call
+        ``on_terminal(ref, generation)``, still under the lease; release it.
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
         (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease or

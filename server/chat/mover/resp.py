@@ -1,20 +1,15 @@
 """A small Redis client on trio: the RESP2 protocol, sans-IO, and a connection over TCP.
 
-:class:`RespParser` follows h11's shape: feed it the bytes the server sent
-(:meth:`~RespParser.receive_data`), then take replies (:meth:`~RespParser.next_reply`)
-until it answers :data:`NEED_DATA`. It does no I/O, so any chunking of a byte stream
-gives the same replies (tests/chat/test_mover_resp.py checks it with hypothesis).
-:func:`encode_command` writes a command as RESP (an array of bulk strings).
-
-:class:`RedisClient` is the I/O part: one TCP connection, opened on the first command
-and again after a failure, commands one at a time::
+:class:`RespParser` takes the server's bytes (:meth:`~RespParser.receive_data`) and gives
+replies (:meth:`~RespParser.next_reply`) until :data:`NEED_DATA`; :func:`encode_command`
+writes a command. :class:`RedisClient` sends commands one at a time over one connection::
 
     async with RedisClient("redis://127.0.0.1:6379/0") as redis:
         await redis.execute("SET", "k", "v", "NX", "PX", 30000)   # "OK" or None
 
-Replies: simple strings are :class:`str`, bulk strings :class:`bytes`, integers
-:class:`int`, arrays :class:`list`, nulls ``None``; an error reply raises
-:class:`RedisReplyError`. Bad bytes from the server raise :class:`RespProtocolError`.
+Replies: simple strings :class:`str`, bulk strings :class:`bytes`, integers, arrays and
+nulls :class:`int`, :class:`list`, ``None``. Bad input: an error reply raises
+:class:`RedisReplyError`, bad bytes from the server :class:`RespProtocolError`.
 """
 
 from __future__ import annotations

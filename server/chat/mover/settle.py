@@ -1,17 +1,11 @@
 """Settling a chat turn from its runner session's chunks: fold, write, release — once.
 
-:class:`TurnSettler` is the one place a chat turn is persisted. Given the runner
-session's id and its chunks (bytes, cursor order, the terminal last), it folds them
-with the core into the assistant message (every step the session produced, running
-ones closed; the steps kept are bounded by ``max_turn_steps``/``max_turn_bytes``) and
-writes it, with the files the run wrote back, in **one** store transaction that also
-settles the chat's session and releases the chat's lock
-(:meth:`~..store.contract.ChatStore.settle_turn`). It is idempotent: a turn that settled
-already is left as it is. The log mover's ``on_terminal`` callback
-(:mod:`.turns`) calls it with the chunks it moved and its lease's generation.
-
-Chunks that do not end in a terminal line (a session cut short) are folded as they
-are and closed with ``error{code:"upstream_closed"}``; the steps they hold are kept.
+:class:`TurnSettler` is the one place a chat turn is persisted: it folds the session's
+chunks with the core into the assistant message (bounded by ``max_turn_steps`` /
+``max_turn_bytes``) and writes it, with the files the run wrote back, the session
+settled and the chat's lock released, in **one** store transaction
+(:meth:`~..store.contract.ChatStore.settle_turn`). Idempotent: a settled turn is left as
+it is. Chunks without a terminal line are closed with ``error{code:"upstream_closed"}``.
 """
 
 from __future__ import annotations
@@ -34,9 +28,8 @@ log = logging.getLogger("sandstream.chat")
 _FEED_BYTES: Final = 64 * 1024
 """Chunks are joined into feeds of the core of about this size (fewer calls)."""
 _YIELD_SECONDS: Final = 1e-4
-"""The fold sleeps this long after each feed, giving the GIL up to the event loop,
-which may still be writing the session's last frames (why: docs/chat.md, "Log
-mover")."""
+"""The fold sleeps this long after each feed, giving the GIL up to the event loop
+(docs/chat.md, "Log mover")."""
 
 ChunkFolder = Callable[[Callable[[Iterable[bytes]], PersistedMessage]], Awaitable[PersistedMessage]]
 """Runs a fold over a session's chunks and returns its result

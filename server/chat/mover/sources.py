@@ -1,31 +1,16 @@
 """Where the log mover reads a session's chunks: in-process, or from a runner's WebSocket.
 
-A :class:`Source` follows one session from a cursor to its end and hands the chunks
-to a ``deliver`` callback in batches of consecutive chunks (:class:`~..store.moved_runs.Batch`,
-or :class:`~..store.moved_runs.StoredRuns`), one at a time: the next is read while ``deliver``
-runs, but handed over only after it returned (back-pressure). :meth:`Source.follow`
-returns after the session's last chunk was delivered (its terminal line), and raises
+A :class:`Source` follows one session from a cursor to its terminal line and hands
+batches of consecutive chunks to ``deliver`` one at a time (the next is read meanwhile,
+handed over after it returned). :class:`EmbeddedSource` hands cursors of the in-process
+session buffer (:class:`~..store.moved_runs.StoredRuns`); :class:`RemoteSource` reads
+``GET /sessions/{id}/ws?batch=262144``, retrying from the last cursor with a backoff
+while the runner does not answer, answers 5xx or the connection drops.
 
-- :class:`SourceGoneError` when the session cannot be read any more: unknown to its
-  runner (retired, or never there), or its chunks after the cursor are no longer
-  retained (the runner answers 404 / 410);
-- :class:`SourceRefusedError` when the runner refuses the read for good (a wrong
-  runner token, a cursor past the session's end).
-
-- :class:`EmbeddedSource`: the in-process
-  :class:`~sandstream.server.sessions.SessionService`; it hands over cursors, not
-  bytes (:class:`~..store.moved_runs.StoredRuns`: the store copies the chunks from
-  the session buffer's file inside SQLite; no read, no socket);
-- :class:`RemoteSource`: a runner's ``GET /sessions/{id}/ws?cursor=N&batch=262144``
-  (trio-websocket, the runner token in ``Authorization``): binary messages of whole
-  chunks, as NDJSON, up to 256 KiB each (not a message per chunk: docs/chat.md, "Log
-  mover"). A connection that drops or, idle, stops answering pings, a runner that
-  does not answer or answers 5xx is retried from the last cursor received, with a
-  backoff (``reconnect_delay`` doubling up to ``max_reconnect_delay``), for as long
-  as the caller lets it: the session's chunks are kept by its runner.
-
-Cancellation: ``follow`` stops at once (the WebSocket is closed); chunks read but not
-yet delivered are dropped, which is safe: the caller resumes from what it stored.
+Bad input: :class:`SourceGoneError` (404, 410: unknown session, chunks no longer
+retained), :class:`SourceRefusedError` (a refusal asking again will not change).
+Cancellation: ``follow`` stops at once; chunks not yet delivered are dropped (the
+caller resumes from what it stored).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The chat's log mover: each live chat turn's session moved by exactly one replica,
 and the turn settled from the moved chunks by that replica, under its fenced lease.
 
-:class:`TurnMover` runs one :class:`~.mover.LogMover` per process, with:
-
-- ``live_sessions()``: the ``chat_turns`` rows still running
-  (:meth:`~..store.contract.ChatStore.running_turns`): every remote turn, and the embedded turns
-  whose session this process's runner has (another replica's embedded session cannot
-  be read here: a replica that dies with one leaves it to the lost-turn sweep);
-- ``on_terminal(ref, generation)``: the moved chunks folded as they are read
-  (:meth:`~..store.moved_runs.MovedChunks.fold`) and settled by
-  :meth:`TurnSettler.settle` under ``generation``, whose transaction checks the
-  session's fence: a replica whose lease was taken over writes nothing;
-- the lease: :func:`~.mover.open_lease` (SQLite, or Redis with ``redis_url``) wrapped
-  in :class:`LockKeepingLease`, so the replica that owns a session's lease is the one
-  that holds (and renews) the chat's lock.
-
-A turn started here is claimed at once (:meth:`TurnMover.claim_now`); the sweep (every
-``lock_heartbeat`` s) claims the rest, so a replica's turns are taken over by another
-one within ``lease_ttl`` plus one sweep after it died.
+:class:`TurnMover` runs one :class:`~.mover.LogMover` per process: its live sessions are
+the running ``chat_turns`` (every remote turn, and the embedded turns this process's
+runner has); at the terminal it folds the moved chunks and settles the turn
+(:meth:`TurnSettler.settle`, fenced by the generation); its lease is wrapped in
+:class:`LockKeepingLease`, so the lease's owner holds and renews the chat's lock. A turn
+started here is claimed at once (:meth:`TurnMover.claim_now`), the sweep claims the rest.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """The chat database's leases: :class:`SqliteLease`, the log mover's embedded lease.
 
-A ``leases`` row per session (migration 3): its owner, its fencing generation and
-when the lease expires (wall-clock Unix ms). :meth:`~SqliteLease.acquire` succeeds
-only when no live lease holds the session and returns a generation strictly greater
-than every one before (a released row keeps its generation, ``owner`` NULL); renew
-and release act only for that owner and generation. It is the log mover's
-:class:`~sandstream.server.chat.mover.lease.Lease` when no Redis is configured
-(docs/chat.md, "Lease and fencing").
+A ``leases`` row per session: owner, fencing generation, expiry (wall-clock Unix ms).
+:meth:`~SqliteLease.acquire` succeeds only when no live lease holds the session and
+returns a generation above every one before (a released row keeps its generation);
+renew and release act only for that owner and generation.
 
-Bad input: a ttl that is not a finite number of seconds > 0 raises
-:class:`ValueError`. Calls raise :class:`sqlite3.Error` when the database fails.
-Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
-the caller does not learn its outcome.
+Bad input: a ttl that is not a finite number of seconds > 0 raises :class:`ValueError`.
+Calls raise :class:`sqlite3.Error` when the database fails. Cancellation: a transaction
+that started completes (:mod:`sandstream.server.sqlite`); the caller does not learn its
+outcome.
 """
 
 from __future__ import annotations

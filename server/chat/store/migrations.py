@@ -1,18 +1,10 @@
 """Versioned schema migrations for the SQLite store.
 
-Each :class:`Migration` has a version (1, 2, ...) and the statements that take the
-schema from the previous version to it. :func:`migrate` applies the missing ones in
-order, each in its own ``BEGIN IMMEDIATE`` transaction together with its row in
-``schema_version``, so that two processes opening the same database at once apply
-each migration exactly once. A database newer than this code is refused with
-:class:`~.errors.StoreError` rather than used.
-
-Messages are one row per message, ``(chat_id, seq)`` ordered (never one growing JSON
-column: docs/chat.md, "Storage"); each row holds one ``PersistedMessage`` as JSON and,
-since version 2, its replay text (``replay``), so that replay never reads ``body``.
-Version 3 holds the log mover's leases, fences and moved chunks; version 4 records each
-chat turn's runner session (``chat_turns``): the session that holds the chat's lock
-until it settles.
+Each :class:`Migration` has a version and the statements that take the schema to it.
+:func:`migrate` applies every version not yet recorded in ``schema_version``, in order,
+each in its own ``BEGIN IMMEDIATE`` transaction with its row there, so two processes
+opening one database apply each exactly once. Bad input: a database holding a version
+this code does not know is refused with :class:`~.errors.StoreError`.
 """
 
 from __future__ import annotations

@@ -1,34 +1,16 @@
 """The chat database's moved runs: where the log mover puts a session's chunks, fenced,
 idempotent.
 
-:class:`MovedChunks` keeps a session's chunks as **runs** — ``moved_runs (session_id,
-first_cursor, last_cursor, chunks)``, the consecutive chunks of one moved batch in one
-row, concatenated (each chunk is one ``\\n``-terminated line) — and, per session,
-``session_fences.generation``: the highest lease generation that has written (or
-claimed, :meth:`MovedChunks.fence`). A row per batch rather than per chunk is what
-lets one replica keep up with a fast container: a batch of thousands of lines is one
-insert, and no Python step runs per chunk. :meth:`MovedChunks.move` is one transaction:
-
-1. refuse with :class:`FencedError` if the writer's generation is below the fence
-   (a newer owner has claimed the session: this one lost its lease);
-2. refuse with :class:`ChunkGapError` if the batch would leave a hole after the
-   chunks already stored (cursors are dense: none may be lost);
-3. raise the fence to the writer's generation and store the chunks of the batch past
-   the last stored cursor as one run, so a chunk moved twice (a takeover resumes from
-   the stored cursor) is stored once.
-
-A batch comes as bytes (:class:`Batch`: from a remote runner) or, from a session
-buffer in this process, as the cursors of chunks stored there (:class:`StoredRuns`):
-those are copied file to file inside SQLite, a row per stored run, through the
-sessions package's :class:`~sandstream.server.sessions.SessionRuns` (the buffer
-attached read-only to the chat database's writer connection; its file and schema
-stay the buffer's). No byte of them passes through Python, and the GIL is free while
-SQLite copies them, so the event loop that streams the same session to its viewers
-is not held up by its own log mover.
+:class:`MovedChunks` keeps a session's chunks in ``moved_runs``, a row per moved batch
+(consecutive whole lines, concatenated), and its fence, ``session_fences.generation``:
+the newest lease generation that claimed or wrote. A batch is bytes (:class:`Batch`,
+from a remote runner) or the cursors of runs in this process's session buffer
+(:class:`StoredRuns`), copied file to file inside SQLite through
+:class:`~sandstream.server.sessions.SessionRuns`.
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
-the caller does not learn its outcome, which a retry from :meth:`last_cursor` makes
-harmless.
+the caller does not learn its outcome, which a retry from :meth:`~MovedChunks.last_cursor`
+makes harmless.
 """
 
 from __future__ import annotations
@@ -80,8 +62,7 @@ class StoredRuns:
     """Chunks ``first`` … ``last`` of a session of this process's session buffer, whose
     stored runs are ``runs`` (:attr:`Session.stored_runs
     <sandstream.server.sessions.Session.stored_runs>`). :meth:`MovedChunks.move` copies
-    them inside SQLite into the chat database: no byte of them passes through Python,
-    and the GIL is released while they are copied. ``last`` must be the last chunk of a
+    them inside SQLite into the chat database. ``last`` must be the last chunk of a
     stored run (a session's published cursor always is)."""
 
     runs: SessionRuns
@@ -194,10 +175,14 @@ class MovedChunks:
         await self.db.write(lambda conn: _raise_fence(conn, session_id, generation))
 
     async def move(self, session_id: str, generation: int, batch: Batch | StoredRuns) -> None:
-        """Store ``batch`` under ``generation``, in one transaction (see the module
-        docstring). Raises :class:`FencedError`, :class:`ChunkGapError`,
-        :class:`ChunkShapeError`, :class:`StoredRunsMissingError`; a batch without
-        chunks checks the fence only."""
+        """Store ``batch`` under ``generation``, in one transaction: refused with
+        :class:`FencedError` (nothing written) below the session's fence, with
+        :class:`ChunkGapError` if it would leave a hole after the stored chunks, with
+        :class:`ChunkShapeError` if its data is not its count of whole lines; else the
+        fence is raised to ``generation`` and the chunks past the last stored cursor
+        are stored, so a chunk moved twice is stored once. :class:`StoredRunsMissingError`:
+        runs of a :class:`StoredRuns` are not (or no longer) in the buffer. A batch
+        without chunks checks the fence only."""
         if isinstance(batch, StoredRuns):
             stored = await batch.runs.attach(self.db)
         else:

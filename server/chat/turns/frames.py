@@ -1,20 +1,10 @@
 """A chat turn's SSE frames, rendered from its runner session's chunks.
 
-Every chunk of a session is one envelope line the runner has already validated (its
-core decoded and folded it before the line was stored), so the chat does not
-validate it again, nor fold it while it streams: a frame is the line's own bytes
-under ``id: <cursor>`` and the event named by its ``type``. The type is read from
-the line's first bytes when the line starts the way the container writes it
-(``{"type":"step"``), else by decoding only its ``type`` field. ``log`` lines are not
-forwarded (the chat shows no logs), so ids may skip cursors. A batch of step lines
-only (the bulk of a busy turn), recognized by one count over the joined batch, is
-rendered without a Python step per line.
-
-Around the session's frames: ``start`` (``id: 0``, the chat's ids), the ``files``
-written back (no ``id``: it travels with the terminal, right before it) and ``done``
-(``id:`` the terminal's cursor + 1). So the frames after cursor *N* are exactly those
-whose ``id`` is greater than *N*, and a client resuming with ``Last-Event-ID`` gets
-exactly what it has not seen.
+Each chunk is a line the runner has validated, so a frame is the line's own bytes under
+``id: <cursor>`` and the event its ``type`` names, with no validation or fold; ``log``
+lines are not forwarded (ids may skip cursors). Around them: ``start`` (``id: 0``),
+``files`` (no ``id``, right before the terminal) and ``done`` (the terminal's cursor + 1).
+So a client resuming with ``Last-Event-ID: N`` gets exactly the frames with ``id`` > N.
 """
 
 from __future__ import annotations
@@ -64,7 +54,9 @@ _kind: Final = msgspec.json.Decoder(_Kind).decode
 
 
 def _head(line: bytes) -> bytes | None:
-    """The ``event:`` line for ``line``'s type (``None``: not forwarded)."""
+    """The ``event:`` line for ``line``'s type (``None``: not forwarded): read from the
+    line's first bytes when it starts as the container writes it, else by decoding only
+    its ``type``."""
     for prefix, head in _PREFIXES:
         if line.startswith(prefix):
             return head

@@ -1,22 +1,14 @@
 """The SSE response of a chat turn: its runner session's chunks, from a cursor, as frames.
 
-:class:`TurnStreamBody` is a ``quart.wrappers.response.ResponseBody`` (Quart runs
-``async with body: async for chunk in body: await send(chunk)`` in one task). It
-reads the turn's session after a cursor (:mod:`.runner_sessions`) and renders each
-batch of chunks into frames in one pass (:mod:`.frames`: no validation, no fold):
-``start`` first when it starts from the beginning, then the session's frames (``id:``
-the cursor), then, at the terminal, once the turn has settled (so a client that saw
-``done`` finds the message stored and the chat free), the ``files`` written back,
-the terminal and ``done``; a ``: ping`` comment when the session was quiet for ``ping_interval``.
-The turn itself is not touched: every viewer (the ``POST`` that started the turn,
-``GET …/stream`` joins) is one such body, and they all render the same frames.
+:class:`TurnStreamBody` is one viewer (the ``POST`` that started the turn, or a join): a
+Quart response body that reads the session after a cursor (:mod:`.runner_link`) and
+renders frames (:mod:`.frames`): ``start`` from the beginning, the session's frames,
+then, once the turn has settled, the ``files``, the terminal and ``done``; ``: ping``
+when quiet for ``ping_interval``. The turn itself is never touched.
 
-- A viewer that leaves (its connection closed, or cut by the stall watchdog after
-  ``stall_timeout`` s without taking a chunk) ends only its own body; with
-  ``interrupt_on_disconnect`` (``onDisconnect: "cancel"``) it interrupts the
-  session, shielded, before the body ends.
-- :meth:`close` (server shutdown) ends the body at once without a terminal and
-  cuts its connection; the client resumes elsewhere with its last event id.
+Cancellation: a viewer that leaves (closed, or cut after ``stall_timeout`` s without
+taking a chunk) ends only its body; with ``onDisconnect: "cancel"`` it first interrupts
+the session, shielded. :meth:`~TurnStreamBody.close` (shutdown) ends it without a terminal.
 """
 
 from __future__ import annotations

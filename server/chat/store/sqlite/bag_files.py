@@ -1,15 +1,10 @@
 """The chat bag's metadata in the SQLite store: the ``bag_files`` table.
 
-A bag file is a user's upload to a chat or a file a run wrote back (to its chat, or
-for an Agents-block run to its workspace); its bytes live in the blob store
-(:mod:`..bag`), this table keeps its name, size, type, hash and owner, and
-``deleted_at`` once its chat was deleted. :class:`BagFiles` holds the
-:class:`~..contract.ChatStore` methods on it; the functions are the steps
-:mod:`.turns` shares (a turn's attachments, the files its run wrote back).
-
-Bad input: an unknown chat raises :class:`~...errors.ChatNotFoundError`, an unknown
-run :class:`~...errors.RunNotFoundError`, an unknown file
-:class:`~...errors.FileNotFoundInBagError`, attachments that are not the chat's
+A bag file is an upload or a file a run wrote back; its bytes are in the blob store
+(:mod:`..bag`), its name, size, type, hash, owner and ``deleted_at`` here.
+:class:`BagFiles` holds the :class:`~..contract.ChatStore` methods on it; the functions
+are steps :mod:`.turns` shares. Bad input: :class:`~...errors.ChatNotFoundError`,
+:class:`~...errors.RunNotFoundError`, :class:`~...errors.FileNotFoundInBagError`,
 :class:`~...errors.AttachmentError`. Cancellation: a call that started runs to
 completion in its worker thread (:mod:`sandstream.server.sqlite`).
 """

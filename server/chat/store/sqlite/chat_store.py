@@ -2,17 +2,11 @@
 SQLite, composed of one part per concern (:mod:`.chats`, :mod:`.turns`,
 :mod:`.dispatch`, :mod:`.bag_files`, :mod:`.environments`).
 
-One database file (``chat.sqlite3`` in the data dir), WAL mode, every call in a worker
-thread (:mod:`sandstream.server.sqlite`). Writes that belong together run in one ``BEGIN
-IMMEDIATE`` transaction, so several server processes may share the file: the chat
-lock, the message sequence numbers and token consumption stay consistent across them.
-Bag file *bytes* live in the blob store (:mod:`..bag`); the store keeps their metadata
-only.
-
+One file, ``chat.sqlite3``, WAL mode, every call in a worker thread; writes that belong
+together run in one ``BEGIN IMMEDIATE`` transaction, so several processes may share it.
 Bad input: :meth:`SQLiteChatStore.open` raises :class:`~...errors.StoreError` for a
-database newer than this code; each method raises the errors its part names.
-Cancellation: a call that started runs to completion in its worker thread; the
-caller does not learn its outcome.
+database newer than this code. Cancellation: a call that started runs to completion in
+its worker thread; the caller does not learn its outcome.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Dispatch records and one-time tokens in the SQLite store: ``sessions`` and ``tokens``.
 
-A dispatch record is one run sent to a runner, a chat turn's or an Agents-block run's
-(its prompt and replayed conversation, served to the sandbox's callbacks); its
-one-time tokens are stored as hashes, each redeemable once, until it expires or its
-dispatch settles. :class:`Dispatches` holds the :class:`~..contract.ChatStore`
-methods on them; the functions are the steps :mod:`.turns` and :mod:`.bag_files`
-share. Redeeming is one conditional ``UPDATE`` (docs/chat.md, "Storage").
-
-Bad input: a token that does not redeem raises :class:`~...errors.TokenRejectedError`
-(the reason is for the logs), an unknown Agents-block run
-:class:`~...errors.RunNotFoundError`. Cancellation: a call that started runs to
-completion in its worker thread (:mod:`sandstream.server.sqlite`).
+A dispatch record is one run sent to a runner (its prompt and replayed conversation, for
+the sandbox's callbacks); its one-time tokens are stored hashed, each redeemed once by
+one conditional ``UPDATE``. :class:`Dispatches` holds the :class:`~..contract.ChatStore`
+methods on them; the functions are steps :mod:`.turns` and :mod:`.bag_files` share.
+Bad input: :class:`~...errors.TokenRejectedError`, :class:`~...errors.RunNotFoundError`.
+Cancellation: a call that started runs to completion in its worker thread.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Chat turns and the chat's single-flight lock in the SQLite store: ``chat_turns`` and
 the lock columns of ``chats``.
 
-A turn begins in one transaction (the chat created or loaded, its lock taken, the user
-message appended, the dispatch and its tokens recorded, the turn row written) and
-settles in one (the assistant message with the files its run wrote back, the dispatch
-settled, the lock released). The lock is a lease on the chat's row: one that expired
-is taken over, and the turn that held it, if its runner session cannot be running any
-more, is recovered as lost (its assistant message written ``failed``/``turn_lost``);
-the sweep does the same for every expired lock no log mover settles. Why it is built
-so: docs/chat.md, "Locking" and "Log mover". :class:`Turns` holds the
-:class:`~..contract.ChatStore` methods on turns.
-
-Bad input: :meth:`Turns.begin_turn` raises :class:`~...errors.ChatNotFoundError`,
-:class:`~...errors.ChatBusyError` or :class:`~...errors.AttachmentError`, a settle
-fenced off by a newer lease generation :class:`~...errors.FencedError`; either way
-nothing is written. Cancellation: a call that started runs to completion in its worker
-thread (:mod:`sandstream.server.sqlite`): callers that must know the outcome shield it.
+A turn begins in one transaction (chat, lock, user message, dispatch and tokens, turn
+row) and settles in one (assistant message and files, dispatch settled, lock released).
+An expired lock is taken over, its turn recovered as lost (``failed``/``turn_lost``) if
+its session cannot be running. :class:`Turns` holds the :class:`~..contract.ChatStore`
+methods on turns. Bad input: :class:`~...errors.ChatNotFoundError`,
+:class:`~...errors.ChatBusyError`, :class:`~...errors.AttachmentError`,
+:class:`~...errors.FencedError`: nothing written. Cancellation: a call that started
+runs to completion in its worker thread: callers that must know the outcome shield it.
 """
 
 from __future__ import annotations
