@@ -1,18 +1,15 @@
 """Live writes: a stream's new runs written straight to the sockets of its caught-up readers.
 
-The stream's writer offers each new run to a reader's :class:`LiveConnection`
-(:meth:`~LiveConnection.offer`): framed once per transport (:class:`LiveFraming`, one
-HTTP/1.1 chunk byte for byte as h11 frames it) and written with one non-blocking
-``send``, waking no reader's task. Only an HTTP/1.1 response under Hypercorn's TCP
-server has one (:func:`live_connection`); elsewhere the reader keeps to the ASGI path.
+The stream's writer offers each run to a reader's :class:`LiveConnection`: framed once
+per transport (:class:`LiveFraming`, one HTTP/1.1 chunk as h11 frames it), written with
+one non-blocking ``send``, waking no reader's task. Only an HTTP/1.1 response under
+Hypercorn's TCP server has one (:func:`live_connection`; else the ASGI path).
+**One writer per socket**: outside :func:`live_connection` only the ASGI body writes;
+inside, only ``offer``, until one is not taken whole; on leaving, its rest goes out
+through Hypercorn before the body writes again.
 
-**One writer per socket**: outside :func:`live_connection` only the response's ASGI
-body writes; inside it, only :meth:`~LiveConnection.offer`, until an offer is not
-taken whole; on the way out the rest goes through Hypercorn before the body writes again.
-
-Cancellation: leaving :func:`live_connection` by an exception writes nothing more. Bad
-input: a run framed to nothing is not written; ``offer`` never raises for a broken
-connection (the write of the rest ends the response, as any failed write does).
+Cancellation: leaving by an exception writes nothing more. Bad input: a run framed to
+nothing is not written; ``offer`` never raises (a broken connection ends the response).
 """
 
 from __future__ import annotations

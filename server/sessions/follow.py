@@ -1,16 +1,14 @@
 """One reader of a session: replay from a cursor, then follow live until the end.
 
-:class:`Follow` yields :class:`Chunks` (whole stored runs, up to ``max_bytes`` a read),
-:class:`CaughtUp` and :class:`KeepAlive`, for every transport, and stops after an ended
-session's last chunk; it holds only its cursor, no queue::
+:class:`Follow` yields :class:`Chunks` (whole stored runs, ≤ ``max_bytes`` a read),
+:class:`CaughtUp` and :class:`KeepAlive` for every transport, holding only its cursor::
 
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-With ``subscribe``, a caught-up reader waits in the session's live set and wakes only
-for a run its subscriber did not take whole, the end, or a keep-alive. The caller must
-have written every event before asking for the next (the subscriber writes the same
-connection). Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
+With ``subscribe`` a caught-up reader waits in the live set; the caller must have
+written each event before asking for the next (the subscriber writes the same socket).
+Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
 Cancellation: safe at any point; a live reader leaves the set, its untaken rest dropped.
 """
 
