@@ -1,5 +1,6 @@
-"""The chat database: the store's contract (:mod:`.contract`), its SQLite backend
-(:mod:`.sqlite`), versioned migrations (:mod:`.migrations`) and the bag's blobs
-(:mod:`.bag`)."""
+"""The chat database, every table and its SQL: the store's contract (:mod:`.contract`),
+its SQLite backend (:mod:`.sqlite`, a module per concern), versioned migrations
+(:mod:`.migrations`), the log mover's tables (:mod:`.moved_runs`, :mod:`.leases`) and
+the bag's blobs (:mod:`.bag`). The store imports no mover."""
 
 __all__: list[str] = []
