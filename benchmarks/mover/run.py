@@ -43,6 +43,9 @@ from typing import Any
 import trio
 
 from benchmarks.runner.support import environment
+from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.session_client import Transport, read_session
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server.chat.mover import (
     Lease,
@@ -59,9 +62,6 @@ from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import open_chat_db
 from tests.server.harness import RunnerServer
 from tests.sessions.harness import TOKEN, create, session_service, start_sessions, wait_state
-from tests.support.redis_server import open_redis_server
-from tests.support.session_client import Transport, read_session
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 
 def _load(lines: int, rate: float = 0.0, payload: int = 64) -> ConfigResponse:

@@ -48,8 +48,8 @@ import psutil
 import trio
 
 from benchmarks.runner.support import TOKEN, environment, start_runner_process
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
 GOAL_P99_MS: Final = 50.0

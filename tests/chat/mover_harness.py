@@ -19,11 +19,11 @@ from typing import Literal, TypeVar
 import pytest
 import trio
 
+from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
 from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sqlite import SQLiteDatabase
-from tests.support.redis_server import open_redis_server
 
 __all__ = [
     "LeaseKind",

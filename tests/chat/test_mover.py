@@ -21,6 +21,8 @@ import pytest
 import trio
 import trio_websocket
 
+from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.chat.mover import (
     SESSION_LOST,
     EmbeddedSource,
@@ -48,8 +50,6 @@ from tests.sessions.harness import (
     start_sessions,
     wait_state,
 )
-from tests.support.redis_server import open_redis_server
-from tests.support.workspace import WorkspaceServer
 
 TTL = 2.0
 HEARTBEAT = 0.25
