@@ -154,7 +154,6 @@ def test_the_checker_sees_a_wrong_arrow(tmp_path: Path) -> None:
     assert len(found) == 4 and all("sandstream.server.runner may not use" in f for f in found)
 
 
-@pytest.mark.xfail(strict=True, reason="benchmarks/mover/run.py uses the test harnesses")
 def test_benchmarks_do_not_import_the_tests() -> None:
     found = []
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
