@@ -32,9 +32,9 @@ import pytest
 import trio
 from hypothesis import settings
 
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from tests.support import processes
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 settings.register_profile("sandstream", deadline=None)
 settings.load_profile("sandstream")

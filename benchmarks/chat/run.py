@@ -39,8 +39,8 @@ import trio
 
 from benchmarks.runner.support import environment
 from benchmarks.sessions.run import _append_seconds
+from benchmarks.support.workspace import start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
-from tests.support.workspace import start_workspace
 
 API_TOKEN: Final = "benchmark-api-token"
 RUNNER_TOKEN: Final = "benchmark-runner-token"

@@ -15,8 +15,8 @@ session (embedded) and over the WebSocket (batches). Chunks/s; each mover beside
 read it depends on.
 
 **takeover** — for the SQLite lease and a real redis-server's: a mover in a process
-of its own (``python -m tests.chat.mover_harness``) moves a live session over the
-WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
+of its own (``python -m benchmarks.support.mover_process``) moves a live session over
+the WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
 (no release: its lease must expire); the time from the kill to the second mover's
 first moved batch, ``--repeat`` times, beside the lease's ``--ttl`` (renewed every
 ``--heartbeat`` s), which bounds it: between ttl - heartbeat and ttl + sweep. The kill
@@ -40,10 +40,25 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 
-from benchmarks.runner.support import environment
+from benchmarks.runner.support import (
+    CONTAINER_ARGV,
+    TOKEN,
+    InProcessRunner,
+    create_session,
+    environment,
+    launcher,
+    start_in_process,
+    wait_state,
+)
+from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.servers import http1_client
+from benchmarks.support.session_client import Transport, read_session
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
+from sandstream.server import RunnerSettings
 from sandstream.server.chat.mover import (
     Lease,
     LiveSessionRef,
@@ -54,14 +69,12 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
+from sandstream.server.sessions import SessionSettings, get_sessions
 from sandstream.server.sqlite import SQLiteDatabase
-from tests.chat.mover_harness import open_chat_db
-from tests.server.harness import RunnerServer
-from tests.sessions.harness import TOKEN, create, session_service, start_sessions, wait_state
-from tests.support.redis_server import open_redis_server
-from tests.support.session_client import Transport, read_session
-from tests.support.workspace import WorkspaceServer, start_workspace
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _load(lines: int, rate: float = 0.0, payload: int = 64) -> ConfigResponse:
@@ -85,10 +98,32 @@ def _mover(
     )
 
 
-async def _session(runner: RunnerServer, workspace: WorkspaceServer, config: ConfigResponse) -> str:
+async def _start_runner(nursery: trio.Nursery, data_dir: Path) -> InProcessRunner:
+    """A runner with durable sessions in ``data_dir``, in this process (so that the
+    embedded mover reads its :class:`SessionService` directly)."""
+    return await start_in_process(
+        nursery,
+        RunnerSettings(token=TOKEN),
+        launcher("local", CONTAINER_ARGV),
+        sessions=SessionSettings(data_dir=data_dir),
+    )
+
+
+def _client(runner: InProcessRunner) -> httpx.AsyncClient:
+    return http1_client(runner.url, headers=AUTH, timeout=60)
+
+
+async def _session(
+    runner: InProcessRunner, workspace: WorkspaceServer, config: ConfigResponse
+) -> str:
     workspace.config = config
-    async with runner.client() as client:
-        return await create(client, workspace.mint_dispatch("go"))
+    async with _client(runner) as client:
+        return await create_session(client, workspace.mint_dispatch("go"))
+
+
+async def _chat_db(path: Path) -> SQLiteDatabase:
+    """A fresh chat database at ``path``, migrated (leases, fences, moved runs)."""
+    return await SQLiteDatabase.open(path, migrate=migrate)
 
 
 # -- throughput --------------------------------------------------------------------------
@@ -110,12 +145,12 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
     }
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load(lines, payload=payload))
-        runner = await start_sessions(nursery, tmp / "runner")
+        runner = await _start_runner(nursery, tmp / "runner")
         session_id = await _session(runner, workspace, _load(lines, payload=payload))
-        async with runner.client() as client:
-            status = await wait_state(client, session_id, "completed", timeout=600)
+        async with _client(runner) as client:
+            status = await wait_state(client, session_id, "completed")
         total: int = status["last_chunk_id"]
-        embedded = SessionSources(embedded=session_service(runner))
+        embedded = SessionSources(embedded=get_sessions(runner.app))
         remote = SessionSources(runner_token=TOKEN)
 
         async def read(transport: Transport) -> int:
@@ -131,7 +166,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
             return result.cursor
 
         async def move(sources: SessionSources, url: str | None, name: str) -> int:
-            db = await open_chat_db(tmp / f"chat-{name}.sqlite3")
+            db = await _chat_db(tmp / f"chat-{name}.sqlite3")
             try:
                 sink = MovedChunks(db)
                 ref = LiveSessionRef(session_id, url)
@@ -191,7 +226,7 @@ class _FirstMove(MovedChunks):
 
 
 async def _one_takeover(
-    runner: RunnerServer,
+    runner: InProcessRunner,
     workspace: WorkspaceServer,
     db_path: Path,
     redis_url: str | None,
@@ -201,9 +236,9 @@ async def _one_takeover(
     phase: random.Random,
 ) -> float:
     session_id = await _session(runner, workspace, _load(100_000, rate=500))
-    db = await open_chat_db(db_path)
+    db = await _chat_db(db_path)
     argv = [
-        sys.executable, "-m", "tests.chat.mover_harness", "--db", str(db_path),
+        sys.executable, "-m", "benchmarks.support.mover_process", "--db", str(db_path),
         "--runner-url", runner.url, "--token", TOKEN, "--session", session_id,
         "--owner", "first", "--ttl", str(ttl), "--heartbeat", str(heartbeat),
         *(["--redis-url", redis_url] if redis_url else []),
@@ -243,7 +278,7 @@ async def _one_takeover(
         child.kill()
         child.wait()
         await db.close()
-        async with runner.client() as client:
+        async with _client(runner) as client:
             await client.post(f"/sessions/{session_id}/interrupt")
     return sink.first - killed
 
@@ -259,7 +294,7 @@ async def takeover(
     phase = random.Random(11)
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load(1))
-        runner = await start_sessions(nursery, tmp / "runner-takeover")
+        runner = await _start_runner(nursery, tmp / "runner-takeover")
         for kind in ("sqlite", "redis"):
             times = []
             for round_ in range(repeat):

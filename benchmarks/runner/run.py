@@ -50,9 +50,9 @@ import msgspec
 import psutil
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server.runner.huge_pages import heap_env
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 from .support import (
     CONTAINER_ARGV,

@@ -1,4 +1,5 @@
-"""Shared pieces of the runner benchmarks: servers, percentiles, the machine's state."""
+"""Shared pieces of the runner benchmarks: servers, durable sessions, percentiles, the
+machine's state."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import httpx
 import trio
 from hypercorn.config import Config
+from quart_trio import QuartTrio
 
 from sandstream.core.schemas import HEAP_TUNABLES
 from sandstream.server import (
@@ -30,6 +33,7 @@ from sandstream.server import (
     get_runner,
     serve,
 )
+from sandstream.server.sessions import SessionSettings
 
 CONTAINER_ARGV = (sys.executable, "-m", "sandstream.container")
 TOKEN = "benchmark-token"
@@ -131,14 +135,25 @@ def environment() -> dict[str, Any]:
 
 @dataclass
 class InProcessRunner:
-    """A runner served by Hypercorn inside this trio run (for exact timestamps)."""
+    """A runner served by Hypercorn inside this trio run (for exact timestamps, or to
+    reach its app's services directly)."""
 
     url: str
+    app: QuartTrio
     runner: Runner
     closed: list[tuple[TurnStream, AccessRecord]] = field(default_factory=list)
     stop: trio.Event = field(default_factory=trio.Event)
+    """Set to stop serving: the runner drains, then the app shuts down."""
+    stopped: trio.Event = field(default_factory=trio.Event)
+    """Set once serving has stopped (the app's shutdown done)."""
     changed: trio.Event = field(default_factory=trio.Event)
     """Set (and replaced) each time a turn closes."""
+
+    async def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop serving and wait until it has stopped."""
+        self.stop.set()
+        with trio.fail_after(timeout):
+            await self.stopped.wait()
 
     def note_closed(self, turn: TurnStream, record: AccessRecord) -> None:
         self.closed.append((turn, record))
@@ -153,29 +168,58 @@ class InProcessRunner:
 
 
 async def start_in_process(
-    nursery: trio.Nursery, settings: RunnerSettings, launcher: ContainerLauncher
+    nursery: trio.Nursery,
+    settings: RunnerSettings,
+    launcher: ContainerLauncher,
+    *,
+    sessions: SessionSettings | None = None,
 ) -> InProcessRunner:
-    app = create_runner_app(settings, launcher=launcher)
+    """Serve a runner app on ``127.0.0.1:0`` in ``nursery``, with durable sessions if
+    ``sessions`` are given (its :class:`SessionService` is then ``get_sessions(app)``)."""
+    app = create_runner_app(settings, sessions=sessions, launcher=launcher)
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.errorlog = None
     runner = get_runner(app)
-    handle = InProcessRunner(url="", runner=runner)
+    handle = InProcessRunner(url="", app=app, runner=runner)
     runner.add_listener(handle.note_closed)
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve(
-            app,
-            config,
-            shutdown_trigger=handle.stop.wait,
-            drain=runner.shutdown,
-            task_status=task_status,
-        )
+        try:
+            await serve(
+                app,
+                config,
+                shutdown_trigger=handle.stop.wait,
+                drain=runner.shutdown,
+                task_status=task_status,
+            )
+        finally:
+            handle.stopped.set()
 
     binds: list[str] = await nursery.start(run)
     handle.url = binds[0].rstrip("/")
     return handle
+
+
+async def create_session(client: httpx.AsyncClient, dispatch: dict[str, Any]) -> str:
+    """``POST /sessions`` with ``dispatch``; the new session's id."""
+    response = await client.post("/sessions", json=dispatch)
+    response.raise_for_status()
+    session_id: str = response.json()["id"]
+    return session_id
+
+
+async def wait_state(
+    client: httpx.AsyncClient, session_id: str, state: str, timeout: float = 600.0
+) -> dict[str, Any]:
+    """Poll the session's status until it is ``state``; that status."""
+    with trio.fail_after(timeout):
+        while True:
+            status: dict[str, Any] = (await client.get(f"/sessions/{session_id}/status")).json()
+            if status["state"] == state:
+                return status
+            await trio.sleep(0.05)
 
 
 @dataclass

@@ -47,9 +47,15 @@ import httpx
 import psutil
 import trio
 
-from benchmarks.runner.support import TOKEN, environment, start_runner_process
+from benchmarks.runner.support import (
+    TOKEN,
+    create_session,
+    environment,
+    start_runner_process,
+    wait_state,
+)
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
 GOAL_P99_MS: Final = 50.0
@@ -67,19 +73,7 @@ def _sleeping() -> ConfigResponse:
 
 
 async def _create(client: httpx.AsyncClient, workspace: WorkspaceServer) -> str:
-    response = await client.post("/sessions", json=workspace.mint_dispatch())
-    response.raise_for_status()
-    session_id: str = response.json()["id"]
-    return session_id
-
-
-async def _wait_state(client: httpx.AsyncClient, session_id: str, state: str) -> dict[str, Any]:
-    with trio.fail_after(600):
-        while True:
-            status: dict[str, Any] = (await client.get(f"/sessions/{session_id}/status")).json()
-            if status["state"] == state:
-                return status
-            await trio.sleep(0.05)
+    return await create_session(client, workspace.mint_dispatch())
 
 
 async def _open_reader(url: str, session_id: str, accept: str) -> trio.SocketStream:
@@ -175,7 +169,7 @@ async def catchup(chunks: int, clients: int, tmp: Path) -> dict[str, Any]:
         proc = await start_runner_process(nursery, "--data-dir", str(tmp / "catchup"))
         async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=120) as client:
             session_id = await _create(client, workspace)
-            status = await _wait_state(client, session_id, "completed")
+            status = await wait_state(client, session_id, "completed")
             assert status["last_chunk_id"] == chunks, status
             for accept, name in (("application/x-ndjson", "ndjson"), ("text/event-stream", "sse")):
                 received = [0]
@@ -239,7 +233,7 @@ async def append(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, 
                         count += chunk.count(b"\n")
                 attached.append(count / (time.perf_counter() - first))
                 session_id = await _create(client, workspace)
-                await _wait_state(client, session_id, "completed")
+                await wait_state(client, session_id, "completed")
                 count, seconds = await trio.to_thread.run_sync(
                     _append_seconds, data_dir, session_id
                 )
@@ -274,7 +268,7 @@ async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
         runner_ps = psutil.Process(proc.process.pid)
         async with httpx.AsyncClient(base_url=proc.url, headers=AUTH, timeout=120) as client:
             warm = await _create(client, workspace)  # every lazy import done
-            await _wait_state(client, warm, "completed")
+            await wait_state(client, warm, "completed")
             workspace.config = _sleeping()
             first = await _create(client, workspace)
             with trio.fail_after(60):

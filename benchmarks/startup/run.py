@@ -24,10 +24,10 @@ from typing import Any, Final
 import httpx
 import trio
 
+from benchmarks.support.workspace import start_workspace
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from sandstream.server import RunnerSettings
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
-from tests.support.workspace import start_workspace
 
 from ..runner.support import HEAPS, TOKEN, environment, launcher, start_in_process, summary
 

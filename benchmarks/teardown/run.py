@@ -38,6 +38,8 @@ from typing import Any, Final
 import httpx
 import trio
 
+from benchmarks.support.namespaces import namespace_members
+from benchmarks.support.workspace import start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server import (
     BwrapContainer,
@@ -48,8 +50,6 @@ from sandstream.server import (
     RunnerSettings,
 )
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
-from tests.support.container import namespace_members
-from tests.support.workspace import start_workspace
 
 from ..runner.support import (
     HEAPS,

@@ -34,6 +34,7 @@ import psutil
 import trio
 from hypercorn.config import Config
 
+from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
@@ -58,7 +59,6 @@ from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
 from tests.support.container import alive
-from tests.support.servers import http1_client
 
 API_TOKEN = "test-api-token"
 RUNNER_TOKEN = "test-runner-token"

@@ -1,17 +1,12 @@
-"""Shared pieces of the log mover tests: Redis, the chat database, a cuttable proxy,
-a recording sink, and a process that runs one LogMover (to be SIGKILLed).
-
-``python -m tests.chat.mover_harness --db DB --runner-url URL --session ID ...`` moves
-one session of a remote runner under a lease (SQLite on ``DB``, or ``--redis-url``),
-as a replica would; the takeover tests and benchmarks kill it mid-session.
+"""Shared pieces of the log mover tests: Redis, the chat database, a cuttable proxy and
+a recording sink. A mover in a process of its own (to be SIGKILLed) is
+:mod:`benchmarks.support.mover_process`, which the mover benchmark runs too.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextvars
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -19,11 +14,10 @@ from typing import Literal, TypeVar
 import pytest
 import trio
 
-from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
+from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sqlite import SQLiteDatabase
-from tests.support.redis_server import open_redis_server
 
 __all__ = [
     "LeaseKind",
@@ -170,55 +164,3 @@ async def start_proxy(nursery: trio.Nursery, target_url: str) -> Proxy:
     port = listeners[0].socket.getsockname()[1]
     proxy.url = f"http://127.0.0.1:{port}"
     return proxy
-
-
-# -- a mover in a process of its own ----------------------------------------------------
-
-
-async def _run_owner(args: argparse.Namespace) -> None:
-    db = await open_chat_db(Path(args.db))
-    lease: Lease
-    try:
-        async with open_lease(args.redis_url, db) as lease:
-            ref = LiveSessionRef(args.session, args.runner_url)
-            source = RemoteSource(args.runner_url, args.token)
-
-            async def live() -> list[LiveSessionRef]:
-                return [ref]
-
-            async def settled(ref: LiveSessionRef, generation: int) -> None:
-                print(f"terminal {generation}", flush=True)
-
-            mover = LogMover(
-                lease,
-                MovedChunks(db),
-                lambda _ref: source,
-                args.owner,
-                live_sessions=live,
-                on_terminal=settled,
-                ttl=args.ttl,
-                heartbeat=args.heartbeat,
-            )
-            print(f"outcome {await mover.move(ref)}", flush=True)
-    finally:
-        await db.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--db", required=True)
-    parser.add_argument("--redis-url")
-    parser.add_argument("--runner-url", required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--session", required=True)
-    parser.add_argument("--owner", required=True)
-    parser.add_argument("--ttl", type=float, default=1.0)
-    parser.add_argument("--heartbeat", type=float, default=0.25)
-    try:
-        trio.run(_run_owner, parser.parse_args(argv))
-    except sqlite3.Error as exc:
-        sys.exit(f"mover: {exc}")
-
-
-if __name__ == "__main__":
-    main()

@@ -8,10 +8,10 @@ import trio
 from quart import Response
 from quart_trio import QuartTrio
 
+from benchmarks.support.servers import serve_app
 from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import WORKSPACE, ChatServer, scripted, start_chat_server, write
 from tests.server.harness import parse_stream
-from tests.support.servers import serve_app
 
 
 async def test_an_agents_run_forwards_validated_ndjson(server: ChatServer) -> None:

@@ -21,6 +21,8 @@ import pytest
 import trio
 import trio_websocket
 
+from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.chat.mover import (
     SESSION_LOST,
     EmbeddedSource,
@@ -48,8 +50,6 @@ from tests.sessions.harness import (
     start_sessions,
     wait_state,
 )
-from tests.support.redis_server import open_redis_server
-from tests.support.workspace import WorkspaceServer
 
 TTL = 2.0
 HEARTBEAT = 0.25
@@ -363,9 +363,9 @@ async def test_a_cancelled_owner_hands_over_and_the_other_finishes(
 def owner_process(
     runner: RunnerServer, session_id: str, db_path: Path, redis_url: str | None
 ) -> subprocess.Popen[bytes]:
-    """``tests.chat.mover_harness`` moving the session as ``replica-1``, in a process."""
+    """``benchmarks.support.mover_process`` moving the session as ``replica-1``, in a process."""
     argv = [
-        sys.executable, "-m", "tests.chat.mover_harness",
+        sys.executable, "-m", "benchmarks.support.mover_process",
         "--db", str(db_path), "--runner-url", runner.url,
         "--token", TOKEN, "--session", session_id, "--owner", "replica-1",
         "--ttl", str(TTL), "--heartbeat", str(HEARTBEAT),

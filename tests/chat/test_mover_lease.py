@@ -12,6 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.mover import (
     ChunkGapError,
     ChunkShapeError,
@@ -27,7 +28,6 @@ from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, open_chat_db
-from tests.support.redis_server import open_redis_server
 
 TTL = 0.3
 

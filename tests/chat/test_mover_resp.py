@@ -8,6 +8,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.errors import RedisConnectionError, RedisReplyError, RespProtocolError
 from sandstream.server.chat.mover.resp import (
     NEED_DATA,
@@ -19,7 +20,6 @@ from sandstream.server.chat.mover.resp import (
     parse_redis_url,
 )
 from tests.chat.mover_harness import redis_url  # noqa: F401 (a fixture)
-from tests.support.redis_server import open_redis_server
 
 
 def encode_reply(reply: Reply) -> bytes:

@@ -15,6 +15,7 @@ import msgspec
 import trio
 from httpx_sse import aconnect_sse
 
+from benchmarks.support.servers import http1_client
 from tests.chat.harness import (
     AUTH,
     DEADLINE,
@@ -24,7 +25,6 @@ from tests.chat.harness import (
     sleeping,
     start_chat_server,
 )
-from tests.support.servers import http1_client
 
 
 class _Recorded(httpx.AsyncByteStream):

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.redis_server import open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SQLiteChatStore, fold_chunks
 from sandstream.server.chat.mover import RemoteSource
@@ -30,7 +31,6 @@ from tests.chat.harness import (
     start_runner_process,
     start_serve_process,
 )
-from tests.support.redis_server import open_redis_server
 
 COUNTING = {
     "agent": {

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     ConfigResponse,
     EnvResponse,
@@ -15,7 +16,6 @@ from sandstream.core.schemas import (
     ScriptedStep,
 )
 from tests.support.container import run_container, run_in_process
-from tests.support.workspace import WorkspaceServer
 
 _FAST = ("--connect-retries", "1", "--retry-backoff", "0.01")
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     Attachment,
     ChatTurn,
@@ -17,7 +18,6 @@ from sandstream.core.schemas import (
 )
 from tests.support import TRANSCRIPTS, fake_claude
 from tests.support.container import ContainerRun, run_in_process
-from tests.support.workspace import WorkspaceServer
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "claude_code"
 """Excerpts of real Claude Code recordings (sources in their README.md)."""

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.support.workspace import WorkspaceServer
 from tests.support.container import run_container, run_in_process
-from tests.support.workspace import WorkspaceServer
 
 
 @pytest.mark.parametrize(

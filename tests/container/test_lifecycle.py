@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     ConfigResponse,
     EnvResponse,
@@ -16,7 +17,6 @@ from sandstream.core.schemas import (
     ScriptedStep,
 )
 from tests.support.container import ContainerRun, run_container, run_in_process
-from tests.support.workspace import WorkspaceServer
 
 
 async def test_scripted_run_streams_steps_result_and_writes_back(

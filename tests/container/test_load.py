@@ -9,11 +9,11 @@ from typing import Literal
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.container.agents.scripted import encode_load_lines, load_lines
 from sandstream.core.envelope import encode_line
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from tests.support.container import container_argv, run_container, run_in_process
-from tests.support.workspace import WorkspaceServer
 
 
 def _config(load: LoadSpec, *steps: ScriptedStep) -> ConfigResponse:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     Attachment,
     ChatTurn,
@@ -19,7 +20,6 @@ from sandstream.core.schemas import (
 )
 from tests.support.container import ContainerRun, run_in_process
 from tests.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
-from tests.support.workspace import WorkspaceServer
 
 
 async def _run(

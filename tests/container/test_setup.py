@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import run_in_process, wait_group_gone
-from tests.support.workspace import WorkspaceServer
 
 
 async def test_setup_output_becomes_log_lines(workspace: WorkspaceServer, work_dir: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     ClaudeCodeAgent,
     ConfigResponse,
@@ -24,7 +25,6 @@ from tests.support.container import (
     wait_for_file,
     wait_group_gone,
 )
-from tests.support.workspace import WorkspaceServer
 
 _SHELL = "sleep 300 & echo $! > sleeper.pid; echo $$ > shell.pid; wait"
 _WRITE = ScriptedStep(tool="write_file", args={"path": "output/partial.md", "content": "wip"})

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, EnvResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import ContainerRun, run_container, run_in_process, wait_group_gone
-from tests.support.workspace import WorkspaceServer
 
 
 async def _run_steps(

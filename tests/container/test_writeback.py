@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmarks.support.workspace import Purpose, WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from tests.support.container import ContainerRun, run_in_process
-from tests.support.workspace import Purpose, WorkspaceServer
 
 _MAKE_OUTPUT = ScriptedStep(
     tool="run_shell",

@@ -27,6 +27,7 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
+from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent, ScriptedStep
 from sandstream.server import (
@@ -46,7 +47,6 @@ from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
 from tests.support.container import alive
-from tests.support.servers import http1_client
 
 TOKEN = "test-runner-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -12,9 +12,9 @@ import sys
 import psutil
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import LocalSubprocessLauncher
 from tests.server.harness import parse_stream, scripted, shell, start_runner
-from tests.support.workspace import WorkspaceServer
 
 FIFTY_MB = 50 * 1024 * 1024
 

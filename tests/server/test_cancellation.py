@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import msgspec
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import LocalSubprocessLauncher
 from tests.server.harness import (
     AUTH,
@@ -33,7 +34,6 @@ from tests.server.harness import (
     wait_until_alive,
 )
 from tests.support.container import remove_run_dirs
-from tests.support.workspace import WorkspaceServer
 
 
 async def _assert_no_leftovers(server: RunnerServer) -> None:

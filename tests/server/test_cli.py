@@ -16,11 +16,11 @@ import psutil
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, ResourceLimits
 from sandstream.server.cli import build_runner_parser, launcher_from_args
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import Reader, parse_stream, scripted, shell, wait_gone
-from tests.support.workspace import WorkspaceServer
 
 CLI = [sys.executable, "-m", "sandstream.server.cli", "runner"]
 

@@ -20,10 +20,10 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import TOKEN, RunnerServer, parse_stream, start_runner
 from tests.support.raw_http import connect, read_response, read_until_closed
-from tests.support.workspace import WorkspaceServer
 
 KEEP_ALIVE = 0.5
 DEADLINE = 20.0

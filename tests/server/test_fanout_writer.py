@@ -20,10 +20,10 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from benchmarks.support.servers import serve_app
 from sandstream.server.http.asgi import HTTPConnection
 from sandstream.server.http.fanout import LiveFraming, http_chunk, live_connection
 from tests.support.raw_http import url_address
-from tests.support.servers import serve_app
 
 HEAD: Final = b"written through ASGI before\n"
 TAIL: Final = b"written through ASGI after\n"

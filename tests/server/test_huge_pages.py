@@ -19,6 +19,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.container.agents.scripted import encode_load_lines
 from sandstream.container.huge_pages import forget_heap_tunables
 from sandstream.core.schemas import HEAP_TUNABLES, ConfigResponse, LoadSpec, ScriptedAgent
@@ -30,7 +31,6 @@ from sandstream.server.runner.launcher import (
     container_heap_env,
 )
 from tests.server.harness import Reader, bwrap_launcher, parse_stream, shell, start_runner
-from tests.support.workspace import WorkspaceServer
 
 LOAD = LoadSpec(lines=300, rate=300.0, payload_bytes=64)
 

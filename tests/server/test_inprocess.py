@@ -6,6 +6,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import Dispatch
 from sandstream.server import (
     AtCapacityError,
@@ -16,7 +17,6 @@ from sandstream.server import (
     TurnStateError,
 )
 from tests.server.harness import descendants, scripted, settings, shell, wait_gone
-from tests.support.workspace import WorkspaceServer
 
 
 def _runner(**overrides: object) -> Runner:

@@ -16,6 +16,7 @@ import random
 
 import trio
 
+from benchmarks.support.workspace import start_workspace
 from sandstream.server import LocalContainer
 from tests.server.harness import (
     Reader,
@@ -27,7 +28,6 @@ from tests.server.harness import (
     shell,
     start_runner,
 )
-from tests.support.workspace import start_workspace
 
 TRIALS = int(os.environ.get("SANDSTREAM_TRIALS", "200"))
 CONCURRENCY = 8

@@ -20,6 +20,7 @@ import psutil
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import EnvResponse, ScriptedError
 from sandstream.server import ResourceLimits
 from tests.server.harness import (
@@ -34,7 +35,6 @@ from tests.server.harness import (
     start_runner,
 )
 from tests.support.container import namespace_members
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 PY = sys.executable
 

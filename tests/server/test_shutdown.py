@@ -6,6 +6,7 @@ import os
 
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.server import LocalContainer, LocalSubprocessLauncher
 from tests.server.harness import (
     Reader,
@@ -22,7 +23,6 @@ from tests.server.harness import (
 )
 from tests.server.test_cancellation import _raw_post
 from tests.support import processes
-from tests.support.workspace import WorkspaceServer, start_workspace
 
 
 async def test_shutdown_ends_live_streams_and_reaps_every_container(

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import HEAP_TUNABLES, ScriptedError, ScriptedStep
 from sandstream.server import LocalSubprocessLauncher
 from sandstream.server.runner.huge_pages import heap_env
@@ -20,7 +21,6 @@ from tests.server.harness import (
     shell,
     start_runner,
 )
-from tests.support.workspace import WorkspaceServer
 
 PROBLEM = "application/problem+json"
 

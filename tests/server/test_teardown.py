@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, Runner
 from sandstream.server.runner import bwrap
 from tests.server.harness import Reader, bwrap_launcher, load, settings, start_runner
-from tests.support.workspace import WorkspaceServer
 
 
 def _holders(inode: int) -> list[str]:

@@ -8,9 +8,9 @@ import stat
 import tempfile
 from pathlib import Path
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.runner.launcher import remove_tree
 from tests.server.harness import RunnerServer, parse_stream, scripted, shell
-from tests.support.workspace import WorkspaceServer
 
 NOBODY = 65534
 

@@ -9,9 +9,9 @@ import httpx
 import msgspec
 import trio
 
+from benchmarks.support.session_client import ReadResult, read_session
 from sandstream.server.sessions import SessionService, SessionSettings, get_sessions
 from tests.server.harness import TOKEN, RunnerServer, start_runner
-from tests.support.session_client import ReadResult, read_session
 
 SERVER_BACKLOG = 2048
 """Hypercorn's accept queue (default 100): a thousand readers connect at once."""

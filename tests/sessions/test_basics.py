@@ -7,10 +7,10 @@ from pathlib import Path
 import msgspec
 import trio
 
+from benchmarks.support.session_client import read_session
+from benchmarks.support.workspace import WorkspaceServer
 from tests.server.harness import load, parse_stream
 from tests.sessions.harness import TOKEN, create, read_all, start_sessions, wait_state
-from tests.support.session_client import read_session
-from tests.support.workspace import WorkspaceServer
 
 
 async def test_a_session_runs_to_its_end_and_is_read_from_any_cursor(

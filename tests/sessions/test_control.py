@@ -10,6 +10,8 @@ import pytest
 import trio
 import trio_websocket
 
+from benchmarks.support.session_client import read_session
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, EnvResponse, OpenAIAgent
 from sandstream.core.sse_parser import SSEParser
 from sandstream.server import LocalContainer
@@ -23,8 +25,6 @@ from tests.sessions.harness import (
     wait_state,
 )
 from tests.support.model_server import reply, start_model_server, tool_calls
-from tests.support.session_client import read_session
-from tests.support.workspace import WorkspaceServer
 
 
 async def test_interrupt_mid_tool_ends_the_session_and_its_process_group(

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import trio
 
+from benchmarks.support.session_client import ReadResult, Transport, read_session
+from benchmarks.support.workspace import WorkspaceServer
 from tests.server.harness import load
 from tests.sessions.harness import TOKEN, create, read_all, start_sessions, wait_state
-from tests.support.session_client import ReadResult, Transport, read_session
-from tests.support.workspace import WorkspaceServer
 
 SUBSCRIBERS = 1000
 LINES = 150

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from sandstream.server.sessions import Session
 from tests.server.harness import load
@@ -27,7 +28,6 @@ from tests.sessions.harness import (
     start_sessions,
     wait_state,
 )
-from tests.support.workspace import WorkspaceServer
 
 LINES = 300
 PAYLOAD = 16_000  # ~4.8 MB in all: far more than the sockets' buffers

@@ -13,12 +13,12 @@ import httpx
 import psutil
 import trio
 
+from benchmarks.support.session_client import read_session
+from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import parse_stream, scripted, shell, wait_gone
 from tests.sessions.harness import create, wait_state
 from tests.support.container import remove_run_dirs
-from tests.support.session_client import read_session
-from tests.support.workspace import WorkspaceServer
 
 TOKEN = "restart-token"
 CLI = [sys.executable, "-m", "sandstream.server.cli", "runner", "--port", "0"]

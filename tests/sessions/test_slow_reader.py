@@ -10,10 +10,10 @@ import psutil
 import trio
 import trio_websocket
 
+from benchmarks.support.session_client import read_session
+from benchmarks.support.workspace import WorkspaceServer
 from tests.server.harness import load
 from tests.sessions.harness import TOKEN, create, start_sessions, wait_state
-from tests.support.session_client import read_session
-from tests.support.workspace import WorkspaceServer
 
 LINES = 120_000
 PAYLOAD = 1000  # ~121 MB of output in all

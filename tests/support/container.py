@@ -35,6 +35,7 @@ import msgspec
 import psutil
 import trio
 
+from benchmarks.support.namespaces import namespace_members
 from sandstream.core import StreamProcessor, Turn
 
 __all__ = [
@@ -302,21 +303,3 @@ def remove_run_dirs() -> list[str]:
     for folder in left:
         shutil.rmtree(folder)
     return [folder.name for folder in left]
-
-
-def namespace_members(namespace: int) -> list[int]:
-    """Live (non-zombie) processes of the PID namespace with inode ``namespace``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}/ns/pid").st_ino != namespace:
-                continue
-            with open(f"/proc/{name}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:
-            continue
-        if stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found

@@ -29,7 +29,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from .servers import serve_app
+from benchmarks.support.servers import serve_app
 
 __all__ = [
     "Hang",

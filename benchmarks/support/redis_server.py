@@ -1,4 +1,5 @@
-"""A real ``redis-server`` (Debian's package) on a free loopback port, for one test.
+"""A real ``redis-server`` (Debian's package) on a free loopback port, for one test or
+benchmark.
 
 ::
 

@@ -1,4 +1,5 @@
-"""A workspace callback server for tests: ``/env``, ``/config``, ``/results`` over real HTTP.
+"""A stand-in workspace API for tests and benchmarks: ``/env``, ``/config``, ``/results``
+over real HTTP.
 
 It enforces the token rules of the real workspace API: each token is minted for one
 purpose (``setup`` → ``GET /env``, ``run`` → ``GET /config``, ``upload`` →
@@ -6,7 +7,7 @@ purpose (``setup`` → ``GET /env``, ``run`` → ``GET /config``, ``upload`` →
 presentation, even if the request then fails). A wrong, expired, replayed or
 wrong-purpose token gets 401 with a problem+json body.
 
-Usage (pytest-trio)::
+Usage (in a trio nursery, e.g. a pytest-trio test)::
 
     ws = await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
     dispatch = ws.mint_dispatch("hello")       # the JSON dict the runner would send
@@ -19,7 +20,7 @@ Routes live under :attr:`WorkspaceServer.prefix` (``/api/sandbox/<session>``), s
 
 By hand (dev checkout), to run containers against it from another terminal::
 
-    python -m tests.support.workspace --config config.json --dispatches 3 > dispatches.ndjson
+    python -m benchmarks.support.workspace --config config.json --dispatches 3 > dispatches.ndjson
     head -1 dispatches.ndjson | python -m sandstream.container
 """
 
@@ -325,7 +326,7 @@ def _load(path: str | None, schema: type[EnvResponse] | type[ConfigResponse]) ->
 
 def main(argv: list[str] | None = None) -> None:
     """Serve a workspace until interrupted; print fresh dispatches, one JSON per line."""
-    parser = argparse.ArgumentParser(prog="python -m tests.support.workspace")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.workspace")
     parser.add_argument("--env", metavar="FILE", help="the /env answer (EnvResponse JSON)")
     parser.add_argument("--config", metavar="FILE", help="the /config answer (ConfigResponse)")
     parser.add_argument("--prompt", default="hello", help="the dispatches' prompt")

@@ -1,0 +1,75 @@
+"""One :class:`LogMover` in a process of its own, to be SIGKILLed or SIGSTOPped.
+
+``python -m benchmarks.support.mover_process --db DB --runner-url URL --token TOKEN
+--session ID --owner NAME [--redis-url URL] [--ttl S] [--heartbeat S]`` moves one
+session of a remote runner over its WebSocket into the chat database ``DB`` (migrated
+if new) under a lease (SQLite on ``DB``, or Redis with ``--redis-url``), as a replica
+would. It prints ``terminal <generation>`` when the session settles and ``outcome
+<outcome>`` when the move returns. The takeover tests and the mover benchmark kill it
+mid-session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from pathlib import Path
+
+import trio
+
+from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
+from sandstream.server.chat.store.migrations import migrate
+from sandstream.server.chat.store.moved_runs import MovedChunks
+from sandstream.server.sqlite import SQLiteDatabase
+
+
+async def _run_owner(args: argparse.Namespace) -> None:
+    db = await SQLiteDatabase.open(Path(args.db), migrate=migrate)
+    lease: Lease
+    try:
+        async with open_lease(args.redis_url, db) as lease:
+            ref = LiveSessionRef(args.session, args.runner_url)
+            source = RemoteSource(args.runner_url, args.token)
+
+            async def live() -> list[LiveSessionRef]:
+                return [ref]
+
+            async def settled(ref: LiveSessionRef, generation: int) -> None:
+                print(f"terminal {generation}", flush=True)
+
+            mover = LogMover(
+                lease,
+                MovedChunks(db),
+                lambda _ref: source,
+                args.owner,
+                live_sessions=live,
+                on_terminal=settled,
+                ttl=args.ttl,
+                heartbeat=args.heartbeat,
+            )
+            print(f"outcome {await mover.move(ref)}", flush=True)
+    finally:
+        await db.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.support.mover_process", description=__doc__
+    )
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--redis-url")
+    parser.add_argument("--runner-url", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--session", required=True)
+    parser.add_argument("--owner", required=True)
+    parser.add_argument("--ttl", type=float, default=1.0)
+    parser.add_argument("--heartbeat", type=float, default=0.25)
+    try:
+        trio.run(_run_owner, parser.parse_args(argv))
+    except sqlite3.Error as exc:
+        sys.exit(f"mover: {exc}")
+
+
+if __name__ == "__main__":
+    main()
