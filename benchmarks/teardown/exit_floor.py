@@ -35,10 +35,10 @@ from ..runner.support import HEAPS, busy_processes, environment, summary
 CHILD: Final = """
 import sys
 from sandstream.container import cli, run
-from sandstream.container.huge_pages import collapse_heap
+from sandstream.container.huge_pages import collapse_heap, forget_heap_tunables
 import httpx, msgspec, trio
 client = httpx.AsyncClient()  # its SSL context, as the container's workspace client has
-if sys.argv[1] == "huge":
+if sys.argv[1] == "huge" and forget_heap_tunables():  # as the container does
     collapse_heap()
 sys.stdout.write("ready\\n")
 sys.stdout.flush()
