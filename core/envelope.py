@@ -1,7 +1,10 @@
 """The NDJSON envelope: the four line types a sandbox emits, as msgspec Structs.
 
 Every line is a JSON object with a ``type`` tag (``log``, ``step``, ``result`` or
-``error``) and an optional ``ts`` (Unix epoch milliseconds). The types here are
+``error``) and an optional ``ts`` (Unix epoch milliseconds). The ``live`` extension,
+which a dispatch asks for (``Dispatch.extensions``), adds ``delta`` (live text and
+reasoning) and ``permission`` (a question to the user and its answer) lines; a strict
+consumer that did not ask for it never sees them. The types here are
 both what producers construct (``Step(id=..., args={...})``) and what the core
 decodes: the core decodes ``Step[msgspec.Raw]`` so that nested ``args`` and
 ``result`` payloads are validated as JSON but never materialized on the hot path.
@@ -9,15 +12,24 @@ decodes: the core decodes ``Step[msgspec.Raw]`` so that nested ``args`` and
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 import msgspec
 
 __all__ = [
+    "LIVE_EXTENSION",
+    "Delta",
+    "DeltaKind",
     "Envelope",
     "Error",
+    "LiveEnvelope",
     "Log",
     "LogLevel",
+    "Permission",
+    "PermissionOption",
+    "PermissionOptionKind",
+    "PermissionReply",
+    "PermissionStatus",
     "Result",
     "Step",
     "StepStatus",
@@ -26,6 +38,17 @@ __all__ = [
 
 LogLevel: TypeAlias = Literal["debug", "info", "warn", "error"]
 StepStatus: TypeAlias = Literal["running", "succeeded", "failed"]
+DeltaKind: TypeAlias = Literal["text", "reasoning"]
+PermissionStatus: TypeAlias = Literal["pending", "resolved"]
+PermissionOptionKind: TypeAlias = Literal[
+    "allow_once", "allow_always", "reject_once", "reject_always"
+]
+PermissionReply: TypeAlias = Literal["once", "always", "reject", "cancelled"]
+"""How a permission request ended: the user's ``once``/``always``/``reject`` (also
+``reject`` when nobody answered in time), or ``cancelled`` by an interrupt."""
+
+LIVE_EXTENSION: Final = "live"
+"""The envelope extension that adds :class:`Delta` and :class:`Permission` lines."""
 
 Payload = TypeVar("Payload")
 
@@ -81,8 +104,51 @@ class Error(msgspec.Struct, tag_field="type", tag="error", omit_defaults=True, g
     ts: EpochMs | None = None
 
 
+class Delta(msgspec.Struct, tag_field="type", tag="delta", omit_defaults=True, gc=False):
+    """A piece of live text or reasoning of message ``id`` (``live`` extension).
+
+    The pieces of one ``id`` concatenate, in order, to that message; the ``text``
+    pieces of a turn, all ids in order, to its ``result`` message.
+    """
+
+    id: NonEmptyStr
+    kind: DeltaKind
+    text: Annotated[str, msgspec.Meta(min_length=1)]
+    ts: EpochMs | None = None
+
+
+class PermissionOption(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One answer the agent offers; ``kind`` says what it means, ``name`` shows it."""
+
+    id: NonEmptyStr
+    kind: PermissionOptionKind
+    name: str = ""
+
+
+class Permission(
+    msgspec.Struct, tag_field="type", tag="permission", omit_defaults=True, gc=False
+):
+    """The agent asks the user (``live`` extension): ``pending``, then ``resolved``.
+
+    Lines with the same ``id`` (the request) update one request. ``pending`` carries
+    ``options`` and, when the request is about a tool call, ``step`` (the id of the
+    step it would run) and a ``title``; ``resolved`` carries the ``reply``.
+    """
+
+    id: NonEmptyStr
+    status: PermissionStatus
+    step: NonEmptyStr | None = None
+    title: str | None = None
+    options: list[PermissionOption] | None = None
+    reply: PermissionReply | None = None
+    ts: EpochMs | None = None
+
+
 Envelope: TypeAlias = Log | Step[Any] | Result | Error
-"""Any envelope line, as producers build it."""
+"""Any line of the four strict types, as producers build it."""
+
+LiveEnvelope: TypeAlias = Envelope | Delta | Permission
+"""Any envelope line a producer may emit when the ``live`` extension is asked for."""
 
 WireEnvelope: TypeAlias = Log | Step[msgspec.Raw] | Result | Error
 """Any envelope line, as the core decodes it (step payloads kept as raw JSON)."""
@@ -90,7 +156,7 @@ WireEnvelope: TypeAlias = Log | Step[msgspec.Raw] | Result | Error
 _encoder = msgspec.json.Encoder()
 
 
-def encode_line(envelope: Envelope) -> bytes:
+def encode_line(envelope: LiveEnvelope) -> bytes:
     """Encode one envelope as an NDJSON line, ``\\n`` included.
 
     Raises ``TypeError`` if a payload holds a value JSON cannot represent.

@@ -20,6 +20,8 @@ __all__ = [
     "ATTACHMENTS_DIR",
     "DEFAULT_MAX_RUNTIME_SEC",
     "HEAP_TUNABLES",
+    "AcpAgent",
+    "AcpPreset",
     "AgentSpec",
     "Attachment",
     "ChatTurn",
@@ -27,9 +29,11 @@ __all__ = [
     "ConfigResponse",
     "Dispatch",
     "EnvResponse",
+    "InboundMessage",
     "LoadSpec",
     "McpServer",
     "OpenAIAgent",
+    "PermissionAnswer",
     "ResultFile",
     "ResultsReceipt",
     "ScriptedAgent",
@@ -73,6 +77,9 @@ class Dispatch(msgspec.Struct, frozen=True):
     prompt: str
     otp_upload: str | None = None
     conversation: list[ChatTurn] | None = None
+    extensions: list[str] = msgspec.field(default_factory=list)
+    """Envelope extensions the reader understands (``"live"``: ``delta`` and
+    ``permission`` lines, :mod:`sandstream.core.envelope`); unknown names are ignored."""
 
 
 class EnvResponse(msgspec.Struct, frozen=True):
@@ -166,11 +173,39 @@ class ScriptedAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="scripted
     load: LoadSpec | None = None
 
 
-AgentSpec: TypeAlias = OpenAIAgent | ClaudeCodeAgent | ScriptedAgent
+AcpPreset: TypeAlias = Literal["claude", "codex", "opencode", "gemini", "pi"]
+
+
+class AcpAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="acp"):
+    """An agent program driven over the Agent Client Protocol (v1, JSON-RPC on stdio).
+
+    ``preset`` names a known agent (its command and config files come from the preset;
+    ``command``, when also set, replaces the preset's command); without a preset,
+    ``command`` is required. ``env`` is set for the agent on top of the named
+    environment's variables; presets read the provider settings from both. ``mode``:
+    the ACP session mode to switch to after ``session/new`` (the preset's default when
+    unset). An unanswered permission request is rejected after
+    ``permission_timeout_sec``; an agent silent for ``stall_timeout_sec`` while a
+    prompt runs ends the run.
+    """
+
+    preset: AcpPreset | None = None
+    command: Annotated[list[str], msgspec.Meta(min_length=1)] | None = None
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    mode: _NonEmpty | None = None
+    permission_timeout_sec: _Positive = 600.0
+    stall_timeout_sec: _Positive = 600.0
+
+    def __post_init__(self) -> None:
+        if self.preset is None and self.command is None:
+            raise ValueError("an acp agent needs a preset or a command")
+
+
+AgentSpec: TypeAlias = OpenAIAgent | ClaudeCodeAgent | ScriptedAgent | AcpAgent
 
 
 def agent_kind(spec: AgentSpec) -> str:
-    """The ``kind`` tag of an agent spec: ``openai``, ``claude-code`` or ``scripted``."""
+    """The ``kind`` tag of an agent spec: ``openai``, ``claude-code``, ``scripted``, ``acp``."""
     return str(spec.__struct_config__.tag)
 
 
@@ -248,8 +283,23 @@ class SkillManifest(msgspec.Struct, frozen=True):
     skills: list[SkillSpec]
 
 
-class UserMessage(msgspec.Struct, frozen=True):
+class UserMessage(msgspec.Struct, frozen=True, tag_field="type", tag="message"):
     """One user message for the running agent: a line on stdin after the dispatch."""
 
     text: str
-    type: Literal["message"] = "message"
+
+
+class PermissionAnswer(msgspec.Struct, frozen=True, tag_field="type", tag="permission"):
+    """The user's answer to the agent's permission request ``id``: a line on stdin.
+
+    ``once``, ``always`` and ``reject`` pick the agent's option of kind
+    ``allow_once``, ``allow_always`` and ``reject_once`` (each falling back to its
+    sibling when the agent offers only that one).
+    """
+
+    id: _NonEmpty
+    reply: Literal["once", "always", "reject"]
+
+
+InboundMessage: TypeAlias = UserMessage | PermissionAnswer
+"""Any line on the container's stdin after the dispatch."""
