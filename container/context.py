@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.schemas import ChatTurn, ConfigResponse, Dispatch
 
 from .http import HttpSettings
@@ -36,6 +37,12 @@ class RunContext:
     http: HttpSettings
     kill_grace: float = KILL_GRACE
     inbox: Inbox = field(default_factory=Inbox)
+
+    @property
+    def live(self) -> bool:
+        """Whether the reader asked for the ``live`` extension: the agent may emit
+        ``delta`` and ``permission`` lines, and ask the user (:meth:`Inbox.ask`)."""
+        return LIVE_EXTENSION in self.dispatch.extensions
 
     @property
     def prompt(self) -> str:

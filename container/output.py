@@ -22,7 +22,17 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.envelope import Envelope, Error, Log, LogLevel, Result, Step, encode_line
+from sandstream.core.envelope import (
+    Delta,
+    Error,
+    LiveEnvelope,
+    Log,
+    LogLevel,
+    Permission,
+    Result,
+    Step,
+    encode_line,
+)
 
 from .errors import OutputClosedError
 
@@ -109,11 +119,11 @@ class Emitter:
         """Whether the terminal line has been written."""
         return self.terminal is not None
 
-    def emit(self, envelope: Envelope) -> None:
+    def emit(self, envelope: LiveEnvelope) -> None:
         """Write one non-terminal line (a terminal goes through :meth:`finish`)."""
         self.emit_many((envelope,))
 
-    def emit_many(self, envelopes: Iterable[Envelope]) -> None:
+    def emit_many(self, envelopes: Iterable[LiveEnvelope]) -> None:
         """Write several non-terminal lines in one write (each line whole)."""
         if self.terminal is not None:
             _note("dropping lines emitted after the terminal")
@@ -154,7 +164,7 @@ class Emitter:
         self.lines_written += 1
         return True
 
-    def _encode(self, envelope: Envelope) -> bytes:
+    def _encode(self, envelope: LiveEnvelope) -> bytes:
         if envelope.ts is None:
             envelope = msgspec.structs.replace(envelope, ts=self._clock())
         line = encode_line(envelope)
@@ -163,7 +173,7 @@ class Emitter:
         return encode_line(_shrink(envelope, self._max))
 
 
-def _shrink(envelope: Envelope, limit: int) -> Envelope:
+def _shrink(envelope: LiveEnvelope, limit: int) -> LiveEnvelope:
     """Cut an oversized envelope's payloads so that its line fits in ``limit`` bytes."""
     # Worst case JSON escaping is 6 bytes per character ("\u001f").
     budget = max(64, (limit - 512) // 6)
@@ -176,6 +186,10 @@ def _shrink(envelope: Envelope, limit: int) -> Envelope:
         )
     if isinstance(envelope, Log | Result | Error):
         return msgspec.structs.replace(envelope, message=_cut(envelope.message, budget))
+    if isinstance(envelope, Delta):  # producers split long text into several deltas
+        return msgspec.structs.replace(envelope, text=_cut(envelope.text, budget))
+    if isinstance(envelope, Permission) and envelope.title is not None:
+        return msgspec.structs.replace(envelope, title=_cut(envelope.title, budget))
     raise TypeError(f"not an envelope: {envelope!r}")  # pragma: no cover
 
 

@@ -125,9 +125,7 @@ class PermissionOption(msgspec.Struct, frozen=True, omit_defaults=True, gc=False
     name: str = ""
 
 
-class Permission(
-    msgspec.Struct, tag_field="type", tag="permission", omit_defaults=True, gc=False
-):
+class Permission(msgspec.Struct, tag_field="type", tag="permission", omit_defaults=True, gc=False):
     """The agent asks the user (``live`` extension): ``pending``, then ``resolved``.
 
     Lines with the same ``id`` (the request) update one request. ``pending`` carries

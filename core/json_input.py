@@ -30,6 +30,10 @@ def decode_json(data: bytes | str) -> Any: ...
 def decode_json(data: bytes | str, type: type[T]) -> T: ...
 
 
+@overload
+def decode_json(data: bytes | str, type: object) -> Any: ...  # a union, an alias
+
+
 def decode_json(data: bytes | str, type: Any = Any) -> Any:
     """Decode ``data`` as JSON into ``type`` (default: any JSON value).
 
