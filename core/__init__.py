@@ -4,7 +4,19 @@ Pure functions and state machines over bytes; no sockets, threads, async runtime
 clock. Depends on msgspec alone.
 """
 
-from .envelope import Envelope, Error, Log, LogLevel, Result, Step, StepStatus, encode_line
+from .envelope import (
+    LIVE_EXTENSION,
+    Delta,
+    Envelope,
+    Error,
+    Log,
+    LogLevel,
+    Permission,
+    Result,
+    Step,
+    StepStatus,
+    encode_line,
+)
 from .errors import (
     ProcessorClosedError,
     SandstreamError,
@@ -23,6 +35,8 @@ from .turn import (
     DEFAULT_MAX_STEPS,
     Diagnostic,
     DiagnosticCode,
+    MessagePart,
+    PermissionRow,
     StepRow,
     Turn,
     decode_payload,
@@ -33,17 +47,22 @@ __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_STEP_BYTES",
+    "LIVE_EXTENSION",
     "PING",
     "UI_MESSAGE_STREAM_HEADERS",
     "ChatTurn",
+    "Delta",
     "Diagnostic",
     "DiagnosticCode",
     "Envelope",
     "Error",
     "Log",
     "LogLevel",
+    "MessagePart",
     "Mode",
     "NDJSONSplitter",
+    "Permission",
+    "PermissionRow",
     "PersistedMessage",
     "ProcessorClosedError",
     "Result",

@@ -151,6 +151,9 @@ LiveEnvelope: TypeAlias = Envelope | Delta | Permission
 WireEnvelope: TypeAlias = Log | Step[msgspec.Raw] | Result | Error
 """Any envelope line, as the core decodes it (step payloads kept as raw JSON)."""
 
+LiveWireEnvelope: TypeAlias = WireEnvelope | Delta | Permission
+"""Any envelope line with the ``live`` extension, as the core decodes it."""
+
 _encoder = msgspec.json.Encoder()
 
 
@@ -165,3 +168,8 @@ def encode_line(envelope: LiveEnvelope) -> bytes:
 def new_wire_decoder() -> msgspec.json.Decoder[WireEnvelope]:
     """A decoder for one line of the envelope, validating every field."""
     return msgspec.json.Decoder(WireEnvelope)
+
+
+def new_live_wire_decoder() -> msgspec.json.Decoder[LiveWireEnvelope]:
+    """A decoder for one line of the envelope with the ``live`` extension's lines."""
+    return msgspec.json.Decoder(LiveWireEnvelope)

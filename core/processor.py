@@ -8,6 +8,10 @@ bytes as they arrive, in any chunking; write out what it returns::
     out += proc.close()               # end of upstream: exactly one terminal event
     proc.turn                         # the folded state: steps, result or error
 
+With ``extensions=["live"]`` it also accepts, folds and forwards the ``live``
+extension's ``delta`` and ``permission`` lines; without it they are rejected like
+any line of an unknown type (docs/protocol.md, "The live extension").
+
 Bad input never raises: a rejected line becomes a diagnostic and is not forwarded
 (``strict=True`` instead ends the turn with ``error{code:"protocol_error"}``).
 Every turn ends with exactly one terminal event, sent upstream or synthesized by
@@ -17,20 +21,34 @@ Every turn ends with exactly one terminal event, sent upstream or synthesized by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from itertools import count, filterfalse
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import Error, Log, Result, Step, WireEnvelope, encode_line, new_wire_decoder
+from .envelope import (
+    LIVE_EXTENSION,
+    Delta,
+    Error,
+    Log,
+    Permission,
+    Result,
+    Step,
+    WireEnvelope,
+    encode_line,
+    new_live_wire_decoder,
+    new_wire_decoder,
+)
 from .errors import ProcessorClosedError
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import PING, SINGLE_LINE_FRAME, data_fields, event_field, line_frames
 from .turn import (
     DEFAULT_MAX_DIAGNOSTICS,
+    DEFAULT_MAX_PERMISSIONS,
     DEFAULT_MAX_STEP_BYTES,
     DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TEXT_CHARS,
     Diagnostic,
     Turn,
 )
@@ -41,8 +59,10 @@ Mode: TypeAlias = Literal["sse", "ndjson", "trace"]
 """``sse``: SSE without logs (chat). ``trace``: SSE with logs. ``ndjson``: passthrough."""
 
 _MODES: Final = ("sse", "ndjson", "trace")
-_decode: Final = new_wire_decoder().decode  # immutable and thread-safe: one serves all
-_Decoded: TypeAlias = WireEnvelope | Diagnostic | None
+# Decoders are immutable and thread-safe: one of each serves all.
+_decode: Final = new_wire_decoder().decode
+_decode_live: Final = new_live_wire_decoder().decode
+_Decoded: TypeAlias = WireEnvelope | Delta | Permission | Diagnostic | None
 _json_encoder: Final = msgspec.json.Encoder()
 
 
@@ -51,16 +71,21 @@ class StreamProcessor:
 
     ``max_line_bytes`` bounds a line (and so the memory held between feeds);
     ``max_steps`` and ``max_step_bytes`` bound the step rows the turn keeps (later
-    steps are still forwarded, and counted: :class:`~.turn.Turn`).
+    steps are still forwarded, and counted: :class:`~.turn.Turn`). ``extensions``
+    names the envelope extensions the reader asked for (``"live"``; other names are
+    ignored); ``max_text_chars`` and ``max_permissions`` bound what the turn keeps of
+    the ``live`` lines (:class:`~.live.LiveFold`), which are forwarded all the same.
     """
 
     __slots__ = (
         "_closed",
+        "_decode",
         "_diagnostics_at_terminal",
         "_done_sent",
         "_frame_heads",
         "_seq",
         "_splitter",
+        "live",
         "mode",
         "strict",
         "turn",
@@ -75,12 +100,26 @@ class StreamProcessor:
         max_diagnostics: int = DEFAULT_MAX_DIAGNOSTICS,
         max_steps: int = DEFAULT_MAX_STEPS,
         max_step_bytes: int = DEFAULT_MAX_STEP_BYTES,
+        extensions: Collection[str] = (),
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        max_permissions: int = DEFAULT_MAX_PERMISSIONS,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if isinstance(extensions, str):
+            raise TypeError("extensions must be a collection of names, not one string")
         self.mode: Mode = mode
         self.strict = strict
-        self.turn = Turn(max_diagnostics, max_steps=max_steps, max_step_bytes=max_step_bytes)
+        self.live = LIVE_EXTENSION in extensions
+        """True when the ``live`` extension's lines are accepted."""
+        self.turn = Turn(
+            max_diagnostics,
+            max_steps=max_steps,
+            max_step_bytes=max_step_bytes,
+            max_text_chars=max_text_chars,
+            max_permissions=max_permissions,
+        )
+        self._decode = _decode_live if self.live else _decode
         self._splitter = NDJSONSplitter(max_line_bytes)
         self._closed = False
         self._done_sent = False
@@ -90,13 +129,15 @@ class StreamProcessor:
         # None where the type is not forwarded (logs in chat mode).
         heads: dict[type, bytes | None]
         if mode == "ndjson":
-            heads = {Log: b"", Step: b"", Result: b"", Error: b""}
+            heads = {Log: b"", Step: b"", Result: b"", Error: b"", Delta: b"", Permission: b""}
         else:
             heads = {
                 Log: event_field("log") if mode == "trace" else None,
                 Step: event_field("step"),
                 Result: event_field("result"),
                 Error: event_field("error"),
+                Delta: event_field("delta"),
+                Permission: event_field("permission"),
             }
         self._frame_heads = heads
 
@@ -235,8 +276,15 @@ class StreamProcessor:
                 if violation is not None:
                     self._reject(violation, forwarded, forwarded_heads)
                     continue
+            elif kind is Delta:
+                turn.fold_delta(item)  # type: ignore[arg-type]
             elif kind is Log:
                 turn.logs += 1
+            elif kind is Permission:
+                violation = turn.fold_permission(item, lineno)  # type: ignore[arg-type]
+                if violation is not None:
+                    self._reject(violation, forwarded, forwarded_heads)
+                    continue
             elif kind is Diagnostic:
                 self._reject(item, forwarded, forwarded_heads)  # type: ignore[arg-type]
                 continue
@@ -259,7 +307,7 @@ class StreamProcessor:
     def _decode_batch(self, lines: list[bytes | None], first: int) -> list[_Decoded]:
         """Each line's envelope, or the :class:`Diagnostic` rejecting it (None: blank)."""
         try:
-            decoded: list[_Decoded] = list(map(_decode, lines))  # type: ignore[arg-type]
+            decoded: list[_Decoded] = list(map(self._decode, lines))  # type: ignore[arg-type]
             # Payloads are kept as raw JSON, which msgspec does not check for UTF-8.
             # Joined with "\n", two broken lines cannot pass for one valid sequence.
             b"\n".join(filterfalse(bytes.isascii, lines)).decode()  # type: ignore[arg-type]
@@ -273,7 +321,7 @@ class StreamProcessor:
             reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
             return Diagnostic(lineno, "line_too_long", reason)
         try:
-            envelope = _decode(line)
+            envelope = self._decode(line)
             if not line.isascii():
                 line.decode()
             return envelope

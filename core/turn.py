@@ -1,4 +1,5 @@
-"""The folded state of one turn: step rows, the terminal event, diagnostics.
+"""The folded state of one turn: step rows, the terminal event, diagnostics, and (with
+the ``live`` extension) message parts and permission requests (:mod:`.live`).
 
 A :class:`Turn` is built by :class:`~sandstream.core.processor.StreamProcessor` as
 lines arrive; embedders read it. It never raises on bad input: a line that breaks a
@@ -7,31 +8,47 @@ rule is returned from the fold as a :class:`Diagnostic` and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import Error, Result, Step, StepStatus
+from .envelope import Delta, Error, Permission, Result, Step, StepStatus
+from .live import (
+    DEFAULT_MAX_PERMISSIONS,
+    DEFAULT_MAX_TEXT_CHARS,
+    LiveDiagnosticCode,
+    LiveFold,
+    MessagePart,
+    PermissionRow,
+)
 
 __all__ = [
+    "DEFAULT_MAX_PERMISSIONS",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_STEP_BYTES",
+    "DEFAULT_MAX_TEXT_CHARS",
     "Diagnostic",
     "DiagnosticCode",
+    "MessagePart",
+    "PermissionRow",
     "StepRow",
     "Turn",
     "decode_payload",
 ]
 
-DiagnosticCode: TypeAlias = Literal[
-    "line_too_long",
-    "invalid_json",
-    "invalid_utf8",
-    "invalid_line",
-    "step_already_ended",
-    "step_renamed",
-    "after_terminal",
-]
+DiagnosticCode: TypeAlias = (
+    Literal[
+        "line_too_long",
+        "invalid_json",
+        "invalid_utf8",
+        "invalid_line",
+        "step_already_ended",
+        "step_renamed",
+        "after_terminal",
+    ]
+    | LiveDiagnosticCode
+)
 
 DEFAULT_MAX_DIAGNOSTICS: Final = 1000
 DEFAULT_MAX_STEPS: Final = 2000
@@ -97,6 +114,9 @@ class Turn:
     and only the first 200 characters of its ``error``. Omitted steps are counted
     exactly when each one's ``running`` line comes before its terminal line and no
     more than 4096 of them run at once (their ids are tracked by hash).
+
+    ``live`` folds the ``live`` extension's lines, within its own bounds
+    (``max_text_chars``, ``max_permissions``: :class:`~.live.LiveFold`).
     """
 
     __slots__ = (
@@ -105,6 +125,7 @@ class Turn:
         "diagnostic_count",
         "diagnostics",
         "lines",
+        "live",
         "logs",
         "max_diagnostics",
         "max_step_bytes",
@@ -123,9 +144,12 @@ class Turn:
         *,
         max_steps: int = DEFAULT_MAX_STEPS,
         max_step_bytes: int = DEFAULT_MAX_STEP_BYTES,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        max_permissions: int = DEFAULT_MAX_PERMISSIONS,
     ) -> None:
         if max_steps < 0 or max_step_bytes < 0:
             raise ValueError("max_steps and max_step_bytes must be >= 0")
+        self.live = LiveFold(max_text_chars=max_text_chars, max_permissions=max_permissions)
         self._rows: dict[str, StepRow] = {}
         self.max_steps = max_steps
         self.max_step_bytes = max_step_bytes
@@ -156,6 +180,27 @@ class Turn:
     def step(self, step_id: str) -> StepRow | None:
         """The row of step ``step_id``, or ``None`` if no line carried that id."""
         return self._rows.get(step_id)
+
+    @property
+    def parts(self) -> list[MessagePart]:
+        """The ``delta`` lines' message parts, in arrival order (``live`` extension)."""
+        return self.live.parts
+
+    @property
+    def text(self) -> str:
+        """Every ``text`` delta of the turn, all messages in order, concatenated (up to
+        ``max_text_chars``): the ``result`` message, when the producer keeps the rule."""
+        return self.live.text("text")
+
+    @property
+    def reasoning(self) -> str:
+        """Every ``reasoning`` delta of the turn, concatenated, as :attr:`text`."""
+        return self.live.text("reasoning")
+
+    @property
+    def permissions(self) -> Mapping[str, PermissionRow]:
+        """The permission requests by id, in the order they were asked."""
+        return self.live.permissions
 
     @property
     def result(self) -> Result | None:
@@ -216,6 +261,15 @@ class Turn:
                 row.first_ts = step.ts
             row.last_ts = step.ts
         return None
+
+    def fold_delta(self, delta: Delta) -> None:
+        """Apply one ``delta`` line (it breaks no rule a fold could see)."""
+        self.live.fold_delta(delta)
+
+    def fold_permission(self, permission: Permission, line: int) -> Diagnostic | None:
+        """Apply one ``permission`` line; return the violation instead if it breaks a rule."""
+        violation = self.live.fold_permission(permission)
+        return None if violation is None else Diagnostic(line, *violation)
 
     def _omit(self, step: Step[msgspec.Raw], size: int) -> None:
         """Count a line of a step that has no row (one step per running/terminal pair)."""
