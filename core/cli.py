@@ -25,6 +25,7 @@ from functools import partial
 from importlib.metadata import EntryPoint, entry_points
 from typing import BinaryIO, Final, cast
 
+from .envelope import LIVE_EXTENSION
 from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES
 
@@ -94,6 +95,11 @@ def _parser(plugged: dict[str, EntryPoint], *, listing: bool) -> argparse.Argume
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="end the turn at the first bad line")
     parser.add_argument(
+        "--live",
+        action="store_true",
+        help="accept the live extension's delta and permission lines (docs/protocol.md)",
+    )
+    parser.add_argument(
         "--max-line-bytes",
         type=_positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
@@ -102,9 +108,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _convert(options: argparse.Namespace) -> int:
-    proc = StreamProcessor(
-        cast(Mode, options.mode), strict=options.strict, max_line_bytes=options.max_line_bytes
-    )
+    proc = _processor(cast(Mode, options.mode), options)
     stdin = sys.stdin.fileno()
     out = sys.stdout.buffer
     reported = 0
@@ -119,6 +123,15 @@ def _convert(options: argparse.Namespace) -> int:
     finally:
         _report_bad_lines(proc, reported, final=True)
     return 0 if proc.turn.result is not None else 1
+
+
+def _processor(mode: Mode, options: argparse.Namespace) -> StreamProcessor:
+    return StreamProcessor(
+        mode,
+        strict=options.strict,
+        max_line_bytes=options.max_line_bytes,
+        extensions=[LIVE_EXTENSION] if options.live else [],
+    )
 
 
 def _report_bad_lines(proc: StreamProcessor, reported: int, *, final: bool = False) -> int:
@@ -136,7 +149,7 @@ def _report_bad_lines(proc: StreamProcessor, reported: int, *, final: bool = Fal
 
 
 def _validate(options: argparse.Namespace) -> int:
-    proc = StreamProcessor("ndjson", strict=options.strict, max_line_bytes=options.max_line_bytes)
+    proc = _processor("ndjson", options)
     try:
         source = sys.stdin.buffer if options.file == "-" else open(options.file, "rb")  # noqa: SIM115
     except OSError as exc:

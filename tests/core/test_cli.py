@@ -52,6 +52,25 @@ def test_convert_strict_ends_at_the_first_bad_line() -> None:
     assert len(lines) == 2
 
 
+LIVE_TURN = (
+    line(type="delta", id="m1", kind="text", text="Hel")
+    + line(type="delta", id="m1", kind="text", text="lo")
+    + line(type="result", message="Hello")
+)
+
+
+def test_live_lines_are_violations_unless_live_is_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "live.ndjson"
+    path.write_bytes(LIVE_TURN)
+    strict_reader = _run("validate", str(path))
+    assert strict_reader.returncode == 1
+    assert "line 1: invalid_line" in strict_reader.stdout.decode()
+    assert _run("validate", "--live", str(path)).returncode == 0
+    done = _run("convert", "--live", stdin=LIVE_TURN)
+    events = SSEParser().feed(done.stdout)
+    assert [e.event for e in events] == ["delta", "delta", "result", "done"]
+
+
 def test_validate_reports_each_violation_with_its_line(tmp_path: Path) -> None:
     path = tmp_path / "run.ndjson"
     path.write_bytes(TURN)
