@@ -225,7 +225,8 @@ def read_request(
 
 def schema_example(schema: Mapping[str, Any]) -> Any:
     """The simplest value that satisfies a JSON schema (first enum value, required
-    properties filled in); Gemini CLI asks for such answers (e.g. who speaks next)."""
+    properties filled in, numbers at their minimum); Gemini CLI asks for such answers
+    (who speaks next, how complex a task is)."""
     if schema.get("enum"):
         return schema["enum"][0]
     kind = schema.get("type")
@@ -239,7 +240,7 @@ def schema_example(schema: Mapping[str, Any]) -> Any:
     if kind == "array":
         return []
     if kind in ("integer", "number"):
-        return 0
+        return schema.get("minimum", 0)
     if kind == "boolean":
         return False
     return ""

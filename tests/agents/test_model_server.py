@@ -15,7 +15,13 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from benchmarks.support.model_server import (
+    HttpError,
+    ModelScript,
+    ModelServer,
+    reply,
+    start_model_server,
+)
 from benchmarks.support.model_wire import Protocol, Reply, ToolCall, render_stream
 from benchmarks.support.servers import http1_client
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
@@ -114,6 +120,7 @@ def _parse(body: bytes, cuts: list[int] | None = None) -> list[ServerSentEvent]:
     return events
 
 
+KEY = {"Authorization": "Bearer sk-test-key"}
 SHELL = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 CODEX_SHELL = {
     "type": "object",
@@ -252,7 +259,7 @@ REQUESTS: dict[Protocol, tuple[str, dict[str, Any], dict[str, Any], str]] = {
 async def _post_stream(
     server: ModelServer, path: str, body: Mapping[str, Any]
 ) -> tuple[int, bytes]:
-    async with http1_client(server.url) as client:
+    async with http1_client(server.base_url, headers=KEY) as client:
         response = await client.post(path, json=body)
         return response.status_code, response.content
 
@@ -310,7 +317,7 @@ async def test_non_streaming_requests_get_a_whole_answer(
 
 
 async def test_a_structured_question_gets_a_value_of_its_schema(nursery: trio.Nursery) -> None:
-    server = await start_model_server(nursery)
+    server = await start_model_server(nursery, ModelScript())
     schema = {
         "type": "object",
         "properties": {
@@ -330,8 +337,8 @@ async def test_a_structured_question_gets_a_value_of_its_schema(nursery: trio.Nu
 
 
 async def test_model_lists_and_token_counts(nursery: trio.Nursery) -> None:
-    server = await start_model_server(nursery)
-    async with http1_client(server.url) as client:
+    server = await start_model_server(nursery, ModelScript())
+    async with http1_client(server.base_url, headers=KEY) as client:
         openai = (await client.get("/v1/models")).json()
         anthropic = (
             await client.get("/v1/models", headers={"anthropic-version": "2023-06-01"})
@@ -346,13 +353,13 @@ async def test_model_lists_and_token_counts(nursery: trio.Nursery) -> None:
     assert counted == {"input_tokens": 10}
     assert unknown.status_code == 404
     assert not_json.status_code == 400
-    assert [r.path for r in server.requests][-2:] == ["/v2/whatever", "/v1/messages"]
+    assert [r.path for r in server.received][-2:] == ["/v2/whatever", "/v1/messages"]
     assert server.generations() == []
 
 
 async def test_routes_answer_under_a_path_prefix(nursery: trio.Nursery) -> None:
     path, first, _, _ = REQUESTS["chat"]
-    server = await start_model_server(nursery)
+    server = await start_model_server(nursery, ModelScript())
     status, body = await _post_stream(server, "/api" + path, first)
     assert status == 200
     assert _fold("chat", _parse(body)).tool == "bash"
@@ -375,7 +382,7 @@ async def test_failure_drop_ends_the_connection_mid_stream(
     server = await start_model_server(nursery, ModelScript(failure="drop"))
     received = b""
     async with (
-        http1_client(server.url) as client,
+        http1_client(server.base_url, headers=KEY) as client,
         client.stream("POST", path, json=first) as response,
     ):
         assert response.status_code == 200
@@ -392,7 +399,7 @@ async def test_failure_stall_sends_nothing_more(nursery: trio.Nursery) -> None:
     parser = SSEParser()
     events: list[ServerSentEvent] = []
     async with (
-        http1_client(server.url) as client,
+        http1_client(server.base_url, headers=KEY) as client,
         client.stream("POST", path, json=first) as response,
     ):
         chunks = response.aiter_raw()
@@ -432,3 +439,21 @@ def test_every_chunking_of_a_stream_folds_to_the_reply(
     assert folded.reasoning == "".join(reasoning)
     if call:
         assert json.loads(folded.arguments) == {"command": command}
+
+
+async def test_queued_answers_go_first_and_a_wrong_key_is_refused(nursery: trio.Nursery) -> None:
+    path, first, _, _ = REQUESTS["chat"]
+    server = await start_model_server(nursery)  # no script: queued answers only
+    server.add(reply("queued"), HttpError(503))
+    async with http1_client(server.base_url, headers=KEY) as client:
+        body = {**first, "stream": False}
+        answered = (await client.post(path, json=body)).json()
+        failed = await client.post(path, json=body)
+        exhausted = await client.post(path, json=body)
+    async with http1_client(server.base_url, headers={"x-api-key": "wrong"}) as client:
+        refused = await client.post("/v1/messages", json=REQUESTS["anthropic"][1])
+    assert answered["choices"][0]["message"]["content"] == "queued"
+    assert failed.status_code == 503
+    assert exhausted.status_code == 500
+    assert refused.status_code == 401
+    assert len(server.requests) == 3  # the refused one never reached the model
