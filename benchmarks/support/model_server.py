@@ -308,7 +308,7 @@ class ModelServer:
             self._record(path, protocol, body, headers=headers)
             return _error(400, "invalid_request_error", str(error))
         self._record(path, protocol, body, conversation, headers)
-        self.requests.append(dict(body))
+        self.requests.append(body if isinstance(body, dict) else {})
         if self.answers:
             return await self._answer(self.answers.popleft(), body)
         script = self.script
