@@ -4,3 +4,5 @@
 :mod:`.presets` turns a preset and the provider settings into the agent's command,
 environment and config files.
 """
+
+__all__: list[str] = []

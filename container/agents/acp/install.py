@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.core.schemas import AcpPreset
 
 from ...errors import ConfigError, ContainerError
@@ -48,9 +49,6 @@ __all__ = [
     "main",
     "prefix_of",
 ]
-
-AGENTS_DIR_ENV: Final = "SANDSTREAM_AGENTS_DIR"
-"""The environment variable naming the agents dir (the runner sets it in sandboxes)."""
 
 _OUTPUT_TAIL: Final = 2000
 
@@ -121,20 +119,9 @@ AGENTS: Final[Mapping[str, AgentPackages]] = {
 }
 
 
-def agents_dir(
-    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
-) -> Path:
-    """The agents dir: ``explicit``, else ``$SANDSTREAM_AGENTS_DIR``, else
-    ``$XDG_CACHE_HOME/sandstream/agents`` (``~/.cache`` when unset)."""
-    environ = os.environ if env is None else env
-    if explicit is not None:
-        return Path(explicit)
-    if environ.get(AGENTS_DIR_ENV):
-        return Path(environ[AGENTS_DIR_ENV])
-    cache = environ.get("XDG_CACHE_HOME") or str(
-        Path(environ.get("HOME", "~")).expanduser() / ".cache"
-    )
-    return Path(cache) / "sandstream" / "agents"
+def agents_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The agents dir: ``explicit``, else :func:`~sandstream.core.agents_dir.default_agents_dir`."""
+    return Path(explicit) if explicit is not None else default_agents_dir()
 
 
 def _agent(name: str) -> AgentPackages:
@@ -211,7 +198,11 @@ def _install_one(agent: AgentPackages, prefix: Path, *, log: bool) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.", dir=prefix.parent))
     try:
         if log:
-            print(f"agents: installing {agent.name} ({', '.join(agent.packages)})", flush=True)
+            print(
+                f"agents: installing {agent.name} ({', '.join(agent.packages)})",
+                file=sys.stderr,
+                flush=True,
+            )
         command = [
             _npm(),
             "install",
