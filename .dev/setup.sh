@@ -12,6 +12,10 @@
 #                           stream is tested with) from its package-lock.json, with
 #                           `npm ci`, when missing or older than the lock file; npm
 #                           itself from Debian's npm package when missing
+#   acp_agents              the five ACP agents (`sandstream agents install`: pinned npm
+#                           packages in ~/.cache/sandstream/agents, or $SANDSTREAM_AGENTS_DIR;
+#                           a no-op once installed, offline once npm's cache has them);
+#                           needs venv first
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -63,4 +67,9 @@ node_packages() {
   fi
   echo "setup: installing the npm packages of tests/node (npm ci)" >&2
   npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+}
+
+acp_agents() {
+  command -v npm >/dev/null 2>&1 || debian_packages npm
+  "$root/.venv/bin/sandstream" agents install >/dev/null
 }

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
 from sandstream.server.runner.launcher import (
     DEFAULT_CONTAINER_ARGV,
@@ -97,6 +98,14 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
         help="what to do with a container's stderr (default: %(default)s)",
     )
     group.add_argument(
+        "--agents-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the ACP agents installed by `sandstream agents install`, read-only in every "
+        f"sandbox (default: ${AGENTS_DIR_ENV}, else $XDG_CACHE_HOME/sandstream/agents)",
+    )
+    group.add_argument(
         "--kill-grace",
         type=float,
         default=DEFAULT_KILL_GRACE,
@@ -134,11 +143,15 @@ def launcher_from_args(
 ) -> ContainerLauncher:
     """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad).
 
-    ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox. Without
+    ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox; the agents
+    dir is, read-only (when it exists), and containers find it in
+    ``$SANDSTREAM_AGENTS_DIR``. Without
     ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
     ``local`` launcher is announced with a warning: it isolates nothing.
     """
     argv = shlex.split(args.container_cmd)
+    agents = args.agents_dir or default_agents_dir()
+    agents_env = {AGENTS_DIR_ENV: str(agents)}
     sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
     if sandbox == "bwrap":
         limits = ResourceLimits(
@@ -147,11 +160,17 @@ def launcher_from_args(
             cpu_seconds=args.cpu_limit,
             disk_bytes=args.disk_limit,
         )
+        if not agents.is_dir():
+            logging.getLogger("sandstream.runner").info(
+                "no ACP agents in %s (sandstream agents install): acp presets will fail", agents
+            )
         launcher = BwrapLauncher(
             argv=argv,
+            env=agents_env,
             network=args.sandbox_network == "on",
             limits=limits,
             hidden_paths=hidden_paths,
+            extra_paths=[str(agents)] if agents.is_dir() else [],
             stderr=args.container_stderr,
         )
         logging.getLogger("sandstream.runner").debug(
@@ -168,6 +187,7 @@ def launcher_from_args(
     )
     return LocalSubprocessLauncher(
         argv=argv,
+        env=agents_env,
         kill_grace=args.kill_grace,
         stderr=args.container_stderr,
     )

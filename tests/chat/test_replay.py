@@ -11,6 +11,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.support.model_server import reply, start_model_server
 from sandstream.core.persistence import (
     ErrorBlock,
     PersistedFileAttachment,
@@ -28,7 +29,6 @@ from sandstream.server.chat.records import TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.sqlite import DATABASE_NAME
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
-from tests.support.model_server import reply, start_model_server
 
 
 async def _seed_turns(server: ChatServer, count: int) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.support.model_server import ModelServer, start_model_server
+from benchmarks.support.model_server import ModelServer, start_model_server
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import trio
 
+from benchmarks.support.model_server import ModelServer, reply, tool_calls
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, EnvResponse, OpenAIAgent
 from tests.support.container import run_container, start_container
-from tests.support.model_server import ModelServer, reply, tool_calls
 
 
 async def test_pretty_printed_dispatch_on_stdin_still_runs(workspace: WorkspaceServer) -> None:

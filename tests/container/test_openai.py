@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import (
     Attachment,
@@ -19,7 +20,6 @@ from sandstream.core.schemas import (
     OpenAIAgent,
 )
 from tests.support.container import ContainerRun, run_in_process
-from tests.support.model_server import Hang, HttpError, ModelServer, Raw, reply, tool_calls
 
 
 async def _run(

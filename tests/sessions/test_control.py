@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio_websocket
 
+from benchmarks.support.model_server import reply, start_model_server, tool_calls
 from benchmarks.support.session_client import read_session
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.core.schemas import ConfigResponse, EnvResponse, OpenAIAgent
@@ -24,7 +25,6 @@ from tests.sessions.harness import (
     start_sessions,
     wait_state,
 )
-from tests.support.model_server import reply, start_model_server, tool_calls
 
 
 async def test_interrupt_mid_tool_ends_the_session_and_its_process_group(

@@ -1,0 +1,85 @@
+"""``sandstream agents install``: real npm installs into a temp agents dir (from npm's
+cache after the first run), idempotent, atomic, and clear errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandstream.container.agents.acp import install as installer
+from sandstream.container.agents.acp.install import (
+    AGENTS,
+    AgentInstallError,
+    AgentNotInstalledError,
+    AgentPackages,
+    UnknownAgentError,
+    install,
+    installed_command,
+    prefix_of,
+)
+from sandstream.core.agents_dir import default_agents_dir
+
+
+def test_install_is_idempotent_and_leaves_no_staging(tmp_path: Path) -> None:
+    agents = tmp_path / "agents"
+    stale = agents / ".claude-0.23.1.interrupted"
+    stale.mkdir(parents=True)  # what a killed install leaves behind
+    (stale / "half").write_text("x")
+
+    [prefix] = install(["claude"], agents, log=False)
+    assert prefix == prefix_of("claude", agents) == agents / "claude-0.23.1"
+    command = installed_command("claude", agents)
+    assert Path(command[0]).is_file()
+    assert Path(command[0]).is_relative_to(prefix)
+    inode = prefix.stat().st_ino
+
+    assert install(["claude"], agents, log=False) == [prefix]
+    assert prefix.stat().st_ino == inode  # left as it was
+    assert sorted(p.name for p in agents.iterdir()) == [".lock", "claude-0.23.1"]
+
+
+def test_an_unknown_name_is_refused_before_anything_is_installed(tmp_path: Path) -> None:
+    with pytest.raises(UnknownAgentError, match=r"unknown agent 'nope' \(known: claude, codex"):
+        install(["claude", "nope"], tmp_path, log=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_says_what_is_unknown(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sandstream.core.cli", "agents", "install", "nope"],
+        capture_output=True,
+        text=True,
+        env={"SANDSTREAM_AGENTS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "unknown agent 'nope'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_npm_is_an_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = AgentPackages(
+        "claude", "broken", ("@zed-industries/claude-agent-acp@0.0.0-no-such",), ("x",)
+    )
+    monkeypatch.setitem(installer.AGENTS, "claude", broken)  # type: ignore[index]
+    with pytest.raises(AgentInstallError, match="npm install of the claude agent failed"):
+        install(["claude"], tmp_path, log=False)
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]
+
+
+def test_a_missing_agent_names_the_command_that_installs_it(tmp_path: Path) -> None:
+    with pytest.raises(AgentNotInstalledError, match="sandstream agents install codex") as caught:
+        installed_command("codex", tmp_path)
+    assert caught.value.code == "agent_not_installed"
+
+
+@pytest.mark.parametrize("name", list(AGENTS))
+def test_every_agent_is_installed_for_the_tests(name: str) -> None:
+    # .dev/test installs them into the default agents dir.
+    command = installed_command(name, default_agents_dir())
+    assert Path(command[0]).is_file()
