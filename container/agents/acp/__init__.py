@@ -1,0 +1,1 @@
+"""The ``acp`` agent kind: an agent program driven over the Agent Client Protocol."""
