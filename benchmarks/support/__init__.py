@@ -9,7 +9,11 @@
   stopping at any byte and resuming from its cursor;
 - :mod:`.redis_server` — a real ``redis-server`` on a free loopback port;
 - :mod:`.mover_process` — one ``LogMover`` in a process of its own (to be SIGKILLed);
-- :mod:`.namespaces` — the live processes of a PID namespace (a bwrap sandbox's).
+- :mod:`.namespaces` — the live processes of a PID namespace (a bwrap sandbox's);
+- :mod:`.model_server` — a stand-in model provider for the real agent programs,
+  speaking Anthropic Messages, OpenAI Chat Completions and Responses, and Gemini
+  streaming (the wire formats in :mod:`.model_wire`), scripted to call the agent's
+  shell tool and then answer in text chunks.
 
 The tests import them from here (``tests/`` may use ``benchmarks/``; ``benchmarks/``
 never imports ``tests/``, which ``tests/test_layers.py`` checks).

@@ -13,13 +13,14 @@ import trio
 __all__ = ["http1_client", "serve_app"]
 
 
-async def serve_app(nursery: trio.Nursery, app: Any) -> str:
-    """Start ``app`` with Hypercorn on ``127.0.0.1:0``; return its base URL (no slash).
+async def serve_app(nursery: trio.Nursery, app: Any, *, port: int = 0) -> str:
+    """Start ``app`` with Hypercorn on ``127.0.0.1:port`` (0: a free one); return its
+    base URL (no slash).
 
     The server lives as long as ``nursery``; cancelling the nursery stops it.
     """
     config = hypercorn.config.Config()
-    config.bind = ["127.0.0.1:0"]
+    config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 0.1
