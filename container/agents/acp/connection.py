@@ -40,7 +40,7 @@ from .wire import (
     encode,
 )
 
-__all__ = ["Connection", "Handler", "RpcFault", "open_connection"]
+__all__ = ["Connection", "Handler", "Reply", "RpcFault", "open_connection"]
 
 _READ_SIZE: Final = 65536
 _ABANDONED_KEPT: Final = 1024
@@ -66,6 +66,47 @@ class Handler(Protocol):
         """Start answering a request (``None``: unknown method)."""
 
 
+class Reply:
+    """The answer to one request, once it comes."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        ident: RequestId,
+        method: str,
+        receive: trio.MemoryReceiveChannel[Response | ErrorResponse],
+    ) -> None:
+        self._connection = connection
+        self.id = ident
+        self.method = method
+        self._receive = receive
+        self._answer: Response | ErrorResponse | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether the answer has been received."""
+        return self._answer is not None
+
+    async def result(self) -> Any:
+        """Wait for the answer: its result, or :class:`RemoteError`, or the failure."""
+        if self._answer is None:
+            try:
+                self._answer = await self._receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                failure = self._connection.failure
+                assert failure is not None
+                raise failure from None
+        if isinstance(self._answer, ErrorResponse):
+            answer = self._answer
+            raise RemoteError(self.method, answer.code, answer.message, answer.data)
+        return self._answer.result
+
+    def abandon(self) -> None:
+        """Give up on the answer if it has not come (its late arrival is dropped)."""
+        if self._answer is None and self._connection._forget(self.id):
+            self._receive.close()
+
+
 class Connection:
     """One side of the JSON-RPC conversation (see the module doc)."""
 
@@ -85,27 +126,28 @@ class Connection:
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request and return its result; raise :class:`RemoteError` for an error
         answer, or the connection's failure."""
+        reply = await self.start_request(method, params)
+        try:
+            return await reply.result()
+        finally:
+            reply.abandon()
+
+    async def start_request(self, method: str, params: Any = None) -> Reply:
+        """Send a request; its :class:`Reply` waits for the answer (and may be waited on
+        again after a cancelled wait)."""
         if self.failure is not None:
             raise self.failure
         ident = self._next_id
         self._next_id += 1
         send, receive = trio.open_memory_channel[Response | ErrorResponse](1)
         self._pending[ident] = send
-        answered = False
+        reply = Reply(self, ident, method, receive)
         try:
             await self._send(Request(ident, method, params))
-            with receive:
-                answer = await receive.receive()
-            answered = True
-        except trio.EndOfChannel:
-            assert self.failure is not None
-            raise self.failure from None
-        finally:
-            if self._pending.pop(ident, None) is not None and not answered:
-                self._abandon(ident)
-        if isinstance(answer, ErrorResponse):
-            raise RemoteError(method, answer.code, answer.message, answer.data)
-        return answer.result
+        except BaseException:
+            reply.abandon()
+            raise
+        return reply
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification."""
@@ -121,10 +163,14 @@ class Connection:
                 self._fail(failure)
                 raise failure from exc
 
-    def _abandon(self, ident: RequestId) -> None:
+    def _forget(self, ident: RequestId) -> bool:
+        """Stop waiting for ``ident``'s answer; whether it was still awaited."""
+        if self._pending.pop(ident, None) is None:
+            return False
         self._abandoned[ident] = None
         if len(self._abandoned) > _ABANDONED_KEPT:
             del self._abandoned[next(iter(self._abandoned))]
+        return True
 
     def _fail(self, failure: ContainerError) -> None:
         if self.failure is not None:
