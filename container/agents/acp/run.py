@@ -2,10 +2,11 @@
 
 :func:`run_acp` prepares the agent (its preset writes its config under a HOME the run
 owns, in the container's state dir), starts it in its own process group in the work dir
-(:mod:`.process`), and runs the turn (:mod:`.session`) over a JSON-RPC connection on its
-stdio (:mod:`.connection`). Any failure (the agent exits, stalls, breaks the protocol,
-or answers an error) ends the run with its error code and the tail of the agent's
-stderr. Cancellation (SIGTERM, the runtime cap): the session cancels the turn
+(:mod:`.process`), with ``TMPDIR`` in the state dir too, and runs the turn
+(:mod:`.session`) over a JSON-RPC connection on its stdio (:mod:`.connection`). Any
+failure (the agent exits, stalls, breaks the protocol, or answers an error) ends the run
+with its error code and the tail of the agent's stderr. Cancellation (SIGTERM, the runtime
+cap): the session cancels the turn
 (``session/cancel``, pending permissions answered ``cancelled``) within a short grace,
 then the agent's whole process tree is killed and :class:`trio.Cancelled` propagates.
 """
@@ -59,6 +60,8 @@ async def run_acp(ctx: RunContext) -> str:
     assert isinstance(spec, AcpAgent)
     home = ctx.state_dir / "acp-home"
     home.mkdir(exist_ok=True)
+    scratch = ctx.state_dir / "acp-tmp"  # removed with the state dir, whatever the agent left
+    scratch.mkdir(exist_ok=True)
     prepared = prepare(
         spec,
         env=ctx.env,
@@ -81,7 +84,10 @@ async def run_acp(ctx: RunContext) -> str:
     message = ""
     try:
         async with agent_process(
-            prepared.command, cwd=ctx.work_dir, env=prepared.env, grace=ctx.kill_grace
+            prepared.command,
+            cwd=ctx.work_dir,
+            env={**prepared.env, "TMPDIR": str(scratch)},
+            grace=ctx.kill_grace,
         ) as process:
             assert process.stdin and process.stdout and process.stderr
             turn_over = trio.Event()
