@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from sandstream.core.schemas import AgentSpec, ClaudeCodeAgent, OpenAIAgent, ScriptedAgent
+from sandstream.core.schemas import (
+    AcpAgent,
+    AgentSpec,
+    ClaudeCodeAgent,
+    OpenAIAgent,
+    ScriptedAgent,
+)
 
 from ..context import RunContext
 
@@ -23,6 +29,10 @@ def agent_for(spec: AgentSpec) -> Agent:
         from .claude_code import run_claude_code
 
         return run_claude_code
+    if isinstance(spec, AcpAgent):
+        from .acp.run import run_acp
+
+        return run_acp
     if isinstance(spec, ScriptedAgent):
         from .scripted import run_scripted
 

@@ -5,7 +5,10 @@ Tool calls become steps, text and other lines ``log`` lines, the ``result`` line
 terminal (the mapping: docs/protocol.md, ``{"kind": "claude-code"}``). There is no clock:
 ``ts`` and ``durationMs`` come from the ``now_ms`` the caller passes.
 
-Bad input never raises: a malformed, unknown or over-long line becomes a ``log`` warn.
+Bad input never raises: a malformed or unknown line becomes a ``log`` warn. A line over
+``max_line_bytes`` (a tool's huge output) has its strings cut to ``keep_string_bytes``
+each and marked (:mod:`.long_lines`), with a ``log`` warn: its step keeps its outcome and
+its result is the cut text; only a line still over the bound after that is skipped.
 Lines after ``result`` are dropped; without one the core's ``StreamProcessor`` ends the
 stream (``error{code:"upstream_closed"}``).
 """
@@ -19,11 +22,13 @@ import msgspec
 from ..envelope import Envelope, Error, Log, LogLevel, Result, Step
 from ..errors import JSONInputError
 from ..json_input import decode_json
-from ..splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
+from ..splitter import DEFAULT_MAX_LINE_BYTES
+from .long_lines import LongLineSplitter, ShortenedLine
 
 __all__ = [
     "API_ERROR_CODES",
     "DEFAULT_EXCERPT_CHARS",
+    "DEFAULT_KEEP_STRING_BYTES",
     "DEFAULT_MAX_TRACKED_STEPS",
     "ERROR_CODES",
     "PERMISSION_DENIED",
@@ -32,6 +37,8 @@ __all__ = [
 ]
 
 DEFAULT_EXCERPT_CHARS: Final = 200
+DEFAULT_KEEP_STRING_BYTES: Final = 128 * 1024
+"""How much of each string an over-long line keeps."""
 DEFAULT_MAX_TRACKED_STEPS: Final = 10_000
 UNKNOWN_TOOL_NAME: Final = "unknown"
 PERMISSION_DENIED: Final = "permission denied"
@@ -73,9 +80,9 @@ _LEVELS: Final[dict[str, LogLevel]] = {
 class ClaudeCodeTranslator:
     """Translate one Claude Code run; not thread-safe.
 
-    ``max_line_bytes`` bounds a line (longer ones are skipped with a warn), so memory
-    between feeds stays bounded; at most ``max_tracked_steps`` tool-call ids are
-    remembered (the oldest are forgotten first).
+    ``max_line_bytes`` bounds a line (longer ones have their strings cut to
+    ``keep_string_bytes``), so memory between feeds stays bounded; at most
+    ``max_tracked_steps`` tool-call ids are remembered (the oldest are forgotten first).
     """
 
     __slots__ = (
@@ -98,12 +105,15 @@ class ClaudeCodeTranslator:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         *,
         excerpt_chars: int = DEFAULT_EXCERPT_CHARS,
+        keep_string_bytes: int = DEFAULT_KEEP_STRING_BYTES,
         max_tracked_steps: int = DEFAULT_MAX_TRACKED_STEPS,
     ) -> None:
-        """Raise ``ValueError`` if a bound is not positive."""
+        """Raise ``ValueError`` if a bound is not positive (or strings keep the whole line)."""
         if excerpt_chars < 1 or max_tracked_steps < 1:
             raise ValueError("excerpt_chars and max_tracked_steps must be positive")
-        self._splitter = NDJSONSplitter(max_line_bytes)
+        self._splitter = LongLineSplitter(
+            max_line_bytes, min(keep_string_bytes, max(1, max_line_bytes // 2))
+        )
         self._excerpt_chars = excerpt_chars
         self._max_tracked = max_tracked_steps
         self._line_no = 0
@@ -168,6 +178,10 @@ class ClaudeCodeTranslator:
             limit = self._splitter.max_line_bytes
             self._warn(out, ts, f"line longer than {limit} bytes, skipped")
             return
+        if isinstance(line, ShortenedLine):
+            limit = self._splitter.max_line_bytes
+            cut = f"line longer than {limit} bytes: {line.cut} bytes of its strings cut"
+            self._warn(out, ts, cut)
         if not line.strip():
             return
         try:

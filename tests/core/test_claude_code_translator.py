@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -357,20 +358,40 @@ def test_basic_query_of_an_older_cli() -> None:
     assert out[-1] == Result(message="4")
 
 
-def test_a_tool_result_over_the_line_bound_still_ends_its_step() -> None:
-    # The real rate-limit turn, its tool_result grown past a 4 KiB line bound (a Read of
-    # a large file does the same to the default 1 MiB bound).
+def test_a_tool_result_over_the_line_bound_keeps_its_outcome_and_is_cut() -> None:
+    # The real rate-limit turn, its tool_result grown past a 4 KiB line bound.
     data = transcript("untether_rate_limit_warning_2.1.285.jsonl").splitlines(keepends=True)
     data[2] = data[2].replace(b"\\techo72", b"\\techo72" + b" padding" * 1000)
     out = translate([b"".join(data)], max_line_bytes=4096)
     steps = [e for e in out if isinstance(e, Step)]
-    assert [s.status for s in steps] == ["running", "failed"]
-    assert steps[1].error == (
-        "Claude Code ended the turn without a result for this tool call "
-        "(1 line(s) over 4096 bytes were skipped)"
-    )
+    assert [s.status for s in steps] == ["running", "succeeded"]
+    assert isinstance(steps[1].result, str)
+    assert steps[1].result.startswith("1\techo72 padding padding")
+    assert re.search(r"… \[truncated: \d+ more bytes\]$", steps[1].result)
+    cut_warning = "claude-code line 3: line longer than 4096 bytes: "
+    assert any(w.startswith(cut_warning) for w in warnings(out))
     assert isinstance(out[-1], Result)
-    assert out.index(steps[1]) < len(out) - 1  # before the terminal
+
+
+@pytest.mark.parametrize("is_error", [False, True])
+def test_a_tool_result_of_several_mib_keeps_its_outcome(is_error: bool) -> None:
+    # As the CLI writes it: is_error after the content, then tool_use_result repeating
+    # the output; the line is 6 MiB, in 64 KiB chunks.
+    output = "line of output é\n" * (3 * 1024 * 1024 // 18)
+    result_block = tool_result("t1", content=output, is_error=is_error)
+    tool_line = {**user(result_block), "tool_use_result": {"stdout": output, "stderr": ""}}
+    data = lines(assistant(tool_use("t1")), tool_line, result_line(result="done"))
+    assert len(data) > 6 * 1024 * 1024
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    out = translate(chunks)
+    steps = [e for e in out if isinstance(e, Step)]
+    assert [s.status for s in steps] == ["running", "failed" if is_error else "succeeded"]
+    cut = steps[1].error if is_error else steps[1].result
+    assert isinstance(cut, str)
+    assert cut.startswith("line of output é\n")
+    assert 64 * 1024 < len(cut) < 128 * 1024 + 64  # 128 KiB of JSON-escaped text kept
+    assert re.search(r"… \[truncated: \d+ more bytes\]$", cut)
+    assert out[-1] == Result(message="done")
 
 
 # --- Findings on other shapes of current CLIs -----------------------------------------

@@ -37,6 +37,7 @@ import trio
 
 from benchmarks.support.namespaces import namespace_members
 from sandstream.core import StreamProcessor, Turn
+from sandstream.core.envelope import LIVE_EXTENSION
 
 __all__ = [
     "ContainerRun",
@@ -63,10 +64,13 @@ def container_argv(*args: str) -> list[str]:
 def check_stream(stdout: bytes) -> Turn:
     """Validate container stdout with the core; return the folded turn.
 
+    The ``live`` extension's lines are accepted (a test of a run that did not ask for
+    them checks that there are none).
+
     Asserts: no diagnostics, a terminal present before the stream is closed (so it
     was emitted, not synthesized), exactly one terminal line, and it is the last line.
     """
-    proc = StreamProcessor(mode="ndjson")
+    proc = StreamProcessor(mode="ndjson", extensions=[LIVE_EXTENSION])
     forwarded = proc.feed(stdout)
     assert proc.turn.terminal is not None, f"no terminal line in stdout: {stdout[-500:]!r}"
     forwarded += proc.close()

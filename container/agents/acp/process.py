@@ -1,0 +1,96 @@
+"""The agent's process tree: started in its own process group, ended whole.
+
+:func:`agent_process` starts the agent command in a new session (its own process group)
+with pipes, and on leaving ends every process of its tree: the group gets ``SIGTERM``,
+then after ``grace`` seconds ``SIGKILL``; descendants that left the group (a tool run
+under ``setsid``) are found in ``/proc`` and killed too, before and after. It runs
+shielded, so a cancelled run still leaves nothing behind. Raises :class:`OSError` if
+the command cannot start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import trio
+
+from ...procs import kill_group, terminate_group
+
+__all__ = ["agent_process", "descendants"]
+
+_SWEEPS = 5
+
+
+def descendants(pid: int) -> set[int]:
+    """The pids of ``pid``'s descendants now (from ``/proc``; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@asynccontextmanager
+async def agent_process(
+    command: Sequence[str], *, cwd: Path, env: Mapping[str, str], grace: float
+) -> AsyncIterator[trio.Process]:
+    """The running agent, with stdin, stdout and stderr pipes (see the module doc)."""
+    process = await trio.lowlevel.open_process(
+        list(command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=os.fspath(cwd),
+        env=dict(env),
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        with trio.CancelScope(shield=True):
+            strays = descendants(process.pid)
+            if process.returncode is None:
+                await terminate_group(process, grace)
+            kill_group(process.pid, signal.SIGKILL)
+            for _ in range(_SWEEPS):
+                _kill_all(strays)
+                strays = {pid for pid in strays if _alive(pid)}
+                if not strays:
+                    break
+                await trio.sleep(0.01)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    await stream.aclose()

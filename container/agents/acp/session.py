@@ -1,0 +1,268 @@
+"""The ACP client role for one turn: ``initialize``, ``session/new``, ``session/set_mode``,
+``session/prompt``, then ``session/update`` notifications until the prompt's answer.
+
+:class:`AcpSession` is the connection's :class:`~.connection.Handler`: updates go
+through the :class:`~.translate.Translator` to the emitter, permission requests to the
+:class:`~.permissions.PermissionDesk`; the agent's other requests (no file system, no
+terminal were offered) are answered ``-32601``. The prompt's ``stopReason``:
+``end_turn`` gives the message; ``max_tokens``, ``refusal``, ``max_turn_requests``
+raise their :mod:`.errors`; ``cancelled`` ends the turn as interrupted
+(:class:`trio.Cancelled` propagates from the caller). An agent silent for
+``stall_timeout_sec`` while the prompt runs (not counting waits for the user) raises
+:class:`~.errors.AgentStalledError`.
+
+Cancellation: :meth:`request_cancel` (called when the run is cancelled; the session
+itself runs shielded) answers pending permission requests ``cancelled``, sends
+``session/cancel`` and waits at most ``cancel_grace`` seconds for the prompt's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, Final
+
+import pydantic
+import trio
+from acp.schema import (
+    InitializeResponse,
+    NewSessionResponse,
+    PromptResponse,
+    RequestPermissionRequest,
+    SessionNotification,
+)
+
+from sandstream.core.schemas import ConfigResponse
+
+from ...context import RunContext
+from ...output import now_ms
+from ..claude_code import render_prompt
+from .connection import Connection, Reply, RpcFault
+from .errors import (
+    AgentStalledError,
+    MaxTokensError,
+    MaxTurnRequestsError,
+    ProtocolError,
+    RefusalError,
+)
+from .permissions import PermissionDesk
+from .translate import TRANSLATED, Translator
+from .wire import INVALID_PARAMS
+
+__all__ = ["PROTOCOL_VERSION", "AcpSession", "TurnCancelled", "mcp_servers"]
+
+PROTOCOL_VERSION: Final = 1
+CANCEL_GRACE: Final = 3.0
+"""Seconds an agent gets to answer the prompt after ``session/cancel``."""
+
+_STOP_ERRORS: Final = {
+    "max_tokens": (MaxTokensError, "the model reached its output token limit"),
+    "refusal": (RefusalError, "the model refused to continue"),
+    "max_turn_requests": (MaxTurnRequestsError, "the agent reached its limit of model requests"),
+}
+
+
+class TurnCancelled(Exception):
+    """The turn ended because it was cancelled (stop reason ``cancelled``)."""
+
+
+def mcp_servers(config: ConfigResponse) -> list[dict[str, Any]]:
+    """The config's MCP servers as ACP ``mcpServers`` (stdio or HTTP)."""
+    servers: list[dict[str, Any]] = []
+    for server in config.mcp_servers:
+        if server.command:
+            env = [{"name": key, "value": value} for key, value in server.env.items()]
+            servers.append(
+                {
+                    "name": server.name,
+                    "command": server.command[0],
+                    "args": server.command[1:],
+                    "env": env,
+                }
+            )
+        elif server.url:
+            servers.append({"type": "http", "name": server.name, "url": server.url, "headers": []})
+    return servers
+
+
+class AcpSession:
+    """One turn with one agent (see the module doc)."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        mode: str | None,
+        hidden_text: tuple[str, ...],
+        permission_timeout: float,
+        stall_timeout: float,
+        cancel_grace: float = CANCEL_GRACE,
+    ) -> None:
+        self._ctx = ctx
+        self._mode = mode
+        self._stall = stall_timeout
+        self._grace = cancel_grace
+        self._translator = Translator(live=ctx.live, hidden_text=hidden_text)
+        self._desk = PermissionDesk(ctx, permission_timeout)
+        self._session_id: str | None = None
+        self._cancel = trio.Event()
+
+    # --- what the agent sends (Handler) -------------------------------------------------
+
+    def notification(self, method: str, params: Any) -> None:
+        if method != "session/update":
+            self._ctx.emitter.log("debug", f"agent notification {method} ignored")
+            return
+        kind = params.get("update", {}).get("sessionUpdate") if isinstance(params, dict) else None
+        if isinstance(kind, str) and kind not in TRANSLATED:
+            return  # usage, commands, session info, config options: nothing to show
+        try:
+            update = SessionNotification.model_validate(params).update
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(f"session/update does not match ACP: {_first_error(exc)}") from None
+        self._ctx.emitter.emit_many(self._translator.update(update, now_ms()))
+
+    def request(self, method: str, params: Any) -> Awaitable[Any] | None:
+        if method != "session/request_permission":
+            return None
+        try:
+            asked = RequestPermissionRequest.model_validate(params)
+        except pydantic.ValidationError as exc:
+            raise RpcFault(INVALID_PARAMS, f"invalid params: {_first_error(exc)}") from None
+        step_id, lines = self._translator.tool_call(asked.tool_call, now_ms())
+        self._ctx.emitter.emit_many(lines)
+        request_id = self._desk.announce(step_id, asked.tool_call.title, asked.options)
+        return self._desk.answer(request_id, asked.options)
+
+    # --- the turn -------------------------------------------------------------------------
+
+    def request_cancel(self) -> None:
+        """Cancel the turn (see the module doc); safe to call at any time."""
+        self._desk.cancel_all()
+        self._cancel.set()
+
+    async def run(self, connection: Connection) -> str:
+        """The turn, from ``initialize`` to the message; raises as the module doc says."""
+        ctx = self._ctx
+        init = await self._call(
+            connection,
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                },
+                "clientInfo": {"name": "sandstream", "version": "1"},
+            },
+            InitializeResponse,
+        )
+        info = init.agent_info
+        described = f"{info.name} {info.version}" if info is not None else "an agent"
+        ctx.emitter.log("info", f"acp agent: {described}, protocol {init.protocol_version}")
+        new = await self._call(
+            connection,
+            "session/new",
+            {"cwd": str(Path(ctx.work_dir)), "mcpServers": mcp_servers(ctx.config)},
+            NewSessionResponse,
+        )
+        self._session_id = new.session_id
+        if self._mode is not None:
+            await self._call(
+                connection,
+                "session/set_mode",
+                {"sessionId": new.session_id, "modeId": self._mode},
+                None,
+            )
+        text = render_prompt(ctx.prompt, ctx.conversation, ctx.config.attachments)
+        if ctx.config.system_prompt:
+            text = f"{ctx.config.system_prompt}\n\n{text}"
+        params = {"sessionId": new.session_id, "prompt": [{"type": "text", "text": text}]}
+        response = await self._prompt(connection, params)
+        reason = response.stop_reason
+        if reason == "end_turn":
+            ctx.emitter.emit_many(self._translator.finish("the turn ended before the tool did"))
+            return self._translator.message
+        if reason == "cancelled":
+            raise TurnCancelled("the agent cancelled the turn")
+        error, message = _STOP_ERRORS[reason]
+        ctx.emitter.emit_many(self._translator.finish(f"the turn stopped ({reason})"))
+        raise error(message)
+
+    async def _call(self, connection: Connection, method: str, params: Any, model: Any) -> Any:
+        """A setup request, bounded by the stall timeout and given up on a cancel."""
+        with trio.move_on_after(self._stall) as timer:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._give_up_on_cancel, nursery.cancel_scope)
+                result = await connection.request(method, params)
+                nursery.cancel_scope.cancel()
+        if timer.cancelled_caught:
+            raise AgentStalledError(f"no answer to {method} in {self._stall:g} s")
+        if self._cancel.is_set():
+            raise TurnCancelled(f"cancelled during {method}")
+        if model is None:
+            return result
+        try:
+            return model.model_validate(result)
+        except pydantic.ValidationError as exc:
+            mismatch = f"{method} answer does not match ACP: {_first_error(exc)}"
+            raise ProtocolError(mismatch) from None
+
+    async def _give_up_on_cancel(self, scope: trio.CancelScope) -> None:
+        await self._cancel.wait()
+        scope.cancel()
+
+    async def _prompt(self, connection: Connection, params: Any) -> PromptResponse:
+        reply = await connection.start_request("session/prompt", params)
+        result: Any = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_stall, connection, nursery.cancel_scope)
+                nursery.start_soon(self._give_up_on_cancel, nursery.cancel_scope)
+                result = await reply.result()
+                nursery.cancel_scope.cancel()
+            if not reply.answered:
+                if not self._cancel.is_set():
+                    raise AgentStalledError(
+                        f"the agent said nothing for {self._stall:g} s during the prompt"
+                    )
+                result = await self._cancel_prompt(connection, reply)
+        finally:
+            reply.abandon()
+        try:
+            return PromptResponse.model_validate(result)
+        except pydantic.ValidationError as exc:
+            raise ProtocolError(
+                f"session/prompt answer does not match ACP: {_first_error(exc)}"
+            ) from None
+
+    async def _cancel_prompt(self, connection: Connection, reply: Reply) -> Any:
+        assert self._session_id is not None
+        self._ctx.emitter.log("info", "acp agent: cancelling the turn (session/cancel)")
+        with trio.move_on_after(self._grace):
+            await connection.notify("session/cancel", {"sessionId": self._session_id})
+            result = await reply.result()
+            self._ctx.emitter.emit_many(self._translator.finish("cancelled"))
+            return result
+        self._ctx.emitter.emit_many(self._translator.finish("cancelled"))
+        raise TurnCancelled("the agent did not answer session/cancel in time")
+
+    async def _watch_stall(self, connection: Connection, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` once the agent has been silent too long (not while the user
+        is being asked)."""
+        while True:
+            now = trio.current_time()
+            if self._desk.waiting:
+                await trio.sleep(min(1.0, self._stall))
+                continue
+            deadline = max(connection.last_heard, self._desk.last_answered) + self._stall
+            if now >= deadline:
+                scope.cancel()
+                return
+            await trio.sleep_until(deadline)
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])

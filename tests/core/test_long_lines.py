@@ -1,0 +1,113 @@
+"""The long-line splitter: whole lines as they are, over-long ones with their strings cut."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandstream.core.errors import SplitterClosedError
+from sandstream.core.translators.long_lines import CUT_MARKER, LongLineSplitter, ShortenedLine
+
+MAX, KEEP = 300, 40
+
+
+def split(chunks: list[bytes], max_line: int = MAX, keep: int = KEEP) -> list[bytes | None]:
+    splitter = LongLineSplitter(max_line, keep)
+    out: list[bytes | None] = []
+    for chunk in chunks:
+        out += splitter.feed(chunk)
+    return out + splitter.close()
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({min(c, len(data)) for c in cuts})
+    return [data[a:b] for a, b in itertools.pairwise([0, *points, len(data)])]
+
+
+def check_cut(original: Any, cut: Any) -> None:
+    """``cut`` is ``original`` with some strings cut to a prefix plus the marker."""
+    if isinstance(original, str):
+        assert isinstance(cut, str)
+        if cut != original:
+            head, marker, rest = cut.partition(CUT_MARKER)
+            assert marker and rest.endswith(" more bytes]")
+            assert original.startswith(head)
+    elif isinstance(original, list):
+        assert isinstance(cut, list) and len(cut) == len(original)
+        for a, b in zip(original, cut, strict=True):
+            check_cut(a, b)
+    elif isinstance(original, dict):
+        assert isinstance(cut, dict) and len(cut) == len(original)
+        for (ka, va), (kb, vb) in zip(original.items(), cut.items(), strict=True):
+            check_cut(ka, kb)
+            check_cut(va, vb)
+    else:
+        assert cut == original
+
+
+_text = st.text(st.characters(codec="utf-8"), max_size=120)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(
+    values=st.lists(_json, min_size=1, max_size=4),
+    ascii_only=st.booleans(),
+    crlf=st.booleans(),
+    cuts=st.lists(st.integers(0, 3000), max_size=12),
+)
+def test_every_chunking_gives_the_same_lines_and_cut_lines_keep_their_shape(
+    values: list[Any], ascii_only: bool, crlf: bool, cuts: list[int]
+) -> None:
+    end = b"\r\n" if crlf else b"\n"
+    data = b"".join(json.dumps(v, ensure_ascii=ascii_only).encode() + end for v in values)
+    whole = split([data])
+    assert split(chunked(data, cuts)) == whole
+    assert split([bytes([b]) for b in data[:400]] + [data[400:]]) == whole
+    assert len(whole) == len(values)
+    for value, line in zip(values, whole, strict=True):
+        encoded = json.dumps(value, ensure_ascii=ascii_only).encode()
+        if len(encoded) <= MAX:
+            assert line == encoded and not isinstance(line, ShortenedLine)
+        elif line is not None:
+            assert isinstance(line, ShortenedLine) and len(line) <= MAX
+            assert line.cut > 0
+            check_cut(value, json.loads(line))
+
+
+def test_flags_after_a_huge_string_survive() -> None:
+    line = json.dumps({"content": 'é\\"' * 2_000_000, "is_error": True}).encode()
+    out = split(chunked(line + b"\n", list(range(0, len(line), 70_000))), 1 << 20, 1000)
+    assert len(out) == 1 and isinstance(out[0], ShortenedLine)
+    decoded = json.loads(out[0])
+    assert decoded["is_error"] is True
+    assert decoded["content"].startswith('é\\"')
+    assert out[0].cut > 10_000_000
+
+
+def test_a_line_still_too_long_after_cutting_is_none() -> None:
+    line = json.dumps(list(range(1000))).encode()
+    assert split([line + b"\nnext\n"]) == [None, b"next"]
+
+
+def test_unterminated_final_line_and_blank_lines() -> None:
+    assert split([b"a\n\n", b"b"]) == [b"a", b"", b"b"]
+    assert split([b'"' + b"x" * 500]) == [ShortenedLine(b'"' + b"x" * KEEP)]
+
+
+def test_feed_after_close_raises_and_bounds_are_checked() -> None:
+    splitter = LongLineSplitter(10, 5)
+    assert splitter.close() == [] and splitter.close() == []
+    with pytest.raises(SplitterClosedError):
+        splitter.feed(b"x")
+    with pytest.raises(ValueError):
+        LongLineSplitter(10, 10)
