@@ -5,7 +5,10 @@ structured tool output, so a history reload renders what the live stream rendere
 Payloads over a display bound are stored as a truncated preview with their full
 size recorded; steps the turn did not keep (its step bounds,
 :class:`~.turn.Turn`) are counted in a :class:`StepsOmittedBlock`, so the stored
-message stays bounded whatever the sandbox sends. Replay reads only
+message stays bounded whatever the sandbox sends. Of the ``live`` extension's lines
+the message keeps the folded reasoning (one :class:`ReasoningBlock`) and each
+permission request with its outcome (:class:`PermissionBlock`), never the deltas
+one by one: its text is the ``result``. Replay reads only
 :func:`replay_text`, which the store keeps beside the message. Pure functions; ids
 and timestamps come from the caller.
 """
@@ -17,9 +20,9 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import StepStatus
+from .envelope import PermissionOption, PermissionReply, PermissionStatus, StepStatus
 from .schemas import ChatTurn
-from .turn import StepRow, Turn
+from .turn import PermissionRow, StepRow, Turn
 
 __all__ = [
     "DEFAULT_DISPLAY_BYTES",
@@ -27,8 +30,10 @@ __all__ = [
     "ContentBlock",
     "ErrorBlock",
     "MessageStatus",
+    "PermissionBlock",
     "PersistedFileAttachment",
     "PersistedMessage",
+    "ReasoningBlock",
     "StepTrace",
     "StepTraceBlock",
     "StepsOmittedBlock",
@@ -36,6 +41,7 @@ __all__ = [
     "ToolOutputBlock",
     "TraceStatus",
     "assistant_message",
+    "permission_block",
     "replay_text",
     "replay_window",
     "user_message",
@@ -59,9 +65,33 @@ class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=Tru
 
 
 class TextBlock(_Block, tag="text"):
-    """Message text: the user's words, or the assistant's final ``result``."""
+    """Message text: the user's words, or the assistant's final ``result`` (in a turn
+    that ended without one, the text its deltas streamed, if any)."""
 
     text: str
+
+
+class ReasoningBlock(_Block, tag="reasoning"):
+    """The turn's reasoning deltas folded into one text (as far as the turn kept
+    them: ``Turn(max_text_chars=...)``), shown folded away."""
+
+    text: str
+
+
+class PermissionBlock(_Block, tag="permission"):
+    """A permission request of the turn and its outcome: asked what (``title``,
+    ``options``), about which ``step``, answered how (``reply``).
+
+    ``pending`` only while the turn is live; in an ended turn an unanswered request
+    is stored ``resolved`` with reply ``cancelled``.
+    """
+
+    id: str
+    status: PermissionStatus
+    options: list[PermissionOption]
+    step: str | None = None
+    title: str | None = None
+    reply: PermissionReply | None = None
 
 
 class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -122,7 +152,13 @@ class ErrorBlock(_Block, tag="error"):
 
 
 ContentBlock: TypeAlias = (
-    TextBlock | StepTraceBlock | ToolOutputBlock | StepsOmittedBlock | ErrorBlock
+    TextBlock
+    | ReasoningBlock
+    | StepTraceBlock
+    | ToolOutputBlock
+    | PermissionBlock
+    | StepsOmittedBlock
+    | ErrorBlock
 )
 
 
@@ -183,12 +219,21 @@ def assistant_message(
     A turn that has not ended yet is folded as it stands, with status ``failed``;
     callers settle it first (``StreamProcessor.close``/``cancel``/``fail``). In an
     ended turn, every step still ``running`` is closed (:func:`_closed_step`), so a
-    history reload never shows a step that runs forever.
+    history reload never shows a step that runs forever, and every permission request
+    still pending is stored ``resolved`` with reply ``cancelled``.
+
+    The blocks, each only when the turn has one: reasoning, text, steps, tool
+    outputs, permission requests, omitted steps, error.
     """
     rows = turn.steps
     content: list[ContentBlock] = []
+    reasoning = turn.reasoning
+    if reasoning:
+        content.append(ReasoningBlock(reasoning))
     if turn.result is not None:
         content.append(TextBlock(turn.result.message))
+    elif turn.parts and (text := turn.text):
+        content.append(TextBlock(text))
     if rows:
         traces = [_step_trace(row, display_bytes) for row in rows]
         if turn.ended:
@@ -198,6 +243,7 @@ def assistant_message(
             if row.result is not None:
                 output, truncated, size = _bounded(row.result, display_bytes)
                 content.append(ToolOutputBlock(row.id, row.name, output, truncated, size))
+    content.extend(permission_block(row, ended=turn.ended) for row in turn.permissions.values())
     if turn.omitted_steps:
         steps, size = turn.omitted_steps, turn.omitted_bytes
         note = f"{steps} more step{'' if steps == 1 else 's'} omitted ({size} bytes)"
@@ -263,6 +309,13 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
         last_ts=row.last_ts,
         omitted_bytes=row.omitted_bytes,
     )
+
+
+def permission_block(row: PermissionRow, *, ended: bool) -> PermissionBlock:
+    """``row`` as stored; still pending in an ended turn, it is closed ``cancelled``."""
+    if ended and row.status == "pending":
+        return PermissionBlock(row.id, "resolved", row.options, row.step, row.title, "cancelled")
+    return PermissionBlock(row.id, row.status, row.options, row.step, row.title, row.reply)
 
 
 _STOPPED: Final = ("cancelled", "interrupted")

@@ -1,4 +1,4 @@
-"""The chat's SSE turned into the Vercel AI SDK 5 UI message stream (``useChat``'s wire).
+"""The chat's SSE turned into the Vercel AI SDK UI message stream (``useChat``'s wire).
 
 Sans-IO: feed it the chat stream's bytes (as :class:`~sandstream.core.StreamProcessor`
 writes them) in any chunking; write out what it returns::
@@ -7,22 +7,41 @@ writes them) in any chunking; write out what it returns::
     out = stream.feed(chunk)   # bytes of UI message stream frames (maybe b"")
     out += stream.close()      # end of input: the stream is always finished
 
-The chunks it makes: docs/chat.md, "AI SDK (useChat)". Bad input: a ``step``,
-``result``, ``error`` or ``files`` frame whose data is not what the chat sends raises
-:class:`UIMessageStreamError` (the stream accepts nothing more).
+The chunks it makes: docs/chat.md, "AI SDK (useChat)"; every frame is valid for
+``ai`` 5, 6 and 7, and chunks only a later version knows are sent only to a client
+that states that version (``ai_version``). Bad input: a ``step``, ``result``,
+``error``, ``delta``, ``permission`` or ``files`` frame whose data is not what the
+chat sends raises :class:`UIMessageStreamError` (the stream accepts nothing more).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Callable
 from typing import Final
 
 import msgspec
 
-from .envelope import Error, Result, Step, WireEnvelope, new_wire_decoder
+from .envelope import (
+    Delta,
+    DeltaKind,
+    Error,
+    LiveWireEnvelope,
+    Permission,
+    Result,
+    Step,
+    new_live_wire_decoder,
+)
 from .errors import SSEParseError, UIMessageStreamError
-from .persistence import PersistedFileAttachment, StepTraceBlock, assistant_message
+from .live import LiveFold
+from .persistence import (
+    PermissionBlock,
+    PersistedFileAttachment,
+    StepTraceBlock,
+    assistant_message,
+    permission_block,
+)
 from .sse import PING, format_event
 from .sse_parser import Comment, ServerSentEvent, SSEParser
 from .turn import Turn
@@ -41,7 +60,10 @@ UI_MESSAGE_STREAM_HEADERS: Final = {
 
 DONE: Final = b"data: [DONE]\n\n"
 TEXT_PART_ID: Final = "text"
-"""The id of the message's one text part (ids are per message)."""
+"""The id of the text part that carries the ``result`` when it was not streamed as
+``delta`` lines (ids are per message)."""
+PERMISSION_DATA: Final = "data-permission"
+"""The data part type of a permission request (``id``: the request's id)."""
 _NULL: Final = msgspec.Raw(b"null")
 
 
@@ -90,6 +112,35 @@ class _TextEnd(_Chunk, tag="text-end"):
     id: str
 
 
+class _ReasoningStart(_Chunk, tag="reasoning-start"):
+    id: str
+
+
+class _ReasoningDelta(_Chunk, tag="reasoning-delta"):
+    id: str
+    delta: str
+
+
+class _ReasoningEnd(_Chunk, tag="reasoning-end"):
+    id: str
+
+
+class _PermissionData(_Chunk, tag=PERMISSION_DATA):
+    id: str
+    data: PermissionBlock
+
+
+class _ToolApprovalRequest(_Chunk, tag="tool-approval-request"):
+    approval_id: str
+    tool_call_id: str
+
+
+class _ToolApprovalResponse(_Chunk, tag="tool-approval-response"):
+    approval_id: str
+    approved: bool
+    reason: str
+
+
 class _Error(_Chunk, tag="error"):
     error_text: str
 
@@ -104,27 +155,64 @@ class _Files(msgspec.Struct):
 
 _encode: Final = msgspec.json.Encoder().encode
 _decode_files: Final = msgspec.json.Decoder(_Files).decode
-_decode_line: Final = new_wire_decoder().decode
-_ENVELOPE_EVENTS: Final = frozenset({"step", "result", "error"})
+_decode_line: Final = new_live_wire_decoder().decode
+_ENVELOPE_EVENTS: Final = frozenset({"step", "result", "error", "delta", "permission"})
+_PART_CHUNKS: Final = {
+    "text": (_TextStart, _TextDelta, _TextEnd),
+    "reasoning": (_ReasoningStart, _ReasoningDelta, _ReasoningEnd),
+}
+APPROVALS_SINCE: Final = 6
+"""The first ``ai`` major version that knows ``tool-approval-request``."""
+APPROVAL_RESPONSES_SINCE: Final = 7
+"""The first ``ai`` major version that knows ``tool-approval-response``."""
 
 
 class UIMessageStream:
     """Translate one turn's chat SSE into the UI message stream of ``message_id``.
 
-    Not thread-safe. Memory: the SSE parser's bounds, plus the id and name of each
-    step still running.
+    ``ai_version`` is the major version of the client's ``ai`` package, as the
+    client states it (5 when it does not): it decides whether permission requests
+    also become tool approvals. Not thread-safe. Memory: the SSE parser's bounds,
+    the id and name of each step still running, the turn's permission requests (at
+    most :data:`~.live.DEFAULT_MAX_PERMISSIONS`), and a hash of the streamed text.
     """
 
-    __slots__ = ("_file_url", "_finished", "_open_steps", "_parser", "_started", "message_id")
+    __slots__ = (
+        "_approvals",
+        "_file_url",
+        "_finished",
+        "_open_part",
+        "_open_steps",
+        "_parser",
+        "_permissions",
+        "_started",
+        "_streamed",
+        "ai_version",
+        "message_id",
+    )
 
-    def __init__(self, message_id: str, *, file_url: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        *,
+        file_url: Callable[[str], str] | None = None,
+        ai_version: int = 5,
+    ) -> None:
         self.message_id = message_id
+        self.ai_version = ai_version
         self._file_url = file_url
         self._parser = SSEParser(include_comments=True)
         self._started = False
         self._finished = False
         self._open_steps: dict[str, str] = {}
         """Running steps: id → name."""
+        self._open_part: tuple[DeltaKind, str] | None = None
+        """The text or reasoning part being streamed: its kind and id."""
+        self._streamed: hashlib._Hash | None = None
+        """SHA-256 of the text streamed so far (``None``: no text delta yet)."""
+        self._permissions = LiveFold(max_text_chars=0)
+        self._approvals: set[str] = set()
+        """Requests sent as ``tool-approval-request`` and not answered yet."""
 
     @property
     def finished(self) -> bool:
@@ -170,12 +258,19 @@ class UIMessageStream:
                 out.append(PING)
             elif item.event in _ENVELOPE_EVENTS:
                 envelope = self._envelope(item.event, item.data)
-                if type(envelope) is Step:
-                    out.append(self._step(envelope))
+                kind = type(envelope)
+                if kind is Delta:
+                    out.append(self._delta(envelope))  # type: ignore[arg-type]
+                    continue
+                out.append(self._end_part())
+                if kind is Step:
+                    out.append(self._step(envelope))  # type: ignore[arg-type]
+                elif kind is Permission:
+                    out.append(self._permission(envelope))  # type: ignore[arg-type]
                 else:
                     out.append(self._terminal(envelope))  # type: ignore[arg-type]
             elif item.event == "files" and self._file_url is not None:
-                out.append(self._files(item.data, self._file_url))
+                out.append(self._end_part() + self._files(item.data, self._file_url))
         return b"".join(out)
 
     def _files(self, data: str, file_url: Callable[[str], str]) -> bytes:
@@ -186,7 +281,7 @@ class UIMessageStream:
             raise UIMessageStreamError(f"a 'files' frame's data is no file list: {exc}") from exc
         return b"".join(_frame(_File(file_url(f.id), f.content_type)) for f in files)
 
-    def _envelope(self, event: str, data: str) -> WireEnvelope:
+    def _envelope(self, event: str, data: str) -> LiveWireEnvelope:
         try:
             envelope = _decode_line(data.encode())
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -206,6 +301,50 @@ class UIMessageStream:
         self._started = True
         return _frame(_Start(self.message_id))
 
+    def _delta(self, delta: Delta) -> bytes:
+        """The delta as a piece of its part, which starts (ending the open one) when
+        the delta's kind or id differ from the open part's."""
+        start, piece, _ = _PART_CHUNKS[delta.kind]
+        out = b""
+        key = (delta.kind, delta.id)
+        if self._open_part != key:
+            out = self._end_part() + _frame(start(delta.id))
+            self._open_part = key
+        if delta.kind == "text":
+            if self._streamed is None:
+                self._streamed = hashlib.sha256()
+            self._streamed.update(delta.text.encode())
+        return out + _frame(piece(delta.id, delta.text))
+
+    def _end_part(self) -> bytes:
+        """The end of the open text or reasoning part, if one is open."""
+        if self._open_part is None:
+            return b""
+        kind, part_id = self._open_part
+        self._open_part = None
+        return _frame(_PART_CHUNKS[kind][2](part_id))
+
+    def _permission(self, permission: Permission) -> bytes:
+        """The request as its ``data-permission`` part (the stored block); for a client
+        of ``ai`` 6 or later also a tool approval of its step, while that step runs."""
+        violation = self._permissions.fold_permission(permission)
+        if violation is not None:
+            self._finished = True
+            raise UIMessageStreamError(f"a 'permission' frame breaks a rule: {violation[1]}")
+        request_id = permission.id
+        row = self._permissions.permissions[request_id]
+        out = _frame(_PermissionData(request_id, permission_block(row, ended=False)))
+        if row.status == "pending":
+            if self.ai_version >= APPROVALS_SINCE and row.step in self._open_steps:
+                self._approvals.add(request_id)
+                out += _frame(_ToolApprovalRequest(request_id, row.step))
+        elif request_id in self._approvals:
+            self._approvals.discard(request_id)
+            if self.ai_version >= APPROVAL_RESPONSES_SINCE and row.step in self._open_steps:
+                approved = row.reply in ("once", "always")
+                out += _frame(_ToolApprovalResponse(request_id, approved, str(row.reply)))
+        return out
+
     def _step(self, step: Step[msgspec.Raw]) -> bytes:
         step_id = step.id
         out = b""
@@ -222,19 +361,34 @@ class UIMessageStream:
         return out + _frame(_ToolOutputError(step_id, step.error or "failed", True))
 
     def _terminal(self, terminal: Result | Error) -> bytes:
-        out = [self._close_open_steps(terminal)]
-        if type(terminal) is Result:
+        out = [self._end_part(), self._close_open_steps(terminal), self._close_permissions()]
+        if type(terminal) is Result and not self._was_streamed(terminal.message):
             out += [
                 _frame(_TextStart(TEXT_PART_ID)),
                 _frame(_TextDelta(TEXT_PART_ID, terminal.message)),
                 _frame(_TextEnd(TEXT_PART_ID)),
             ]
-        else:
-            assert type(terminal) is Error
+        elif type(terminal) is Error:
             out.append(_frame(_Error(f"[{terminal.code}] {terminal.message}")))
         out += [_frame(_Finish()), DONE]
         self._finished = True
         return b"".join(out)
+
+    def _was_streamed(self, message: str) -> bool:
+        """True when the text deltas, concatenated, were exactly ``message``."""
+        streamed = self._streamed
+        return (
+            streamed is not None and streamed.digest() == hashlib.sha256(message.encode()).digest()
+        )
+
+    def _close_permissions(self) -> bytes:
+        """The ``data-permission`` part of each request still pending, closed as the
+        stored message closes it."""
+        return b"".join(
+            _frame(_PermissionData(row.id, permission_block(row, ended=True)))
+            for row in self._permissions.permissions.values()
+            if row.status == "pending"
+        )
 
     def _close_open_steps(self, terminal: Result | Error) -> bytes:
         """``tool-output-error`` for each step still running, with the reason the stored

@@ -19,6 +19,8 @@ import msgspec
 import pytest
 import trio
 
+from sandstream.core import StreamProcessor, UIMessageStream
+from sandstream.core.persistence import assistant_message
 from sandstream.core.schemas import ScriptedError, ScriptedStep
 from tests.chat.harness import (
     API_TOKEN,
@@ -387,3 +389,122 @@ async def _step_running(server: ChatServer, chat_id: str) -> bool:
         return False
     session = server.service.sessions.get(turn.record.session_id)
     return any(b'"status":"running"' in run.data for run in await session.read_runs(0, 1 << 20))
+
+
+# -- the live extension, read by ai 5.0.0, the latest 5, 6 and 7 -------------------------
+
+LIVE_TURN = [
+    {"type": "delta", "id": "a1", "kind": "reasoning", "text": "The user wants "},
+    {"type": "delta", "id": "a1", "kind": "reasoning", "text": "a listing."},
+    {"type": "delta", "id": "a1", "kind": "text", "text": "Let me "},
+    {"type": "delta", "id": "a1", "kind": "text", "text": "look.\n"},
+    {"type": "step", "id": "s1", "name": "shell", "status": "running", "args": {"cmd": "ls"}},
+    {
+        "type": "permission",
+        "id": "p1",
+        "status": "pending",
+        "step": "s1",
+        "title": "Run ls",
+        "options": [
+            {"id": "o1", "kind": "allow_once", "name": "Allow once"},
+            {"id": "o2", "kind": "reject_once", "name": "Reject"},
+        ],
+    },
+    {"type": "permission", "id": "p1", "status": "resolved", "reply": "once"},
+    {"type": "step", "id": "s1", "name": "shell", "status": "succeeded", "result": "a.txt\n"},
+    {"type": "delta", "id": "a2", "kind": "text", "text": "There is "},
+    {"type": "delta", "id": "a2", "kind": "text", "text": "one file."},
+    {"type": "result", "message": "Let me look.\nThere is one file."},
+]
+READERS = {5: ["5.0.0", "5", "6", "7"], 6: ["6", "7"], 7: ["7"]}
+"""For each version a client states, the `ai` versions that must read its stream."""
+
+
+def live_ui_stream(ai_version: int, lines: list[dict[str, Any]]) -> tuple[bytes, Any]:
+    """The UI message stream of ``lines`` through the chat's SSE, and the stored message."""
+    processor = StreamProcessor("sse", extensions=["live"])
+    sse = processor.feed(b"".join(msgspec.json.encode(one) + b"\n" for one in lines))
+    sse += processor.close()
+    stream = UIMessageStream("msg-1", ai_version=ai_version)
+    ui = stream.feed(sse) + stream.close()
+    message = assistant_message(processor.turn, message_id="msg-1", created_at=0)
+    return ui, (processor.turn, msgspec.json.decode(msgspec.json.encode(message)))
+
+
+async def read_with_each_ai(node: Path, ui: bytes, tmp_path: Path) -> dict[str, Any]:
+    body = tmp_path / "ui-stream.txt"
+    body.write_bytes(ui)
+    with trio.fail_after(DEADLINE):
+        done = await trio.run_process(
+            [str(node), str(NODE_CLIENT), json.dumps({"mode": "read", "file": str(body)})],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    output: dict[str, Any] = json.loads(done.stdout)
+    return output
+
+
+@pytest.mark.parametrize("ai_version", [5, 6, 7])
+async def test_each_ai_version_folds_the_live_stream_to_the_stored_message(
+    ai_version: int, tmp_path: Path, node_packages: Path
+) -> None:
+    ui, (turn, stored) = live_ui_stream(ai_version, LIVE_TURN)
+    read = await read_with_each_ai(node_packages, ui, tmp_path)
+    blocks = stored["content"]
+    for version in READERS[ai_version]:
+        assert read[version]["errors"] == [], version
+        message = read[version]["message"]
+        assert message["id"] == "msg-1"
+        parts = message["parts"]
+        # Text and reasoning as they streamed, one part per run of one message id.
+        assert [(p["type"], p["text"], p["state"]) for p in parts if "text" in p] == [
+            (part.kind, part.text, "done") for part in turn.parts
+        ]
+        texts = "".join(p["text"] for p in parts if p["type"] == "text")
+        assert (
+            texts == turn.result.message == next(b["text"] for b in blocks if b["type"] == "text")
+        )
+        reasoning = [p["text"] for p in parts if p["type"] == "reasoning"]
+        assert reasoning == [b["text"] for b in blocks if b["type"] == "reasoning"]
+        # The request as the stored message holds it, the step as it ended.
+        data = [p for p in parts if p["type"] == "data-permission"]
+        assert [(p["id"], p["data"]) for p in data] == [
+            (b["id"], b) for b in blocks if b["type"] == "permission"
+        ]
+        (tool,) = [p for p in parts if p["type"] == "dynamic-tool"]
+        assert (tool["toolCallId"], tool["state"], tool["output"]) == (
+            "s1",
+            "output-available",
+            "a.txt\n",
+        )
+        approval = tool.get("approval")
+        if ai_version == 5:
+            assert approval is None
+        else:
+            assert approval["id"] == "p1"
+            assert approval.get("approved") is (True if ai_version == 7 else None)
+    for version in set(READERS[5]) - set(READERS[ai_version]):
+        # A chunk its version does not know fails that version's client: the reason
+        # the stream sends it only to a client that states a later one.
+        assert read[version]["errors"], version
+
+
+@pytest.mark.parametrize("ai_version", [5, 6, 7])
+async def test_each_ai_version_sees_a_request_left_pending_closed_as_stored(
+    ai_version: int, tmp_path: Path, node_packages: Path
+) -> None:
+    ui, (_, stored) = live_ui_stream(ai_version, LIVE_TURN[:6])
+    read = await read_with_each_ai(node_packages, ui, tmp_path)
+    (block,) = [b for b in stored["content"] if b["type"] == "permission"]
+    assert (block["status"], block["reply"]) == ("resolved", "cancelled")
+    for version in READERS[ai_version]:
+        message = read[version]["message"]
+        assert read[version]["errors"] == [
+            "[upstream_closed] upstream ended without a result or error"
+        ]
+        (data,) = [p for p in message["parts"] if p["type"] == "data-permission"]
+        assert data["data"] == block
+        (tool,) = [p for p in message["parts"] if p["type"] == "dynamic-tool"]
+        assert tool["state"] == "output-error"

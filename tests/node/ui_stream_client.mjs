@@ -11,12 +11,22 @@
 // whose chunk schema is made of strict objects: a key it does not know fails there.
 // `resume` calls the transport's reconnectToStream (GET {api}/{chatId}/stream).
 //
+//   node ui_stream_client.mjs '{"mode":"read","file":PATH}'
+//
+// `read` reads the UI message stream bytes in PATH with each installed `ai` version
+// (5.0.0, the latest 5, 6 and 7), each through its own transport's SSE parsing and
+// chunk schema and its own readUIMessageStream, and prints
+// {"5.0.0": {"message", "errors"}, "5": {...}, "6": {...}, "7": {...}}.
+//
 // Prints one JSON object: {"message": UIMessage|null, "errors": [...],
 // "message500": UIMessage|null, "errors500": [...]} ("message": null: 204, nothing live).
 // A failed request prints {"requestError": "..."}.
 
 import * as ai from 'ai';
 import * as ai500 from 'ai-5.0.0';
+import * as ai6 from 'ai-6';
+import * as ai7 from 'ai-7';
+import { readFile } from 'node:fs/promises';
 
 const options = JSON.parse(process.argv[2]);
 
@@ -32,7 +42,22 @@ async function readMessage(sdk, stream) {
   return { message, errors };
 }
 
+async function readFileWithEach(path) {
+  const bytes = await readFile(path);
+  const versions = { '5.0.0': ai500, 5: ai, 6: ai6, 7: ai7 };
+  const read = Object.entries(versions).map(async ([name, sdk]) => {
+    const body = new Response(bytes).body;
+    const chunks = new sdk.DefaultChatTransport({}).processResponseStream(body);
+    return [name, await readMessage(sdk, chunks)];
+  });
+  console.log(JSON.stringify(Object.fromEntries(await Promise.all(read))));
+}
+
 async function main() {
+  if (options.mode === 'read') {
+    await readFileWithEach(options.file);
+    return;
+  }
   let tee = null;
   const transport = new ai.DefaultChatTransport({
     api: options.api,
