@@ -9,9 +9,9 @@ With ``stop_on_failure`` a failed step raises :class:`~..errors.AgentError`
 (``step_failed``).
 
 When the reader asked for the ``live`` extension, the ``reasoning`` and then the
-message are streamed first as ``delta`` lines (a word each), and a step with ``ask``
-asks the user: a ``permission`` line ``pending``, the step ``running``, then the
-answer from the inbox (none within ``permission_timeout_sec``: ``reject``), then the
+message are streamed as ``delta`` lines (a word each) before the run ends, and a step with ``ask``
+asks the user: the step ``running``, a ``permission`` line ``pending`` about it, then
+the answer from the inbox (none within ``permission_timeout_sec``: ``reject``), then the
 ``permission`` line ``resolved``. ``once`` runs the step, ``always`` runs it and every
 later asking step of the same tool, ``reject`` fails it. Without the extension nobody
 can answer: an asking step is rejected (and a ``warn`` logged).
@@ -199,8 +199,8 @@ async def _stream(emitter: Emitter, kind: DeltaKind, text: str, delay: float) ->
 def _asker(
     ctx: RunContext, spec: ScriptedAgent, planned: ScriptedStep, step_id: str, always: set[str]
 ) -> Callable[[], Awaitable[str | None]]:
-    """The approval of an asking step (see the module docstring): the ``pending`` line
-    is written now, before the step's ``running`` line."""
+    """The approval of an asking step (see the module docstring), awaited once the
+    step is ``running``."""
     emitter = ctx.emitter
     if not ctx.live:
         reason = "rejected: nobody can answer (the reader did not ask for the live extension)"
@@ -211,18 +211,18 @@ def _asker(
 
         return refuse
     request_id = f"perm_{uuid.uuid4().hex[:16]}"
-    emitter.emit(
-        Permission(
-            id=request_id,
-            status="pending",
-            step=step_id,
-            title=f"Run {planned.tool}?",
-            options=PERMISSION_OPTIONS,
-        )
-    )
     timeout = spec.permission_timeout_sec
 
     async def ask() -> str | None:
+        emitter.emit(
+            Permission(
+                id=request_id,
+                status="pending",
+                step=step_id,
+                title=f"Run {planned.tool}?",
+                options=PERMISSION_OPTIONS,
+            )
+        )
         reply: PermissionReply = "cancelled"
         try:
             with trio.move_on_after(timeout) as timer:

@@ -5,6 +5,7 @@ runner session, which takes the first. Real server, real sandboxes, real contain
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -312,3 +313,50 @@ async def test_two_replicas_answering_at_once_one_wins(
         await _to_the_end(reader)
     expected = answers[winner].json()["reply"]
     assert [_data(e)["reply"] for e in reader.events if _resolved(e)] == [expected]
+
+
+async def _ui_chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The UI message stream's chunks, as they arrive."""
+    pending = b""
+    async for data in response.aiter_bytes():
+        pending += data
+        *frames, pending = pending.split(b"\n\n")
+        for frame in frames:
+            payload = frame.removeprefix(b"data: ")
+            if payload != b"[DONE]":
+                yield msgspec.json.decode(payload)
+
+
+@pytest.mark.parametrize("version", [None, "6", "7"])
+async def test_the_ai_sdk_stream_carries_the_request_for_the_clients_version(
+    server: ChatServer, version: str | None
+) -> None:
+    async with server.client() as client:
+        chat = await client.post("/api/assistant/chats", json=PARAMS)
+        chat_id = chat.json()["id"]
+        body = {
+            "id": chat_id,
+            "trigger": "submit-message",
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "ask"}]}],
+        }
+        headers = {} if version is None else {"X-AI-SDK-Version": version}
+        bad = await client.post(
+            "/api/assistant/ui/chat", params=PARAMS, json=body, headers={"X-AI-SDK-Version": "v6"}
+        )
+        assert bad.status_code == 422
+        chunks: list[dict[str, Any]] = []
+        async with client.stream(
+            "POST", "/api/assistant/ui/chat", params=PARAMS, json=body, headers=headers
+        ) as response:
+            assert response.status_code == 200
+            with trio.fail_after(DEADLINE):
+                async for chunk in _ui_chunks(response):
+                    chunks.append(chunk)
+                    if chunk["type"] == "data-permission" and chunk["data"]["status"] == "pending":
+                        answered = await _answer(server, chat_id, chunk["id"], {"reply": "once"})
+                        assert answered.status_code == 200
+    kinds = [c["type"] for c in chunks]
+    assert kinds.count("data-permission") == 2  # pending, then resolved
+    assert ("tool-approval-request" in kinds) is (version is not None)
+    assert ("tool-approval-response" in kinds) is (version == "7")
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "asked: ask"
