@@ -4,14 +4,17 @@
 emits ``step{status:"succeeded", result}`` or ``step{status:"failed", error}`` with
 ``durationMs``, and returns the outcome for the agent to feed back to its model.
 Bad input (unknown tool, unparseable or invalid arguments) is a failed step, never an
-exception. If the call is cancelled, a failed step (``error: "cancelled"``) closes the
-row before :class:`trio.Cancelled` propagates, so no step is left running (any other
-exception closes it too, as ``interrupted``, and propagates).
+exception. A call may be gated (``approval``, awaited once the step is running): a
+refusal fails the step with its reason and the skill never runs. If the call is
+cancelled, a failed step (``error: "cancelled"``) closes the row before
+:class:`trio.Cancelled` propagates, so no step is left running (any other exception
+closes it too, as ``interrupted``, and propagates).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -40,18 +43,31 @@ class Toolbox:
         """The skills as Chat Completions ``tools`` entries."""
         return [skill.as_openai_tool() for skill in self.registry]
 
-    async def call(self, name: str, args: Any, *, args_error: str | None = None) -> SkillOutcome:
+    async def call(
+        self,
+        name: str,
+        args: Any,
+        *,
+        args_error: str | None = None,
+        step_id: str | None = None,
+        approval: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> SkillOutcome:
         """Run tool ``name`` with ``args`` as one step; return its outcome.
 
         ``args_error`` marks arguments that could not be parsed (``args`` then holds
-        the raw text): the step fails at once with that message.
+        the raw text): the step fails at once with that message. ``step_id``: the
+        step's id (default: a fresh one). ``approval`` is awaited once the step is
+        running: ``None`` lets the skill run, a string fails the step with it.
         """
-        step_id = new_step_id()
+        step_id = step_id or new_step_id()
         self.emitter.emit(Step(id=step_id, name=name, status="running", args=args))
         started = trio.current_time()
         try:
+            refused = None if approval is None else await approval()
             if args_error is not None:
                 outcome = SkillOutcome.failure(args_error)
+            elif refused is not None:
+                outcome = SkillOutcome.failure(refused)
             else:
                 outcome = await self.runner.run(name, args)
         except BaseException as exc:

@@ -132,10 +132,17 @@ class ClaudeCodeAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="claude
 
 
 class ScriptedStep(msgspec.Struct, frozen=True):
-    """One tool call of a scripted plan: a real skill run with ``args``."""
+    """One tool call of a scripted plan: a real skill run with ``args``.
+
+    ``ask``: the user is asked first (a ``permission`` line, ``live`` extension);
+    ``once`` or ``always`` runs the step, ``reject`` (also no answer in time, or no
+    reader that can answer) fails it. ``delay_sec``: a pause before the step.
+    """
 
     tool: _NonEmpty
     args: Any = msgspec.field(default_factory=dict)
+    ask: bool = False
+    delay_sec: _NonNegative = 0.0
 
 
 class ScriptedError(msgspec.Struct, frozen=True):
@@ -164,6 +171,9 @@ class ScriptedAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="scripted
 
     ``message`` may contain ``{prompt}``, replaced by the turn's prompt. With
     ``stop_on_failure`` a failed step ends the run with ``error{code:"step_failed"}``.
+    When the reader asked for the ``live`` extension, ``reasoning`` and then the
+    message are streamed as ``delta`` lines, a word or so each, ``delta_delay_sec``
+    apart; a step that asks waits ``permission_timeout_sec`` for an answer.
     """
 
     steps: list[ScriptedStep] = msgspec.field(default_factory=list)
@@ -171,6 +181,9 @@ class ScriptedAgent(msgspec.Struct, frozen=True, tag_field="kind", tag="scripted
     error: ScriptedError | None = None
     stop_on_failure: bool = False
     load: LoadSpec | None = None
+    reasoning: str = ""
+    delta_delay_sec: _NonNegative = 0.0
+    permission_timeout_sec: _Positive = 600.0
 
 
 AcpPreset: TypeAlias = Literal["claude", "codex", "opencode", "gemini", "pi"]

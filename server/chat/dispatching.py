@@ -71,8 +71,11 @@ class Dispatcher:
         prompt: str,
         conversation: list[ChatTurn],
         scope: dict[str, Any],
+        *,
+        extensions: tuple[str, ...] = (),
     ) -> Dispatch:
-        """The dispatch of the sandbox session ``session_id``, for the request ``scope``."""
+        """The dispatch of the sandbox session ``session_id``, for the request ``scope``,
+        asking for the envelope ``extensions``."""
         return Dispatch(
             agent_url=f"{self.callback_base(scope)}{CALLBACK_PREFIX}/{session_id}",
             otp_setup=tokens.setup,
@@ -80,6 +83,7 @@ class Dispatcher:
             otp_upload=tokens.upload,
             prompt=prompt,
             conversation=conversation,
+            extensions=list(extensions),
         )
 
     def callback_base(self, scope: dict[str, Any]) -> str:

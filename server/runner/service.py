@@ -22,6 +22,7 @@ import msgspec
 import trio
 
 from sandstream.core import Mode
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.schemas import Dispatch
 
 from .access_log import AccessLog
@@ -39,6 +40,20 @@ __all__ = [
 log = logging.getLogger("sandstream.runner")
 
 TurnListener = Callable[[TurnStream, AccessRecord], object]
+
+
+class _Extensions(msgspec.Struct):
+    extensions: list[str] = msgspec.field(default_factory=list)
+
+
+def _extensions(dispatch: Dispatch | bytes) -> tuple[str, ...]:
+    """The envelope extensions ``dispatch`` asks for that the core knows (the dispatch
+    is valid: the route decoded it, or this process made it)."""
+    if isinstance(dispatch, bytes):
+        asked = msgspec.json.decode(dispatch, type=_Extensions).extensions
+    else:
+        asked = dispatch.extensions
+    return (LIVE_EXTENSION,) if LIVE_EXTENSION in asked else ()
 
 
 def default_launcher() -> ContainerLauncher:
@@ -145,6 +160,7 @@ class Runner:
             on_container_gone=self._container_gone,
             on_closed=self._closed,
             messages=messages,
+            extensions=_extensions(dispatch),
         )
         self._holding.add(turn)
         self._open.add(turn)

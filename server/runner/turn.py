@@ -6,7 +6,9 @@
     # here the container is gone
 
 Cancellation (the caller leaving, ``break``, an exception) stops the container in
-``__aexit__``; :meth:`TurnStream.end` ends the stream with ``error{code}``. The stream
+``__aexit__``; :meth:`TurnStream.end` ends the stream with ``error{code}``, after a
+``permission`` line ``resolved`` (``cancelled``) for each request still pending (``live``
+extension): nobody can answer them any more. The stream
 ends with exactly one terminal line unless the caller left (docs/architecture.md, "The
 turn" and "Cancellation paths").
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from types import TracebackType
@@ -26,6 +28,7 @@ import msgspec
 import trio
 
 from sandstream.core import Error, Mode, Result, StreamProcessor
+from sandstream.core.envelope import Permission, encode_line
 
 from .errors import LaunchError, TurnStateError
 from .launcher import ContainerExit, ContainerHandle, ContainerLauncher
@@ -125,6 +128,8 @@ class TurnStream:
     caller that left early. ``on_container_gone``: called once the container is gone (or
     was never started); ``on_closed``: once, with the :class:`AccessRecord`.
     ``messages``: lines for stdin after the dispatch; without it stdin closes after it.
+    ``extensions``: the envelope extensions the dispatch asked for (the core then
+    accepts their lines).
     """
 
     def __init__(
@@ -140,10 +145,14 @@ class TurnStream:
         on_container_gone: Callable[[TurnStream], object] | None = None,
         on_closed: Callable[[TurnStream, AccessRecord], object] | None = None,
         messages: trio.MemoryReceiveChannel[bytes] | None = None,
+        extensions: Collection[str] = (),
     ) -> None:
         self.id = turn_id or new_turn_id()
         self.processor = StreamProcessor(
-            mode, strict=settings.strict, max_line_bytes=settings.max_line_bytes
+            mode,
+            strict=settings.strict,
+            max_line_bytes=settings.max_line_bytes,
+            extensions=extensions,
         )
         """The core's state for this turn: ``processor.turn`` has steps and terminal."""
         self._dispatch = dispatch
@@ -360,7 +369,7 @@ class TurnStream:
             self._start_discarding()
             if processor.closed:
                 return b""
-            return processor.fail(*self._end)
+            return self._cancel_pending() + processor.fail(*self._end)
         if self._handle is None:  # launch failed
             self._done = True
             assert self._launch_error is not None
@@ -382,6 +391,20 @@ class TurnStream:
             self._done = True
             self._stop_container()
         return out
+
+    def _cancel_pending(self) -> bytes:
+        """The output of a ``resolved`` (``cancelled``) line for each permission
+        request still pending, fed to the core as if the container had sent it."""
+        processor = self.processor
+        if processor.ended:
+            return b""
+        ts = time.time_ns() // 1_000_000
+        lines = [
+            encode_line(Permission(id=request_id, status="resolved", reply="cancelled", ts=ts))
+            for request_id, row in processor.turn.permissions.items()
+            if row.status == "pending"
+        ]
+        return processor.feed(b"".join(lines)) if lines else b""
 
     async def _read(self) -> bytes | None:
         """One read of stdout: data, ``b""`` at EOF, ``None`` if interrupted."""

@@ -9,7 +9,13 @@ socket), :class:`Follow` (:mod:`.follow`: one reader), and ``/sessions``
 """
 
 from .buffer import AttachedRuns, Run, SessionBuffer, SessionRuns, split_chunks
-from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
+from .errors import (
+    CursorGoneError,
+    PermissionAnsweredError,
+    PermissionNotFoundError,
+    SessionEndedError,
+    SessionNotFoundError,
+)
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
 from .routes import get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionService, terminal_state
@@ -25,6 +31,8 @@ __all__ = [
     "Follow",
     "KeepAlive",
     "LiveSubscriber",
+    "PermissionAnsweredError",
+    "PermissionNotFoundError",
     "Run",
     "Session",
     "SessionBuffer",

@@ -9,6 +9,8 @@ from sandstream.server.errors import ServerError
 __all__ = [
     "CursorGoneError",
     "EarlierAppendFailedError",
+    "PermissionAnsweredError",
+    "PermissionNotFoundError",
     "SessionEndedError",
     "SessionError",
     "SessionNotFoundError",
@@ -30,6 +32,25 @@ class CursorGoneError(SessionError):
 
 class SessionEndedError(SessionError):
     """The session has ended: it takes no more messages."""
+
+
+class PermissionNotFoundError(SessionError):
+    """The session's agent never asked permission request ``request_id``."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"no permission request {request_id!r} in this session")
+        self.request_id = request_id
+
+
+class PermissionAnsweredError(SessionError):
+    """Permission request ``request_id`` was answered already, or resolved otherwise
+    (timed out, cancelled): the first answer wins."""
+
+    def __init__(self, request_id: str, reply: str | None) -> None:
+        detail = "answered already" if reply is None else f"resolved already ({reply})"
+        super().__init__(f"permission request {request_id!r} was {detail}")
+        self.request_id = request_id
+        self.reply = reply
 
 
 class SessionNotFoundError(SessionError, KeyError):

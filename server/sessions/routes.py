@@ -1,7 +1,8 @@
 """The session blueprint: create, read (SSE / NDJSON / WebSocket), status, message, interrupt.
 
 Every route needs the runner token (``Authorization: Bearer <token>``). Errors are
-problem JSON: 401, 404 (no such session), 409 (a message to an ended session), 410
+problem JSON: 401, 404 (no such session, or permission request), 409 (a message to an
+ended session, a second answer to a permission request), 410
 (the cursor is below what the buffer retains), 413/422 (body, cursor), 503 (at
 capacity or shutting down, with ``Retry-After``). The wire formats are in
 :mod:`.wire`; the rules in docs/protocol.md ("Durable sessions").
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import Final
+from typing import Annotated, Final, Literal
 
 import msgspec
 from quart import Blueprint, Quart, Response, current_app, request, websocket
 
-from sandstream.core.schemas import Dispatch
+from sandstream.core.schemas import Dispatch, PermissionAnswer
 from sandstream.core.sse import PING
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
@@ -26,7 +27,13 @@ from sandstream.server.http.requests import int_query, json_response, read_json
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
 
-from .errors import CursorGoneError, SessionEndedError, SessionNotFoundError
+from .errors import (
+    CursorGoneError,
+    PermissionAnsweredError,
+    PermissionNotFoundError,
+    SessionEndedError,
+    SessionNotFoundError,
+)
 from .follow import CaughtUp, Chunks, Follow
 from .service import SessionService
 from .session import Session
@@ -34,6 +41,8 @@ from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, ss
 
 __all__ = [
     "CURSOR_GONE",
+    "PERMISSION_ANSWERED",
+    "PERMISSION_NOT_FOUND",
     "SESSIONS_EXTENSION",
     "SESSION_ENDED",
     "get_sessions",
@@ -46,6 +55,8 @@ log = logging.getLogger("sandstream.sessions")
 SESSIONS_EXTENSION: Final = "sandstream.sessions"
 CURSOR_GONE: Final = "urn:sandstream:problem:cursor-gone"
 SESSION_ENDED: Final = "urn:sandstream:problem:session-ended"
+PERMISSION_NOT_FOUND: Final = "urn:sandstream:problem:permission-not-found"
+PERMISSION_ANSWERED: Final = "urn:sandstream:problem:permission-answered"
 SSE_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 MAX_MESSAGE_BODY: Final = 1024 * 1024
@@ -60,9 +71,30 @@ sessions_blueprint = Blueprint("sessions", __name__)
 
 
 class MessageBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``POST /sessions/{id}/message``: the user message's text."""
+    """``POST /sessions/{id}/message``: a user message, ``{"text"}`` (``type``
+    ``"message"``, the default), or an answer to a permission request,
+    ``{"type": "permission", "id", "reply"}``."""
 
-    text: str
+    type: Literal["message", "permission"] = "message"
+    text: str | None = None
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    reply: Literal["once", "always", "reject"] | None = None
+
+    def inbound(self) -> str | PermissionAnswer:
+        """The message's text or the answer; raises :class:`BadRequestError` (422) for
+        a body whose fields do not fit its ``type``."""
+        if self.type == "message":
+            if self.text is None or self.id is not None or self.reply is not None:
+                raise BadRequestError(invalid('a message is {"text": "..."}'))
+            return self.text
+        if self.text is not None or self.id is None or self.reply is None:
+            raise BadRequestError(
+                invalid(
+                    'a permission answer is {"type": "permission", "id": "...", "reply": '
+                    '"once" | "always" | "reject"}'
+                )
+            )
+        return PermissionAnswer(id=self.id, reply=self.reply)
 
 
 class MessageAck(msgspec.Struct, frozen=True):
@@ -200,12 +232,34 @@ async def session_status(session_id: str) -> Response:
 
 @sessions_blueprint.post("/sessions/<session_id>/message")
 async def session_message(session_id: str) -> Response:
-    """Hand a user message to the running agent → 200 ``{"cursor": N}``; 409 if ended."""
+    """Hand a user message, or the answer to a permission request, to the running
+    agent → 200 ``{"cursor": N}``; 409 if ended or (an answer) answered before, 404
+    for a permission request the agent never asked."""
     _authorize(request.headers.get("Authorization"))
     session = _session(session_id)
-    body = await read_json(MessageBody, MAX_MESSAGE_BODY)
+    inbound = (await read_json(MessageBody, MAX_MESSAGE_BODY)).inbound()
     try:
-        cursor = await session.send_message(body.text)
+        if isinstance(inbound, str):
+            cursor = await session.send_message(inbound)
+        else:
+            cursor = await session.answer_permission(inbound)
+    except PermissionNotFoundError as exc:
+        return problem(
+            404,
+            "Permission request not found",
+            str(exc),
+            type=PERMISSION_NOT_FOUND,
+            request_id=exc.request_id,
+        )
+    except PermissionAnsweredError as exc:
+        return problem(
+            409,
+            "Permission request answered",
+            str(exc),
+            type=PERMISSION_ANSWERED,
+            request_id=exc.request_id,
+            reply=exc.reply,
+        )
     except SessionEndedError as exc:
         return problem(
             409,

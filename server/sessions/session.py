@@ -21,12 +21,17 @@ from typing import Final, Protocol
 import msgspec
 import trio
 
-from sandstream.core.schemas import UserMessage
+from sandstream.core.schemas import PermissionAnswer, UserMessage
 from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
 from .buffer import Run, SessionBuffer, SessionRuns, SessionState, runs_after
-from .errors import CursorGoneError, SessionEndedError
+from .errors import (
+    CursorGoneError,
+    PermissionAnsweredError,
+    PermissionNotFoundError,
+    SessionEndedError,
+)
 
 __all__ = [
     "LiveReader",
@@ -133,6 +138,8 @@ class Session:
         self.turn = turn
         self._messages = messages
         self._message_lock = trio.Lock()
+        self._answered: set[str] = set()
+        """The permission requests answered through :meth:`answer_permission`."""
         self._retain = retain_chunks
         self._tail_budget = tail_bytes
         self._max_write = max_write
@@ -327,19 +334,43 @@ class Session:
     async def send_message(self, text: str) -> int:
         """Hand ``text`` to the container's stdin; return the cursor it was taken at.
 
-        Messages are serialized per session. Raises :class:`SessionEndedError` if the
-        session has ended or its container is gone. Cancellation: the message may or
-        may not have been handed over.
+        Messages (and permission answers) are serialized per session. Raises
+        :class:`SessionEndedError` if the session has ended or its container is gone.
+        Cancellation: the message may or may not have been handed over.
         """
-        line = msgspec.json.encode(UserMessage(text=text)) + b"\n"
         async with self._message_lock:
-            if self.ended or self._messages is None:
+            return await self._send(UserMessage(text=text))
+
+    async def answer_permission(self, answer: PermissionAnswer) -> int:
+        """Hand the answer to permission request ``answer.id`` to the container's stdin,
+        in order with the messages; return the cursor it was taken at.
+
+        The first answer wins: raises :class:`PermissionAnsweredError` for a request
+        answered before, or already resolved in the stream (timed out, cancelled), and
+        :class:`PermissionNotFoundError` for one the agent never asked (so far);
+        :class:`SessionEndedError` as :meth:`send_message`. Cancellation: as
+        :meth:`send_message` (an answer that was handed over counts as given).
+        """
+        async with self._message_lock:
+            turn = self.turn
+            if self.ended or turn is None:
                 raise SessionEndedError(f"session {self.id} has ended")
-            try:
-                await self._messages.send(line)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise SessionEndedError(f"session {self.id} has ended") from None
-            return self.last_cursor
+            row = turn.processor.turn.permissions.get(answer.id)
+            if row is None:
+                raise PermissionNotFoundError(answer.id)
+            if answer.id in self._answered or row.status != "pending":
+                raise PermissionAnsweredError(answer.id, row.reply)
+            self._answered.add(answer.id)
+            return await self._send(answer)
+
+    async def _send(self, line: UserMessage | PermissionAnswer) -> int:
+        if self.ended or self._messages is None:
+            raise SessionEndedError(f"session {self.id} has ended")
+        try:
+            await self._messages.send(msgspec.json.encode(line) + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise SessionEndedError(f"session {self.id} has ended") from None
+        return self.last_cursor
 
     async def interrupt(self) -> None:
         """End the session with ``error{code:"interrupted"}`` and wait until its container

@@ -4,7 +4,7 @@
 
     server = await start_chat_server(nursery, tmp_path, agent=scripted(shell("echo hi")))
     run = await server.turn("hello")                  # POST /api/assistant/chat/stream, to the end
-    run.kinds == ["start", "step", "step", "result", "done"]
+    run.kinds == ["start", "step", "step", "delta", "delta", "result", "done"]
     stored = await server.chat(run.chat_id)           # GET /api/assistant/chats/{id}
     assert persisted_form(run, stored["messages"][-1]) == stored["messages"][-1]
 
@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import msgspec
@@ -36,6 +36,7 @@ from hypercorn.config import Config
 
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
@@ -166,11 +167,15 @@ def parse_sse(body: bytes) -> tuple[list[ServerSentEvent], list[str]]:
     return events, comments
 
 
+LIVE_EVENTS: Final = ("step", "delta", "permission", "result", "error")
+"""The events that carry envelope lines (the ``live`` extension's too)."""
+
+
 def fold(events: list[ServerSentEvent]) -> Turn:
-    """Feed the step/result/error events' data through a fresh core processor."""
-    processor = StreamProcessor("ndjson")
+    """Feed the envelope events' data through a fresh core processor."""
+    processor = StreamProcessor("ndjson", extensions=(LIVE_EXTENSION,))
     for event in events:
-        if event.event in ("step", "result", "error", "log"):
+        if event.event in LIVE_EVENTS:
             processor.feed(event.data.encode() + b"\n")
     processor.close()
     return processor.turn
@@ -181,9 +186,9 @@ def persisted_form(
 ) -> dict[str, Any]:
     """The assistant message the live ``events`` fold to, with ``stored``'s id, time and
     attachments (the stream does not carry those), as plain JSON."""
-    processor = StreamProcessor("ndjson")
+    processor = StreamProcessor("ndjson", extensions=(LIVE_EXTENSION,))
     for event in events:
-        if event.event in ("step", "result", "error"):
+        if event.event in LIVE_EVENTS:
             processor.feed(event.data.encode() + b"\n")
     if cancelled:
         processor.cancel("the client disconnected")

@@ -76,7 +76,7 @@ async def test_httpx_sse_gets_no_empty_event_from_keep_alives(
     pings = received.count(b": ping\n")
     assert pings >= 10  # it did idle, and pings went out, right after frames too
     assert b"\n\n: ping\n" in received
-    assert [event.event for event in events] == ["start", "step", "step", "result", "done"]
+    assert [event.event for event in events] == ["start", "step", "step", "delta", "result", "done"]
     ids = [int(event.id) for event in events]  # the session's cursors, start at 0
     assert ids[0] == 0 and ids == sorted(set(ids))
     for event in events:

@@ -38,8 +38,13 @@ async def test_a_full_turn_streams_and_persists_what_it_streamed(
     assert run.headers["content-type"].startswith("text/event-stream")
     assert run.headers["cache-control"] == "no-cache"
     assert run.headers["x-accel-buffering"] == "no"
-    # The written-back file is announced live, before the result.
-    assert run.kinds == ["start", "step", "step", "step", "step", "files", "result", "done"]
+    # The answer streams in before the result; the written-back file is announced live,
+    # before the result.
+    assert run.kinds == [
+        *("start", "step", "step", "step", "step"),
+        *("delta", "delta", "delta", "files", "result", "done"),
+    ]
+    assert "".join(d["text"] for d in run.data("delta")) == "ok hello there"
     # ids are the session's cursors: start 0, then increasing, done the terminal's + 1;
     # the files frame has none of its own (it travels with the terminal).
     ids = [int(e.id) for e in run.events if e.event != "files"]

@@ -79,8 +79,9 @@ async def new_chat(server: ChatServer) -> str:
 
 def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]:
     """The UIMessage parts the stored assistant message stands for: each step a
-    ``dynamic-tool`` part (its output, or its error), each file it wrote back a
-    ``file`` part (its download path), then the text if any."""
+    ``dynamic-tool`` part (its output, or its error), then the text if any (it
+    streamed live, before the terminal), then each file it wrote back a ``file`` part
+    (its download path)."""
     blocks = stored["content"]
     outputs = {b["stepId"]: b["output"] for b in blocks if b["type"] == "tool_output"}
     steps = next((b["steps"] for b in blocks if b["type"] == "steps"), [])
@@ -97,6 +98,8 @@ def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]
         else:
             part |= {"state": "output-error", "errorText": step.get("error") or "failed"}
         parts.append(part)
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    parts += [{"type": "text", "text": text, "state": "done"} for text in texts]
     parts += [
         {
             "type": "file",
@@ -105,8 +108,6 @@ def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]
         }
         for file in stored.get("fileAttachments", [])
     ]
-    texts = [b["text"] for b in blocks if b["type"] == "text"]
-    parts += [{"type": "text", "text": text, "state": "done"} for text in texts]
     return parts
 
 
@@ -158,9 +159,10 @@ async def test_use_chat_builds_the_message_the_chat_stored(
     [written] = stored["fileAttachments"]
     assert written["name"] == "notes.md"
     async with server.client() as client:
-        download = await client.get(parts[3]["url"])
+        download = await client.get(parts[4]["url"])
     assert download.content == b"# notes\n"
-    assert output["message"]["parts"][-1]["text"] == "ok hello there\nsecond line"
+    # The text streamed in before the file was announced (with the terminal).
+    assert parts[3]["text"] == "ok hello there\nsecond line"
 
 
 async def test_an_error_turn_reaches_on_error_with_its_steps(
@@ -324,10 +326,11 @@ async def test_the_workspace_may_come_in_the_body(server: ChatServer) -> None:
         "start",
         "text-start",
         "text-delta",
+        "text-delta",
         "text-end",
         "finish",
-    ]
-    assert chunks[2]["delta"] == "Done: hi"
+    ]  # the answer streamed word by word (the live extension)
+    assert chunks[2]["delta"] + chunks[3]["delta"] == "Done: hi"
 
 
 async def test_file_parts_must_be_files_of_this_chats_bag(server: ChatServer) -> None:

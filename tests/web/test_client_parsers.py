@@ -3,7 +3,8 @@
 - ``sse.js`` gives the events the core's :class:`SSEParser` gives, for any stream and
   any chunking of its bytes;
 - ``fold.js`` folds the frames the core writes for any turn into exactly the
-  message :func:`assistant_message` stores (payload bounds, closed steps included),
+  message :func:`assistant_message` stores (payload bounds, closed steps, live text,
+  reasoning and permission requests included),
   whatever the chunking: the property behind "history renders what live rendered".
 """
 
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page
 
 from sandstream.core import StreamProcessor
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.persistence import DEFAULT_DISPLAY_BYTES, assistant_message
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from tests.web.harness import WAIT_MS, ServerThread
@@ -140,6 +142,32 @@ def step_lines(draw: st.DrawFn) -> dict[str, Any]:
     return line
 
 
+@st.composite
+def live_lines(draw: st.DrawFn) -> dict[str, Any]:
+    """A ``delta`` or ``permission`` line (the ``live`` extension), valid or not."""
+    if draw(st.booleans()):
+        return {
+            "type": "delta",
+            "id": draw(st.sampled_from(["m1", "m2"])),
+            "kind": draw(st.sampled_from(["text", "reasoning"])),
+            "text": draw(st.text(min_size=1, max_size=8)),
+        }
+    line: dict[str, Any] = {
+        "type": "permission",
+        "id": draw(st.sampled_from(["p1", "p2"])),
+        "status": draw(st.sampled_from(["pending", "resolved"])),
+    }
+    if line["status"] == "pending":
+        line["options"] = [{"id": "o1", "kind": "allow_once", "name": "Allow"}]
+        if draw(st.booleans()):
+            line["step"] = draw(st.sampled_from(["s1", "s2"]))
+        if draw(st.booleans()):
+            line["title"] = draw(st.text(max_size=10))
+    else:
+        line["reply"] = draw(st.sampled_from(["once", "always", "reject", "cancelled"]))
+    return line
+
+
 terminals = st.sampled_from(["result", "error", "none", "cancel", "interrupt"])
 
 
@@ -152,7 +180,7 @@ def encode(line: dict[str, Any], spaced: bool) -> bytes:
 
 @settings(max_examples=120)
 @given(
-    lines=st.lists(step_lines(), max_size=10),
+    lines=st.lists(st.one_of(step_lines(), live_lines()), max_size=10),
     terminal=terminals,
     spaced=st.booleans(),
     cuts=st.lists(st.integers(0, 200_000), max_size=6),
@@ -160,7 +188,7 @@ def encode(line: dict[str, Any], spaced: bool) -> bytes:
 def test_the_live_fold_builds_the_message_history_stores(
     page: Page, lines: list[dict[str, Any]], terminal: str, spaced: bool, cuts: list[int]
 ) -> None:
-    processor = StreamProcessor("sse")
+    processor = StreamProcessor("sse", extensions=(LIVE_EXTENSION,))
     frames = processor.start({"assistantMessageId": "m"})
     frames += processor.feed(b"".join(encode(line, spaced) + b"\n" for line in lines))
     if terminal == "result":

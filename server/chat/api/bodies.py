@@ -4,7 +4,7 @@ and its id checks; a bad id is a 422 problem."""
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 
@@ -18,6 +18,7 @@ __all__ = [
     "CreateChatRequest",
     "EnvironmentRequest",
     "MessageRequest",
+    "PermissionReplyRequest",
     "check_id",
     "workspace_query",
 ]
@@ -44,6 +45,12 @@ class MessageRequest(msgspec.Struct, rename="camel", kw_only=True):
 
     workspace_id: Identifier
     message: str
+
+
+class PermissionReplyRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /api/assistant/chats/{chatId}/permissions/{requestId}``: the user's answer."""
+
+    reply: Literal["once", "always", "reject"]
 
 
 class CreateChatRequest(msgspec.Struct, rename="camel", kw_only=True):

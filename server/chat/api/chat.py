@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from quart import Blueprint, Response, request
 
+from sandstream.core.schemas import PermissionAnswer
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import invalid
@@ -24,7 +25,13 @@ from ..errors import StreamTokenError
 from ..ids import now_ms
 from ..requests import ChatStreamRequest
 from ..turns.service import StartedTurn
-from .bodies import CreateChatRequest, MessageRequest, check_id, workspace_query
+from .bodies import (
+    CreateChatRequest,
+    MessageRequest,
+    PermissionReplyRequest,
+    check_id,
+    workspace_query,
+)
 from .downloads import FileBody, file_response
 from .guard import get_service, require_api_token
 from .multipart import UploadLimits, receive_files
@@ -176,6 +183,23 @@ async def follow_up(chat_id: str) -> Response:
         return refused
     message = await service.turns.send_message(body.workspace_id, chat_id, body.message)
     return json_response({"chatId": chat_id, "message": message}, 202)
+
+
+@chat_blueprint.post("/chats/<chat_id>/permissions/<request_id>")
+async def answer_permission(chat_id: str, request_id: str) -> Response:
+    """The user's answer to a permission request of the running turn → 200.
+
+    The first answer wins (across replicas too): ``409`` when the request was answered
+    or resolved before, or no turn runs; ``404`` when the running turn never asked it.
+    Every viewer sees the outcome as the request's ``resolved`` line in the stream.
+    """
+    service = get_service()
+    workspace_id = workspace_query()
+    check_id(request_id, "requestId")
+    body = await read_json(PermissionReplyRequest, service.settings.max_json_bytes)
+    answer = PermissionAnswer(id=request_id, reply=body.reply)
+    await service.turns.answer_permission(workspace_id, chat_id, answer)
+    return json_response({"chatId": chat_id, "requestId": request_id, "reply": body.reply})
 
 
 @chat_blueprint.get("/chats")

@@ -17,6 +17,8 @@ from sandstream.server.http.problems import (
 )
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
+from sandstream.server.sessions import PermissionAnsweredError, PermissionNotFoundError
+from sandstream.server.sessions.routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND
 
 from ..errors import (
     AttachmentError,
@@ -86,6 +88,27 @@ def install_chat_error_handlers(app: Quart) -> None:
             f"{error}; start one with POST /api/assistant/chat/stream",
             type=NO_LIVE_TURN,
             chatId=error.chat_id,
+        )
+
+    @app.errorhandler(PermissionNotFoundError)
+    async def _permission_not_found(error: PermissionNotFoundError) -> Response:
+        return problem(
+            404,
+            "Permission request not found",
+            f"the running turn has no permission request {error.request_id!r}",
+            type=PERMISSION_NOT_FOUND,
+            requestId=error.request_id,
+        )
+
+    @app.errorhandler(PermissionAnsweredError)
+    async def _permission_answered(error: PermissionAnsweredError) -> Response:
+        return problem(
+            409,
+            "Permission request answered",
+            f"{error}: the first answer wins",
+            type=PERMISSION_ANSWERED,
+            requestId=error.request_id,
+            reply=error.reply,
         )
 
     @app.errorhandler(RemoteRunnerError)

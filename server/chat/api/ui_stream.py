@@ -4,7 +4,9 @@ stream out (:class:`~sandstream.core.UIMessageStream`).
 ``POST /api/assistant/ui/chat`` starts a turn as ``POST /api/assistant/chat/stream``
 does, from ``DefaultChatTransport``'s body; ``GET /api/assistant/ui/chat/{chatId}/stream``
 (the transport's resume) follows the chat's live turn from its ``start``, ``204`` when
-none is live. Both need the chat API token and ``workspaceId``; bad input is problem JSON
+none is live. The client states its ``ai`` major version in ``X-AI-SDK-Version`` (5
+when absent; not an integer: 422): it decides which chunks of a permission request
+it gets. Both need the chat API token and ``workspaceId``; bad input is problem JSON
 (docs/chat.md, "AI SDK (useChat)"). A client that leaves never ends the turn.
 """
 
@@ -32,6 +34,7 @@ from .chat import check_message
 from .guard import get_service, require_api_token
 
 __all__ = [
+    "AI_VERSION_HEADER",
     "ChatSSEBody",
     "UIChatRequest",
     "UIMessageStreamBody",
@@ -44,6 +47,8 @@ ui_blueprint = Blueprint("assistant_ui", __name__, url_prefix="/api/assistant/ui
 require_api_token(ui_blueprint)
 
 _BAG_FILE_PATH: Final = re.compile(r"/api/assistant/chats/([^/]+)/files/([^/]+)\Z")
+AI_VERSION_HEADER: Final = "X-AI-SDK-Version"
+_AI_VERSION: Final = re.compile(r"[1-9][0-9]{0,2}")
 
 
 class UIMessagePart(msgspec.Struct, rename="camel", kw_only=True):
@@ -83,6 +88,7 @@ async def ui_chat() -> Response:
     """One user turn → ``200`` UI message stream: start, tool parts, text, finish, [DONE]."""
     service = get_service()
     settings = service.settings
+    ai_version = _ai_version()
     body = await read_json(UIChatRequest, settings.max_json_bytes)
     if body.trigger != "submit-message" or body.message_id is not None:
         return invalid(
@@ -111,20 +117,28 @@ async def ui_chat() -> Response:
         service.turns.stream_body(turn, after=None, scope=scope, live_writes=False),
         turn,
         turn_request.workspace_id,
+        ai_version,
     )
     response.headers["X-Session-Id"] = turn.record.session_id or ""
     return response
 
 
-def ui_stream_response(source: ChatSSEBody, turn: StartedTurn, workspace_id: str) -> Response:
-    """``200``: the chat SSE of ``source`` as the UI message stream of ``turn``'s message.
+def ui_stream_response(
+    source: ChatSSEBody, turn: StartedTurn, workspace_id: str, ai_version: int = 5
+) -> Response:
+    """``200``: the chat SSE of ``source`` as the UI message stream of ``turn``'s message,
+    for a client of ``ai`` ``ai_version``.
 
     ``source`` is read from its first frame (``start``): a resume follows the live
     turn from its beginning, so the client rebuilds the whole message.
     """
     chat_id = turn.record.chat_id
     message_id = turn.record.assistant_message_id
-    stream = UIMessageStream(message_id, file_url=partial(bag_file_url, workspace_id, chat_id))
+    stream = UIMessageStream(
+        message_id,
+        file_url=partial(bag_file_url, workspace_id, chat_id),
+        ai_version=ai_version,
+    )
     response = Response(UIMessageStreamBody(source, stream), status=200)
     response.headers.update(UI_MESSAGE_STREAM_HEADERS)
     response.headers["X-Chat-Id"] = chat_id
@@ -139,6 +153,7 @@ async def ui_chat_resume(chat_id: str) -> Response:
     service = get_service()
     workspace_id = workspace_query()
     check_id(chat_id, "chatId")
+    ai_version = _ai_version()
     turn = await service.turns.latest(workspace_id, chat_id, live=True)
     if turn is None:
         return Response(b"", status=204)
@@ -147,7 +162,23 @@ async def ui_chat_resume(chat_id: str) -> Response:
         service.turns.stream_body(turn, after=None, scope=scope, live_writes=False),
         turn,
         workspace_id,
+        ai_version,
     )
+
+
+def _ai_version() -> int:
+    """The ``ai`` major version the client states (``X-AI-SDK-Version``; 5 when it does
+    not); :class:`BadRequestError` (422) for a value that is not one."""
+    raw = request.headers.get(AI_VERSION_HEADER, "").strip()
+    if not raw:
+        return 5
+    if _AI_VERSION.fullmatch(raw) is None:
+        raise BadRequestError(
+            invalid(
+                f"{AI_VERSION_HEADER} must be the major version of ai (5, 6, 7…), got {raw[:20]!r}"
+            )
+        )
+    return int(raw)
 
 
 def bag_file_url(workspace_id: str, chat_id: str, file_id: str) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
 
 from sandstream.core import StreamProcessor
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.persistence import PersistedMessage, assistant_message
 
 from ..ids import now_ms
@@ -50,7 +51,11 @@ def fold_chunks(
     one or more whole lines (a chunk, or a run of them as the log mover stores them).
     Meant for a worker thread: it pauses after each feed (:data:`_YIELD_SECONDS`)."""
     processor = StreamProcessor(
-        "ndjson", max_line_bytes=max_line_bytes, max_steps=max_steps, max_step_bytes=max_step_bytes
+        "ndjson",
+        max_line_bytes=max_line_bytes,
+        max_steps=max_steps,
+        max_step_bytes=max_step_bytes,
+        extensions=(LIVE_EXTENSION,),
     )
     batch: list[bytes] = []
     size = 0

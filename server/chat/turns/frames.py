@@ -1,8 +1,9 @@
 """A chat turn's SSE frames, rendered from its runner session's chunks.
 
 Each chunk is a line the runner has validated, so a frame is the line's own bytes under
-``id: <cursor>`` and the event its ``type`` names, with no validation or fold; ``log``
-lines are not forwarded (ids may skip cursors). Around them: ``start`` (``id: 0``),
+``id: <cursor>`` and the event its ``type`` names (``step``, and with the ``live``
+extension the chat asks for, ``delta`` and ``permission``), with no validation or fold;
+``log`` lines are not forwarded (ids may skip cursors). Around them: ``start`` (``id: 0``),
 ``files`` (no ``id``, right before the terminal) and ``done`` (the terminal's cursor + 1).
 So a client resuming with ``Last-Event-ID: N`` gets exactly the frames with ``id`` > N.
 """
@@ -31,15 +32,27 @@ START_ID: Final = 0
 """The ``start`` frame's id: a client that saw it resumes after cursor 0."""
 
 _STEP: Final = event_field("step")
+_DELTA: Final = event_field("delta")
+_PERMISSION: Final = event_field("permission")
 _RESULT: Final = event_field("result")
 _ERROR: Final = event_field("error")
-_HEADS: Final = {"step": _STEP, "result": _RESULT, "error": _ERROR, "log": None}
+_HEADS: Final = {
+    "step": _STEP,
+    "delta": _DELTA,
+    "permission": _PERMISSION,
+    "result": _RESULT,
+    "error": _ERROR,
+    "log": None,
+}
 _PREFIXES: Final = (
     (b'{"type":"step"', _STEP),
+    (b'{"type":"delta"', _DELTA),
     (b'{"type":"log"', None),
+    (b'{"type":"permission"', _PERMISSION),
     (b'{"type":"result"', _RESULT),
     (b'{"type":"error"', _ERROR),
 )
+_TERMINAL_HEADS: Final = (_RESULT, _ERROR)
 _encoder: Final = msgspec.json.Encoder()
 _STEP_START: Final = b'{"type":"step"'
 _NEXT_STEP: Final = b'\n{"type":"step"'
@@ -101,7 +114,7 @@ class TurnFrames:
                 frame = b"id: %d\n%b%b\n" % (cursor, head, data_fields(line))
             else:
                 frame = SINGLE_LINE_FRAME % (cursor, head, line)
-            if head is _STEP:
+            if head not in _TERMINAL_HEADS:
                 parts.append(frame)
             else:
                 self.terminal = "result" if head is _RESULT else "error"
@@ -121,7 +134,7 @@ def live_frames(first: int, data: bytes, count: int) -> bytes:
     """The frames of ``count`` chunks, joined in ``data``, for a caught-up viewer whose
     runs are written live (:mod:`sandstream.server.http.fanout`): the session never
     offers it the run holding the terminal (the viewer's own task reads that one, to
-    put the ``files`` and ``done`` around it), so these are step frames only."""
+    put the ``files`` and ``done`` around it), so these are never terminal frames."""
     return TurnFrames().render_run(first, data, count)
 
 

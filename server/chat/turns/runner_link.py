@@ -1,14 +1,17 @@
 """A chat turn's runner session, embedded or remote, behind one interface.
 
-:class:`RunnerSession`: read a session's chunks after a cursor (:meth:`~RunnerSession.reader`),
-hand the agent a user message, interrupt it. :func:`start_runner_session` creates one,
+:class:`RunnerSession`: read a session's chunks after a cursor
+(:meth:`~RunnerSession.reader`), hand the agent a user message or the answer to a
+permission request, interrupt it. :func:`start_runner_session` creates one,
 :func:`connect_runner_session` finds it again. :class:`EmbeddedSession` is a session of
 this process's ``SessionService``; :class:`RemoteSession` one of a remote runner, read as
 NDJSON from ``GET {url}/sessions/{id}/stream`` and reopened from the last cursor when the
 connection breaks before the terminal. Leaving the reader (also by cancellation) ends its read.
 
 Errors: :class:`RunnerSessionGoneError` (unknown session, or runner unreachable for
-``gone_after`` s), :class:`SessionEndedError`, :class:`RemoteRunnerError` (a refusal).
+``gone_after`` s), :class:`SessionEndedError`, :class:`PermissionNotFoundError` and
+:class:`PermissionAnsweredError` (the runner session decides: it is where answers are
+serialized, whichever replica sends them), :class:`RemoteRunnerError` (a refusal).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.core.schemas import Dispatch
+from sandstream.core.schemas import Dispatch, PermissionAnswer
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.sessions import (
     CaughtUp,
@@ -30,6 +33,8 @@ from sandstream.server.sessions import (
     CursorGoneError,
     Follow,
     KeepAlive,
+    PermissionAnsweredError,
+    PermissionNotFoundError,
     Run,
     Session,
     SessionEndedError,
@@ -38,6 +43,7 @@ from sandstream.server.sessions import (
     Subscribe,
     terminal_state,
 )
+from sandstream.server.sessions.routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND
 
 from ..errors import RemoteRunnerError, RunnerSessionGoneError
 from ..runner_answers import answer_detail
@@ -101,6 +107,12 @@ class RunnerSession(Protocol):
         """Hand ``text`` to the agent. Raises :class:`SessionEndedError`."""
         ...
 
+    async def answer_permission(self, answer: PermissionAnswer) -> None:
+        """Hand the answer to a permission request to the agent; the first answer wins.
+        Raises :class:`PermissionNotFoundError`, :class:`PermissionAnsweredError`,
+        :class:`SessionEndedError`."""
+        ...
+
     async def interrupt(self) -> None:
         """End the session (``error{code:"interrupted"}``); returns once its container is
         gone. Idempotent."""
@@ -152,6 +164,9 @@ class EmbeddedSession:
     async def send_message(self, text: str) -> None:
         await self.session.send_message(text)
 
+    async def answer_permission(self, answer: PermissionAnswer) -> None:
+        await self.session.answer_permission(answer)
+
     async def interrupt(self) -> None:
         await self.session.interrupt()
 
@@ -172,6 +187,19 @@ class _Status(msgspec.Struct):
 
 class _Created(msgspec.Struct):
     id: str
+
+
+class _Problem(msgspec.Struct):
+    type: str = "about:blank"
+    reply: str | None = None
+
+
+def _problem(response: httpx.Response) -> _Problem:
+    """The problem JSON a runner refused with (its defaults when it sent none)."""
+    try:
+        return msgspec.json.decode(response.content, type=_Problem)
+    except msgspec.DecodeError:
+        return _Problem()
 
 
 class RemoteSession:
@@ -293,6 +321,29 @@ class RemoteSession:
             raise RemoteRunnerError(
                 f"the runner answered {response.status_code} to a message: {response.text[:200]}"
             )
+
+    async def answer_permission(self, answer: PermissionAnswer) -> None:
+        response = await self._request(
+            "POST",
+            "/message",
+            content=msgspec.json.encode(answer),
+            headers={"Content-Type": "application/json"},
+        )
+        if response.status_code == 200:
+            return
+        refusal = _problem(response)
+        if response.status_code == 404 and refusal.type == PERMISSION_NOT_FOUND:
+            raise PermissionNotFoundError(answer.id)
+        if response.status_code == 409 and refusal.type == PERMISSION_ANSWERED:
+            raise PermissionAnsweredError(answer.id, refusal.reply)
+        if response.status_code == 409:
+            raise SessionEndedError(f"session {self.id} has ended")
+        if response.status_code == 404:
+            raise RunnerSessionGoneError(f"session {self.id}: the runner does not know it")
+        raise RemoteRunnerError(
+            f"the runner answered {response.status_code} to a permission answer: "
+            f"{response.text[:200]}"
+        )
 
     async def interrupt(self) -> None:
         response = await self._request("POST", "/interrupt")

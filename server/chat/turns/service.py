@@ -17,7 +17,9 @@ from typing import Any, Final
 
 import trio
 
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.persistence import PersistedMessage, user_message
+from sandstream.core.schemas import PermissionAnswer
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import SessionService, terminal_state
@@ -165,7 +167,12 @@ class ChatTurns:
         with trio.CancelScope(shield=True):
             start = await self.store.begin_turn(request)
             dispatch = self.dispatcher.dispatch(
-                turn_id, tokens, body.message, start.session.conversation, scope
+                turn_id,
+                tokens,
+                body.message,
+                start.session.conversation,
+                scope,
+                extensions=(LIVE_EXTENSION,),
             )
             try:
                 session = await start_runner_session(
@@ -325,6 +332,24 @@ class ChatTurns:
         message = user_message(new_id("msg"), text, created_at=now)
         await self.store.append_user_message(workspace_id, chat_id, message, now)
         return message
+
+    async def answer_permission(
+        self, workspace_id: str, chat_id: str, answer: PermissionAnswer
+    ) -> None:
+        """Give the user's answer to a permission request of the chat's running turn.
+
+        The turn's runner session takes the first answer (also across replicas): raises
+        ``PermissionNotFoundError`` (the turn never asked it), ``PermissionAnsweredError``
+        (answered or resolved before), :class:`NoLiveTurnError` (nothing runs, or it
+        ended meanwhile), ``ChatNotFoundError``, ``RemoteRunnerError``.
+        """
+        turn = await self.latest(workspace_id, chat_id)
+        if turn is None:
+            raise NoLiveTurnError(chat_id)
+        try:
+            await turn.session.answer_permission(answer)
+        except (SessionEndedError, RunnerSessionGoneError):
+            raise NoLiveTurnError(chat_id) from None
 
     async def shutdown(self) -> None:
         """End every live turn and wait for them to settle (at most

@@ -17,6 +17,7 @@ export const ROUTES = {
   join: (chatId) => `/api/assistant/chats/${enc(chatId)}/stream`,
   interrupt: (chatId) => `/api/assistant/chats/${enc(chatId)}/interrupt`,
   followUp: (chatId) => `/api/assistant/chats/${enc(chatId)}/messages`,
+  permission: (chatId, requestId) => `/api/assistant/chats/${enc(chatId)}/permissions/${enc(requestId)}`,
 };
 
 /** A non-2xx answer: `status`, and the problem's `title`, `detail`, `type`. */
@@ -106,6 +107,14 @@ export class Api {
   /** Stop the running turn → {chatId, message} once it is stored (409: none runs). */
   interrupt(chatId) {
     return this.json("POST", ROUTES.interrupt(chatId));
+  }
+
+  /**
+   * Answer the running turn's permission request ("once", "always" or "reject"); the
+   * outcome reaches every viewer on the stream. 409: answered before (first wins).
+   */
+  answerPermission(chatId, requestId, reply) {
+    return this.json("POST", ROUTES.permission(chatId, requestId), { json: { reply } });
   }
 
   /** A message for the running turn's agent → {chatId, message} as stored (409: none runs). */

@@ -8,7 +8,9 @@
 // A turn runs on the server whoever watches it: a reload, a second tab or a dropped
 // connection joins it again (GET …/stream, after the last frame id seen), stop
 // interrupts it (POST …/interrupt), and a message sent while it runs goes to its
-// agent (POST …/messages).
+// agent (POST …/messages). Its text streams in as it is written; a permission request
+// shows a card whose buttons answer it (POST …/permissions/{requestId}); every viewer
+// sees the outcome when the request's resolved line arrives.
 
 import { Api, ApiError, readFrames } from "./api.js";
 import { LiveTurn } from "./fold.js";
@@ -224,7 +226,8 @@ class Turn {
   constructor(chatId, assistantMessageId) {
     this.chatId = chatId;
     this.live = new LiveTurn(assistantMessageId);
-    this.element = render(this.live.message());
+    this.answered = new Set(); // permission requests this tab answered (their buttons stay disabled)
+    this.element = this.render();
     this.cursor = ""; // the last frame's id (a session cursor): where a rejoin resumes
     this.stopping = false;
     this.timer = null;
@@ -240,24 +243,50 @@ class Turn {
     this.timer ??= setTimeout(() => this.draw(), 0); // one redraw per burst of frames
   }
 
-  /** Redraw the message, keeping which steps are open and where the focus is. */
+  render() {
+    return renderMessage(this.live.message(), {
+      fileChip,
+      answer: (requestId, reply) => this.answer(requestId, reply),
+      answered: this.answered,
+    });
+  }
+
+  /** Answer a permission request once; the outcome arrives on the stream. */
+  async answer(requestId, reply) {
+    if (this.answered.has(requestId)) return;
+    this.answered.add(requestId);
+    this.draw();
+    try {
+      await state.api.answerPermission(this.chatId, requestId, reply);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 409) return; // answered first elsewhere: its outcome comes
+      this.answered.delete(requestId);
+      this.draw();
+      fail(error);
+    }
+  }
+
+  /** Redraw the message, keeping which steps (and the reasoning) are open and where the focus is. */
   draw() {
     clearTimeout(this.timer);
     this.timer = null;
     const old = this.element;
     const open = new Set([...old.querySelectorAll(".step details[open]")].map((d) => d.closest(".step").dataset.stepId));
+    const reasoningOpen = old.querySelector("details.reasoning")?.open;
     const focused = old.contains(document.activeElement) ? document.activeElement.closest(".step")?.dataset.stepId : null;
     const follow = atEnd(); // a reader who scrolled up is left where they are
-    const fresh = render(this.live.message());
+    const fresh = this.render();
     for (const step of fresh.querySelectorAll(".step")) {
       if (open.has(step.dataset.stepId)) step.querySelector("details").open = true;
     }
+    if (reasoningOpen) fresh.querySelector("details.reasoning").open = true;
     old.replaceWith(fresh);
     this.element = fresh;
     if (focused) fresh.querySelector(`.step[data-step-id="${CSS.escape(focused)}"] summary`)?.focus();
     if (state.chatId === this.chatId) {
       const steps = this.live.steps.size;
-      say(this.live.ended ? "" : `Running… ${steps} step${steps === 1 ? "" : "s"}`);
+      const asking = [...this.live.permissions.values()].some((row) => row.status === "pending");
+      say(this.live.ended ? "" : asking ? "Waiting for your answer…" : `Running… ${steps} step${steps === 1 ? "" : "s"}`);
       if (follow) scrollToEnd();
     }
   }

@@ -6,7 +6,10 @@
 // whose JSON is over the display bound become a UTF-8-safe preview string with
 // their full size; at the terminal, a step still running is closed as the server
 // stores it. Sizes are those of the JSON as the sandbox sent it, read from the
-// frame's own text (rawMembers), not of a re-encoding.
+// frame's own text (rawMembers), not of a re-encoding. Live text and reasoning
+// (delta frames) and permission requests are folded as core/live.py folds them: the
+// text streams until the result replaces it, the reasoning is one block, a request
+// still pending when the turn ends is shown resolved, "cancelled".
 
 const DISPLAY_BYTES = 16 * 1024;
 const STOPPED = ["cancelled", "interrupted"]; // the error codes of a turn someone stopped
@@ -20,6 +23,8 @@ export class LiveTurn {
     this.result = null;
     this.error = null;
     this.files = [];
+    this.parts = []; // runs of deltas of one message id and kind: {id, kind, text}
+    this.permissions = new Map(); // request id → {id, status, options, step, title, reply}
     this.createdAt = Date.now();
   }
 
@@ -32,6 +37,8 @@ export class LiveTurn {
     const { type, data } = frame;
     if (type === "start" && data.assistantMessageId) this.id = data.assistantMessageId;
     else if (type === "step") this.foldStep(data, rawMembers(frame.raw));
+    else if (type === "delta") this.foldDelta(data);
+    else if (type === "permission") this.foldPermission(data);
     else if (type === "files") this.files = data.files || [];
     else if (type === "result" && !this.ended) this.result = data;
     else if (type === "error" && !this.ended) this.error = data;
@@ -57,10 +64,40 @@ export class LiveTurn {
     if (step.durationMs != null) row.durationMs = step.durationMs;
   }
 
-  /** The message as history will hold it (`status` unset while the turn runs). */
+  foldDelta(delta) {
+    if (this.ended) return;
+    const last = this.parts[this.parts.length - 1];
+    if (last && last.id === delta.id && last.kind === delta.kind) last.text += delta.text;
+    else this.parts.push({ id: delta.id, kind: delta.kind, text: delta.text });
+  }
+
+  foldPermission(line) {
+    const row = this.permissions.get(line.id);
+    if (line.status === "pending" && row === undefined) {
+      this.permissions.set(line.id, { id: line.id, status: "pending", options: line.options || [],
+                                      step: line.step ?? null, title: line.title ?? null, reply: null });
+    } else if (line.status === "resolved" && row !== undefined && row.status === "pending") {
+      row.status = "resolved";
+      row.reply = line.reply;
+    } // anything else breaks a rule: the server drops it too
+  }
+
+  /** The deltas of `kind` joined, all messages in order. */
+  text(kind) {
+    return this.parts.filter((part) => part.kind === kind).map((part) => part.text).join("");
+  }
+
+  /**
+   * The message as history will hold it (`status` unset while the turn runs). While
+   * it runs, the text streamed so far is a text block marked `streaming`.
+   */
   message() {
     const content = [];
+    const reasoning = this.text("reasoning");
+    if (reasoning) content.push({ type: "reasoning", text: reasoning });
+    const streamed = this.text("text");
     if (this.result) content.push({ type: "text", text: this.result.message });
+    else if (streamed) content.push(this.ended ? { type: "text", text: streamed } : { type: "text", text: streamed, streaming: true });
     const rows = [...this.steps.values()];
     if (rows.length) {
       content.push({ type: "steps", steps: rows.map((row) => this.trace(row)) });
@@ -72,11 +109,24 @@ export class LiveTurn {
         content.push(block);
       }
     }
+    for (const row of this.permissions.values()) content.push(this.permission(row));
     if (this.error) content.push({ type: "error", code: this.error.code, message: this.error.message });
     const message = { id: this.id, role: "assistant", content, createdAt: this.createdAt };
     if (this.files.length) message.fileAttachments = this.files;
     if (this.ended) message.status = this.result ? "complete" : STOPPED.includes(this.error.code) ? this.error.code : "failed";
     return message;
+  }
+
+  permission(row) {
+    const block = { type: "permission", id: row.id, status: row.status, options: row.options };
+    if (row.step !== null) block.step = row.step;
+    if (row.title !== null) block.title = row.title;
+    if (row.reply !== null) block.reply = row.reply;
+    if (this.ended && block.status === "pending") {
+      block.status = "resolved";
+      block.reply = "cancelled";
+    }
+    return block;
   }
 
   trace(row) {

@@ -1,7 +1,8 @@
 // One render function for a message, live or from history: a PersistedMessage in
 // (docs/protocol.md), an <article> out. The live turn folds its frames into that
 // same shape (fold.js), so a reopened chat draws exactly what the stream drew.
-// Every string of the message goes into text nodes or the safe Markdown renderer.
+// Every string of the message goes into text nodes or the safe Markdown renderer;
+// text still streaming goes into a text node as it is (Markdown once it is complete).
 
 import { renderMarkdown } from "./markdown.js";
 
@@ -37,11 +38,20 @@ function formatDuration(ms) {
   return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
+const REPLIES = [
+  ["once", "Allow once", ["allow_once"]],
+  ["always", "Always allow", ["allow_always"]],
+  ["reject", "Reject", ["reject_once", "reject_always"]],
+];
+const OUTCOMES = { once: "Allowed once", always: "Always allowed", reject: "Rejected", cancelled: "Cancelled" };
+
 /**
  * The <article> of `message`. `fileChip(file)` makes the element of an attached
- * file (the app's download button).
+ * file (the app's download button). `answer(requestId, reply)`, when given, answers
+ * a pending permission request (its buttons are disabled without it, and for the
+ * request ids in `answered`).
  */
-export function renderMessage(message, { fileChip }) {
+export function renderMessage(message, { fileChip, answer = null, answered = new Set() }) {
   const article = el("article", {
     class: `message message-${message.role}`,
     "data-message-id": message.id,
@@ -54,7 +64,7 @@ export function renderMessage(message, { fileChip }) {
       if (block.type === "text") article.append(el("p", { class: "user-text" }, block.text));
     }
   } else {
-    renderAssistant(message, article);
+    renderAssistant(message, article, answer, answered);
   }
   const files = message.fileAttachments || [];
   if (files.length) {
@@ -68,9 +78,15 @@ export function renderMessage(message, { fileChip }) {
   return article;
 }
 
-function renderAssistant(message, article) {
+function renderAssistant(message, article, answer, answered) {
   const outputs = new Map();
   for (const block of message.content) if (block.type === "tool_output") outputs.set(block.stepId, block);
+  for (const block of message.content) {
+    if (block.type === "reasoning") {
+      article.append(el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"),
+        el("p", { class: "reasoning-text" }, block.text)));
+    }
+  }
   for (const block of message.content) {
     if (block.type === "steps") {
       article.append(el("ol", { class: "steps", "aria-label": "Steps" },
@@ -80,7 +96,12 @@ function renderAssistant(message, article) {
     }
   }
   for (const block of message.content) {
-    if (block.type === "text") article.append(el("div", { class: "answer markdown" }, renderMarkdown(block.text)));
+    if (block.type === "permission") article.append(renderPermission(block, answer, answered));
+  }
+  for (const block of message.content) {
+    if (block.type !== "text") continue;
+    if (block.streaming) article.append(el("div", { class: "answer streaming", "aria-live": "polite" }, block.text));
+    else article.append(el("div", { class: "answer markdown" }, renderMarkdown(block.text)));
   }
   for (const block of message.content) {
     if (block.type === "error") {
@@ -110,6 +131,30 @@ function renderStep(step, output) {
     details.append(el("p", { class: "step-omitted" }, `${formatSize(step.omittedBytes)} of later output not kept`));
   }
   return el("li", { class: `step step-${step.status}`, "data-step-id": step.id }, details);
+}
+
+/** A permission request: its question, then its buttons while pending, else its outcome. */
+function renderPermission(block, answer, answered) {
+  const card = el("section", {
+    class: `permission permission-${block.status}`,
+    "data-request-id": block.id,
+    "aria-label": "Permission request",
+  }, el("p", { class: "permission-title" }, block.title || "The agent asks for permission"));
+  if (block.status !== "pending") {
+    card.append(el("p", { class: "permission-outcome", "data-reply": block.reply || "" }, OUTCOMES[block.reply] || block.reply || ""));
+    return card;
+  }
+  const kinds = new Set((block.options || []).map((option) => option.kind));
+  const actions = el("div", { class: "permission-actions", role: "group" });
+  for (const [reply, label, offered] of REPLIES) {
+    if (kinds.size && !offered.some((kind) => kinds.has(kind))) continue;
+    const button = el("button", { type: "button", class: reply === "reject" ? "quiet" : "", "data-reply": reply,
+                                  disabled: answer === null || answered.has(block.id) }, label);
+    if (answer !== null) button.addEventListener("click", () => answer(block.id, reply));
+    actions.append(button);
+  }
+  card.append(actions);
+  return card;
 }
 
 function payload(title, value, truncated, size) {
