@@ -169,6 +169,7 @@ def test_pi_models_and_settings(tmp_path: Path) -> None:
     assert prepared.env["PATH"] == f"{bin_dir}:/usr/bin:/bin"
     assert prepared.command[0] == str(bin_dir / "node")
     assert prepared.env["PI_OFFLINE"] == "1"
+    assert prepared.env["NPM_CONFIG_OFFLINE"] == "true"  # no update notice in the text
 
 
 @pytest.mark.parametrize(

@@ -237,7 +237,10 @@ def _pi(at: _Where) -> _Preset:
     _write_json(agent_dir / "settings.json", settings)
     # pi needs a newer node than the system's: the prefix's own, first on PATH.
     path = f"{at.prefix / 'node_modules' / '.bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-    return _Preset({"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "PATH": path})
+    # pi-acp asks the registry for a newer pi at each session/new (``npm view``) and
+    # says so in the turn's text: npm offline answers nothing, at once.
+    offline = {"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "NPM_CONFIG_OFFLINE": "true"}
+    return _Preset({**offline, "PATH": path})
 
 
 _PRESETS: Final[Mapping[str, Callable[[_Where], _Preset]]] = {

@@ -3,7 +3,8 @@
 :func:`agent_process` starts the agent command in a new session (its own process group)
 with pipes, and on leaving ends every process of its tree: the group gets ``SIGTERM``,
 then after ``grace`` seconds ``SIGKILL``; descendants that left the group (a tool run
-under ``setsid``) are found in ``/proc`` and killed too, before and after. It runs
+under ``setsid``) are found in ``/proc`` and killed too — those seen while the agent
+ran as well, so a tool orphaned by an agent that died first is not missed. It runs
 shielded, so a cancelled run still leaves nothing behind. Raises :class:`OSError` if
 the command cannot start.
 """
@@ -24,6 +25,7 @@ from ...procs import kill_group, terminate_group
 __all__ = ["agent_process", "descendants"]
 
 _SWEEPS = 5
+_WATCH_INTERVAL = 0.2
 
 
 def descendants(pid: int) -> set[int]:
@@ -57,6 +59,23 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
+def _started(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot), to tell it from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()[19]
+
+
+async def _watch(pid: int, seen: dict[int, str | None]) -> None:
+    """Remember ``pid``'s descendants, with their start times, until cancelled."""
+    while True:
+        for child in descendants(pid) - seen.keys():
+            seen[child] = _started(child)
+        await trio.sleep(_WATCH_INTERVAL)
+
+
 def _kill_all(pids: set[int]) -> None:
     for pid in pids:
         with suppress(ProcessLookupError, PermissionError):
@@ -77,11 +96,16 @@ async def agent_process(
         env=dict(env),
         start_new_session=True,
     )
+    seen: dict[int, str | None] = {}
     try:
-        yield process
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch, process.pid, seen)
+            yield process
+            nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            strays = descendants(process.pid)
+            orphans = {pid for pid, started in seen.items() if _started(pid) == started}
+            strays = descendants(process.pid) | orphans
             if process.returncode is None:
                 await terminate_group(process, grace)
             kill_group(process.pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ then the agent's whole process tree is killed and :class:`trio.Cancelled` propag
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +25,7 @@ from sandstream.core.schemas import AcpAgent
 from ...context import RunContext
 from ...errors import AgentError, ContainerError
 from .connection import open_connection
+from .errors import AgentExitedError
 from .presets import prepare
 from .process import agent_process
 from .session import AcpSession, TurnCancelled
@@ -115,6 +117,10 @@ async def run_acp(ctx: RunContext) -> str:
     if isinstance(failure, TurnCancelled):
         await trio.lowlevel.checkpoint()  # an interrupt: Cancelled propagates from here
         raise AgentError(str(failure), code="cancelled")
+    if isinstance(failure, AgentExitedError):
+        failure = AgentExitedError(
+            f"{name} {_exit_status(process.returncode)} before the turn ended"
+        )
     if failure is not None:
         tail = stderr.text()
         if tail:
@@ -122,6 +128,17 @@ async def run_acp(ctx: RunContext) -> str:
             failure.args = (failure.message,)
         raise failure
     return message
+
+
+def _exit_status(returncode: int | None) -> str:
+    if returncode is None or returncode == 0:
+        return "closed its output" if returncode is None else "exited"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
 
 
 async def _cancel_when_cancelled(turn_over: trio.Event, session: AcpSession) -> None:

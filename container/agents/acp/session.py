@@ -35,6 +35,7 @@ from acp.schema import (
 from sandstream.core.schemas import ConfigResponse
 
 from ...context import RunContext
+from ...errors import ContainerError
 from ...output import now_ms
 from ..claude_code import render_prompt
 from .connection import Connection, Reply, RpcFault
@@ -191,11 +192,18 @@ class AcpSession:
 
     async def _call(self, connection: Connection, method: str, params: Any, model: Any) -> Any:
         """A setup request, bounded by the stall timeout and given up on a cancel."""
+        failure: ContainerError | None = None  # raised out here: a nursery would group it
+        result: Any = None
         with trio.move_on_after(self._stall) as timer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._give_up_on_cancel, nursery.cancel_scope)
-                result = await connection.request(method, params)
+                try:
+                    result = await connection.request(method, params)
+                except ContainerError as exc:
+                    failure = exc
                 nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         if timer.cancelled_caught:
             raise AgentStalledError(f"no answer to {method} in {self._stall:g} s")
         if self._cancel.is_set():
@@ -215,12 +223,18 @@ class AcpSession:
     async def _prompt(self, connection: Connection, params: Any) -> PromptResponse:
         reply = await connection.start_request("session/prompt", params)
         result: Any = None
+        failure: ContainerError | None = None  # raised out here: a nursery would group it
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch_stall, connection, nursery.cancel_scope)
                 nursery.start_soon(self._give_up_on_cancel, nursery.cancel_scope)
-                result = await reply.result()
+                try:
+                    result = await reply.result()
+                except ContainerError as exc:
+                    failure = exc
                 nursery.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
             if not reply.answered:
                 if not self._cancel.is_set():
                     raise AgentStalledError(
