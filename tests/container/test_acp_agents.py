@@ -34,7 +34,7 @@ DEADLINE: Final = 120.0
 
 def _spec(preset: AcpPreset, model: ModelServer, **options: Any) -> AcpAgent:
     env = model.provider_env(MODELS.get(preset, "test-model"))
-    return AcpAgent(preset=preset, env=env, stall_timeout_sec=90, **options)
+    return AcpAgent(preset=preset, env=env, **{"stall_timeout_sec": 90, **options})
 
 
 def _lines(stdout: bytes) -> list[dict[str, Any]]:
@@ -148,7 +148,9 @@ async def test_a_strict_turn_has_no_live_lines(
         assert run.terminal["message"].endswith("".join(TEXT))
 
 
-@pytest.mark.parametrize(("preset", "reply"), [(p, r) for p in ASKING for r in ("always", "reject")])
+@pytest.mark.parametrize(
+    ("preset", "reply"), [(p, r) for p in ASKING for r in ("always", "reject")]
+)
 async def test_a_permission_answered_always_or_reject(
     nursery: trio.Nursery,
     workspace: WorkspaceServer,
@@ -210,22 +212,29 @@ async def test_an_agent_killed_mid_turn_is_an_error_with_its_stderr(
     assert _processes("sleep 391") == []
 
 
-@pytest.mark.parametrize("failure", ["status-500", "drop"])
-@pytest.mark.parametrize("preset", ["opencode", "gemini", "pi"])
-async def test_a_failing_model_server_is_a_clear_error(
+@pytest.mark.parametrize(
+    ("preset", "failure"),
+    [("claude", "status-500"), ("codex", "drop"), ("gemini", "drop"), ("opencode", "status-500")],
+)
+async def test_a_failing_model_server_is_an_error_not_a_hang(
     nursery: trio.Nursery,
     workspace: WorkspaceServer,
     tmp_path: Path,
     preset: AcpPreset,
     failure: Any,
 ) -> None:
+    """The agent's own error, or, while it retries silently, the stall timeout's.
+
+    (pi-acp ends a turn whose model calls failed as a normal end of turn: docs/agents.md.)
+    """
     model = await start_model_server(nursery, ModelScript(failure=failure))
-    workspace.config = ConfigResponse(agent=_spec(preset, model))
+    workspace.config = ConfigResponse(agent=_spec(preset, model, stall_timeout_sec=15))
     run = await run_in_process(
         workspace.mint_dispatch("Hello"), "--work-dir", str(_work(tmp_path)), timeout=DEADLINE
     )
     assert run.terminal["type"] == "error", run
-    assert run.terminal["message"], run
+    assert run.terminal["code"] in ("agent_error", "agent_stalled"), run.terminal
+    assert model.generations(), "the agent never reached the model"
 
 
 def _processes(needle: str) -> list[int]:

@@ -263,10 +263,10 @@ class AcpSession:
 
     async def _watch_stall(self, connection: Connection, scope: trio.CancelScope) -> None:
         """Cancel ``scope`` once the agent has been silent too long (not while the user
-        is being asked)."""
+        is being asked, nor while one of its tools runs: the runtime cap bounds those)."""
         while True:
             now = trio.current_time()
-            if self._desk.waiting:
+            if self._desk.waiting or self._translator.tools_running:
                 await trio.sleep(min(1.0, self._stall))
                 continue
             deadline = max(connection.last_heard, self._desk.last_answered) + self._stall

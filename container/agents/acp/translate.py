@@ -93,6 +93,11 @@ class Translator:
         """The turn's text: every text delta so far, concatenated."""
         return "".join(self._parts)
 
+    @property
+    def tools_running(self) -> bool:
+        """Whether a tool call has started and not ended."""
+        return any(not call.done for call in self._calls.values())
+
     def update(self, update: Any, now: int) -> list[LiveEnvelope]:
         """The lines for one ``session/update`` (an ``acp.schema`` update model)."""
         if isinstance(update, AgentMessageChunk | AgentThoughtChunk):
