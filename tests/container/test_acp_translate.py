@@ -133,3 +133,28 @@ def test_a_huge_result_is_cut_and_marked_and_a_permission_creates_the_step() -> 
     assert step.result == "y" * 100 + "… [truncated: 900 more characters]"
     assert step.duration_ms == 2
     assert translator.finish("ended") == []
+
+
+def test_output_reported_only_in_meta_becomes_the_result() -> None:
+    """pi-acp sends a shell tool's output only in ``_meta.terminal_output``."""
+    translator = Translator(live=True, step_ids=lambda: "step_1")
+    updates = [
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls", "kind": "execute",
+         "status": "pending", "content": [{"type": "terminal", "terminalId": "t1"}]},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+         "_meta": {"terminal_output": {"data": "a.txt\n"}}},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+         "_meta": {"terminal_output": {"data": "b.txt\n"}}},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+         "_meta": {"terminal_exit": {"exit_code": 0, "signal": None}}},
+    ]  # fmt: skip
+    out: list[LiveEnvelope] = []
+    for number, update in enumerate(updates):
+        notification = {"sessionId": "s", "update": update}
+        out += translator.update(SessionNotification.model_validate(notification).update, number)
+    steps = [e for e in out if isinstance(e, Step)]
+    assert [(s.status, s.result) for s in steps] == [
+        ("running", None),
+        ("succeeded", "a.txt\nb.txt\n"),
+    ]

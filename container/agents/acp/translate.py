@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
@@ -65,6 +65,8 @@ class _ToolCall:
     args: Any
     started: int
     done: bool = False
+    terminal_output: list[str] = field(default_factory=list)
+    """Output an agent reports only in ``_meta.terminal_output`` (pi)."""
 
 
 class Translator:
@@ -129,10 +131,13 @@ class Translator:
         elif call.raw_input is not None and call.raw_input != known.args and not known.done:
             known.args = call.raw_input
             out.append(Step(id=known.step_id, name=known.name, status="running", args=known.args))
+        output = _terminal_output(call)
+        if output and not known.done:
+            known.terminal_output.append(output)
         if known.done or call.status not in ("completed", "failed"):
             return known.step_id, out
         known.done = True
-        result = self._result(call)
+        result = self._result(call, known)
         duration = max(0, now - known.started)
         if call.status == "completed":
             step: Step[Any] = Step(
@@ -179,13 +184,17 @@ class Translator:
         out.append(Delta(id=self._segment[1], kind=kind, text=text, ts=now))
         return out if self._live else []
 
-    def _result(self, call: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> Any:
+    def _result(
+        self, call: ToolCallStart | ToolCallProgress | ToolCallUpdate, known: _ToolCall
+    ) -> Any:
         texts = [
             item.content.text
             for item in call.content or ()
             if item.type == "content" and isinstance(item.content, TextContentBlock)
         ]
         result: Any = "\n".join(texts) if texts else call.raw_output
+        if result is None and known.terminal_output:
+            result = "".join(known.terminal_output)
         if isinstance(result, str):
             return _cut(result, self._max_result)
         if result is not None:
@@ -193,6 +202,13 @@ class Translator:
             if len(encoded) > self._max_result:
                 return _cut(encoded, self._max_result)
         return result
+
+
+def _terminal_output(call: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> str:
+    meta = call.field_meta or {}
+    output = meta.get("terminal_output")
+    data = output.get("data") if isinstance(output, dict) else None
+    return data if isinstance(data, str) else ""
 
 
 def _name(call: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> str:
