@@ -86,12 +86,14 @@ _EVENTS_BEFORE_FAILURE = 2
 class ModelScript:
     """What the stand-in model answers: the shell ``command`` to call first, then the
     final ``text`` in these chunks (after ``reasoning`` chunks, if any); ``failure``
-    makes every generation request fail that way instead."""
+    makes every generation request fail that way instead. ``pace_sec``: the pause
+    between two events of a streamed answer (as a model's tokens come)."""
 
     command: str = "echo stand-in"
     text: tuple[str, ...] = ("The command ", "ran ", "fine.")
     reasoning: tuple[str, ...] = ()
     failure: Failure | None = None
+    pace_sec: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ class ModelServer:
             return _json(render_json(protocol, reply))
         events = render_stream(protocol, reply)
         response = Response(
-            self._stream([e.encode() for e in events], failure),
+            self._stream([e.encode() for e in events], failure, script.pace_sec),
             status=200,
             content_type="text/event-stream",
         )
@@ -354,9 +356,13 @@ class ModelServer:
             return Response(item.body, status=200, content_type=item.content_type)
         return _json(item)
 
-    async def _stream(self, events: list[bytes], failure: Failure | None) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, events: list[bytes], failure: Failure | None, pace: float
+    ) -> AsyncIterator[bytes]:
         cut = min(_EVENTS_BEFORE_FAILURE, len(events) - 1)
         for number, event in enumerate(events):
+            if pace and number:
+                await trio.sleep(pace)
             if failure is not None and number == cut:
                 if failure == "stall":
                     await trio.sleep_forever()

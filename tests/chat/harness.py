@@ -36,6 +36,7 @@ from hypercorn.config import Config
 
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
+from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.core.persistence import PersistedFileAttachment, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
@@ -67,6 +68,8 @@ AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 WORKSPACE = "ws_test"
 DEADLINE = 60.0
 """Seconds any single wait may take on a loaded CI machine."""
+AGENTS_DIR = default_agents_dir()
+"""Where `sandstream agents install` put the ACP agents (.dev/test runs it)."""
 
 
 # -- agents ------------------------------------------------------------------------------
@@ -305,9 +308,9 @@ async def start_chat_server(
 ) -> ChatServer:
     """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
 
-    The embedded runner sandboxes containers with bwrap (the data dir hidden), as
-    ``sandstream serve`` does; with ``kill_grace`` it uses the local launcher with
-    that grace instead (for tests of the local launcher's ``SIGTERM`` path).
+    The embedded runner sandboxes containers with bwrap (the data dir hidden, the ACP
+    agents' dir mounted), as ``sandstream serve`` does; with ``kill_grace`` it uses the
+    local launcher with that grace instead (for tests of the local launcher's ``SIGTERM`` path).
     """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await SQLiteChatStore.open(data_dir)
@@ -322,7 +325,12 @@ async def start_chat_server(
                 max_live=32,
                 shutdown_timeout=5.0,
             ),
-            BwrapLauncher(stderr="discard", hidden_paths=[str(data_dir)])
+            BwrapLauncher(
+                stderr="discard",
+                hidden_paths=[str(data_dir)],
+                env={AGENTS_DIR_ENV: str(AGENTS_DIR)},
+                extra_paths=[str(AGENTS_DIR)] if AGENTS_DIR.is_dir() else [],
+            )
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
         )

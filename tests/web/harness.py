@@ -20,6 +20,7 @@ sleep.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -29,6 +30,7 @@ import trio
 from playwright.sync_api import Browser as PlaywrightBrowser
 from playwright.sync_api import BrowserContext, Page, Playwright
 
+from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.server.chat import AgentProfile
 from tests.chat.harness import (
@@ -103,12 +105,22 @@ class ServerThread:
     """The chat server (:func:`start_chat_server`) in a trio loop on its own thread.
 
     Entering starts it and waits until it listens; leaving runs its shutdown path
-    (live turns settle, containers are reaped) and joins the thread.
+    (live turns settle, containers are reaped) and joins the thread. ``model``: a
+    stand-in model server with this script is started first, and the server's agent is
+    what the callable makes of it.
     """
 
-    def __init__(self, data_dir: Path, *, proxied: bool = False, **overrides: Any) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        proxied: bool = False,
+        model: tuple[ModelScript, Callable[[ModelServer], AgentProfile]] | None = None,
+        **overrides: Any,
+    ) -> None:
         self.data_dir = data_dir
         self.overrides = overrides
+        self.model = model
         self.proxied = proxied
         self.url = ""
         self._proxy: Proxy | None = None
@@ -147,6 +159,10 @@ class ServerThread:
     async def _serve(self) -> None:
         self._stop = trio.Event()
         async with trio.open_nursery() as nursery:
+            if self.model is not None:  # a stand-in model server, and the agent using it
+                script, agent = self.model
+                model = await start_model_server(nursery, script)
+                self.overrides["agent"] = agent(model)
             server = await start_chat_server(nursery, self.data_dir, **self.overrides)
             self.url = server.url
             if self.proxied:

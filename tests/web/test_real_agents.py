@@ -1,0 +1,67 @@
+"""The five real ACP agents in Chromium: each turn's answer streams into the web app, and
+the agents that ask (Claude Code, OpenCode, Gemini CLI) are answered from the
+permission card. The chat server runs them in bubblewrap against the stand-in model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import pytest
+from playwright.sync_api import BrowserContext
+
+from benchmarks.support.model_server import ModelScript, ModelServer
+from sandstream.core.schemas import AcpAgent, AcpPreset, ConfigResponse
+from sandstream.server.chat import AgentProfile
+from tests.web.harness import ServerThread, assistant, send, signed_in
+
+PRESETS: Final[tuple[AcpPreset, ...]] = ("claude", "codex", "opencode", "gemini", "pi")
+ASKING: Final[tuple[AcpPreset, ...]] = ("claude", "opencode", "gemini")
+MODELS: Final[dict[str, str]] = {"codex": "gpt-5.1-codex", "claude": "claude-sonnet-4-5"}
+TEXT: Final = ("The file ", "says ", "hello ", "from ", "the ", "tool.")
+SCRIPT: Final = ModelScript(
+    command="echo hello-from-tool > out.txt && cat out.txt", text=TEXT, pace_sec=0.05
+)
+"""The text comes as a model's would, an event every 50 ms, so the page can show it
+in part (a fixed pause of the model's, not a timing the test asserts)."""
+CARD: Final = "article.message-assistant .permission"
+PENDING: Final = f"{CARD}.permission-pending"
+
+
+def _agent(preset: AcpPreset) -> Callable[[ModelServer], AgentProfile]:
+    def agent(model: ModelServer) -> AgentProfile:
+        env = model.provider_env(MODELS.get(preset, "test-model"))
+        spec = AcpAgent(preset=preset, env=env, stall_timeout_sec=90)
+        return AgentProfile(ConfigResponse(agent=spec), description=f"acp {preset}")
+
+    return agent
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_real_agent_streams_into_the_page_and_is_answered_there(
+    context: BrowserContext, tmp_path: Path, preset: AcpPreset
+) -> None:
+    with ServerThread(tmp_path / "data", model=(SCRIPT, _agent(preset))) as server:
+        page = signed_in(context, server)
+        seen: list[str] = []
+        page.expose_function("noteAnswer", lambda text: seen.append(text))
+        # Every change of the streaming answer, as the page shows it.
+        page.evaluate(
+            """() => new MutationObserver(() => {
+                const answer = document.querySelector(
+                    "article.message-assistant[data-status=running] .answer");
+                if (answer) window.noteAnswer(answer.innerText);
+            }).observe(document.querySelector("#messages"),
+                       {subtree: true, childList: true, characterData: true})"""
+        )
+        send(page, "Write the file")
+        if preset in ASKING:
+            page.wait_for_selector(PENDING)
+            page.click(f'{PENDING} button[data-reply="once"]')
+            page.wait_for_selector(f'{CARD}.permission-resolved [data-reply="once"]')
+        done = assistant(page, "complete")
+        answer = page.inner_text(f"{done} .answer").strip()
+        assert answer.endswith("".join(TEXT))
+        partial = [text for text in seen if text.strip() and text.strip() != answer]
+        assert partial, f"the answer never showed in part: {seen}"
