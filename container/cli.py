@@ -187,6 +187,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
 
         from .dispatch import decode_dispatch, read_dispatch
         from .errors import DispatchError
+        from .procs import adopt_orphans
         from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
     except ModuleNotFoundError as exc:  # a core-only install: one line, one terminal
         message = missing_extra("sandstream container", "container", exc)
@@ -197,6 +198,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         return 1
     if huge_pages:  # what it runs with is imported: into huge pages, where allowed
         collapse_heap()
+    adopt_orphans()  # a tool its agent left behind stays below the container, to be ended
     try:
         try:
             early.raising = True

@@ -5,11 +5,15 @@ session and pipes read concurrently, and always ends with a group kill: ``SIGKIL
 a normal exit (nothing left in the background survives), ``SIGTERM`` then ``SIGKILL``
 after :data:`KILL_GRACE` on a timeout. Cancellation does the same, shielded, then
 propagates, so a cancelled run stops within about :data:`KILL_GRACE` seconds.
+
+:func:`adopt_orphans` makes the container the parent of processes orphaned below it (a
+tool whose agent died), so that the container can still find and end them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import signal
@@ -20,12 +24,22 @@ from typing import Final
 
 import trio
 
-__all__ = ["KILL_GRACE", "ProcessOutcome", "kill_group", "run_in_group", "terminate_group"]
+__all__ = [
+    "KILL_GRACE",
+    "ProcessOutcome",
+    "adopt_orphans",
+    "adopts_orphans",
+    "kill_group",
+    "run_in_group",
+    "terminate_group",
+]
 
 KILL_GRACE: Final = 0.4
 """Seconds between ``SIGTERM`` and ``SIGKILL`` when a process group is stopped."""
 
 _DRAIN_AFTER_EXIT: Final = 2.0
+_PR_SET_CHILD_SUBREAPER: Final = 36
+_PR_GET_CHILD_SUBREAPER: Final = 37
 _READ_SIZE: Final = 65536
 
 ChunkHandler = Callable[[bytes], None]
@@ -49,6 +63,26 @@ class ProcessOutcome:
                 name = f"signal {-self.returncode}"
             return f"killed by {name}"
         return f"exited with status {self.returncode}"
+
+
+def _prctl(option: int, arg: object) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to ask: not Linux
+        return False
+    return bool(libc.prctl(option, arg, 0, 0, 0) == 0)
+
+
+def adopt_orphans() -> bool:
+    """Become this process's descendants' subreaper (Linux): an orphan below it is
+    re-parented to it, not to init. Whether that worked."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def adopts_orphans() -> bool:
+    """Whether :func:`adopt_orphans` is in effect for this process."""
+    flag = ctypes.c_int(0)
+    return _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and flag.value == 1
 
 
 def kill_group(pgid: int, sig: int) -> None:

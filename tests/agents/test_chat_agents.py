@@ -27,19 +27,16 @@ from tests.chat.harness import (
     persisted_form,
     start_serve_process,
 )
+from tests.support.agents import ASKING, PRESETS, WRITE, acp_spec
 
-PRESETS: Final[tuple[AcpPreset, ...]] = ("claude", "codex", "opencode", "gemini", "pi")
-ASKING: Final[tuple[AcpPreset, ...]] = ("claude", "opencode", "gemini")
-MODELS: Final[dict[str, str]] = {"codex": "gpt-5.1-codex", "claude": "claude-sonnet-4-5"}
-WRITE: Final = "echo hello-from-tool > out.txt && cat out.txt"
 TEXT: Final = ("The file ", "says hello", " from the tool.")
 DEADLINE: Final = 120.0
 PARAMS: Final = {"workspaceId": WORKSPACE}
 
 
 def _config(preset: AcpPreset, model: ModelServer) -> dict[str, Any]:
-    env = model.provider_env(MODELS.get(preset, "test-model"))
-    return {"agent": {"kind": "acp", "preset": preset, "env": env, "stall_timeout_sec": 90}}
+    config: dict[str, Any] = msgspec.to_builtins({"agent": acp_spec(preset, model)})
+    return config
 
 
 def _data(event: ServerSentEvent) -> dict[str, Any]:

@@ -17,24 +17,14 @@ from typing import Any, Final
 import pytest
 import trio
 
-from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from benchmarks.support.model_server import ModelScript, start_model_server
 from benchmarks.support.workspace import WorkspaceServer
-from sandstream.core.schemas import AcpAgent, AcpPreset, ConfigResponse
+from sandstream.core.schemas import AcpPreset, ConfigResponse
+from tests.support.agents import ASKING, PRESETS, WRITE, acp_spec
 from tests.support.container import RunningContainer, run_in_process, start_container
 
-PRESETS: Final[tuple[AcpPreset, ...]] = ("claude", "codex", "opencode", "gemini", "pi")
-ASKING: Final[tuple[AcpPreset, ...]] = ("claude", "opencode", "gemini")
-MODELS: Final[dict[str, str]] = {"codex": "gpt-5.1-codex", "claude": "claude-sonnet-4-5"}
-"""Model names the agents know (an unknown one makes codex say so in the turn's text)."""
-WRITE: Final = "echo hello-from-tool > out.txt && cat out.txt"
-"""A command every asking agent asks about (a plain ``echo`` Claude Code allows itself)."""
 TEXT: Final = ("The command ", "ran ", "fine.")
 DEADLINE: Final = 120.0
-
-
-def _spec(preset: AcpPreset, model: ModelServer, **options: Any) -> AcpAgent:
-    env = model.provider_env(MODELS.get(preset, "test-model"))
-    return AcpAgent(preset=preset, env=env, **{"stall_timeout_sec": 90, **options})
 
 
 def _lines(stdout: bytes) -> list[dict[str, Any]]:
@@ -99,7 +89,7 @@ async def test_a_live_turn_streams_text_and_runs_the_tool(
     nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path, preset: AcpPreset
 ) -> None:
     model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
-    workspace.config = ConfigResponse(agent=_spec(preset, model))
+    workspace.config = ConfigResponse(agent=acp_spec(preset, model))
     work = _work(tmp_path)
     container = await _start_live(nursery, workspace, work)
     if preset in ASKING:
@@ -133,7 +123,7 @@ async def test_a_strict_turn_has_no_live_lines(
     """Without the extension nobody can be asked: a request is rejected, and the turn
     still ends with the model's answer."""
     model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
-    workspace.config = ConfigResponse(agent=_spec(preset, model))
+    workspace.config = ConfigResponse(agent=acp_spec(preset, model))
     run = await run_in_process(
         workspace.mint_dispatch("Run the command"),
         "--work-dir",
@@ -159,7 +149,7 @@ async def test_a_permission_answered_always_or_reject(
     reply: str,
 ) -> None:
     model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
-    workspace.config = ConfigResponse(agent=_spec(preset, model))
+    workspace.config = ConfigResponse(agent=acp_spec(preset, model))
     work = _work(tmp_path)
     container = await _start_live(nursery, workspace, work)
     pending = await _wait_for(container, "permission", "pending")
@@ -179,7 +169,7 @@ async def test_cancel_mid_tool_leaves_no_process(
 ) -> None:
     marker = f"sleep 3{os.getpid() % 100:02d}"  # this test's own sleep, found by its argv
     model = await start_model_server(nursery, ModelScript(command=marker))
-    workspace.config = ConfigResponse(agent=_spec(preset, model))
+    workspace.config = ConfigResponse(agent=acp_spec(preset, model))
     container = await _start_live(nursery, workspace, _work(tmp_path))
     nursery.start_soon(_allow_every_request, container)
     with trio.fail_after(DEADLINE):
@@ -195,7 +185,7 @@ async def test_an_agent_killed_mid_turn_is_an_error_with_its_stderr(
     nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
 ) -> None:
     model = await start_model_server(nursery, ModelScript(command="sleep 391"))
-    workspace.config = ConfigResponse(agent=_spec("opencode", model))
+    workspace.config = ConfigResponse(agent=acp_spec("opencode", model))
     container = await _start_live(nursery, workspace, _work(tmp_path))
     nursery.start_soon(_allow_every_request, container)
     with trio.fail_after(DEADLINE):
@@ -228,7 +218,7 @@ async def test_a_failing_model_server_is_an_error_not_a_hang(
     (pi-acp ends a turn whose model calls failed as a normal end of turn: docs/agents.md.)
     """
     model = await start_model_server(nursery, ModelScript(failure=failure))
-    workspace.config = ConfigResponse(agent=_spec(preset, model, stall_timeout_sec=15))
+    workspace.config = ConfigResponse(agent=acp_spec(preset, model, stall_timeout_sec=15))
     run = await run_in_process(
         workspace.mint_dispatch("Hello"), "--work-dir", str(_work(tmp_path)), timeout=DEADLINE
     )

@@ -12,17 +12,13 @@ import pytest
 from playwright.sync_api import BrowserContext
 
 from benchmarks.support.model_server import ModelScript, ModelServer
-from sandstream.core.schemas import AcpAgent, AcpPreset, ConfigResponse
+from sandstream.core.schemas import AcpPreset, ConfigResponse
 from sandstream.server.chat import AgentProfile
+from tests.support.agents import ASKING, PRESETS, WRITE, acp_spec
 from tests.web.harness import ServerThread, assistant, send, signed_in
 
-PRESETS: Final[tuple[AcpPreset, ...]] = ("claude", "codex", "opencode", "gemini", "pi")
-ASKING: Final[tuple[AcpPreset, ...]] = ("claude", "opencode", "gemini")
-MODELS: Final[dict[str, str]] = {"codex": "gpt-5.1-codex", "claude": "claude-sonnet-4-5"}
 TEXT: Final = ("The file ", "says ", "hello ", "from ", "the ", "tool.")
-SCRIPT: Final = ModelScript(
-    command="echo hello-from-tool > out.txt && cat out.txt", text=TEXT, pace_sec=0.05
-)
+SCRIPT: Final = ModelScript(command=WRITE, text=TEXT, pace_sec=0.05)
 """The text comes as a model's would, an event every 50 ms, so the page can show it
 in part (a fixed pause of the model's, not a timing the test asserts)."""
 CARD: Final = "article.message-assistant .permission"
@@ -31,8 +27,7 @@ PENDING: Final = f"{CARD}.permission-pending"
 
 def _agent(preset: AcpPreset) -> Callable[[ModelServer], AgentProfile]:
     def agent(model: ModelServer) -> AgentProfile:
-        env = model.provider_env(MODELS.get(preset, "test-model"))
-        spec = AcpAgent(preset=preset, env=env, stall_timeout_sec=90)
+        spec = acp_spec(preset, model)
         return AgentProfile(ConfigResponse(agent=spec), description=f"acp {preset}")
 
     return agent

@@ -4,7 +4,8 @@
 with pipes, and on leaving ends every process of its tree: the group gets ``SIGTERM``,
 then after ``grace`` seconds ``SIGKILL``; descendants that left the group (a tool run
 under ``setsid``) are found in ``/proc`` and killed too — those seen while the agent
-ran as well, so a tool orphaned by an agent that died first is not missed. It runs
+ran as well, and in a container that adopts orphans (:func:`~...procs.adopt_orphans`)
+every process below it, so a tool orphaned by an agent that died first is not missed. It runs
 shielded, so a cancelled run still leaves nothing behind. Raises :class:`OSError` if
 the command cannot start.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import trio
 
-from ...procs import kill_group, terminate_group
+from ...procs import adopts_orphans, kill_group, terminate_group
 
 __all__ = ["agent_process", "descendants"]
 
@@ -68,6 +69,13 @@ def _started(pid: int) -> str | None:
     return stat[stat.rfind(")") + 2 :].split()[19]
 
 
+def _reap(pids: set[int]) -> None:
+    """Collect the exit of those of ``pids`` that were re-parented to this process."""
+    for pid in pids:
+        with suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 async def _watch(pid: int, seen: dict[int, str | None]) -> None:
     """Remember ``pid``'s descendants, with their start times, until cancelled."""
     while True:
@@ -105,6 +113,8 @@ async def agent_process(
     finally:
         with trio.CancelScope(shield=True):
             orphans = {pid for pid, started in seen.items() if _started(pid) == started}
+            if adopts_orphans():  # the container: what its agent left is its own now
+                orphans |= descendants(os.getpid()) - {process.pid}
             strays = descendants(process.pid) | orphans
             if process.returncode is None:
                 await terminate_group(process, grace)
@@ -115,6 +125,7 @@ async def agent_process(
                 if not strays:
                     break
                 await trio.sleep(0.01)
+            _reap(orphans)
             for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
