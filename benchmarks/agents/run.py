@@ -24,16 +24,16 @@ Neither path asks permission (Claude Code in ``bypassPermissions``, Gemini CLI i
 permission system), so both run the same turn; a request that comes anyway is
 answered ``once`` and counted.
 
-Times run from the spawn: *first text* to the first non-empty text (a ``delta`` line;
-the direct mode's first text event, which for codex and opencode is the whole
+Times run from the spawn: *first text* to the first text of the scripted answer (a
+``delta`` line; the direct mode's first text event, which for codex and opencode is the whole
 message, as those modes do not stream text); *turn* to the end of the answer (the
 terminal line; the direct mode's last event); *exit* until nothing of it is left.
 The ACP path's overhead per turn is its median turn time less the direct mode's.
-*Memory*: the peak of the summed RSS of the process tree (container or bwrap + the
-agent + its children; pages shared between processes count in each), sampled every
-20 ms from ``/proc`` (:mod:`.tree`); and, under bwrap with a cgroup, the sandbox
-cgroup's own peak (v2 ``memory.peak``; v1 ``memory.max_usage_in_bytes``, which also
-counts the page cache of the files it read).
+*Memory*: the peaks of the summed RSS and PSS of the process tree (bwrap or the
+container, the agent, its children), sampled every 20 ms from ``/proc`` (:mod:`.tree`;
+RSS counts a page shared by two processes twice, PSS once); and, under bwrap with a
+cgroup, the sandbox cgroup's own peak (v2 ``memory.peak``; v1
+``memory.max_usage_in_bytes``, which also counts the page cache of the files it read).
 """
 
 from __future__ import annotations
@@ -92,14 +92,15 @@ class AgentBenchmarkError(Exception):
 
 @dataclass
 class Turn:
-    """One turn's figures: seconds from the spawn, peak tree RSS (bytes) and its
-    process count, the cgroup's peak (bytes; ``None`` without one), the text seen,
+    """One turn's figures: seconds from the spawn, peak tree RSS and PSS (bytes) and
+    the most processes, the cgroup's peak (bytes; ``None`` without one), the text seen,
     and how many permission requests were answered."""
 
     first_text: float
     turn: float
     exit: float
     rss_peak: int
+    pss_peak: int
     processes: int
     cgroup_peak: int | None
     text: str
@@ -113,6 +114,11 @@ def _spec(preset: AcpPreset, model: ModelServer) -> AcpAgent:
     return AcpAgent(preset=preset, env=env, mode=MODES.get(preset), stall_timeout_sec=120)
 
 
+def _answers(text: str) -> bool:
+    """Whether ``text`` begins the scripted answer (not an agent's own notice)."""
+    return "".join(TEXT).startswith(text)
+
+
 def _cgroup_peak(launcher: ContainerLauncher, turn_id: str) -> int | None:
     if not isinstance(launcher, BwrapLauncher) or launcher.cgroups is None:
         return None
@@ -124,7 +130,7 @@ def _cgroup_peak(launcher: ContainerLauncher, turn_id: str) -> int | None:
         return None
 
 
-def _lines(pending: bytearray, chunk: bytes) -> list[bytes]:
+def _lines(pending: bytearray, chunk: bytes | bytearray) -> list[bytes]:
     pending += chunk
     *lines, rest = bytes(pending).split(b"\n")
     pending[:] = rest
@@ -159,7 +165,8 @@ async def acp_turn(
                             line = json.loads(raw)
                             kind = line["type"]
                             if kind == "delta" and line["kind"] == "text" and line["text"]:
-                                first = first or time.perf_counter() - start
+                                if _answers(line["text"]):
+                                    first = first or time.perf_counter() - start
                                 texts.append(line["text"])
                             elif kind == "log" and line["message"].startswith(SPAWN_LOG):
                                 spawned = time.perf_counter() - start
@@ -174,13 +181,24 @@ async def acp_turn(
                                 sampler.sample()
                                 await send.aclose()
             finally:
-                rss_peak = sampler.stop()
+                sampler.stop()
                 await send.aclose()
     gone = time.perf_counter() - start
     if terminal.get("type") != "result" or not first:
         raise AgentBenchmarkError(f"{preset} through ACP: {terminal or 'no terminal line'}")
     text = "".join(texts)
-    return Turn(first, ended, gone, rss_peak, sampler.processes, cgroup_peak, text, asked, spawned)
+    return Turn(
+        first,
+        ended,
+        gone,
+        sampler.rss,
+        sampler.pss,
+        sampler.processes,
+        cgroup_peak,
+        text,
+        asked,
+        spawned,
+    )
 
 
 def _direct_env(scratch: Path) -> dict[str, str]:
@@ -231,14 +249,15 @@ async def direct_turn(preset: AcpPreset, argv: list[str], model: ModelServer, ag
                                 continue  # a line of its own that is not an event
                             what = classify(preset, event)
                             if what is not None and what[0] == "text":
-                                first = first or time.perf_counter() - start
+                                if _answers(what[1]):
+                                    first = first or time.perf_counter() - start
                                 texts.append(what[1])
                             elif what is not None:
                                 ended = time.perf_counter() - start
                                 sampler.sample()
                     await process.wait()
         finally:
-            rss_peak = sampler.stop()
+            sampler.stop()
             with trio.CancelScope(shield=True):
                 if process.returncode is None:
                     os.killpg(process.pid, 9)
@@ -249,7 +268,8 @@ async def direct_turn(preset: AcpPreset, argv: list[str], model: ModelServer, ag
             raise AgentBenchmarkError(
                 f"{preset} direct: no answer (exit {process.returncode}): {tail}"
             )
-        return Turn(first, ended, gone, rss_peak, sampler.processes, None, "".join(texts))
+        text = "".join(texts)
+        return Turn(first, ended, gone, sampler.rss, sampler.pss, sampler.processes, None, text)
 
 
 async def _tail(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
@@ -281,8 +301,12 @@ def _summary(
         "acp_agent_spawned_ms": round(_median(acp, "agent_spawned") * ms),
         "acp_first_text_ms": round(_median(acp, "first_text") * ms),
         "acp_turn_ms": round(_median(acp, "turn") * ms),
+        "acp_turn_after_spawn_ms": round(
+            statistics.median(t.turn - (t.agent_spawned or 0.0) for t in acp) * ms
+        ),
         "acp_exit_ms": round(_median(acp, "exit") * ms),
         "acp_rss_peak_mib": round(_median(acp, "rss_peak") / mib, 1),
+        "acp_pss_peak_mib": round(_median(acp, "pss_peak") / mib, 1),
         "acp_processes": max(turn.processes for turn in acp),
         "acp_permission_requests": sum(turn.asked for turn in acp),
         "acp_turn_ms_range": [
@@ -302,6 +326,7 @@ def _summary(
             "direct_turn_ms": round(_median(direct, "turn") * ms),
             "direct_exit_ms": round(_median(direct, "exit") * ms),
             "direct_rss_peak_mib": round(_median(direct, "rss_peak") / mib, 1),
+            "direct_pss_peak_mib": round(_median(direct, "pss_peak") / mib, 1),
             "direct_processes": max(turn.processes for turn in direct),
             "direct_streams_deltas": STREAMS_DELTAS[preset],
             "overhead_ms": round((_median(acp, "turn") - _median(direct, "turn")) * ms),
@@ -318,7 +343,8 @@ def _progress(round_: int, preset: str, path: str, turn: Turn) -> None:
         f"round {round_ + 1} {preset:8} {path:6}: {spawned}"
         f"first text {turn.first_text * 1000:6.0f} ms, "
         f"turn {turn.turn * 1000:6.0f} ms, gone {turn.exit * 1000:6.0f} ms, "
-        f"tree RSS {turn.rss_peak / (1 << 20):5.0f} MiB ({turn.processes} processes){cgroup}",
+        f"tree RSS {turn.rss_peak / (1 << 20):5.0f} MiB, PSS {turn.pss_peak / (1 << 20):5.0f} MiB "
+        f"({turn.processes} processes){cgroup}",
         file=sys.stderr,
         flush=True,
     )
@@ -384,7 +410,7 @@ def _agent_list(value: str) -> list[AcpPreset]:
 def _print(result: dict[str, Any]) -> None:
     print(
         f"{'agent':8} {'ACP 1st':>8} {'own 1st':>8} {'ACP turn':>9} {'own turn':>9} "
-        f"{'overhead':>9} {'ratio':>6} {'ACP RSS':>8} {'own RSS':>8} {'cgroup':>7}"
+        f"{'overhead':>9} {'ratio':>6} {'ACP PSS':>9} {'own PSS':>9} {'cgroup':>9}"
     )
     for row in result["agents"]:
         own = "direct_turn_ms" in row
@@ -396,9 +422,9 @@ def _print(result: dict[str, Any]) -> None:
             f"{row['direct_turn_ms']:6} ms" if own else f"{'—':>9}",
             f"{row['overhead_ms']:+6} ms" if own else f"{'—':>9}",
             f"{row['turn_ratio']:6}" if own else f"{'—':>6}",
-            f"{row['acp_rss_peak_mib']:4} MiB",
-            f"{row['direct_rss_peak_mib']:4} MiB" if own else f"{'—':>8}",
-            f"{row.get('acp_cgroup_peak_mib', '—'):>4} MiB",
+            f"{row['acp_pss_peak_mib']:5} MiB",
+            f"{row['direct_pss_peak_mib']:5} MiB" if own else f"{'—':>9}",
+            f"{row.get('acp_cgroup_peak_mib', '—'):>5} MiB",
         ]
         print(" ".join(cells) + ("" if own else f"   ({row['direct']})"))
     print(

@@ -1,11 +1,13 @@
-"""The resident memory of a whole process tree, sampled from ``/proc``.
+"""The memory of a whole process tree, sampled from ``/proc``.
 
-:func:`tree_rss` sums the resident set (``/proc/PID/statm``) of a process and all its
-descendants (:func:`tree_pids`, through ``/proc/PID/task/TID/children``), so pages shared between
-them (a ``node`` binary run twice, shared libraries) count once per process: an upper
-bound of what the tree holds. :class:`PeakSampler` keeps the largest sum seen while it
-runs, in a thread of its own so that the trio loop timing the turn is not held up.
-A process that exits while it is read is skipped.
+:func:`tree_memory` sums, over a process and all its descendants (:func:`tree_pids`,
+through ``/proc/PID/task/TID/children``), the resident set (``/proc/PID/statm``: pages
+shared between them, a ``node`` or ``bun`` binary mapped by two processes, count in
+each) and the proportional set size (``/proc/PID/smaps_rollup``: each shared page
+divided among the processes mapping it, so the sum is what the tree holds).
+:class:`PeakSampler` keeps the largest sums seen while it runs, in a thread of its own
+so that the trio loop timing the turn is not held up. A process that exits while it is
+read is skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import threading
 from typing import Final
 
-__all__ = ["PeakSampler", "tree_pids", "tree_rss"]
+__all__ = ["PeakSampler", "tree_memory", "tree_pids"]
 
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 
@@ -44,29 +46,39 @@ def tree_pids(root: int) -> list[int]:
     return pids
 
 
-def tree_rss(pids: list[int]) -> int:
-    """The summed resident bytes of ``pids`` (those gone count 0)."""
-    total = 0
+def _pss(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as file:
+        for line in file:
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def tree_memory(pids: list[int]) -> tuple[int, int]:
+    """The summed resident and proportional bytes of ``pids`` (those gone count 0)."""
+    rss = pss = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as file:
-                total += int(file.read().split()[1]) * _PAGE
+                rss += int(file.read().split()[1]) * _PAGE
+            pss += _pss(pid)
         except (OSError, IndexError, ValueError):
             continue
-    return total
+    return rss, pss
 
 
 class PeakSampler:
-    """Samples :func:`tree_rss` of ``root`` every ``interval`` seconds until
-    :meth:`stop`, which returns the peak in bytes and the number of processes then."""
+    """Samples :func:`tree_memory` of ``root``'s tree every ``interval`` seconds until
+    :meth:`stop`; ``rss`` and ``pss`` are the peaks so far (bytes), ``processes`` the
+    most processes seen at once."""
 
     def __init__(self, root: int, interval: float = 0.02) -> None:
         self._root = root
         self._interval = interval
         self._stopped = threading.Event()
-        self.peak = 0
-        self.processes = 0
-        self._thread = threading.Thread(target=self._run, name="tree-rss", daemon=True)
+        self._lock = threading.Lock()
+        self.rss = self.pss = self.processes = 0
+        self._thread = threading.Thread(target=self._run, name="tree-memory", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -76,13 +88,14 @@ class PeakSampler:
     def sample(self) -> None:
         """Take one sample now."""
         pids = tree_pids(self._root)
-        rss = tree_rss(pids)
-        if rss > self.peak:
-            self.peak, self.processes = rss, len(pids)
+        rss, pss = tree_memory(pids)
+        with self._lock:
+            self.rss = max(self.rss, rss)
+            self.pss = max(self.pss, pss)
+            self.processes = max(self.processes, len(pids))
 
-    def stop(self) -> int:
-        """Stop sampling (one last sample first); the peak in bytes."""
+    def stop(self) -> None:
+        """Stop sampling (and take one last sample)."""
         self._stopped.set()
         self._thread.join()
         self.sample()
-        return self.peak
