@@ -51,16 +51,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import trio
 
 from benchmarks.runner.support import environment
 from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
-from sandstream.container.agents.acp.install import AGENTS, agents_dir
+from sandstream.container.agents.acp.install import agents_dir, install_packages
 from sandstream.container.agents.acp.presets import prepare
-from sandstream.core.agents_dir import AGENTS_DIR_ENV
+from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.core.schemas import AcpAgent, AcpPreset, ConfigResponse
 from sandstream.server import BwrapLauncher, ContainerLauncher, LocalSubprocessLauncher
 from sandstream.server.runner.launcher import PASSED_ENV
@@ -68,14 +68,13 @@ from sandstream.server.runner.launcher import PASSED_ENV
 from .direct import STREAMS_DELTAS, classify, direct_command
 from .tree import PeakSampler
 
-PRESETS: Final[tuple[AcpPreset, ...]] = ("claude", "codex", "opencode", "gemini", "pi")
-assert set(PRESETS) == set(AGENTS)
+PRESETS: Final[tuple[AcpPreset, ...]] = get_args(AcpPreset)
+CODEX_CLI: Final = "@openai/codex@0.169.0"
+"""Codex's own CLI, for its ``exec --json`` mode (codex-acp carries its own core)."""
 PROMPT: Final = "Run the command"
 COMMAND: Final = "echo hello-from-tool > out.txt && cat out.txt"
 TEXT: Final = ("The command ", "ran ", "fine: ", "it wrote ", "hello-from-tool ", "to out.txt.")
 PACE_SEC: Final = 0.05
-MODELS: Final[dict[str, str]] = {"codex": "gpt-5.1-codex", "claude": "claude-sonnet-4-5"}
-"""Model names the agents know (else codex says so in the turn's text)."""
 MODES: Final[dict[str, str]] = {"claude": "bypassPermissions", "gemini": "yolo"}
 OWN_ENV: Final[dict[str, dict[str, str]]] = {
     "opencode": {"OPENCODE_CONFIG_CONTENT": json.dumps({"permission": {"bash": "allow"}})}
@@ -110,7 +109,7 @@ class Turn:
 
 
 def _spec(preset: AcpPreset, model: ModelServer) -> AcpAgent:
-    env = {**model.provider_env(MODELS.get(preset, "test-model")), **OWN_ENV.get(preset, {})}
+    env = {**model.provider_env(preset), **OWN_ENV.get(preset, {})}
     return AcpAgent(preset=preset, env=env, mode=MODES.get(preset), stall_timeout_sec=120)
 
 
@@ -397,6 +396,15 @@ async def run(
     return result
 
 
+def codex_cli_prefix() -> Path:
+    """An npm prefix holding :data:`CODEX_CLI`, installed there on first use."""
+    prefix = default_agents_dir().parent / "benchmarks" / CODEX_CLI.replace("/", "+")
+    if not prefix.exists():
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        install_packages([CODEX_CLI], prefix, what="codex's own CLI", log=True)
+    return prefix
+
+
 def _agent_list(value: str) -> list[AcpPreset]:
     names = [name.strip() for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in PRESETS]
@@ -449,14 +457,18 @@ def main(argv: list[str] | None = None) -> int:
         "--codex-prefix",
         type=Path,
         default=None,
-        help="an npm prefix holding @openai/codex (npm install --prefix DIR @openai/codex), "
-        "for codex's own `exec --json` mode",
+        help="an npm prefix holding @openai/codex, for codex's own `exec --json` mode "
+        f"(default: {CODEX_CLI} installed with npm into "
+        "$XDG_CACHE_HOME/sandstream/benchmarks on first use)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    result = trio.run(run, args.agents, args.rounds, args.sandbox, args.codex_prefix)
+    codex_prefix = args.codex_prefix
+    if codex_prefix is None and "codex" in args.agents:
+        codex_prefix = codex_cli_prefix()
+    result = trio.run(run, args.agents, args.rounds, args.sandbox, codex_prefix)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -25,7 +25,7 @@ nursery) ends stalled streams. A body that is not JSON gets 400.
 ::
 
     server = await start_model_server(nursery, ModelScript(command="echo hi"))
-    env = server.provider_env("some-model")   # what every acp preset reads
+    env = server.provider_env("codex")   # what every acp preset reads, a model codex knows
 
 By hand: ``python -m benchmarks.support.model_server --port 8765 --command 'ls'``.
 """
@@ -40,7 +40,7 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import trio
 from quart import Response, request
@@ -76,6 +76,10 @@ __all__ = [
 ]
 
 Failure = Literal["status-500", "drop", "stall"]
+
+AGENT_MODELS: Final[dict[str, str]] = {"codex": "gpt-5.3-codex", "claude": "claude-sonnet-4-5"}
+"""Model names the agents know (Codex says so in the turn's text when it has no
+metadata for one); the other presets take any name."""
 
 # How many events a dropped or stalled stream sends before it fails (fewer if the
 # answer has no more: the last event is never sent).
@@ -228,11 +232,12 @@ class ModelServer:
             "OPENAI_MODEL": model,
         }
 
-    def provider_env(self, model: str = "test-model") -> dict[str, str]:
-        """The variables every acp preset reads, all pointing at this server."""
+    def provider_env(self, preset: str | None = None) -> dict[str, str]:
+        """The variables every acp preset reads, all pointing at this server, with a
+        model name ``preset``'s agent knows (:data:`AGENT_MODELS`)."""
         key = self.api_key or "unused"
         return {
-            **self.env(model),
+            **self.env(AGENT_MODELS.get(preset or "", "test-model")),
             "ANTHROPIC_BASE_URL": self.base_url,
             "ANTHROPIC_API_KEY": key,
             "GOOGLE_GEMINI_BASE_URL": self.base_url,

@@ -17,12 +17,14 @@ from .errors import (
     SessionNotFoundError,
 )
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
-from .routes import get_sessions, install_sessions
+from .routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND, get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionService, terminal_state
 from .session import LiveSubscriber, Session, SessionStatus
 from .settings import SessionSettings
 
 __all__ = [
+    "PERMISSION_ANSWERED",
+    "PERMISSION_NOT_FOUND",
     "RUNNER_LOST",
     "AttachedRuns",
     "CaughtUp",

@@ -45,6 +45,7 @@ __all__ = [
     "UnknownAgentError",
     "agents_dir",
     "install",
+    "install_packages",
     "installed_command",
     "main",
     "prefix_of",
@@ -195,14 +196,17 @@ def install(names: Sequence[str], directory: Path, *, log: bool = True) -> list[
 
 
 def _install_one(agent: AgentPackages, prefix: Path, *, log: bool) -> None:
+    install_packages(agent.packages, prefix, what=f"the {agent.name} agent", log=log)
+
+
+def install_packages(packages: Sequence[str], prefix: Path, *, what: str, log: bool) -> None:
+    """``npm install`` ``packages`` into the new npm prefix ``prefix``: into a temp dir
+    beside it, renamed when complete (an interrupted install leaves no ``prefix``).
+    Raises :class:`AgentInstallError`; ``what`` names them in messages."""
     staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.", dir=prefix.parent))
     try:
         if log:
-            print(
-                f"agents: installing {agent.name} ({', '.join(agent.packages)})",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"agents: installing {what} ({', '.join(packages)})", file=sys.stderr, flush=True)
         command = [
             _npm(),
             "install",
@@ -212,7 +216,7 @@ def _install_one(agent: AgentPackages, prefix: Path, *, log: bool) -> None:
             "--no-audit",
             "--no-fund",
             "--loglevel=error",
-            *agent.packages,
+            *packages,
         ]
         try:
             done = subprocess.run(
@@ -223,7 +227,7 @@ def _install_one(agent: AgentPackages, prefix: Path, *, log: bool) -> None:
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip()[-_OUTPUT_TAIL:]
             raise AgentInstallError(
-                f"npm install of the {agent.name} agent failed (exit {done.returncode}): {tail}"
+                f"npm install of {what} failed (exit {done.returncode}): {tail}"
             )
         staging.chmod(0o755)  # mkdtemp's 0700 would shut out a sandbox's other uid
         staging.rename(prefix)

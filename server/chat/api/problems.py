@@ -17,8 +17,12 @@ from sandstream.server.http.problems import (
 )
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
-from sandstream.server.sessions import PermissionAnsweredError, PermissionNotFoundError
-from sandstream.server.sessions.routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND
+from sandstream.server.sessions import (
+    PERMISSION_ANSWERED,
+    PERMISSION_NOT_FOUND,
+    PermissionAnsweredError,
+    PermissionNotFoundError,
+)
 
 from ..errors import (
     AttachmentError,

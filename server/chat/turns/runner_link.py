@@ -28,6 +28,8 @@ import trio
 from sandstream.core.schemas import Dispatch, PermissionAnswer
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.sessions import (
+    PERMISSION_ANSWERED,
+    PERMISSION_NOT_FOUND,
     CaughtUp,
     Chunks,
     CursorGoneError,
@@ -43,7 +45,6 @@ from sandstream.server.sessions import (
     Subscribe,
     terminal_state,
 )
-from sandstream.server.sessions.routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND
 
 from ..errors import RemoteRunnerError, RunnerSessionGoneError
 from ..runner_answers import answer_detail
