@@ -213,3 +213,29 @@ async def test_the_cli_is_told_where_the_attachments_are(
         "attachments/spec.md (7 bytes, application/octet-stream)."
     )
     assert (Path(recorded["cwd"]) / "attachments" / "spec.md").read_bytes() == b"# spec\n"
+
+
+async def test_a_tool_result_of_several_mib_is_a_succeeded_step_with_a_cut_result(
+    workspace: WorkspaceServer, work_dir: Path, tmp_path: Path
+) -> None:
+    """The tool's output (3 MiB) is over the line bound: its step still succeeds, with a
+    result cut and marked, and the run goes on to its answer."""
+    big = "x" * (3 * 1024 * 1024)
+    lines = (TRANSCRIPTS / "success.jsonl").read_text().splitlines()
+    for number, line in enumerate(lines):
+        entry = json.loads(line)
+        content = entry.get("message", {}).get("content", [])
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == "toolu_01Bash":
+                block["content"] = big
+                block["is_error"] = False  # after the content, as Claude Code writes it
+                lines[number] = json.dumps(entry)
+    transcript = tmp_path / "big.jsonl"
+    transcript.write_text("\n".join(lines) + "\n")
+    run = await _run(workspace, work_dir, transcript.name, folder=tmp_path)
+    assert run.returncode == 0, run
+    bash = next(row for row in run.turn.steps if row.id == "toolu_01Bash")
+    assert bash.status == "succeeded"
+    result = bytes(bash.result).decode()  # the raw JSON the step line carried
+    assert "truncated" in result and len(result) < 1024 * 1024
+    assert run.terminal["type"] == "result"
