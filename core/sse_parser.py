@@ -149,6 +149,12 @@ class SSEParser(Generic[Item]):
         """The reconnection time in ms from the last valid ``retry:`` field, or ``None``."""
         return self._retry
 
+    @property
+    def buffered(self) -> int:
+        """Characters held between calls for the partial line and the event's data: at
+        most ``max_line_chars + max_data_chars``."""
+        return sum(map(len, self._pending)) + sum(map(len, self._data))
+
     def feed(self, data: bytes) -> list[Item]:
         """Return the items completed by ``data``.
 

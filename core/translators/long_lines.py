@@ -27,6 +27,9 @@ CUT_MARKER: Final = "… [truncated: "
 """How a cut string ends: ``… [truncated: 123456 more bytes]``."""
 
 _SPECIAL: Final = re.compile(rb'["\\]')
+_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_LOW_SURROGATE_START: Final = re.compile(rb"(\\(u([dD]([c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
+"""What may follow a high surrogate's escape, up to a whole low surrogate's escape."""
 
 
 class ShortenedLine(bytes):
@@ -40,12 +43,12 @@ class _Shortener:
 
     __slots__ = (
         "_cut",
-        "_escape",
         "_in_string",
         "_keep",
         "_kept",
         "_limit",
         "cut_total",
+        "escape",
         "out",
         "overflow",
     )
@@ -56,7 +59,7 @@ class _Shortener:
         self.out = bytearray()
         self.overflow = False
         self._in_string = False
-        self._escape = bytearray()  # an escape sequence still arriving
+        self.escape = bytearray()  # an escape sequence still arriving
         self._kept = 0  # bytes of the current string copied
         self._cut = 0  # bytes of the current string dropped
         self.cut_total = 0
@@ -71,10 +74,11 @@ class _Shortener:
                 if j >= 0:
                     self._in_string, self._kept, self._cut = True, 0, 0
                 i = end
-            elif self._escape:
-                self._escape.append(data[i])
+            elif self.escape:
+                self.escape.append(data[i])
                 i += 1
-                self._escape_step()
+                if rest := self._escape_step():
+                    self.feed(rest)  # at most 6 bytes, read past a lone high surrogate
             else:
                 match = _SPECIAL.search(data, i)
                 k = n if match is None else match.start()
@@ -83,7 +87,7 @@ class _Shortener:
                 if k == n:
                     break
                 if data[k] == 0x5C:  # backslash
-                    self._escape.append(0x5C)
+                    self.escape.append(0x5C)
                     i += 1
                 else:  # the closing quote
                     if self._cut:
@@ -93,16 +97,30 @@ class _Shortener:
                     self._in_string = False
                     i += 1
 
-    def _escape_step(self) -> None:
-        escape = self._escape
-        if len(escape) < 2 or (escape[1] == 0x75 and len(escape) < 6):  # \uXXXX
-            return
+    def _escape_step(self) -> bytes:
+        """Take the escape sequence once it is whole; return the bytes read past it.
+
+        ``\\uD83D\\uDE00`` (a surrogate pair) is one unit: cut between its halves, the
+        string would hold a lone surrogate, which is no JSON to a strict decoder.
+        """
+        escape = self.escape
+        size = len(escape)
+        if size < 2 or (escape[1] == 0x75 and size < 6):  # \uXXXX
+            return b""
+        rest = b""
+        if _HIGH_SURROGATE.fullmatch(escape, 0, 6):
+            if size < 12 and _LOW_SURROGATE_START.fullmatch(escape, 6):
+                return b""  # maybe the pair's second half
+            if size < 12 or not _LOW_SURROGATE_START.fullmatch(escape, 6):
+                rest = bytes(escape[6:])  # no pair: the escape ends at the first half
+                del escape[6:]
         if self._cut == 0 and self._kept + len(escape) <= self._keep:
             self._copy(escape)
             self._kept += len(escape)
         else:
             self._cut += len(escape)
         escape.clear()
+        return rest
 
     def _string_bytes(self, chunk: bytes | bytearray) -> None:
         if not chunk:
@@ -147,6 +165,15 @@ class LongLineSplitter:
     @property
     def max_line_bytes(self) -> int:
         return self._max
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete line: at most ``max_line_bytes + 1``, plus an
+        escape sequence still arriving (up to 11: a surrogate pair's)."""
+        shortener = self._shortener
+        if shortener is None:
+            return len(self._pending)
+        return len(shortener.out) + len(shortener.escape)
 
     def feed(self, data: bytes) -> list[bytes | None]:
         """Return the lines completed by ``data``, without their terminators."""

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandstream.core.errors import SplitterClosedError
+from sandstream.core.json_input import decode_json
 from sandstream.core.translators.long_lines import CUT_MARKER, LongLineSplitter, ShortenedLine
 
 MAX, KEEP = 300, 40
@@ -92,6 +93,39 @@ def test_flags_after_a_huge_string_survive() -> None:
     assert decoded["is_error"] is True
     assert decoded["content"].startswith('é\\"')
     assert out[0].cut > 10_000_000
+
+
+@pytest.mark.parametrize("keep", range(1, 26))
+def test_a_string_is_never_cut_between_the_halves_of_a_surrogate_pair(keep: int) -> None:
+    # Found by tests/fuzz/claude_code.py: cut after "\\ud83d", the line was no JSON
+    # for msgspec (a lone surrogate), so a huge tool result lost all its fields.
+    value = {"content": "ab\U0001f600" * 50, "is_error": True}
+    line = json.dumps(value).encode()  # ensure_ascii: the emoji is \\ud83d\\ude00
+    for chunks in ([line + b"\n"], [bytes([b]) for b in line + b"\n"]):
+        [out] = split(chunks, 200, keep)
+        assert isinstance(out, ShortenedLine)
+        check_cut(value, decode_json(out))
+
+
+@pytest.mark.parametrize(
+    ("escapes", "kept"),
+    [
+        (rb"\ud83d\ude00", ""),  # a pair: both halves or neither
+        (rb"\ud83d\u0041", "\ud83d"),  # a lone high half: an escape of its own
+        (rb"\ud83d\n", "\ud83d"),
+        (rb"\ud83dx", "\ud83d"),
+    ],
+)
+def test_escapes_after_a_high_surrogate(escapes: bytes, kept: str) -> None:
+    line = b'["' + escapes + b'", "' + b"y" * 200 + b'"]'
+    [whole] = split([line], 100, 12)
+    assert split([bytes([b]) for b in line], 100, 12) == [whole]
+    assert whole is not None
+    assert json.loads(whole)[0] == json.loads(line)[0]  # 12 bytes: the whole first string
+    [short] = split([line], 100, 6)
+    assert split([bytes([b]) for b in line], 100, 6) == [short]
+    assert short is not None
+    assert json.loads(short)[0].startswith(kept + CUT_MARKER)
 
 
 def test_a_line_still_too_long_after_cutting_is_none() -> None:

@@ -17,8 +17,6 @@ docs/fuzzing.md.
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +28,8 @@ with atheris.instrument_imports(include=["sandstream.core"]):
     import sandstream.core.splitter
     import sandstream.core.sse_parser  # noqa: F401
 
-from tests.fuzz.invariants import MAX_CUTS, MODES, Case, check
+from tests.fuzz.harness import MAX_CUTS, fuzz
+from tests.fuzz.invariants import MODES, Case, check
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "turn.ndjson"
 
@@ -52,21 +51,8 @@ def seeds() -> Iterator[Case]:
     yield from REGRESSIONS
 
 
-def seed(directory: Path) -> None:
-    """Write the seeds into ``directory`` if it exists and is empty."""
-    if not directory.is_dir() or any(directory.iterdir()):
-        return
-    for case in seeds():
-        data = case.to_input()
-        (directory / hashlib.sha1(data).hexdigest()).write_bytes(data)
-
-
 def main() -> None:
-    corpus = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
-    if corpus:
-        seed(Path(corpus[0]))
-    atheris.Setup(sys.argv, test_one_input)
-    atheris.Fuzz()
+    fuzz(test_one_input, lambda: (case.to_input() for case in seeds()))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ share it.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +18,7 @@ import msgspec
 from sandstream.core import Mode, NDJSONSplitter, StreamProcessor
 from sandstream.core.errors import SSEParseError
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
+from tests.fuzz.harness import MAX_CUTS, Input, pieces
 
 __all__ = [
     "MAX_CUTS",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 MODES: tuple[Mode, ...] = ("sse", "ndjson", "trace")
-MAX_CUTS = 16
 MAX_FUZZ_LINE_BYTES = 64
 
 
@@ -61,17 +60,13 @@ class Case:
         and ``strict`` (bit 7). Byte 2: the number of cuts (mod 17), then each cut as
         two big-endian bytes. The rest is the stream.
         """
-        head = data[:3].ljust(3, b"\0")
-        count = head[2] % (MAX_CUTS + 1)
-        raw_cuts = data[3 : 3 + 2 * count].ljust(2 * count, b"\0")
-        stream = data[3 + 2 * count :]
-        cuts = {int.from_bytes(raw_cuts[i : i + 2], "big") for i in range(0, 2 * count, 2)}
+        raw = Input.decode(data, 2)
         return cls(
-            stream,
-            tuple(sorted({cut % (len(stream) + 1) for cut in cuts})),  # as pieces() cuts
-            1 + head[0] % MAX_FUZZ_LINE_BYTES,
-            MODES[(head[1] & 0x7F) % len(MODES)],
-            bool(head[1] & 0x80),
+            raw.stream,
+            raw.cuts,
+            1 + raw.options[0] % MAX_FUZZ_LINE_BYTES,
+            MODES[(raw.options[1] & 0x7F) % len(MODES)],
+            bool(raw.options[1] & 0x80),
         )
 
     def to_input(self) -> bytes:
@@ -79,19 +74,11 @@ class Case:
         if not 1 <= self.max_line_bytes <= MAX_FUZZ_LINE_BYTES or len(self.cuts) > MAX_CUTS:
             raise ValueError(f"not expressible as a fuzzer input: {self!r}")
         mode = MODES.index(self.mode) | (0x80 if self.strict else 0)
-        cuts = b"".join((cut % 65536).to_bytes(2, "big") for cut in self.cuts)
-        return bytes([self.max_line_bytes - 1, mode, len(self.cuts)]) + cuts + self.stream
+        return Input(bytes([self.max_line_bytes - 1, mode]), self.cuts, self.stream).encode()
 
 
 class ChunkingMismatch(AssertionError):
     """Feeding a case in pieces gave another result than feeding it whole."""
-
-
-def pieces(data: bytes, cuts: tuple[int, ...] | list[int]) -> list[bytes]:
-    """``data`` cut at ``cuts`` (each taken modulo ``len(data) + 1``); empty pieces kept."""
-    points = sorted({cut % (len(data) + 1) for cut in cuts})
-    bounds = [0, *points, len(data)]
-    return [data[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 def reference_lines(stream: bytes, max_line_bytes: int) -> list[bytes | None]:
