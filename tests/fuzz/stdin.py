@@ -3,10 +3,11 @@
     python -m tests.fuzz.stdin [CORPUS_DIR ...] [libFuzzer flags]
 
 An input (:class:`~tests.fuzz.harness.Input`, two option bytes; its cut points are
-ignored, as stdin is read a line at a time): byte 0 says which permission requests the agent waits on (bit
-i: ``p{i}``, for i < 3), byte 1 bit 0 the mode: ``raw`` (the stream is stdin as is) or
-``generated`` (a :class:`~tests.fuzz.values.Recipe` for a dispatch, one line or
-pretty-printed, then user messages, permission answers and broken lines). :func:`check`
+ignored, as stdin is read a line at a time): byte 0 says which permission requests the
+agent waits on (bit i: ``p{i}``, for i < 3), byte 1 bit 0 the mode: ``raw`` (the
+stream is stdin as is) or ``generated`` (a :class:`~tests.fuzz.values.Recipe` for a
+dispatch, one line or pretty-printed, then user messages, permission answers and broken
+lines). :func:`check`
 runs :func:`~sandstream.container.dispatch.read_dispatch`,
 :func:`~sandstream.container.dispatch.decode_dispatch` (bad input: ``DispatchError``
 only) and :func:`~sandstream.container.inbox.read_messages` with those requests waiting,
