@@ -130,12 +130,26 @@ class _Shortener:
             self._copy(chunk)
             self._kept += len(chunk)
             return
-        while room > 0 and (chunk[room] & 0xC0) == 0x80:  # not inside a UTF-8 character
-            room -= 1
         if room > 0:
             self._copy(chunk[:room])
             self._kept += room
+        if self._cut == 0 and (chunk[room] & 0xC0) == 0x80:  # the cut splits a character
+            self._drop_split_character()
         self._cut += len(chunk) - room
+
+    def _drop_split_character(self) -> None:
+        """Drop the start of the character the cut splits, its lead byte and the (at most
+        three) continuation bytes after it, however many chunks ago they were copied:
+        where a string is cut does not depend on the chunking, and stays UTF-8."""
+        out, size = self.out, 0
+        limit = min(self._kept, 4, len(out))
+        while size < limit and (out[-1 - size] & 0xC0) == 0x80:
+            size += 1
+        if size < limit and out[-1 - size] >= 0xC0:
+            size += 1
+            del out[-size:]
+            self._kept -= size
+            self._cut += size
 
     def _copy(self, data: bytes | bytearray) -> None:
         if len(self.out) + len(data) > self._limit:
@@ -151,7 +165,7 @@ class LongLineSplitter:
     Blank lines come out as ``b""`` so that list positions are line numbers.
     """
 
-    __slots__ = ("_closed", "_keep", "_max", "_pending", "_shortener")
+    __slots__ = ("_closed", "_cr", "_keep", "_max", "_pending", "_shortener")
 
     def __init__(self, max_line_bytes: int, keep_string_bytes: int) -> None:
         if not 0 < keep_string_bytes < max_line_bytes:
@@ -160,6 +174,8 @@ class LongLineSplitter:
         self._keep = keep_string_bytes
         self._pending = bytearray()
         self._shortener: _Shortener | None = None
+        self._cr = False
+        """A CR held back from the shortener (see :meth:`_shorten`)."""
         self._closed = False
 
     @property
@@ -202,16 +218,27 @@ class LongLineSplitter:
 
     def _hold(self, data: bytes) -> None:
         if self._shortener is not None:
-            self._shortener.feed(data)
+            self._shorten(self._shortener, data)
             return
         self._pending += data
         if len(self._pending) > self._max + 1:  # the one extra byte: a CR to drop
             self._shortener = _Shortener(self._keep, self._max + 1)
-            self._shortener.feed(self._pending)
-            self._pending = bytearray()
+            pending, self._pending = bytes(self._pending), bytearray()
+            self._shorten(self._shortener, pending)
+
+    def _shorten(self, shortener: _Shortener, data: bytes) -> None:
+        """Feed the shortener all but a final CR, which waits for the next byte: a CR
+        before the line's end is dropped, not shortened (it may end an escape)."""
+        if not data:
+            return
+        if self._cr:
+            shortener.feed(b"\r")
+        self._cr = data.endswith(b"\r")
+        shortener.feed(data[:-1] if self._cr else data)
 
     def _end_line(self) -> bytes | None:
         shortener, self._shortener = self._shortener, None
+        self._cr = False
         if shortener is None:
             line = bytes(self._pending)
             self._pending.clear()
@@ -229,8 +256,6 @@ class LongLineSplitter:
 
     def _shortened(self, shortener: _Shortener) -> bytes | None:
         out = shortener.out
-        if out.endswith(b"\r"):
-            del out[-1]
         if shortener.overflow or len(out) > self._max:
             return None
         line = ShortenedLine(out)

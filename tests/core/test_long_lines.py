@@ -128,6 +128,31 @@ def test_escapes_after_a_high_surrogate(escapes: bytes, kept: str) -> None:
     assert json.loads(short)[0].startswith(kept + CUT_MARKER)
 
 
+def test_a_character_cut_at_a_chunk_boundary_is_dropped_whole() -> None:
+    # Found by tests/fuzz/claude_code.py: "€" (3 bytes) at the cut, its first byte at the
+    # end of a chunk, was kept alone: not UTF-8, and not what the whole line gave.
+    value = {"a": "x" * 300, "c": "€" * 100, "b": True}
+    line = json.dumps(value, ensure_ascii=False).encode() + b"\n"
+    [whole] = split([line], 200, 31)
+    assert whole is not None
+    check_cut(value, decode_json(whole))
+    for cut in range(len(line)):
+        assert split([line[:cut], line[cut:]], 200, 31) == [whole], cut
+
+
+def test_the_cr_before_a_long_lines_end_is_dropped_before_shortening() -> None:
+    # Found by tests/fuzz/acp.py: a line ending in a backslash then CRLF; fed in pieces,
+    # the CR completed an escape, and the line differed from the line fed whole.
+    line = b'{"a": "' + b"x" * 300 + b'", "b": "ab\\\r\n'
+    [whole] = split([line], 200, 31)
+    assert whole is not None and whole.endswith(b'"ab')
+    for cut in range(len(line)):
+        assert split([line[:cut], line[cut:]], 200, 31) == [whole], cut
+    assert split([b'"' + b"y" * 300 + b"\r\r\n"], 200, 31) == split(
+        [b'"' + b"y" * 300 + b"\r", b"\r\n"], 200, 31
+    )
+
+
 def test_a_line_still_too_long_after_cutting_is_none() -> None:
     line = json.dumps(list(range(1000))).encode()
     assert split([line + b"\nnext\n"]) == [None, b"next"]
