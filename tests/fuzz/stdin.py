@@ -82,6 +82,38 @@ def generate(recipe: Recipe) -> bytes:
     return bytes(out)
 
 
+def inbound(line: bytes) -> tuple[str, str, str] | None:
+    """What the schema makes of a line: ``("message", text, "")``, ``("permission", id,
+    reply)`` or ``None`` (not a message). Keys may repeat: the first ``type`` picks the
+    kind and the others must match it, every value of a field must be valid, the last
+    one counts (msgspec's reading of a tagged struct)."""
+    try:
+        decode_json(line)
+    except JSONInputError:
+        return None
+    pairs = json.loads(line, object_pairs_hook=list)
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return None
+    fields: dict[str, list[Any]] = {}
+    for key, value in pairs:
+        fields.setdefault(key, []).append(value)
+    kinds = fields.get("type", [])
+    if not kinds or any(kind != kinds[0] for kind in kinds):
+        return None
+    texts, ids, replies = fields.get("text", []), fields.get("id", []), fields.get("reply", [])
+    if kinds[0] == "message" and texts and all(isinstance(t, str) for t in texts):
+        return "message", texts[-1], ""
+    if (
+        kinds[0] == "permission"
+        and ids
+        and all(isinstance(i, str) and i for i in ids)
+        and replies
+        and all(r in REPLIES for r in replies)
+    ):
+        return "permission", ids[-1], replies[-1]
+    return None
+
+
 def expected(lines: list[bytes], waiting: set[str]) -> tuple[list[str], dict[str, str], int]:
     """Messages, answers and the number of warnings the schema gives for these lines."""
     messages: list[str] = []
@@ -90,25 +122,13 @@ def expected(lines: list[bytes], waiting: set[str]) -> tuple[list[str], dict[str
     for line in lines:
         if not line.strip():
             continue
-        try:
-            obj = decode_json(line)
-        except JSONInputError:
-            obj = None
-        kind = obj.get("type") if isinstance(obj, dict) else None
-        if kind == "message" and isinstance(obj.get("text"), str):
-            messages.append(obj["text"])
-        elif (
-            kind == "permission"
-            and isinstance(obj.get("id"), str)
-            and obj["id"]
-            and (obj.get("reply") in REPLIES)
-        ):
-            if obj["id"] in waiting and obj["id"] not in answers:
-                answers[obj["id"]] = obj["reply"]
-            else:
+        match inbound(line):
+            case ("message", text, _):
+                messages.append(text)
+            case ("permission", request, reply) if request in waiting and request not in answers:
+                answers[request] = reply
+            case _:
                 warnings += 1
-        else:
-            warnings += 1
     return messages, answers, warnings
 
 
