@@ -4,10 +4,11 @@
 :class:`~sandstream.core.splitter.NDJSONSplitter` does (``\\n`` ends a line, one trailing
 ``\\r`` is dropped, any chunking gives the same lines). A line up to ``max_line_bytes``
 comes out whole. A longer one is shortened while it streams in: each JSON string in it
-keeps its first ``keep_string_bytes`` bytes (cut on a character and escape boundary) and
-ends with :data:`CUT_MARKER` and the number of bytes cut; keys, numbers, literals and
-nesting are kept, so the fields after a huge string (a flag that follows a tool's output)
-still decode. Such a line comes out as a :class:`ShortenedLine`.
+(a key too) keeps its first ``keep_string_bytes`` bytes (cut on a character and escape
+boundary, a surrogate pair's two escapes being one character) and ends with
+:data:`CUT_MARKER` and the number of bytes cut; numbers, literals and nesting are kept, so
+the fields after a huge string (a flag that follows a tool's output) still decode. Such
+a line comes out as a :class:`ShortenedLine`.
 
 Bad input: a line still over ``max_line_bytes`` once its strings are cut (huge structure)
 comes out as ``None``; a shortened line that was not JSON stays not JSON (the caller's
@@ -27,6 +28,14 @@ CUT_MARKER: Final = "… [truncated: "
 """How a cut string ends: ``… [truncated: 123456 more bytes]``."""
 
 _SPECIAL: Final = re.compile(rb'["\\]')
+
+
+def _high_surrogate(escape: bytes | bytearray) -> bool:
+    """Whether ``escape`` starts with ``\\uXXXX`` naming a high (leading) surrogate."""
+    try:
+        return 0xD800 <= int(escape[2:6], 16) <= 0xDBFF
+    except ValueError:
+        return False
 
 
 class ShortenedLine(bytes):
@@ -72,6 +81,11 @@ class _Shortener:
                     self._in_string, self._kept, self._cut = True, 0, 0
                 i = end
             elif self._escape:
+                if self._lone_high_surrogate(data[i]):
+                    self._keep_escape(self._escape[:6])
+                    del self._escape[:6]  # what is left: nothing, or the next backslash
+                    if not self._escape:
+                        continue  # the byte is the string's own: read it as such
                 self._escape.append(data[i])
                 i += 1
                 self._escape_step()
@@ -97,12 +111,24 @@ class _Shortener:
         escape = self._escape
         if len(escape) < 2 or (escape[1] == 0x75 and len(escape) < 6):  # \uXXXX
             return
+        if len(escape) < 12 and _high_surrogate(escape):
+            return  # its low half may follow: the pair is kept or cut as one
+        self._keep_escape(escape)
+        escape.clear()
+
+    def _lone_high_surrogate(self, byte: int) -> bool:
+        """Whether ``byte`` shows that the high surrogate escape held has no low half."""
+        escape = self._escape
+        if len(escape) < 6 or not _high_surrogate(escape):
+            return False
+        return (len(escape) == 6 and byte != 0x5C) or (len(escape) == 7 and byte != 0x75)
+
+    def _keep_escape(self, escape: bytes | bytearray) -> None:
         if self._cut == 0 and self._kept + len(escape) <= self._keep:
             self._copy(escape)
             self._kept += len(escape)
         else:
             self._cut += len(escape)
-        escape.clear()
 
     def _string_bytes(self, chunk: bytes | bytearray) -> None:
         if not chunk:

@@ -111,3 +111,22 @@ def test_feed_after_close_raises_and_bounds_are_checked() -> None:
         splitter.feed(b"x")
     with pytest.raises(ValueError):
         LongLineSplitter(10, 10)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 1000])
+def test_a_surrogate_pair_escape_is_kept_or_cut_whole(chunk: int) -> None:
+    """``\\ud800\\udc00`` is one character: a cut between its halves would leave a lone
+    surrogate (not UTF-8 encodable, a line no decoder takes)."""
+    text = "ab" + "\U00010000" * 40
+    line = json.dumps({"s": text, "flag": True}).encode()  # ASCII: \ud800\udc00 escapes
+    for keep in range(4, 30):  # from 4: "flag", a string too, stays whole
+        splitter = LongLineSplitter(max_line_bytes=128, keep_string_bytes=keep)
+        out: list[bytes | None] = []
+        for start in range(0, len(line) + 1, chunk):
+            out += splitter.feed((line + b"\n")[start : start + chunk])
+        [cut] = out
+        assert cut is not None
+        value = json.loads(cut)
+        value["s"].encode("utf-8")  # no lone surrogate
+        head = value["s"].partition(CUT_MARKER)[0]
+        assert text.startswith(head) and value["flag"] is True
