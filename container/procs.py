@@ -1,10 +1,11 @@
 """Run a subprocess in its own process group, and make sure the whole group dies.
 
 :func:`run_in_group` (setup script, skills, the claude-code CLI) gives the process a new
-session and pipes read concurrently, and always ends with a group kill: ``SIGKILL`` after
-a normal exit (nothing left in the background survives), ``SIGTERM`` then ``SIGKILL``
-after :data:`KILL_GRACE` on a timeout. Cancellation does the same, shielded, then
-propagates, so a cancelled run stops within about :data:`KILL_GRACE` seconds.
+session and pipes read concurrently (no other descriptor of the container), and always
+ends with a group kill: ``SIGKILL`` after a normal exit (nothing left in the background
+survives), ``SIGTERM`` then ``SIGKILL`` after :data:`KILL_GRACE` on a timeout.
+Cancellation does the same, shielded, then propagates, so a cancelled run stops within
+about :data:`KILL_GRACE` seconds.
 
 :func:`adopt_orphans` makes the container the parent of processes orphaned below it (a
 tool whose agent died), so that the container can still find and end them.
@@ -153,6 +154,7 @@ async def run_in_group(
         cwd=os.fspath(cwd),
         env=dict(env),
         start_new_session=True,
+        close_fds=True,  # stdio only: never the container's envelope or other pipes
     )
     timed_out = False
     try:

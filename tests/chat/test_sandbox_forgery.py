@@ -37,6 +37,17 @@ libc = ctypes.CDLL(None, use_errno=True)
 me = os.getpid()
 
 
+def is_open(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+print("PROBE inherited", [fd for fd in range(3, 1024) if is_open(fd)])
+
+
 def status(pid, key):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(key + ":"):
@@ -142,6 +153,11 @@ def _assert_refused(report: str) -> None:
     assert not SUCCEEDED.search(report), report
 
 
+def _assert_only_stdio(report: str) -> None:
+    """The probe was started with stdin, stdout and stderr and no other descriptor."""
+    assert "PROBE inherited []" in report, report
+
+
 def _assert_own_answer(run: TurnRun, stored: dict[str, Any], answer: str) -> None:
     """Nothing forged in the stream, and the stored message is the turn's answer."""
     assert run.status == 200
@@ -184,6 +200,7 @@ async def test_a_setup_script_cannot_forge_the_turn(nursery: trio.Nursery, tmp_p
     run = await server.turn("probe", workflowId="wf_probe")
     _assert_own_answer(run, await _stored(server, run), "Done: probe")
     _assert_refused(_step_output(run))
+    _assert_only_stdio(_step_output(run))
 
 
 async def test_the_run_shell_skill_cannot_forge_the_turn(
@@ -193,6 +210,7 @@ async def test_the_run_shell_skill_cannot_forge_the_turn(
     run = await server.turn("probe")
     _assert_own_answer(run, await _stored(server, run), "Done: probe")
     _assert_refused(_step_output(run))
+    _assert_only_stdio(_step_output(run))
 
 
 async def test_an_acp_agents_shell_tool_cannot_forge_the_turn(
