@@ -1,8 +1,10 @@
 """The bubblewrap launcher: each container in a sandbox of its own (``--sandbox bwrap``).
 
-A sandbox is one ``bwrap`` process and the PID namespace it creates: the system and
-Python files read-only, one size-limited tmpfs at ``/tmp``, a cleared environment, no
-capabilities, the host's network or none, resource limits per sandbox (:mod:`.limits`).
+A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init (pid 1)
+is the container itself (``--as-pid-1``: no other process of the sandbox holds its
+stdin, stdout or stderr): the system and Python files read-only, one size-limited tmpfs
+at ``/tmp``, a cleared environment, no capabilities, the host's network or none,
+resource limits per sandbox (:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
 Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
@@ -215,6 +217,7 @@ class BwrapLauncher:
             "--die-with-parent",
             "--new-session",
             "--unshare-pid",
+            "--as-pid-1",  # no init of bwrap's: nothing else holds the container's pipes
             "--unshare-ipc",
             "--unshare-uts",
             "--hostname",
@@ -418,8 +421,8 @@ class BwrapLauncher:
                 emptied_at: float | None = None
                 if not exited and stopped_at is None:
                     stopped_at = time.monotonic()
-                # Also when bwrap exited by itself: it exits as soon as the command
-                # does, while its init lives on for whatever else the sandbox runs.
+                # Also when bwrap exited by itself: it exits as soon as the command,
+                # the init, does, which the kernel follows by killing the rest.
                 kill_sandbox()
                 with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
                     if init_pidfd is not None:
