@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -185,6 +186,8 @@ def test_the_npm_eventsource_resumes_once_and_stops_at_the_end(
     with subprocess.Popen(
         [node, str(NODE_CLIENT), json.dumps(options)], stdout=subprocess.PIPE, text=True
     ) as client:
+        watchdog = threading.Timer(DEADLINE, client.kill)  # a client that never stops fails
+        watchdog.start()
         try:
             assert client.stdout is not None
             for line in client.stdout:
@@ -199,6 +202,7 @@ def test_the_npm_eventsource_resumes_once_and_stops_at_the_end(
                         server.cut()
             assert client.wait(DEADLINE) == 0
         finally:
+            watchdog.cancel()
             client.kill()
     assert closed == {"closed": True, "status": 204}
     check(stream, seen, opens)
