@@ -20,6 +20,7 @@ import trio_websocket
 from sandstream.core.cursors import MAX_CURSOR
 from sandstream.server.sessions import CURSOR_AHEAD, INVALID_CURSOR
 from tests.chat.harness import (
+    AUTH,
     RUNNER_TOKEN,
     WORKSPACE,
     ChatServer,
@@ -44,14 +45,15 @@ async def get(
     cursor: str | None = None,
     last_event_id: str | None = None,
     auth: dict[str, str],
+    accept: str = "text/event-stream",
 ) -> httpx.Response:
-    """``GET path`` (SSE), read whole; a non-ASCII ``Last-Event-ID`` is sent as UTF-8."""
+    """``GET path``, read whole; a non-ASCII ``Last-Event-ID`` is sent as UTF-8."""
     params = (
         {"workspaceId": WORKSPACE}
         if cursor is None
         else {"workspaceId": WORKSPACE, "cursor": cursor}
     )
-    headers: dict[str, Any] = {**auth, "Accept": "text/event-stream"}
+    headers: dict[str, Any] = {**auth, "Accept": accept}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id.encode()
     async with server.client(auth=False) as client:
@@ -82,7 +84,7 @@ async def test_a_malformed_cursor_is_the_same_422_on_the_runner_and_the_chat(
 ) -> None:
     server, chat_id, session_id, _ = ended
     runner = (f"/sessions/{session_id}/stream", RUNNER_AUTH)
-    chat = (f"/api/assistant/chats/{chat_id}/stream", {"Authorization": "Bearer test-api-token"})
+    chat = (f"/api/assistant/chats/{chat_id}/stream", AUTH)
     details: dict[str, list[str]] = {}
     for path, auth in (runner, chat):
         for text in [*MALFORMED, ""]:
@@ -116,9 +118,8 @@ async def test_an_ended_stream_is_204_at_its_end_and_422_past_it(
     server, chat_id, session_id, last = ended
     runner = f"/sessions/{session_id}/stream"
     chat = f"/api/assistant/chats/{chat_id}/stream"
-    api = {"Authorization": "Bearer test-api-token"}
     # The runner: its last chunk is its end; the chat: the done frame after it (last + 1).
-    for path, auth, end in ((runner, RUNNER_AUTH, last), (chat, api, last + 1)):
+    for path, auth, end in ((runner, RUNNER_AUTH, last), (chat, AUTH, last + 1)):
         for answer in (
             await get(server, path, last_event_id=str(end), auth=auth),
             await get(server, path, cursor=str(end), auth=auth),
@@ -137,7 +138,9 @@ async def test_an_ended_stream_is_204_at_its_end_and_422_past_it(
     closed = await get(server, runner, last_event_id=str(last), auth=RUNNER_AUTH)
     assert closed.headers["Stream-Closed"] == "true"
     assert closed.headers["Session-Last-Chunk-Id"] == str(last)
-    ndjson = await get(server, runner, cursor=str(last), auth=RUNNER_AUTH)
+    ndjson = await get(
+        server, runner, cursor=str(last), auth=RUNNER_AUTH, accept="application/x-ndjson"
+    )
     assert ndjson.status_code == 204
 
 
@@ -152,10 +155,9 @@ async def test_a_cursor_ahead_of_a_live_session_is_a_422_never_a_204(
         step = await reader.until(running_step)
         chat_id = msgspec.json.decode(start.data)["chatId"]
         session_id = response.headers["X-Session-Id"]
-        api = {"Authorization": "Bearer test-api-token"}
         for path, auth in (
             (f"/sessions/{session_id}/stream", RUNNER_AUTH),
-            (f"/api/assistant/chats/{chat_id}/stream", api),
+            (f"/api/assistant/chats/{chat_id}/stream", AUTH),
         ):
             for ahead in (int(step.id) + 1, int(step.id) + 2, MAX_CURSOR):
                 answer = await get(server, path, last_event_id=str(ahead), auth=auth)
