@@ -13,7 +13,6 @@ for good. So: two connections, the frames after cursor 1 each once, then closed.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -46,17 +45,6 @@ def server(tmp_path: Path) -> Iterator[ServerThread]:
     """The chat server (and its embedded runner's sessions) behind a cuttable proxy."""
     with ServerThread(tmp_path / "data", proxied=True, agent=plans(pause=PAUSING)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    """node, with tests/node's packages installed by .dev/setup.sh if missing."""
-    subprocess.run(
-        ["bash", "-c", "source .dev/setup.sh && node_packages >&2"], cwd=ROOT, check=True
-    )
-    found = shutil.which("node")
-    assert found is not None, "node is not installed (Debian: apt-get install nodejs)"
-    return found
 
 
 class Stream:
@@ -176,7 +164,7 @@ def test_chromiums_eventsource_resumes_once_and_stops_at_the_end(
 
 @pytest.mark.parametrize("target", ["runner", "chat"])
 def test_the_npm_eventsource_resumes_once_and_stops_at_the_end(
-    node: str, server: ServerThread, target: str
+    node: Path, server: ServerThread, target: str
 ) -> None:
     stream = Stream(server, target)
     options = {"url": stream.url, "events": stream.events, "authorization": stream.authorization}
@@ -184,7 +172,7 @@ def test_the_npm_eventsource_resumes_once_and_stops_at_the_end(
     opens = 0
     closed: dict[str, Any] = {}
     with subprocess.Popen(
-        [node, str(NODE_CLIENT), json.dumps(options)], stdout=subprocess.PIPE, text=True
+        [str(node), str(NODE_CLIENT), json.dumps(options)], stdout=subprocess.PIPE, text=True
     ) as client:
         watchdog = threading.Timer(DEADLINE, client.kill)  # a client that never stops fails
         watchdog.start()
