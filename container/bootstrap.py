@@ -6,13 +6,16 @@
 expired or already used); an unreachable workspace (after connect retries), a
 timeout, another non-2xx status or a body that does not match the schema raises
 :class:`~.errors.BootstrapError` (``bootstrap_failed``). Cancellation propagates.
+
+:func:`forget_token` drops a redeemed one-time token from the dispatch.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import httpx
+import msgspec
 
 from sandstream.core.errors import JSONInputError
 from sandstream.core.json_input import decode_json
@@ -21,9 +24,10 @@ from sandstream.core.schemas import ConfigResponse, Dispatch, EnvResponse
 from .errors import BootstrapError, UnauthorizedError
 from .http import HttpSettings, body_excerpt, send_with_retries
 
-__all__ = ["fetch_config", "fetch_env", "workspace_url"]
+__all__ = ["TokenName", "fetch_config", "fetch_env", "forget_token", "workspace_url"]
 
 T = TypeVar("T")
+TokenName = Literal["otp_setup", "otp_run", "otp_upload"]
 
 
 def workspace_url(agent_url: str, route: str) -> str:
@@ -47,6 +51,19 @@ async def fetch_config(
     return await _fetch(
         client, settings, dispatch.agent_url, "config", dispatch.otp_run, ConfigResponse
     )
+
+
+def forget_token(dispatch: Dispatch, name: TokenName) -> None:
+    """Blank the one-time token ``name`` of ``dispatch`` (in place: every holder of the
+    dispatch sees it gone), once it is redeemed and will not be sent again.
+
+    The token's string is then freed, but Python cannot wipe it: its bytes stay in
+    freed memory until reused, and copies made on the way (the stdin buffer the
+    dispatch was read through, request headers, the TLS or socket buffers) are out of
+    reach. What keeps the token from the container's tools is that they cannot read
+    its memory at all (:func:`~.procs.hide_from_children`).
+    """
+    msgspec.structs.force_setattr(dispatch, name, None if name == "otp_upload" else "")
 
 
 async def _fetch(

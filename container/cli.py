@@ -7,6 +7,9 @@ cancelled by SIGTERM/SIGINT. Stdout carries only envelope lines: the container k
 a private copy of fd 1 for them and points fd 1 (and ``sys.stdout``) at stderr, so a
 stray ``print`` can never corrupt the stream. Heavy imports happen after the signal
 handlers are in place, so a SIGTERM at any moment still ends with a terminal line.
+Before it reads the dispatch the container makes itself non-dumpable
+(:func:`~.procs.hide_from_children`): what it runs cannot read the dispatch's tokens
+from its memory nor write into its stdout through ``/proc``.
 """
 
 from __future__ import annotations
@@ -187,7 +190,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
 
         from .dispatch import decode_dispatch, read_dispatch
         from .errors import DispatchError
-        from .procs import adopt_orphans
+        from .procs import adopt_orphans, hide_from_children
         from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
     except ModuleNotFoundError as exc:  # a core-only install: one line, one terminal
         message = missing_extra("sandstream container", "container", exc)
@@ -199,6 +202,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
     if huge_pages:  # what it runs with is imported: into huge pages, where allowed
         collapse_heap()
     adopt_orphans()  # a tool its agent left behind stays below the container, to be ended
+    hide_from_children()  # before the dispatch and its tokens are read; nothing runs yet
     try:
         try:
             early.raising = True
@@ -206,6 +210,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
             data = read_dispatch(args.dispatch)
             early.raising = False
             dispatch = decode_dispatch(data)
+            del data  # its tokens: only in ``dispatch``, dropped there once redeemed
         except DispatchError as exc:
             emitter.finish(Error(code=exc.code, message=exc.message))
             return EXIT_BAD_DISPATCH

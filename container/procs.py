@@ -1,13 +1,17 @@
 """Run a subprocess in its own process group, and make sure the whole group dies.
 
 :func:`run_in_group` (setup script, skills, the claude-code CLI) gives the process a new
-session and pipes read concurrently, and always ends with a group kill: ``SIGKILL`` after
-a normal exit (nothing left in the background survives), ``SIGTERM`` then ``SIGKILL``
-after :data:`KILL_GRACE` on a timeout. Cancellation does the same, shielded, then
-propagates, so a cancelled run stops within about :data:`KILL_GRACE` seconds.
+session and pipes read concurrently (no other descriptor of the container), and always
+ends with a group kill: ``SIGKILL`` after a normal exit (nothing left in the background
+survives), ``SIGTERM`` then ``SIGKILL`` after :data:`KILL_GRACE` on a timeout.
+Cancellation does the same, shielded, then propagates, so a cancelled run stops within
+about :data:`KILL_GRACE` seconds.
 
 :func:`adopt_orphans` makes the container the parent of processes orphaned below it (a
 tool whose agent died), so that the container can still find and end them.
+
+:func:`hide_from_children` makes the container non-dumpable, so that what it runs (same
+uid, no capabilities) can reach neither its memory nor its file descriptors.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "ProcessOutcome",
     "adopt_orphans",
     "adopts_orphans",
+    "hide_from_children",
     "kill_group",
     "run_in_group",
     "terminate_group",
@@ -38,6 +43,7 @@ KILL_GRACE: Final = 0.4
 """Seconds between ``SIGTERM`` and ``SIGKILL`` when a process group is stopped."""
 
 _DRAIN_AFTER_EXIT: Final = 2.0
+_PR_SET_DUMPABLE: Final = 4
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _PR_GET_CHILD_SUBREAPER: Final = 37
 _READ_SIZE: Final = 65536
@@ -83,6 +89,21 @@ def adopts_orphans() -> bool:
     """Whether :func:`adopt_orphans` is in effect for this process."""
     flag = ctypes.c_int(0)
     return _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and flag.value == 1
+
+
+def hide_from_children() -> bool:
+    """Make this process non-dumpable (Linux ``PR_SET_DUMPABLE`` 0). Whether that worked.
+
+    Its ``/proc/<pid>/mem``, ``environ``, ``maps``, ``fd/*``, ``cwd``, ``root`` and
+    ``ptrace``, ``process_vm_readv`` and ``pidfd_getfd`` on it then need
+    ``CAP_SYS_PTRACE``, even for a process of the same uid: its children and what they
+    start, which have no capabilities in a sandbox, cannot read its memory (the
+    workspace tokens) or open its pipes (the envelope stream). Its ``cmdline`` and
+    ``stat`` stay readable. A child gets the flag with the fork and loses it at
+    ``execve`` (it holds no copy of this process's memory from then on). No core dump
+    is written for this process.
+    """
+    return _prctl(_PR_SET_DUMPABLE, 0)
 
 
 def kill_group(pgid: int, sig: int) -> None:
@@ -133,6 +154,7 @@ async def run_in_group(
         cwd=os.fspath(cwd),
         env=dict(env),
         start_new_session=True,
+        close_fds=True,  # stdio only: never the container's envelope or other pipes
     )
     timed_out = False
     try:

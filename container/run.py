@@ -6,7 +6,8 @@ trio nursery. Bad input or a failing step: a :class:`~.errors.ContainerError` be
 ``error{code:"internal_error"}``). Cancellation (SIGTERM/SIGINT) terminates the tools'
 process groups, then ``error{code:"cancelled"}`` and exit ``128 + signum``; the runtime
 cap ends the run with ``error{code:"runtime_exceeded"}``. Nothing is written back after
-a cancellation or a failure.
+a cancellation or a failure. Each one-time token is blanked in the dispatch once
+redeemed (:func:`~.bootstrap.forget_token`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sandstream.core.schemas import Dispatch, agent_kind
 
 from .agents import agent_for
 from .attachments import download_attachments
-from .bootstrap import fetch_config, fetch_env
+from .bootstrap import fetch_config, fetch_env, forget_token
 from .context import RunContext
 from .errors import ContainerError, OutputClosedError, RuntimeExceededError
 from .http import HttpSettings, new_client
@@ -235,6 +236,7 @@ async def _run_turn(
 ) -> str:
     async with new_client(options.http) as client:
         env_response = await fetch_env(client, options.http, dispatch)
+        forget_token(dispatch, "otp_setup")
         config = await fetch_config(client, options.http, dispatch)
         set_cap(config.max_runtime_sec)
         emitter.log(
@@ -250,6 +252,7 @@ async def _run_turn(
             work_dir=dirs.work,
             emitter=emitter,
         )
+        forget_token(dispatch, "otp_run")
         base = dict(options.base_env if options.base_env is not None else os.environ)
         env = skill_env({**base, **env_response.vars}, work_dir=dirs.work, output_dir=dirs.output)
         await run_setup_script(
@@ -286,6 +289,7 @@ async def _run_turn(
             output_dir=dirs.output,
             emitter=emitter,
         )
+        forget_token(dispatch, "otp_upload")
         return message
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 __all__ = [
+    "CursorError",
     "JSONInputError",
     "JSONInputReason",
     "ProcessorClosedError",
@@ -31,6 +32,11 @@ class ProcessorClosedError(SandstreamError, RuntimeError):
 
 class SplitterClosedError(SandstreamError, RuntimeError):
     """Raised when data is fed to a splitter after :meth:`NDJSONSplitter.close`."""
+
+
+class CursorError(SandstreamError, ValueError):
+    """A cursor or SSE event id from outside that is not the canonical decimal form of
+    a cursor (:mod:`sandstream.core.cursors`); ``str(error)`` is fit to show its sender."""
 
 
 class SSEParseError(SandstreamError, ValueError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -133,3 +134,16 @@ def _wait_until(found: Callable[[], list[T]]) -> list[T]:
     while (result := found()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return result
+
+
+@pytest.fixture(scope="session")
+def node() -> Path:
+    """Node.js, with tests/node's npm packages installed (.dev/setup.sh's
+    ``node_packages``) if they are missing."""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        ["bash", "-c", "source .dev/setup.sh && node_packages >&2"], cwd=root, check=True
+    )
+    found = shutil.which("node")
+    assert found is not None, "node is not installed (Debian: apt-get install nodejs)"
+    return Path(found)

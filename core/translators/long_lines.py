@@ -4,10 +4,11 @@
 :class:`~sandstream.core.splitter.NDJSONSplitter` does (``\\n`` ends a line, one trailing
 ``\\r`` is dropped, any chunking gives the same lines). A line up to ``max_line_bytes``
 comes out whole. A longer one is shortened while it streams in: each JSON string in it
-keeps its first ``keep_string_bytes`` bytes (cut on a character and escape boundary) and
-ends with :data:`CUT_MARKER` and the number of bytes cut; keys, numbers, literals and
-nesting are kept, so the fields after a huge string (a flag that follows a tool's output)
-still decode. Such a line comes out as a :class:`ShortenedLine`.
+(a key too) keeps its first ``keep_string_bytes`` bytes (cut on a character and escape
+boundary, a surrogate pair's two escapes being one character) and ends with
+:data:`CUT_MARKER` and the number of bytes cut; numbers, literals and nesting are kept, so
+the fields after a huge string (a flag that follows a tool's output) still decode. Such
+a line comes out as a :class:`ShortenedLine`.
 
 Bad input: a line still over ``max_line_bytes`` once its strings are cut (huge structure)
 comes out as ``None``; a shortened line that was not JSON stays not JSON (the caller's
@@ -27,9 +28,14 @@ CUT_MARKER: Final = "… [truncated: "
 """How a cut string ends: ``… [truncated: 123456 more bytes]``."""
 
 _SPECIAL: Final = re.compile(rb'["\\]')
-_HIGH_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
-_LOW_SURROGATE_START: Final = re.compile(rb"(\\(u([dD]([c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
-"""What may follow a high surrogate's escape, up to a whole low surrogate's escape."""
+
+
+def _high_surrogate(escape: bytes | bytearray) -> bool:
+    """Whether ``escape`` starts with ``\\uXXXX`` naming a high (leading) surrogate."""
+    try:
+        return 0xD800 <= int(escape[2:6], 16) <= 0xDBFF
+    except ValueError:
+        return False
 
 
 class ShortenedLine(bytes):
@@ -43,12 +49,12 @@ class _Shortener:
 
     __slots__ = (
         "_cut",
+        "_escape",
         "_in_string",
         "_keep",
         "_kept",
         "_limit",
         "cut_total",
-        "escape",
         "out",
         "overflow",
     )
@@ -59,10 +65,15 @@ class _Shortener:
         self.out = bytearray()
         self.overflow = False
         self._in_string = False
-        self.escape = bytearray()  # an escape sequence still arriving
+        self._escape = bytearray()  # an escape sequence still arriving
         self._kept = 0  # bytes of the current string copied
         self._cut = 0  # bytes of the current string dropped
         self.cut_total = 0
+
+    @property
+    def held(self) -> int:
+        """Bytes held: the output so far and an escape sequence still arriving."""
+        return len(self.out) + len(self._escape)
 
     def feed(self, data: bytes | bytearray) -> None:
         i, n = 0, len(data)
@@ -74,11 +85,15 @@ class _Shortener:
                 if j >= 0:
                     self._in_string, self._kept, self._cut = True, 0, 0
                 i = end
-            elif self.escape:
-                self.escape.append(data[i])
+            elif self._escape:
+                if self._lone_high_surrogate(data[i]):
+                    self._keep_escape(self._escape[:6])
+                    del self._escape[:6]  # what is left: nothing, or the next backslash
+                    if not self._escape:
+                        continue  # the byte is the string's own: read it as such
+                self._escape.append(data[i])
                 i += 1
-                if rest := self._escape_step():
-                    self.feed(rest)  # at most 6 bytes, read past a lone high surrogate
+                self._escape_step()
             else:
                 match = _SPECIAL.search(data, i)
                 k = n if match is None else match.start()
@@ -87,7 +102,7 @@ class _Shortener:
                 if k == n:
                     break
                 if data[k] == 0x5C:  # backslash
-                    self.escape.append(0x5C)
+                    self._escape.append(0x5C)
                     i += 1
                 else:  # the closing quote
                     if self._cut:
@@ -97,30 +112,28 @@ class _Shortener:
                     self._in_string = False
                     i += 1
 
-    def _escape_step(self) -> bytes:
-        """Take the escape sequence once it is whole; return the bytes read past it.
+    def _escape_step(self) -> None:
+        escape = self._escape
+        if len(escape) < 2 or (escape[1] == 0x75 and len(escape) < 6):  # \uXXXX
+            return
+        if len(escape) < 12 and _high_surrogate(escape):
+            return  # its low half may follow: the pair is kept or cut as one
+        self._keep_escape(escape)
+        escape.clear()
 
-        ``\\uD83D\\uDE00`` (a surrogate pair) is one unit: cut between its halves, the
-        string would hold a lone surrogate, which is no JSON to a strict decoder.
-        """
-        escape = self.escape
-        size = len(escape)
-        if size < 2 or (escape[1] == 0x75 and size < 6):  # \uXXXX
-            return b""
-        rest = b""
-        if _HIGH_SURROGATE.fullmatch(escape, 0, 6):
-            if size < 12 and _LOW_SURROGATE_START.fullmatch(escape, 6):
-                return b""  # maybe the pair's second half
-            if size < 12 or not _LOW_SURROGATE_START.fullmatch(escape, 6):
-                rest = bytes(escape[6:])  # no pair: the escape ends at the first half
-                del escape[6:]
+    def _lone_high_surrogate(self, byte: int) -> bool:
+        """Whether ``byte`` shows that the high surrogate escape held has no low half."""
+        escape = self._escape
+        if len(escape) < 6 or not _high_surrogate(escape):
+            return False
+        return (len(escape) == 6 and byte != 0x5C) or (len(escape) == 7 and byte != 0x75)
+
+    def _keep_escape(self, escape: bytes | bytearray) -> None:
         if self._cut == 0 and self._kept + len(escape) <= self._keep:
             self._copy(escape)
             self._kept += len(escape)
         else:
             self._cut += len(escape)
-        escape.clear()
-        return rest
 
     def _string_bytes(self, chunk: bytes | bytearray) -> None:
         if not chunk:
@@ -189,7 +202,7 @@ class LongLineSplitter:
         shortener = self._shortener
         if shortener is None:
             return len(self._pending)
-        return len(shortener.out) + len(shortener.escape)
+        return shortener.held
 
     def feed(self, data: bytes) -> list[bytes | None]:
         """Return the lines completed by ``data``, without their terminators."""

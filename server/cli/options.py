@@ -84,7 +84,8 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
         type=_size,
         default=default_limits.disk_bytes,
         metavar="SIZE",
-        help="bwrap: size of a sandbox's writable /tmp (work dir), or none (default: 1G)",
+        help="bwrap: what a sandbox's /tmp (work dir) and /dev/shm may hold together, "
+        "or none (default: 1G)",
     )
     group.add_argument(
         "--container-cmd",

@@ -1,8 +1,10 @@
 """The bubblewrap launcher: each container in a sandbox of its own (``--sandbox bwrap``).
 
-A sandbox is one ``bwrap`` process and the PID namespace it creates: the system and
-Python files read-only, one size-limited tmpfs at ``/tmp``, a cleared environment, no
-capabilities, the host's network or none, resource limits per sandbox (:mod:`.limits`).
+A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init (pid 1)
+is the container itself (``--as-pid-1``: no other process of the sandbox holds its
+stdin, stdout or stderr): the system and Python files read-only, a size-limited tmpfs
+at ``/tmp`` and one at ``/dev/shm``, a cleared environment, no capabilities, the host's
+network or none, resource limits per sandbox (:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
 Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
@@ -59,6 +61,7 @@ from .procs import TURN_MARKER_ENV, close_pidfd, open_pidfd, signal_group
 from .spawn import SpawnedProcess, spawn
 
 __all__ = [
+    "SANDBOX_SHM",
     "SANDBOX_TMP",
     "BwrapContainer",
     "BwrapLauncher",
@@ -67,7 +70,9 @@ __all__ = [
 ]
 
 SANDBOX_TMP: Final = "/tmp"
-"""The sandbox's only writable place: home, ``TMPDIR`` and the container's work dir."""
+"""The sandbox's writable place: home, ``TMPDIR`` and the container's work dir."""
+SANDBOX_SHM: Final = "/dev/shm"
+"""Where POSIX shared memory lives (``shm_open``): a tmpfs sharing the disk limit."""
 
 SYSTEM_DIRS: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_ENTRIES: Final = (
@@ -215,6 +220,7 @@ class BwrapLauncher:
             "--die-with-parent",
             "--new-session",
             "--unshare-pid",
+            "--as-pid-1",  # no init of bwrap's: nothing else holds the container's pipes
             "--unshare-ipc",
             "--unshare-uts",
             "--hostname",
@@ -233,9 +239,10 @@ class BwrapLauncher:
         for entry in ETC_ENTRIES:
             args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        if self.limits.disk_bytes is not None:
-            args += ["--size", str(self.limits.disk_bytes)]
-        args += ["--tmpfs", SANDBOX_TMP]
+        size = [] if self.limits.disk_bytes is None else ["--size", str(self.limits.disk_bytes)]
+        args += [*size, "--tmpfs", SANDBOX_TMP]
+        # --dev leaves /dev/shm a directory of its unsized tmpfs: give it one of its own
+        args += ["--perms", "1777", *size, "--tmpfs", SANDBOX_SHM]
         hidden = [os.path.realpath(p) for p in self.hidden_paths]
         binds = _outermost(
             p
@@ -378,10 +385,10 @@ class BwrapLauncher:
 
         async def enforce_limits() -> None:
             nonlocal limit
-            disk = f"/proc/{init_pid}/root{SANDBOX_TMP}"
+            disks = [f"/proc/{init_pid}/root{path}" for path in (SANDBOX_TMP, SANDBOX_SHM)]
             with limit_scope:
                 limit = await watch_limits(
-                    meter, self.limits, disk_path=disk, interval=self.poll_interval
+                    meter, self.limits, disk_paths=disks, interval=self.poll_interval
                 )
                 log.warning("turn %s: %s; ending the sandbox", turn_id, limit.message)
                 kill_sandbox()
@@ -418,8 +425,8 @@ class BwrapLauncher:
                 emptied_at: float | None = None
                 if not exited and stopped_at is None:
                     stopped_at = time.monotonic()
-                # Also when bwrap exited by itself: it exits as soon as the command
-                # does, while its init lives on for whatever else the sandbox runs.
+                # Also when bwrap exited by itself: it exits as soon as the command,
+                # the init, does, which the kernel follows by killing the rest.
                 kill_sandbox()
                 with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
                     if init_pidfd is not None:

@@ -1,11 +1,12 @@
 """Per-sandbox resource limits: what they are, how they are read, which one was hit.
 
-:class:`ResourceLimits`: memory, processes, CPU time and disk (the sandbox's ``/tmp``)
-per sandbox. A launcher reads each sandbox with a :class:`Meter` — :class:`CgroupMeter`
-(cgroup v2 or v1; the kernel enforces memory and processes) or :class:`ProcMeter`
-(``/proc``, where no cgroup can be created) — and :func:`watch_limits` polls it and
-returns the first :class:`LimitExceeded`; the launcher then kills the sandbox and the
-turn ends with its code (docs/architecture.md, "Resource limits").
+:class:`ResourceLimits`: memory, processes, CPU time and disk (the sandbox's ``/tmp``
+and ``/dev/shm`` together) per sandbox. A launcher reads each sandbox with a
+:class:`Meter` — :class:`CgroupMeter` (cgroup v2 or v1; the kernel enforces memory and
+processes) or :class:`ProcMeter` (``/proc``, where no cgroup can be created) — and
+:func:`watch_limits` polls it and returns the first :class:`LimitExceeded`; the
+launcher then kills the sandbox and the turn ends with its code (docs/architecture.md,
+"Resource limits").
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias
@@ -32,7 +33,7 @@ __all__ = [
     "ProcMeter",
     "ResourceLimits",
     "Usage",
-    "disk_full",
+    "disk_used",
     "exceeded",
     "find_cgroup_root",
     "parse_size",
@@ -67,8 +68,10 @@ class ResourceLimits:
 
     ``memory_bytes``: resident memory of all its processes together (its tmpfs counts
     too, where a cgroup measures it). ``processes``: processes alive at once.
-    ``cpu_seconds``: CPU time of all its processes together. ``disk_bytes``: the size
-    of its writable ``/tmp`` (work dir included).
+    ``cpu_seconds``: CPU time of all its processes together. ``disk_bytes``: what its
+    writable file systems (``/tmp``, the work dir included, and ``/dev/shm``) may hold
+    together; each is a tmpfs of this size, and the limit watch ends the sandbox once
+    they hold this much between them.
     """
 
     memory_bytes: int | None = 2 << 30
@@ -130,23 +133,27 @@ def exceeded(usage: Usage, limits: ResourceLimits) -> LimitExceeded | None:
     return None
 
 
-def disk_full(path: str) -> bool:
-    """True when the filesystem at ``path`` has no free block left (False if unreadable)."""
-    try:
-        stat = os.statvfs(path)
-    except OSError:
-        return False
-    return stat.f_bfree == 0
+def disk_used(paths: Iterable[str]) -> int:
+    """Bytes in use on the filesystems at ``paths`` together (one unreadable counts 0)."""
+    used = 0
+    for path in paths:
+        try:
+            stat = os.statvfs(path)
+        except OSError:
+            continue
+        used += (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    return used
 
 
 async def watch_limits(
     meter: Meter,
     limits: ResourceLimits,
     *,
-    disk_path: str | None,
+    disk_paths: Sequence[str],
     interval: float,
 ) -> LimitExceeded:
-    """Poll ``meter`` (and the disk at ``disk_path``) every ``interval`` s until a limit is hit.
+    """Poll ``meter`` (and the filesystems at ``disk_paths``, which share the disk
+    limit) every ``interval`` s until a limit is hit.
 
     Returns the hit; runs forever otherwise. Cancellation: just stops polling.
     """
@@ -154,7 +161,7 @@ async def watch_limits(
         await trio.sleep(interval)
         hit = exceeded(meter.sample(), limits)
         disk = limits.disk_bytes
-        if hit is None and disk is not None and disk_path is not None and disk_full(disk_path):
+        if hit is None and disk is not None and disk_paths and disk_used(disk_paths) >= disk:
             hit = LimitExceeded(
                 "disk_limit", f"the sandbox filled its disk limit of {_human(disk)}"
             )

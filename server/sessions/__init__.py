@@ -5,7 +5,8 @@
 lets another database copy them), :class:`Session` (:mod:`.session`: state, reads,
 message, interrupt, runs offered to :class:`LiveSubscriber`; the sessions never write a
 socket), :class:`Follow` (:mod:`.follow`: one reader), and ``/sessions``
-(:mod:`.routes`, framed by :mod:`.wire`).
+(:mod:`.routes`, framed by :mod:`.wire`; where a reader resumes: :mod:`.resume`, which
+the chat's streams share).
 """
 
 from .buffer import AttachedRuns, Run, SessionBuffer, SessionRuns, split_chunks
@@ -17,12 +18,15 @@ from .errors import (
     SessionNotFoundError,
 )
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
+from .resume import CURSOR_AHEAD, INVALID_CURSOR, cursor_ahead, request_cursor
 from .routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND, get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionService, terminal_state
 from .session import LiveSubscriber, Session, SessionStatus
 from .settings import SessionSettings
 
 __all__ = [
+    "CURSOR_AHEAD",
+    "INVALID_CURSOR",
     "PERMISSION_ANSWERED",
     "PERMISSION_NOT_FOUND",
     "RUNNER_LOST",
@@ -45,8 +49,10 @@ __all__ = [
     "SessionSettings",
     "SessionStatus",
     "Subscribe",
+    "cursor_ahead",
     "get_sessions",
     "install_sessions",
+    "request_cursor",
     "split_chunks",
     "terminal_state",
 ]

@@ -2,20 +2,22 @@
 
 Every route needs the runner token (``Authorization: Bearer <token>``). Errors are
 problem JSON: 401, 404 (no such session, or permission request), 409 (a message to an
-ended session, a second answer to a permission request), 410
-(the cursor is below what the buffer retains), 413/422 (body, cursor), 503 (at
-capacity or shutting down, with ``Retry-After``). The wire formats are in
+ended session, a second answer to a permission request), 410 (the cursor is below what
+the buffer retains), 413/422 (body; cursor, :mod:`.resume`), 503 (at capacity or
+shutting down, with ``Retry-After``). The wire formats are in
 :mod:`.wire`; the rules in docs/protocol.md ("Durable sessions").
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from functools import partial
 from typing import Annotated, Final, Literal
 
 import msgspec
 from quart import Blueprint, Quart, Response, current_app, request, websocket
+from werkzeug.datastructures import Headers
 
 from sandstream.core.schemas import Dispatch, PermissionAnswer
 from sandstream.core.sse import PING
@@ -35,6 +37,7 @@ from .errors import (
     SessionNotFoundError,
 )
 from .follow import CaughtUp, Chunks, Follow
+from .resume import cursor_ahead, request_cursor
 from .service import SessionService
 from .session import Session
 from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
@@ -162,23 +165,12 @@ def _batch_limit() -> int | None:
     return int_query("batch", 0, minimum=1, maximum=MAX_BATCH_BYTES, args=args)
 
 
-def _cursor(session: Session, raw: str | None) -> int:
-    """The cursor to read after: ``0`` by default; 422 if malformed or past the end,
-    410 if below what is retained."""
-    if raw is None or raw.strip() == "":
-        cursor = 0
-    else:
-        try:
-            cursor = int(raw)
-        except ValueError:
-            raise BadRequestError(invalid(f"cursor must be an integer, got {raw[:40]!r}")) from None
-    if cursor < 0 or cursor > session.last_cursor:
-        raise BadRequestError(
-            invalid(
-                f"cursor {cursor} is outside the session's chunks (0 to {session.last_cursor})",
-                last_chunk_id=session.last_cursor,
-            )
-        )
+def _cursor(session: Session, args: Mapping[str, str], headers: Headers) -> int:
+    """The cursor to read after (:func:`.resume.request_cursor`; ``0`` by default): 422
+    if malformed or past the session's last chunk, 410 if below what is retained."""
+    cursor = request_cursor(args, headers) or 0
+    if cursor > session.last_cursor:
+        raise BadRequestError(cursor_ahead(cursor, session.last_cursor))
     try:
         session.check_cursor(cursor)
     except CursorGoneError as exc:
@@ -349,13 +341,13 @@ def _follow(session: Session, cursor: int, framing: LiveFraming | None = None) -
 
 @sessions_blueprint.get("/sessions/<session_id>/stream")
 async def session_stream(session_id: str) -> Response:
-    """Replay after ``cursor`` (or ``Last-Event-ID``), then follow live until the end."""
+    """Replay after ``Last-Event-ID`` (else ``cursor``), then follow live until the end;
+    ``204`` for a reader that holds the last chunk of an ended session."""
     _authorize(request.headers.get("Authorization"))
     session = _session(session_id)
-    raw = request.args.get("cursor")
-    if raw is None:
-        raw = request.headers.get("Last-Event-ID")
-    cursor = _cursor(session, raw)
+    cursor = _cursor(session, request.args, request.headers)
+    if session.ended and cursor == session.last_cursor:
+        return _at_the_end(session)
     if "text/event-stream" in request.headers.get("Accept", ""):
         follow = _follow(session, cursor, _SSE_LIVE)
         response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
@@ -370,6 +362,15 @@ async def session_stream(session_id: str) -> Response:
     if session.ended:
         response.headers["Stream-Closed"] = "true"
     response.timeout = None  # Quart's RESPONSE_TIMEOUT would cut the stream
+    return response
+
+
+def _at_the_end(session: Session) -> Response:
+    """``204``: the reader holds the last chunk of an ended session (an ``EventSource``
+    stops reconnecting for good)."""
+    response = Response(b"", status=204)
+    response.headers["Session-Last-Chunk-Id"] = str(session.last_cursor)
+    response.headers["Stream-Closed"] = "true"
     return response
 
 
@@ -391,7 +392,7 @@ async def session_ws(session_id: str) -> Response | None:
     try:
         _authorize(websocket.headers.get("Authorization"))
         session = _session(session_id)
-        cursor = _cursor(session, websocket.args.get("cursor"))
+        cursor = _cursor(session, websocket.args, websocket.headers)
         batch = _batch_limit()
     except BadRequestError as exc:
         return exc.response

@@ -10,8 +10,6 @@ parts, the same text.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +35,6 @@ from tests.chat.harness import (
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_CLIENT = ROOT / "tests" / "node" / "ui_stream_client.mjs"
-
-
-@pytest.fixture(scope="session")
-def node_packages() -> Path:
-    """tests/node's npm packages, installed by .dev/setup.sh's ``node_packages`` if missing."""
-    subprocess.run(
-        ["bash", "-c", "source .dev/setup.sh && node_packages >&2"], cwd=ROOT, check=True
-    )
-    node = shutil.which("node")
-    assert node is not None, "node is not installed (Debian: apt-get install nodejs)"
-    return Path(node)
 
 
 async def use_chat(node: Path, server: ChatServer, **options: Any) -> dict[str, Any]:
@@ -129,7 +116,7 @@ def assert_built_as_stored(output: dict[str, Any], stored: dict[str, Any], chat_
 
 
 async def test_use_chat_builds_the_message_the_chat_stored(
-    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+    nursery: trio.Nursery, tmp_path: Path, node: Path
 ) -> None:
     agent = scripted(
         shell("echo hi"),
@@ -140,7 +127,7 @@ async def test_use_chat_builds_the_message_the_chat_stored(
     server = await start_chat_server(nursery, tmp_path, agent=agent)
     chat_id = await new_chat(server)
 
-    output = await use_chat(node_packages, server, chatId=chat_id, text="hello there")
+    output = await use_chat(node, server, chatId=chat_id, text="hello there")
 
     assert output["errors"] == []
     chat = await server.chat(chat_id)
@@ -166,13 +153,13 @@ async def test_use_chat_builds_the_message_the_chat_stored(
 
 
 async def test_an_error_turn_reaches_on_error_with_its_steps(
-    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+    nursery: trio.Nursery, tmp_path: Path, node: Path
 ) -> None:
     agent = scripted(shell("echo hi"), error=ScriptedError("model_error", "the model said no"))
     server = await start_chat_server(nursery, tmp_path, agent=agent)
     chat_id = await new_chat(server)
 
-    output = await use_chat(node_packages, server, chatId=chat_id, text="try")
+    output = await use_chat(node, server, chatId=chat_id, text="try")
 
     assert output["errors"] == ["[model_error] the model said no"]
     stored = (await server.chat(chat_id))["messages"][-1]
@@ -182,7 +169,7 @@ async def test_an_error_turn_reaches_on_error_with_its_steps(
 
 
 async def test_file_parts_name_files_of_the_chats_bag(
-    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+    nursery: trio.Nursery, tmp_path: Path, node: Path
 ) -> None:
     server = await start_chat_server(nursery, tmp_path)
     chat_id = await new_chat(server)
@@ -196,7 +183,7 @@ async def test_file_parts_name_files_of_the_chats_bag(
     file_id = response.json()["files"][0]["id"]
     url = f"{server.url}/api/assistant/chats/{chat_id}/files/{file_id}?workspaceId={WORKSPACE}"
 
-    output = await use_chat(node_packages, server, chatId=chat_id, text="read it", fileUrls=[url])
+    output = await use_chat(node, server, chatId=chat_id, text="read it", fileUrls=[url])
 
     assert output["errors"] == []
     user, stored = (await server.chat(chat_id))["messages"]
@@ -205,18 +192,18 @@ async def test_file_parts_name_files_of_the_chats_bag(
     assert output["message"]["parts"][-1]["text"] == "Done: read it"
 
     refused = await use_chat(
-        node_packages, server, chatId=chat_id, text="x", fileUrls=["data:text/plain;base64,eA=="]
+        node, server, chatId=chat_id, text="x", fileUrls=["data:text/plain;base64,eA=="]
     )
     assert "a file part's url must be a file of this chat's bag" in refused["requestError"]
 
 
 async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
-    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+    nursery: trio.Nursery, tmp_path: Path, node: Path
 ) -> None:
     server = await start_chat_server(nursery, tmp_path, agent=plans(slow=sleeping(300)))
     chat_id = await new_chat(server)
 
-    idle = await use_chat(node_packages, server, mode="resume", chatId=chat_id)
+    idle = await use_chat(node, server, mode="resume", chatId=chat_id)
     assert idle["message"] is None  # the transport's null: the route answered 204
 
     body = ui_body(chat_id, "slow please")
@@ -239,7 +226,7 @@ async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
     resumed: list[dict[str, Any]] = []
 
     async def resume() -> None:
-        resumed.append(await use_chat(node_packages, server, mode="resume", chatId=chat_id))
+        resumed.append(await use_chat(node, server, mode="resume", chatId=chat_id))
 
     async with trio.open_nursery() as viewers:
         viewers.start_soon(resume)
@@ -254,7 +241,7 @@ async def test_resume_follows_the_live_turn_from_its_start_and_is_204_when_none(
     stored = (await server.chat(chat_id))["messages"][-1]
     assert stored["status"] == "interrupted"
     assert_built_as_stored(resumed[0], stored, chat_id)
-    idle = await use_chat(node_packages, server, mode="resume", chatId=chat_id)
+    idle = await use_chat(node, server, mode="resume", chatId=chat_id)
     assert idle["message"] is None
 
 
@@ -357,14 +344,14 @@ async def test_file_parts_must_be_files_of_this_chats_bag(server: ChatServer) ->
 
 
 async def test_a_shutdown_mid_turn_closes_the_running_step_as_stored(
-    nursery: trio.Nursery, tmp_path: Path, node_packages: Path
+    nursery: trio.Nursery, tmp_path: Path, node: Path
 ) -> None:
     server = await start_chat_server(nursery, tmp_path, agent=plans(slow=sleeping(300)))
     chat_id = await new_chat(server)
     outputs: list[dict[str, Any]] = []
 
     async def client() -> None:
-        outputs.append(await use_chat(node_packages, server, chatId=chat_id, text="slow please"))
+        outputs.append(await use_chat(node, server, chatId=chat_id, text="slow please"))
 
     nursery.start_soon(client)
     with trio.fail_after(DEADLINE):  # the sleeping step has been streamed
@@ -451,10 +438,10 @@ async def read_with_each_ai(node: Path, ui: bytes, tmp_path: Path) -> dict[str, 
 
 @pytest.mark.parametrize("ai_version", [5, 6, 7])
 async def test_each_ai_version_folds_the_live_stream_to_the_stored_message(
-    ai_version: int, tmp_path: Path, node_packages: Path
+    ai_version: int, tmp_path: Path, node: Path
 ) -> None:
     ui, (turn, stored) = live_ui_stream(ai_version, LIVE_TURN)
-    read = await read_with_each_ai(node_packages, ui, tmp_path)
+    read = await read_with_each_ai(node, ui, tmp_path)
     blocks = stored["content"]
     for version in READERS[ai_version]:
         assert read[version]["errors"] == [], version
@@ -496,10 +483,10 @@ async def test_each_ai_version_folds_the_live_stream_to_the_stored_message(
 
 @pytest.mark.parametrize("ai_version", [5, 6, 7])
 async def test_each_ai_version_sees_a_request_left_pending_closed_as_stored(
-    ai_version: int, tmp_path: Path, node_packages: Path
+    ai_version: int, tmp_path: Path, node: Path
 ) -> None:
     ui, (_, stored) = live_ui_stream(ai_version, LIVE_TURN[:6])
-    read = await read_with_each_ai(node_packages, ui, tmp_path)
+    read = await read_with_each_ai(node, ui, tmp_path)
     (block,) = [b for b in stored["content"] if b["type"] == "permission"]
     assert (block["status"], block["reply"]) == ("resolved", "cancelled")
     for version in READERS[ai_version]:

@@ -95,23 +95,12 @@ def test_flags_after_a_huge_string_survive() -> None:
     assert out[0].cut > 10_000_000
 
 
-@pytest.mark.parametrize("keep", range(1, 26))
-def test_a_string_is_never_cut_between_the_halves_of_a_surrogate_pair(keep: int) -> None:
-    # Found by tests/fuzz/claude_code.py: cut after "\\ud83d", the line was no JSON
-    # for msgspec (a lone surrogate), so a huge tool result lost all its fields.
-    value = {"content": "ab\U0001f600" * 50, "is_error": True}
-    line = json.dumps(value).encode()  # ensure_ascii: the emoji is \\ud83d\\ude00
-    for chunks in ([line + b"\n"], [bytes([b]) for b in line + b"\n"]):
-        [out] = split(chunks, 200, keep)
-        assert isinstance(out, ShortenedLine)
-        check_cut(value, decode_json(out))
-
-
 @pytest.mark.parametrize(
     ("escapes", "kept"),
     [
         (rb"\ud83d\ude00", ""),  # a pair: both halves or neither
-        (rb"\ud83d\u0041", "\ud83d"),  # a lone high half: an escape of its own
+        (rb"\ud83d\u0041", ""),  # two escapes after all: still one unit
+        # A lone high half: an escape of its own, the next byte read as the string's.
         (rb"\ud83d\n", "\ud83d"),
         (rb"\ud83dx", "\ud83d"),
     ],
@@ -170,3 +159,22 @@ def test_feed_after_close_raises_and_bounds_are_checked() -> None:
         splitter.feed(b"x")
     with pytest.raises(ValueError):
         LongLineSplitter(10, 10)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 1000])
+def test_a_surrogate_pair_escape_is_kept_or_cut_whole(chunk: int) -> None:
+    """``\\ud800\\udc00`` is one character: a cut between its halves would leave a lone
+    surrogate (not UTF-8 encodable, a line no decoder takes)."""
+    text = "ab" + "\U00010000" * 40
+    line = json.dumps({"s": text, "flag": True}).encode()  # ASCII: \ud800\udc00 escapes
+    for keep in range(4, 30):  # from 4: "flag", a string too, stays whole
+        splitter = LongLineSplitter(max_line_bytes=128, keep_string_bytes=keep)
+        out: list[bytes | None] = []
+        for start in range(0, len(line) + 1, chunk):
+            out += splitter.feed((line + b"\n")[start : start + chunk])
+        [cut] = out
+        assert cut is not None
+        value = json.loads(cut)
+        value["s"].encode("utf-8")  # no lone surrogate
+        head = value["s"].partition(CUT_MARKER)[0]
+        assert text.startswith(head) and value["flag"] is True

@@ -172,10 +172,10 @@ async def test_errors_are_problem_json(
         done = await client.get(
             f"/sessions/{session_id}/stream", params={"cursor": status["last_chunk_id"]}
         )
-        assert done.status_code == 200
+        assert done.status_code == 204  # at the end of an ended session: nothing more
         assert done.content == b""
         assert done.headers["Stream-Closed"] == "true"
-        assert done.headers["Stream-Up-To-Date"] == "true"
+        assert done.headers["Session-Last-Chunk-Id"] == str(status["last_chunk_id"])
 
 
 async def test_the_buffer_is_sqlite_in_wal_mode_in_the_data_dir(

@@ -103,6 +103,7 @@ async def agent_process(
         cwd=os.fspath(cwd),
         env=dict(env),
         start_new_session=True,
+        close_fds=True,  # stdio only: never the container's envelope or other pipes
     )
     seen: dict[int, str | None] = {}
     try:

@@ -17,9 +17,9 @@ from quart import Blueprint, Response, request
 
 from sandstream.core.schemas import PermissionAnswer
 from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import invalid
 from sandstream.server.http.requests import int_query, json_response, read_json
+from sandstream.server.sessions import cursor_ahead, request_cursor
 
 from ..errors import StreamTokenError
 from ..ids import now_ms
@@ -92,22 +92,6 @@ async def chat_stream() -> Response:
     return _sse(turn, None, interrupt_on_disconnect=body.on_disconnect == "cancel")
 
 
-def _cursor() -> int | None:
-    """``?cursor=`` else ``Last-Event-ID`` (the last frame seen), as an int ≥ 0."""
-    raw = request.args.get("cursor")
-    if raw is None:
-        raw = request.headers.get("Last-Event-ID")
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        cursor = int(raw)
-    except ValueError:
-        cursor = -1
-    if cursor < 0:
-        raise BadRequestError(invalid(f"the cursor must be an integer >= 0, got {raw[:40]!r}"))
-    return cursor
-
-
 def _authorize_stream(workspace_id: str, chat_id: str) -> None:
     """The API token, or a stream token for this chat in ``?token=``."""
     service = get_service()
@@ -124,23 +108,28 @@ async def join_stream(chat_id: str) -> Response:
     """Join the chat's live turn after a cursor → SSE; ``204`` when nothing is live.
 
     Without a cursor the whole running turn (from ``start``); with ``Last-Event-ID``
-    or ``?cursor=N``, exactly the frames of the chat's latest turn whose ``id`` is
-    greater than N, also when that turn has ended meanwhile (``204`` once N is past
-    its ``done``).
+    (which wins: an ``EventSource`` keeps its URL and adds it on each reconnect) or
+    ``?cursor=N``, exactly the frames of the chat's latest turn whose ``id`` is
+    greater than N, also when that turn has ended meanwhile: ``204`` once N is its
+    ``done``, 422 for a cursor past the turn's last id (:mod:`...sessions.resume`).
     """
     service = get_service()
     workspace_id = workspace_query()
     check_id(chat_id, "chatId")
     _authorize_stream(workspace_id, chat_id)
-    cursor = _cursor()
+    cursor = request_cursor(request.args, request.headers)
     turn = await service.turns.latest(workspace_id, chat_id, live=cursor is None)
     if turn is None:
         return Response(b"", status=204)
     if cursor is not None:
-        last = await turn.session.last_cursor()
-        if cursor > last:  # the client saw the terminal (done is last + 1): nothing left
+        position = await turn.session.position()
+        if position.ended and cursor == position.last + 1:  # it saw done: nothing left
             return Response(b"", status=204)
-        if cursor == last and (done := await service.turns.done_after_terminal(turn, cursor)):
+        if cursor > position.last:
+            return cursor_ahead(cursor, position.last + 1 if position.ended else position.last)
+        if cursor == position.last and (
+            done := await service.turns.done_after_terminal(turn, cursor)
+        ):
             return _sse_response(done, turn)  # it saw the terminal, not done
     return _sse(turn, cursor, interrupt_on_disconnect=False)
 

@@ -1,10 +1,10 @@
 """Receive a ``multipart/form-data`` upload straight into the blob store.
 
-:func:`receive_files` reads the request body chunk by chunk (werkzeug's sans-IO
-``MultipartDecoder``), writes each file part to a temp file (in worker threads) while
-hashing it, enforces the limits as the bytes arrive, and finally moves each file to
-its content address. Memory stays bounded by a chunk, whatever the upload's size.
-Non-file fields are ignored.
+:func:`receive_files` reads the request body chunk by chunk, decodes it with
+:class:`~.multipart_reader.PartReader` (which takes a chunk of any size in bounded
+slices), writes each file part to a temp file (in worker threads) while hashing it,
+enforces the limits as the bytes arrive, and finally moves each file to its content
+address. Non-file fields are ignored.
 
 On any failure (malformed body, a limit exceeded, cancellation) the temp files are
 removed and nothing is kept.
@@ -13,25 +13,24 @@ removed and nothing is kept.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import trio
-from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.http import parse_options_header
-from werkzeug.sansio.multipart import Data, Epilogue, Field, File, MultipartDecoder, NeedData
+from werkzeug.sansio.multipart import Data, Field, File
 
 from ..errors import UnsupportedMediaTypeError, UploadError, UploadTooLargeError
 from ..records import NewBlob
 from ..store.bag import BlobStore, content_type_for, sanitize_name
+from .multipart_reader import PartEvent, PartReader
 
 __all__ = ["PART_OVERHEAD", "ReceivedFile", "UploadLimits", "receive_files"]
 
 PART_OVERHEAD: Final = 4096
 """Bytes of multipart framing allowed per part on top of the file data."""
-_DECODER_BUFFER: Final = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +81,7 @@ async def receive_files(
     boundary = options.get("boundary", "")
     if mimetype != "multipart/form-data" or not boundary:
         raise UnsupportedMediaTypeError("the body must be multipart/form-data with a boundary")
-    decoder = MultipartDecoder(boundary.encode("latin-1"), _DECODER_BUFFER, max_parts=None)
+    reader = PartReader(boundary.encode("latin-1"))
     raw_limit = limits.max_bytes + (limits.max_files + 1) * PART_OVERHEAD
     if content_length is not None and content_length > raw_limit:
         raise UploadTooLargeError(f"the upload exceeds {limits.max_bytes} bytes")
@@ -96,22 +95,12 @@ async def receive_files(
             raw += len(chunk)
             if raw > raw_limit:
                 raise UploadTooLargeError(f"the upload exceeds {limits.max_bytes} bytes")
-            try:
-                decoder.receive_data(chunk)
-                current, file_bytes = await _drain(
-                    decoder, current, done, temps, blobs, limits, keep_dirs, file_bytes
-                )
-            except RequestEntityTooLarge as exc:
-                raise UploadTooLargeError("a multipart header or field is too large") from exc
-            except ValueError as exc:
-                raise UploadError(f"malformed multipart body: {exc}") from exc
-        try:
-            decoder.receive_data(None)
-            current, file_bytes = await _drain(
-                decoder, current, done, temps, blobs, limits, keep_dirs, file_bytes
+            current, file_bytes = await _handle(
+                reader.feed(chunk), current, done, temps, blobs, limits, keep_dirs, file_bytes
             )
-        except ValueError as exc:
-            raise UploadError(f"malformed multipart body: {exc}") from exc
+        current, file_bytes = await _handle(
+            reader.close(), current, done, temps, blobs, limits, keep_dirs, file_bytes
+        )
         if current is not None:
             raise UploadError("the multipart body ended inside a part")
         received = []
@@ -134,8 +123,8 @@ async def receive_files(
         await blobs.discard(temps)  # those committed were moved away already
 
 
-async def _drain(
-    decoder: MultipartDecoder,
+async def _handle(
+    events: Iterator[PartEvent],
     current: _Part | None,
     done: list[_Part],
     temps: list[Path],
@@ -144,12 +133,9 @@ async def _drain(
     keep_dirs: bool,
     file_bytes: int,
 ) -> tuple[_Part | None, int]:
-    """Handle every event the decoder has; return the open part and the byte count."""
+    """Handle ``events``; return the open part and the file byte count so far."""
     skipping = current is None
-    while True:
-        event = decoder.next_event()
-        if isinstance(event, (NeedData, Epilogue)):
-            return current, file_bytes
+    for event in events:
         if isinstance(event, File):
             if len(done) + 1 > limits.max_files:
                 raise UploadTooLargeError(f"more than {limits.max_files} files in one upload")
@@ -183,3 +169,4 @@ async def _drain(
                     current = None
             if not event.more_data:
                 skipping = True
+    return current, file_bytes

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 import httpx
@@ -53,6 +54,7 @@ __all__ = [
     "KEEPALIVE",
     "CursorGoneError",
     "EmbeddedSession",
+    "Position",
     "RemoteSession",
     "RunnerSession",
     "SessionEndedError",
@@ -69,6 +71,15 @@ READ_BYTES: Final = 1024 * 1024
 and large enough that it catches up rather than falls further behind."""
 RECONNECT_DELAYS: Final = (0.05, 0.2, 0.5, 1.0, 2.0)
 """Seconds between attempts to reopen a remote session's stream (the last repeats)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a session is: ``last``, its newest chunk's cursor; ``ended``: that chunk
+    is its terminal."""
+
+    last: int
+    ended: bool
 
 
 class SessionReader(Protocol):
@@ -100,8 +111,9 @@ class RunnerSession(Protocol):
         waking while it is caught up (embedded sessions; others ignore it)."""
         ...
 
-    async def last_cursor(self) -> int:
-        """The newest chunk's cursor now. Raises :class:`RunnerSessionGoneError`."""
+    async def position(self) -> Position:
+        """The newest chunk's cursor now, and whether that is the session's last one.
+        Raises :class:`RunnerSessionGoneError`."""
         ...
 
     async def send_message(self, text: str) -> None:
@@ -159,8 +171,8 @@ class EmbeddedSession:
         )
         yield _FollowReader(follow)
 
-    async def last_cursor(self) -> int:
-        return self.session.last_cursor
+    async def position(self) -> Position:
+        return Position(self.session.last_cursor, self.session.ended)
 
     async def send_message(self, text: str) -> None:
         await self.session.send_message(text)
@@ -260,6 +272,8 @@ class RemoteSession:
                         params={"cursor": str(cursor)},
                         headers={"Accept": "application/x-ndjson"},
                     ) as response:
+                        if response.status_code == 204:  # the cursor is the ended session's last
+                            return
                         if response.status_code in (404, 410, 422):
                             detail = await answer_detail(response) or (
                                 f"the runner answered {response.status_code}"
@@ -306,13 +320,14 @@ class RemoteSession:
                 f"session {self.id}: the runner is unreachable: {exc}"
             ) from exc
 
-    async def last_cursor(self) -> int:
+    async def position(self) -> Position:
         response = await self._request("GET", "/status")
         if response.status_code != 200:
             raise RunnerSessionGoneError(
                 f"session {self.id}: the runner answered {response.status_code}"
             )
-        return msgspec.json.decode(response.content, type=_Status).last_chunk_id
+        status = msgspec.json.decode(response.content, type=_Status)
+        return Position(status.last_chunk_id, status.state != "running")
 
     async def send_message(self, text: str) -> None:
         response = await self._request("POST", "/message", json={"text": text})
