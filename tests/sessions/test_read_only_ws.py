@@ -64,9 +64,7 @@ async def test_a_client_message_closes_a_live_session_socket_with_a_clear_code(
         session_id = await create(client, workspace.mint_dispatch("wait"))
         path = f"/sessions/{session_id}/ws"
         small = await _close_code(server.url, path, b"hello", declared=5)
-        huge = await _close_code(
-            server.url, path, b"x" * SENT_BYTES, declared=16 * 1024 * 1024
-        )
+        huge = await _close_code(server.url, path, b"x" * SENT_BYTES, declared=16 * 1024 * 1024)
         await client.post(f"/sessions/{session_id}/interrupt")
     assert small == 1008  # policy: the socket takes no messages
     assert huge == 1009  # too big: refused after a bounded part, never buffered whole
