@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 import trio
+import trio.testing
 
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import EnvResponse, ScriptedError
@@ -183,17 +184,34 @@ async def test_escapees_die_when_the_client_disconnects(
     await _assert_sandbox_empty(server, watcher)
 
 
+RUNTIME_CAP = 20.0
+"""The cap of the runtime-cap test, on trio's clock: reached by a jump, not by waiting."""
+
+
 async def test_escapees_die_at_the_runtime_cap(
-    nursery: trio.Nursery, workspace: WorkspaceServer
+    nursery: trio.Nursery, workspace: WorkspaceServer, mock_clock: trio.testing.MockClock
 ) -> None:
+    """The cap ends the turn only once the four escapees exist.
+
+    A cap of a few real seconds raced the sandbox's start-up: on a loaded machine the
+    turn reached it before the escapees were started (or seen), and the test failed.
+    The runner measures the cap on trio's clock, so this test runs that clock in real
+    time and moves it to the cap once the escapees are seen: however slow the start,
+    the cap ends a turn with all four alive.
+    """
+    mock_clock.rate = 1.0
+    opened = trio.current_time()
     ended: list[dict[str, Any]] = []
 
     async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        with trio.fail_after(60):
+            await watcher.all_seen.wait()
+        mock_clock.jump(max(0.0, RUNTIME_CAP - (trio.current_time() - opened)))
         await reader.rest()
         ended.append(parse_stream(reader.body)[-1])
 
     server, watcher = await _turn(
-        nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD), runtime_cap=4.0
+        nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD), runtime_cap=RUNTIME_CAP
     )
     assert ended[0]["code"] == "runtime_exceeded"
     await _assert_sandbox_empty(server, watcher)
