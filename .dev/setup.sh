@@ -5,9 +5,12 @@
 #
 #   debian_packages PKG...  apt-get install the packages dpkg does not list as installed
 #                           (as root, or through sudo); elsewhere, say what to install
-#   venv                    .venv with this checkout installed (editable, with the dev
-#                           extra), created or brought up to date when pyproject.toml
-#                           changed since the last install
+#   can_install_packages    true when debian_packages can install (root, or sudo)
+#   venv [EXTRAS]           .venv with this checkout installed (editable, with EXTRAS:
+#                           default dev, the tests' and tools'; .dev/serve asks for
+#                           server,container only), created or brought up to date when
+#                           pyproject.toml changed since the last install; a venv
+#                           with the dev extra has every other one
 #   node_packages           tests/node/node_modules (the `ai` npm package the AI SDK
 #                           stream is tested with) from its package-lock.json, with
 #                           `npm ci`, when missing or older than the lock file; npm
@@ -43,8 +46,12 @@ debian_packages() {
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 }
 
+can_install_packages() {
+  [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null 2>&1
+}
+
 venv() {
-  local stamp="$root/.venv/.installed" want
+  local extras=${1:-dev} stamp="$root/.venv/.installed" want have
   if ! "$root/.venv/bin/python" -c '' 2>/dev/null; then
     python3 -c 'import ensurepip' 2>/dev/null || debian_packages python3-venv
     echo "setup: creating .venv" >&2
@@ -52,11 +59,13 @@ venv() {
     python3 -m venv "$root/.venv"
   fi
   want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$root/.venv/bin/python" -V)"
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setup: installing this checkout into .venv (pip install -e '.[dev]')" >&2
-    "$root/.venv/bin/pip" install -q -e "$root[dev]"
-    echo "$want" >"$stamp"
+  have=$(cat "$stamp" 2>/dev/null || true)
+  if [ "$have" = "$want [$extras]" ] || [ "$have" = "$want [dev]" ]; then
+    return 0
   fi
+  echo "setup: installing this checkout into .venv (pip install -e '.[$extras]')" >&2
+  "$root/.venv/bin/pip" install -q -e "$root[$extras]"
+  echo "$want [$extras]" >"$stamp"
 }
 
 node_packages() {

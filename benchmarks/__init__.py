@@ -1,1 +1,2 @@
-"""Benchmark harnesses for sandstream (run each as ``python -m benchmarks.<name>.run``)."""
+"""Benchmark harnesses for sandstream (each from the checkout:
+``.venv/bin/python -m benchmarks.<name>.run``)."""

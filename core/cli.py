@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from typing import BinaryIO, Final, cast
 
 from .envelope import LIVE_EXTENSION
@@ -66,6 +66,7 @@ def _parser(plugged: dict[str, EntryPoint], *, listing: bool) -> argparse.Argume
     parser = argparse.ArgumentParser(
         prog="sandstream", description="Stream processor for AI-agent sandbox runs."
     )
+    parser.add_argument("--version", action="version", version=f"sandstream {_version()}")
     commands = parser.add_subparsers(metavar="COMMAND", required=True)
 
     convert = commands.add_parser(
@@ -90,6 +91,14 @@ def _parser(plugged: dict[str, EntryPoint], *, listing: bool) -> argparse.Argume
     for name, entry in plugged.items():
         commands.add_parser(name, help=_summary(entry) if listing else None, add_help=False)
     return parser
+
+
+def _version() -> str:
+    """This installation's version (its metadata), or ``unknown`` for a bare checkout."""
+    try:
+        return version("sandstream")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -164,9 +173,18 @@ def _validate(options: argparse.Namespace) -> int:
     statuses = Counter(row.status for row in rows)
     steps = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     terminal = "none (synthesized upstream_closed)" if turn.synthesized else _describe(proc)
-    print(f"{options.file}: {turn.lines} lines, {len(rows)} steps", end="")
-    print(f" ({steps})" if steps else "", end="")
-    print(f", {turn.logs} logs, terminal: {terminal}")
+    print(f"{options.file}: {_count(turn.lines, 'line')}, ", end="")
+    print(_count(len(rows) + turn.omitted_steps, "step"), end="")
+    if turn.omitted_steps:
+        print(
+            f" (the first {len(rows)} kept{': ' + steps if steps else ''}; "
+            f"{turn.omitted_steps} more only checked line by line: a turn keeps at most "
+            f"{turn.max_steps} steps and {turn.max_step_bytes} bytes of step lines)",
+            end="",
+        )
+    else:
+        print(f" ({steps})" if steps else "", end="")
+    print(f", {_count(turn.logs, 'log')}, terminal: {terminal}")
     for diagnostic in turn.diagnostics:
         print(f"  {diagnostic}")
     hidden = turn.diagnostic_count - len(turn.diagnostics)
@@ -178,6 +196,11 @@ def _validate(options: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 step``, ``2 steps``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _describe(proc: StreamProcessor) -> str:
@@ -257,7 +280,11 @@ def _write(out: BinaryIO, data: bytes) -> None:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    """A count of at least 1; argparse's message names the flag and this reason."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value

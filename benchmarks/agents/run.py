@@ -1,6 +1,6 @@
 """Agents benchmark: the ACP path against each agent's own streaming mode, and memory.
 
-``python -m benchmarks.agents.run [--agents claude,codex,…] [--rounds R]
+``.venv/bin/python -m benchmarks.agents.run [--agents claude,codex,…] [--rounds R]
 [--sandbox bwrap|local] [--codex-prefix DIR] [--json]``
 
 Each of the five agents (installed by ``sandstream agents install``) runs the same
@@ -442,7 +442,9 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.agents.run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=".venv/bin/python -m benchmarks.agents.run", description=__doc__
+    )
     parser.add_argument(
         "--agents",
         type=_agent_list,

@@ -1,6 +1,6 @@
 """The chat's budget per line: what the runner's path does against what the chat adds.
 
-``python -m benchmarks.chat.budget [--lines N] [--payload B] [--repeat R] [--json]``
+``.venv/bin/python -m benchmarks.chat.budget [--lines N] [--payload B] [--repeat R] [--json]``
 
 In one process, no I/O, over the container's own load-mode step lines (as
 ``benchmarks.chat.run`` streams them):
@@ -90,7 +90,9 @@ def measure(lines: int, payload: int, repeat: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.chat.budget", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=".venv/bin/python -m benchmarks.chat.budget", description=__doc__
+    )
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--payload", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)

@@ -1,6 +1,7 @@
 """Chat benchmark: a chat turn's SSE stream against the runner's NDJSON, same container.
 
-``python -m benchmarks.chat.run [--lines N] [--payload B] [--repeat R] [--json]``
+``.venv/bin/python -m benchmarks.chat.run [--lines N] [--payload B] [--repeat R] [--json]``
+(from the checkout: the ``benchmarks`` package is not installed)
 
 One ``sandstream serve`` process (the production shape: the embedded runner, its
 durable sessions and the chat backend) serves both sides; this process reads over
@@ -18,7 +19,9 @@ unpaced step lines of ``--payload``-byte results, then its result.
   last chunk, by the chunks' ``created_at``, as ``benchmarks.sessions`` measures
   it): the chat reads a chunk once it is stored, so this bounds the chat's rate.
 
-Interleaved ``--repeat`` times; medians. Goal: chat ≥ 80% of the runner's rate.
+Interleaved ``--repeat`` times; medians. Goal: chat ≥ 80% of the runner's rate. Each
+step says on stderr what it starts; the figures are printed next to the published ones
+(:data:`PUBLISHED`, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -39,12 +42,29 @@ import trio
 
 from benchmarks.runner.support import environment
 from benchmarks.sessions.run import _append_seconds
+from benchmarks.support.report import Published, figure_line, goal_line, progress
 from benchmarks.support.workspace import start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 
 API_TOKEN: Final = "benchmark-api-token"
 RUNNER_TOKEN: Final = "benchmark-runner-token"
 GOAL_RATIO: Final = 0.8
+_SECTION: Final = "Chat: a turn's SSE stream against the runner's NDJSON"
+PUBLISHED: Final = {
+    "runner_lines_per_s": Published(1_369_324, "lines/s", "2 vCPUs, 1M lines", _SECTION),
+    "session_buffer_lines_per_s": Published(622_280, "lines/s", "2 vCPUs, 1M lines", _SECTION),
+    "chat_events_per_s": Published(597_469, "events/s", "2 vCPUs, 1M lines", _SECTION),
+    "chat_events_per_s_to_done": Published(408_069, "events/s", "2 vCPUs, 1M lines", _SECTION),
+    "ratio": Published(0.44, "", "2 vCPUs, 1M lines", _SECTION),
+}
+"""The figures docs/benchmarks.md gives (1M lines, 3 rounds); the published ratio did
+not meet the goal."""
+_NAMES: Final = {
+    "runner_lines_per_s": "runner POST /stream",
+    "session_buffer_lines_per_s": "session buffer",
+    "chat_events_per_s": "chat SSE",
+    "chat_events_per_s_to_done": "chat SSE, to done",
+}
 
 
 def _config(lines: int, payload: int) -> ConfigResponse:
@@ -167,11 +187,14 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
         agent_config.write_bytes(msgspec.json.encode(config))
         async with trio.open_nursery() as nursery:
             workspace = await start_workspace(nursery, config=config)
+            progress("starting sandstream serve")
             url = await _serve(nursery, Path(tmp) / "data", agent_config)
             with trio.fail_after(repeat * 300):
-                for _ in range(repeat):
+                for round_ in range(1, repeat + 1):
+                    progress(f"round {round_}/{repeat}: the runner's POST /stream, {lines:,} lines")
                     count, rate = await _runner_rate(url, workspace.mint_dispatch())
                     runner.append(rate)
+                    progress(f"round {round_}/{repeat}: a chat turn, {lines:,} lines")
                     steps, rate, to_done, session_id = await _chat_rate(url)
                     chat.append(rate)
                     chat_done.append(to_done)
@@ -204,7 +227,9 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.chat.run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=".venv/bin/python -m benchmarks.chat.run", description=__doc__
+    )
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--payload", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
@@ -214,14 +239,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        for key, name in _NAMES.items():
+            print(figure_line(name, result[key], PUBLISHED[key]))
         print(
-            f"runner POST /stream: {result['runner_lines_per_s']:,} lines/s; session buffer: "
-            f"{result['session_buffer_lines_per_s']:,} lines/s; chat SSE: "
-            f"{result['chat_events_per_s']:,} events/s ({result['chat_events_per_s_to_done']:,}"
-            f"/s to done); ratio {result['ratio']} (goal {GOAL_RATIO}: "
-            f"{'met' if result['goal_met'] else 'NOT met'}); load "
-            f"{result['environment']['load_average_1m']}"
+            goal_line(
+                f"chat >= {GOAL_RATIO:g} of the runner's rate",
+                f"{result['ratio']:.2f}",
+                result["goal_met"],
+                PUBLISHED["ratio"],
+                PUBLISHED["ratio"].value >= GOAL_RATIO,
+            )
         )
+        print(f"load average (1 min): {result['environment']['load_average_1m']}")
     return 0
 
 

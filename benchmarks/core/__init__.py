@@ -1,4 +1,4 @@
 """Line throughput of the sans-IO core: the façade against baselines and a decode ceiling.
 
-Run ``python -m benchmarks.core.run --help``.
+Run ``.venv/bin/python -m benchmarks.core.run --help``.
 """

@@ -8,7 +8,7 @@ exactly one ``result`` line at the end. Step lines are 150-400 bytes, with neste
 non-ASCII text); ``ts`` is Unix epoch milliseconds and never decreases; terminal step
 lines carry ``durationMs``. The same ``lines`` and ``seed`` always give the same bytes.
 
-Run ``python -m benchmarks.core.generate --lines 200000`` to print the trace's mix.
+Run ``.venv/bin/python -m benchmarks.core.generate --lines 200000`` to print the trace's mix.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Log mover benchmarks: chunks moved per second, and takeover time.
 
-``python -m benchmarks.mover.run [throughput] [takeover] [--json] [options]``
+``.venv/bin/python -m benchmarks.mover.run [throughput] [takeover] [--json] [options]``
 
 A runner with durable sessions is served by Hypercorn in this process (so that the
 embedded mover reads its :class:`SessionService` directly); the chat database is a
@@ -15,7 +15,7 @@ session (embedded) and over the WebSocket (batches). Chunks/s; each mover beside
 read it depends on.
 
 **takeover** — for the SQLite lease and a real redis-server's: a mover in a process
-of its own (``python -m benchmarks.support.mover_process``) moves a live session over
+of its own (``.venv/bin/python -m benchmarks.support.mover_process``) moves a live session over
 the WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
 (no release: its lease must expire); the time from the kill to the second mover's
 first moved batch, ``--repeat`` times, beside the lease's ``--ttl`` (renewed every
@@ -321,7 +321,7 @@ async def takeover(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.mover.run")
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.mover.run")
     parser.add_argument("parts", nargs="*", default=["throughput", "takeover"], metavar="PART")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--lines", type=int, default=50_000, help="throughput lines (50k)")

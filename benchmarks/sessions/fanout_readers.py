@@ -1,6 +1,7 @@
 """The fan-out benchmark's readers: N SSE connections to one session, in their own process.
 
-``python -m benchmarks.sessions.fanout_readers URL SESSION_ID READERS --warmup S --duration S``
+``.venv/bin/python -m benchmarks.sessions.fanout_readers URL SESSION_ID READERS
+--warmup S --duration S``
 
 One thread, one ``epoll``, non-blocking sockets, no event loop library: per received
 block, one ``recv`` and one regex over it, so that a thousand readers of a session at
@@ -95,7 +96,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions.fanout_readers")
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.sessions.fanout_readers")
     parser.add_argument("url")
     parser.add_argument("session_id")
     parser.add_argument("readers", type=int)

@@ -1,6 +1,7 @@
 """Durable-session benchmarks: fan-out latency, catch-up, append rate, memory.
 
-``python -m benchmarks.sessions.run [fanout] [catchup] [append] [memory] [--json] [options]``
+``.venv/bin/python -m benchmarks.sessions.run [fanout] [catchup] [append] [memory]
+[--json] [options]``
 
 Every part runs ``sandstream runner --data-dir <tmp>`` as its own process (the
 production shape) and its readers, over loopback, as raw HTTP/1.1 sockets (parsing
@@ -311,7 +312,7 @@ async def memory(readers: int, sessions: int, tmp: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sessions.run")
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.sessions.run")
     parser.add_argument(
         "parts", nargs="*", default=["fanout", "catchup", "append", "memory"], metavar="PART"
     )

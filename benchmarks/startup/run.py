@@ -1,6 +1,6 @@
 """Start-up cost of a launcher: time to the first line of a turn, local vs bwrap.
 
-``python -m benchmarks.startup.run [--trials 200] [--container real|shell|both]
+``.venv/bin/python -m benchmarks.startup.run [--trials 200] [--container real|shell|both]
 [--heap huge|small|both] [--json]``
 
 Each trial posts a turn to a runner (Hypercorn on loopback, in this process) and times

@@ -2,7 +2,7 @@
 
 - :mod:`.workspace` — the stand-in workspace API (``/env``, ``/config``, ``/results``)
   with single-use, expiring, hashed tokens; also runnable
-  (``python -m benchmarks.support.workspace``) to try the container by hand;
+  (``.venv/bin/python -m benchmarks.support.workspace``) to try the container by hand;
 - :mod:`.servers` — serve any Quart-Trio app on ``127.0.0.1:0`` in a nursery, and an
   HTTP/1.1-only httpx client;
 - :mod:`.session_client` — read a durable session over SSE, NDJSON or the WebSocket,

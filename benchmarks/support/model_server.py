@@ -27,7 +27,7 @@ nursery) ends stalled streams. A body that is not JSON gets 400.
     server = await start_model_server(nursery, ModelScript(command="echo hi"))
     env = server.provider_env("codex")   # what every acp preset reads, a model codex knows
 
-By hand: ``python -m benchmarks.support.model_server --port 8765 --command 'ls'``.
+By hand: ``.venv/bin/python -m benchmarks.support.model_server --port 8765 --command 'ls'``.
 """
 
 from __future__ import annotations
@@ -476,7 +476,7 @@ async def start_model_server(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve the stand-in model until interrupted, printing each request to stderr."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.model_server")
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.support.model_server")
     parser.add_argument("--port", type=int, default=0, help="loopback port (0: any free one)")
     parser.add_argument("--command", default=ModelScript.command, help="the shell command")
     parser.add_argument("--text", nargs="+", default=list(ModelScript.text), help="text chunks")

@@ -1,6 +1,6 @@
 """One :class:`LogMover` in a process of its own, to be SIGKILLed or SIGSTOPped.
 
-``python -m benchmarks.support.mover_process --db DB --runner-url URL --token TOKEN
+``.venv/bin/python -m benchmarks.support.mover_process --db DB --runner-url URL --token TOKEN
 --session ID --owner NAME [--redis-url URL] [--ttl S] [--heartbeat S]`` moves one
 session of a remote runner over its WebSocket into the chat database ``DB`` (migrated
 if new) under a lease (SQLite on ``DB``, or Redis with ``--redis-url``), as a replica
@@ -55,7 +55,7 @@ async def _run_owner(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.support.mover_process", description=__doc__
+        prog=".venv/bin/python -m benchmarks.support.mover_process", description=__doc__
     )
     parser.add_argument("--db", required=True)
     parser.add_argument("--redis-url")

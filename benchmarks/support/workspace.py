@@ -20,8 +20,9 @@ Routes live under :attr:`WorkspaceServer.prefix` (``/api/sandbox/<session>``), s
 
 By hand (dev checkout), to run containers against it from another terminal::
 
-    python -m benchmarks.support.workspace --config config.json --dispatches 3 > dispatches.ndjson
-    head -1 dispatches.ndjson | python -m sandstream.container
+    .venv/bin/python -m benchmarks.support.workspace --config config.json \\
+        --dispatches 3 > dispatches.ndjson
+    head -1 dispatches.ndjson | .venv/bin/python -m sandstream.container
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def _load(path: str | None, schema: type[EnvResponse] | type[ConfigResponse]) ->
 
 def main(argv: list[str] | None = None) -> None:
     """Serve a workspace until interrupted; print fresh dispatches, one JSON per line."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.support.workspace")
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.support.workspace")
     parser.add_argument("--env", metavar="FILE", help="the /env answer (EnvResponse JSON)")
     parser.add_argument("--config", metavar="FILE", help="the /config answer (ConfigResponse)")
     parser.add_argument("--prompt", default="hello", help="the dispatches' prompt")

@@ -1,6 +1,6 @@
 """The kernel's part of a teardown: ``SIGKILL`` → a Python container's process gone.
 
-``python -m benchmarks.teardown.exit_floor [--trials 200] [--heap huge|small|both]
+``.venv/bin/python -m benchmarks.teardown.exit_floor [--trials 200] [--heap huge|small|both]
 [--fifo] [--busy N] [--json]``
 
 No runner, no sandbox, no client: each trial starts a Python process that imports
@@ -81,7 +81,7 @@ def _trial(heap: str, fifo: bool) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.teardown.exit_floor", description=__doc__
+        prog=".venv/bin/python -m benchmarks.teardown.exit_floor", description=__doc__
     )
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--heap", choices=(*HEAPS, "both"), default="both")

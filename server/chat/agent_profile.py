@@ -50,22 +50,51 @@ DEFAULT_SYSTEM_PROMPT: Final = (
 )
 DEMO_MESSAGE: Final = (
     "You said: {prompt}\n\n"
+    "I looked around the sandbox, ran a short job of five one-second ticks, and wrote "
+    "your words to output/echo.md, which comes back to you with this answer.\n\n"
     "(This answer comes from sandstream's offline scripted agent. Set OPENAI_MODEL, "
     "OPENAI_BASE_URL and OPENAI_API_KEY to talk to a real model.)"
 )
+DEMO_REASONING: Final = (
+    "The user wants to see a turn go by. I will look at the work dir, check the tools, "
+    "run a short job, then write their words to a file and read it back."
+)
+DEMO_STEP_DELAY_SEC: Final = 1.0
+"""The demo's pause before each step, as a model would think between tool calls."""
+DEMO_DELTA_DELAY_SEC: Final = 0.08
+"""Between the pieces (a word each) of the demo's reasoning and answer."""
 
 
 def demo_plan(prompt: str) -> ScriptedAgent:
-    """The offline demo's plan for one turn: two real skill calls, then the answer."""
+    """The offline demo's plan for one turn, paced like a real agent: about 15 s of five
+    real skill calls (one a five-second job) a second apart, then its reasoning and
+    answer a word at a time — long enough to leave and come back, watch from a
+    second device or press stop by hand."""
     return ScriptedAgent(
         steps=[
-            ScriptedStep(tool="list_files", args={"path": "."}),
+            ScriptedStep(tool="list_files", args={"path": "."}, delay_sec=DEMO_STEP_DELAY_SEC),
+            ScriptedStep(
+                tool="run_shell",
+                args={"command": "uname -sr; python3 --version"},
+                delay_sec=DEMO_STEP_DELAY_SEC,
+            ),
+            ScriptedStep(
+                tool="run_shell",
+                args={"command": "for i in 1 2 3 4 5; do echo tick $i; sleep 1; done"},
+                delay_sec=DEMO_STEP_DELAY_SEC,
+            ),
             ScriptedStep(
                 tool="write_file",
                 args={"path": "output/echo.md", "content": f"# You said\n\n{prompt}\n"},
+                delay_sec=DEMO_STEP_DELAY_SEC,
+            ),
+            ScriptedStep(
+                tool="read_file", args={"path": "output/echo.md"}, delay_sec=DEMO_STEP_DELAY_SEC
             ),
         ],
         message=DEMO_MESSAGE,
+        reasoning=DEMO_REASONING,
+        delta_delay_sec=DEMO_DELTA_DELAY_SEC,
     )
 
 

@@ -2,10 +2,10 @@
 log mover (:func:`serve_chat`).
 
 The routes: ``/api/assistant/...`` (the chat turn over SSE, joining, stopping, follow-up,
-the chats API; CORS for ``settings.cors_origins``), ``/api/agents/run`` and workflow
-environments, the sandbox callbacks ``/api/sandbox/{sessionId}/...``, and ``GET /healthz``
-when no runner serves one. Cancellation of :func:`serve_chat`: Hypercorn stops at once;
-containers are still reaped. A configuration that cannot work raises
+the chats API), ``/api/agents/run`` and workflow environments — these with CORS for
+``settings.cors_origins`` —, the sandbox callbacks ``/api/sandbox/{sessionId}/...``, and
+``GET /healthz`` when no runner serves one. Cancellation of :func:`serve_chat`:
+Hypercorn stops at once; containers are still reaped. A configuration that cannot work raises
 :class:`~.errors.ChatConfigError` before anything listens.
 """
 
@@ -85,12 +85,10 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
     app.extensions[CHAT_EXTENSION] = service
     app.asgi_http_class = ChatAwareHTTPConnection
     install_chat_error_handlers(app)
-    install_cors(app, settings.cors_origins)
-    app.register_blueprint(chat_blueprint)
-    app.register_blueprint(stream_blueprint)
-    app.register_blueprint(ui_blueprint)
-    app.register_blueprint(agents_blueprint)
-    app.register_blueprint(callbacks_blueprint)
+    api = (chat_blueprint, stream_blueprint, ui_blueprint, agents_blueprint)
+    install_cors(app, settings.cors_origins, api)
+    for blueprint in (*api, callbacks_blueprint):
+        app.register_blueprint(blueprint)
 
     @app.after_serving
     async def _shutdown_chat() -> None:

@@ -30,16 +30,23 @@ from sandstream.server.sessions import SessionSettings
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
+    "NETWORK_OFF_REFUSED",
     "add_body_timeout_argument",
     "add_container_arguments",
     "add_session_arguments",
     "body_timeout",
     "launcher_from_args",
+    "port",
     "session_settings",
 ]
 
 DEFAULT_BODY_TIMEOUT: Final = 60.0
 """Seconds a request body may take to arrive (Quart's ``BODY_TIMEOUT``)."""
+NETWORK_OFF_REFUSED: Final = (
+    "--sandbox-network off: a sandbox without the network cannot reach the callbacks "
+    "(/api/sandbox/...) every turn starts with, so every turn would fail bootstrap_failed; "
+    "keep it on (off suits only a --container-cmd that needs no callbacks)"
+)
 
 
 def add_container_arguments(group: argparse._ActionsContainer) -> None:
@@ -56,7 +63,8 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
         "--sandbox-network",
         choices=("on", "off"),
         default="on",
-        help="bwrap: the host's network, or loopback only (default: %(default)s)",
+        help="bwrap: the host's network, or loopback only — refused with the default "
+        "--container-cmd, whose callbacks need the network (default: %(default)s)",
     )
     group.add_argument(
         "--memory-limit",
@@ -114,6 +122,17 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
     )
 
 
+def port(text: str) -> int:
+    """``--port``: 0 (any free port) to 65535, else argparse's usage error naming it."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
 def _size(text: str) -> int | None:
     try:
         return parse_size(text)
@@ -149,12 +168,18 @@ def launcher_from_args(
     ``$SANDSTREAM_AGENTS_DIR``. Without
     ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
     ``local`` launcher is announced with a warning: it isolates nothing.
+    ``--sandbox-network off`` with the default container is refused
+    (:data:`NETWORK_OFF_REFUSED`): that container fetches every turn's environment from
+    the server's callbacks over the network, which a sandbox of its own loopback cannot
+    reach, so every turn would end ``bootstrap_failed``.
     """
     argv = shlex.split(args.container_cmd)
     agents = args.agents_dir or default_agents_dir()
     agents_env = {AGENTS_DIR_ENV: str(agents)}
     sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
     if sandbox == "bwrap":
+        if args.sandbox_network == "off" and tuple(argv) == DEFAULT_CONTAINER_ARGV:
+            raise ValueError(NETWORK_OFF_REFUSED)
         limits = ResourceLimits(
             memory_bytes=args.memory_limit,
             processes=args.process_limit,

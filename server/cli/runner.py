@@ -29,6 +29,7 @@ from .options import (
     add_session_arguments,
     body_timeout,
     launcher_from_args,
+    port,
     session_settings,
 )
 from .running import configure_logging, hypercorn_config, run_server
@@ -44,11 +45,12 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
     """The command line of ``sandstream runner``."""
     parser = argparse.ArgumentParser(
         prog=prog,
+        usage="%(prog)s [OPTION ...] (--help lists them)",
         description="Run sandbox containers and stream their NDJSON envelope (POST /stream).",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_RUNNER_PORT, help="port (default %(default)s)"
+        "--port", type=port, default=DEFAULT_RUNNER_PORT, help="port (default %(default)s)"
     )
     auth = parser.add_argument_group("authentication")
     auth.add_argument(

@@ -48,6 +48,7 @@ from .options import (
     add_session_arguments,
     body_timeout,
     launcher_from_args,
+    port,
     session_settings,
 )
 from .running import configure_logging, hypercorn_config, run_server
@@ -85,10 +86,11 @@ def build_serve_parser(
     env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
         prog=prog,
+        usage="%(prog)s [OPTION ...] (--help lists them)",
         description="Serve the chat backend and the runner on embedded defaults.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_SERVE_PORT, help="port (%(default)s)")
+    parser.add_argument("--port", type=port, default=DEFAULT_SERVE_PORT, help="port (%(default)s)")
     parser.add_argument(
         "--data-dir",
         default=env.get("SANDSTREAM_DATA_DIR", DEFAULT_DATA_DIR),

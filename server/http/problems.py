@@ -4,12 +4,15 @@ A problem is a JSON object with ``type`` (a URI naming the kind of problem), ``t
 (short, the same for every occurrence of that type), ``status``, and ``detail`` (this
 occurrence); extension members add machine-readable facts (``errors``,
 ``retry_after``). Types minted here are URNs, ``urn:sandstream:problem:<name>``: they
-identify, they are not meant to be fetched.
+identify, they are not meant to be fetched. Every answer names one: there is no
+``about:blank`` (an HTTP error Quart or werkzeug raises itself gets the type of its
+status, :func:`status_type`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any, Final
 
 import msgspec
@@ -21,8 +24,10 @@ from .errors import BadRequestError
 __all__ = [
     "AT_CAPACITY",
     "BODY_TIMEOUT",
+    "FORBIDDEN",
     "INVALID_BODY",
     "MALFORMED_REQUEST",
+    "METHOD_NOT_ALLOWED",
     "NOT_FOUND",
     "PAYLOAD_TOO_LARGE",
     "PROBLEM_CONTENT_TYPE",
@@ -33,6 +38,7 @@ __all__ = [
     "invalid",
     "problem",
     "problem_body",
+    "status_type",
     "too_large",
     "unauthorized",
 ]
@@ -49,14 +55,21 @@ PAYLOAD_TOO_LARGE: Final = "urn:sandstream:problem:payload-too-large"
 UNSUPPORTED_MEDIA_TYPE: Final = "urn:sandstream:problem:unsupported-media-type"
 BODY_TIMEOUT: Final = "urn:sandstream:problem:body-timeout"
 MALFORMED_REQUEST: Final = "urn:sandstream:problem:malformed-request"
+FORBIDDEN: Final = "urn:sandstream:problem:forbidden"
+METHOD_NOT_ALLOWED: Final = "urn:sandstream:problem:method-not-allowed"
+_PREFIX: Final = "urn:sandstream:problem:"
 
 _TYPE_BY_STATUS: Final = {
+    400: MALFORMED_REQUEST,
+    403: FORBIDDEN,
     404: NOT_FOUND,
+    405: METHOD_NOT_ALLOWED,
     408: BODY_TIMEOUT,
     413: PAYLOAD_TOO_LARGE,
     415: UNSUPPORTED_MEDIA_TYPE,
+    500: INTERNAL,
 }
-"""Our type for an HTTP error Quart or werkzeug raises itself (others stay ``about:blank``)."""
+"""Our type for the HTTP errors Quart or werkzeug raise themselves."""
 
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
 
@@ -66,7 +79,7 @@ def problem(
     title: str,
     detail: str | None = None,
     *,
-    type: str = "about:blank",
+    type: str,
     headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> Response:
@@ -89,7 +102,7 @@ def problem_body(
     title: str,
     detail: str | None = None,
     *,
-    type: str = "about:blank",
+    type: str,
     **extensions: Any,
 ) -> bytes:
     """The JSON of a problem, for answers written below Quart (see :mod:`.protocol_errors`)."""
@@ -116,13 +129,28 @@ def install_problem_handlers(app: Quart) -> None:
             for name, value in error.get_headers()
             if name.lower() not in ("content-type", "content-length")
         }
-        kind = _TYPE_BY_STATUS.get(status, "about:blank")
-        return problem(status, error.name, error.description, type=kind, headers=headers)
+        return problem(
+            status, error.name, error.description, type=status_type(status), headers=headers
+        )
 
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:
         app.logger.exception("unhandled error", exc_info=error)
         return problem(500, "Internal Server Error", type=INTERNAL)
+
+
+def status_type(status: int) -> str:
+    """The problem type of an HTTP error by its status alone: ours where one is named
+    (400 is a malformed request), else a URN of the status's phrase
+    (``urn:sandstream:problem:range-not-satisfiable``)."""
+    known = _TYPE_BY_STATUS.get(status)
+    if known is not None:
+        return known
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return f"{_PREFIX}http-{status}"
+    return _PREFIX + "-".join(phrase.lower().replace("-", " ").split())
 
 
 def unauthorized(detail: str, realm: str) -> Response:

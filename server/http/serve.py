@@ -7,6 +7,10 @@ puts the role's ``drain`` *inside* the trigger: when ``shutdown_trigger`` return
 its container and delivers its last line; the chat backend also settles its turns);
 only then does Hypercorn stop. Each role's ``after_serving`` hook drains again (a
 no-op by then) in case the app is served some other way.
+
+Every WebSocket this server serves is read-only (a session's ``/ws``): :func:`serve`
+bounds a client message to :data:`MAX_WEBSOCKET_MESSAGE` bytes, so that Hypercorn
+closes a socket sent more with 1009 instead of buffering up to its 16 MiB default.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import resource
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import hypercorn.trio
 import trio
@@ -23,7 +28,10 @@ from quart import Quart
 
 from .protocol_errors import install_protocol_problems
 
-__all__ = ["raise_open_file_limit", "serve", "wait_for_signals"]
+__all__ = ["MAX_WEBSOCKET_MESSAGE", "raise_open_file_limit", "serve", "wait_for_signals"]
+
+MAX_WEBSOCKET_MESSAGE: Final = 4096
+"""Bytes of one client WebSocket message Hypercorn buffers (more: closed with 1009)."""
 
 log = logging.getLogger("sandstream.runner")
 
@@ -70,9 +78,14 @@ async def serve(
     so ``await nursery.start(serve, app, config)`` works with port 0. Cancellation:
     Hypercorn stops at once; each turn's container is still stopped and reaped (the
     turn's teardown is shielded), but clients get no terminal line. Requests Hypercorn
-    rejects itself are answered with problem JSON (:mod:`.protocol_errors`).
+    rejects itself are answered with problem JSON (:mod:`.protocol_errors`). A client
+    WebSocket message is bounded to :data:`MAX_WEBSOCKET_MESSAGE` bytes (``config``'s
+    ``websocket_max_message_size`` is lowered to it).
     """
     install_protocol_problems()
+    config.websocket_max_message_size = min(
+        config.websocket_max_message_size, MAX_WEBSOCKET_MESSAGE
+    )
 
     async def trigger() -> None:
         if shutdown_trigger is None:

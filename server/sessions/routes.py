@@ -16,6 +16,7 @@ from functools import partial
 from typing import Annotated, Final, Literal
 
 import msgspec
+import trio
 from quart import Blueprint, Quart, Response, current_app, request, websocket
 from werkzeug.datastructures import Headers
 
@@ -65,6 +66,8 @@ NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 MAX_MESSAGE_BODY: Final = 1024 * 1024
 MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
 """The largest ``?batch=N`` a WebSocket reader may ask for."""
+READ_ONLY_CLOSE: Final = 1008
+"""The close code (policy violation) of a WebSocket reader that sent a message."""
 _REALM: Final = "sandstream-runner"
 _SSE_LIVE: Final = LiveFraming(sse_caught_up)
 """A caught-up SSE reader's live writes: a run's frames and the ``upToDate`` control."""
@@ -388,7 +391,8 @@ async def _send_chunks(chunks: Chunks, batch: int | None) -> None:
 @sessions_blueprint.websocket("/sessions/<session_id>/ws")
 async def session_ws(session_id: str) -> Response | None:
     """One text message per chunk (``?batch=N``: binary NDJSON messages of up to ``N``
-    bytes of whole chunks), control messages, closed (1000) after the last chunk."""
+    bytes of whole chunks), control messages, closed (1000) after the last chunk;
+    read-only: a client message closes it (1008)."""
     try:
         _authorize(websocket.headers.get("Authorization"))
         session = _session(session_id)
@@ -397,7 +401,23 @@ async def session_ws(session_id: str) -> Response | None:
     except BadRequestError as exc:
         return exc.response
     await websocket.accept()
-    follow = _follow(session, cursor)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_refuse_client_messages, nursery.cancel_scope)
+        await _send_session(_follow(session, cursor), batch)
+        nursery.cancel_scope.cancel()
+    return None
+
+
+async def _refuse_client_messages(done: trio.CancelScope) -> None:
+    """The socket is read-only: the first client message closes it with 1008 (Hypercorn
+    closes one over ``MAX_WEBSOCKET_MESSAGE`` bytes with 1009 before it is buffered)."""
+    await websocket.receive()
+    await websocket.close(READ_ONLY_CLOSE, "read-only: this socket takes no messages")
+    done.cancel()
+
+
+async def _send_session(follow: Follow, batch: int | None) -> None:
+    """The session after the reader's cursor, then the closing control message and close."""
     try:
         async for event in follow:
             if isinstance(event, Chunks):
@@ -409,7 +429,6 @@ async def session_ws(session_id: str) -> Response | None:
     except CursorGoneError:
         await websocket.send(control_message(follow.cursor, gone=True))
         await websocket.close(4410, "cursor below retention")
-        return None
+        return
     await websocket.send(control_message(follow.cursor, closed=True))
     await websocket.close(1000, "session ended")
-    return None

@@ -77,7 +77,7 @@ def test_validate_reports_each_violation_with_its_line(tmp_path: Path) -> None:
     done = _run("validate", str(path))
     assert done.returncode == 1
     out = done.stdout.decode()
-    assert "4 lines, 1 steps (1 succeeded)" in out
+    assert "4 lines, 1 step (1 succeeded)" in out
     assert "line 2: invalid_json" in out
     assert "terminal: result at line 4" in out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 import trio
+import trio.testing
 
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import EnvResponse, ScriptedError
@@ -182,17 +184,34 @@ async def test_escapees_die_when_the_client_disconnects(
     await _assert_sandbox_empty(server, watcher)
 
 
+RUNTIME_CAP = 20.0
+"""The cap of the runtime-cap test, on trio's clock: reached by a jump, not by waiting."""
+
+
 async def test_escapees_die_at_the_runtime_cap(
-    nursery: trio.Nursery, workspace: WorkspaceServer
+    nursery: trio.Nursery, workspace: WorkspaceServer, mock_clock: trio.testing.MockClock
 ) -> None:
+    """The cap ends the turn only once the four escapees exist.
+
+    A cap of a few real seconds raced the sandbox's start-up: on a loaded machine the
+    turn reached it before the escapees were started (or seen), and the test failed.
+    The runner measures the cap on trio's clock, so this test runs that clock in real
+    time and moves it to the cap once the escapees are seen: however slow the start,
+    the cap ends a turn with all four alive.
+    """
+    mock_clock.rate = 1.0
+    opened = trio.current_time()
     ended: list[dict[str, Any]] = []
 
     async def end(server: RunnerServer, reader: Reader, watcher: Watcher) -> None:
+        with trio.fail_after(60):
+            await watcher.all_seen.wait()
+        mock_clock.jump(max(0.0, RUNTIME_CAP - (trio.current_time() - opened)))
         await reader.rest()
         ended.append(parse_stream(reader.body)[-1])
 
     server, watcher = await _turn(
-        nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD), runtime_cap=4.0
+        nursery, workspace, end, config=scripted(ESCAPE_STEP, HOLD), runtime_cap=RUNTIME_CAP
     )
     assert ended[0]["code"] == "runtime_exceeded"
     await _assert_sandbox_empty(server, watcher)
@@ -348,14 +367,21 @@ async def test_the_server_secrets_are_out_of_reach(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SANDSTREAM_API_TOKEN", "api-secret-123")
-    monkeypatch.setenv("SANDSTREAM_RUNNER_TOKEN", "runner-secret-456")
+    """Wherever the checkout is (under ``/tmp`` too, where the sandbox sees it and its
+    venv): the secrets are fresh random values, so a search of what the sandbox sees
+    can only find a leak, never this test's own source; it lists file names only, so
+    its output stays far below the step's output bound."""
+    api, runner, database = (f"{kind}-{secrets.token_hex(16)}" for kind in ("api", "run", "db"))
+    monkeypatch.setenv("SANDSTREAM_API_TOKEN", api)
+    monkeypatch.setenv("SANDSTREAM_RUNNER_TOKEN", runner)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "api-token").write_text("api-secret-123")
-    (data / "runner-token").write_text("runner-secret-456")
-    (data / "chat.sqlite3").write_text("database-secret-789")
+    (data / "api-token").write_text(api)
+    (data / "runner-token").write_text(runner)
+    (data / "chat.sqlite3").write_text(database)
     (tmp_path / "visible.txt").write_text("a file the sandbox may read")
+    # What to search for, in a file of its own (not in the command, which is streamed).
+    (tmp_path / "wanted").write_text(f"{api}\n{runner}\n{database}\n")
     # tmp_path (holding the data dir) is made visible on purpose: the data dir must
     # stay hidden even under a directory the sandbox sees.
     launcher = bwrap_launcher(hidden_paths=[str(data)], extra_paths=[str(tmp_path)])
@@ -363,7 +389,7 @@ async def test_the_server_secrets_are_out_of_reach(
     probe = (
         f"cat {tmp_path}/visible.txt; ls -A {data}; cat {data}/api-token {data}/runner-token"
         f" {data}/chat.sqlite3; env; cat /proc/*/environ | tr '\\0' '\\n'; ls /proc;"
-        f" grep -r secret /etc /tmp 2>/dev/null; echo probed"
+        f" grep -rlF -f {tmp_path}/wanted --exclude=wanted /etc /tmp 2>/dev/null; echo probed"
     )
     workspace.config = scripted(shell(probe))
     async with server.stream(workspace.mint_dispatch()) as response:
@@ -371,8 +397,9 @@ async def test_the_server_secrets_are_out_of_reach(
     lines = parse_stream(body)
     (step,) = [line for line in lines if line["type"] == "step" and line["status"] == "succeeded"]
     out = step["result"]["stdout"]
+    assert not step["result"]["stdout_truncated"]
     assert "a file the sandbox may read" in out and "probed" in out
-    for secret in ("api-secret-123", "runner-secret-456", "database-secret-789"):
+    for secret in (api, runner, database):
         assert secret not in out
         assert secret.encode() not in body
     assert "SANDSTREAM_API_TOKEN" not in out and "SANDSTREAM_RUNNER_TOKEN" not in out

@@ -48,6 +48,7 @@ UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
 BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
 NO_LIVE_TURN: Final = "urn:sandstream:problem:no-live-turn"
 RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
+STREAM_TOKEN_SCOPE: Final = "urn:sandstream:problem:stream-token-scope"
 BUSY_RETRY_AFTER: Final = 2
 """Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
 
@@ -125,7 +126,7 @@ def install_chat_error_handlers(app: Quart) -> None:
 
     @app.errorhandler(StreamTokenScopeError)
     async def _stream_token_scope(error: StreamTokenScopeError) -> Response:
-        return problem(403, "Forbidden", str(error))
+        return problem(403, "Stream token for another chat", str(error), type=STREAM_TOKEN_SCOPE)
 
     @app.errorhandler(AttachmentError)
     async def _attachment(error: AttachmentError) -> Response:

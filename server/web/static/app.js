@@ -37,11 +37,12 @@ async function signIn(token, workspace) {
   state.api = api;
   sessionStorage.setItem(TOKEN_KEY, token);
   sessionStorage.setItem(WORKSPACE_KEY, workspace);
-  $("signin").hidden = true;
-  $("app").hidden = false;
   $("workspace-name").textContent = workspace;
   await refreshChats();
   await route();
+  // Shown only now: a file attached before the first route ran would be dropped by it.
+  $("signin").hidden = true;
+  $("app").hidden = false;
 }
 
 function showSignIn(message = "") {
@@ -101,7 +102,7 @@ async function refreshChats() {
       const meta = document.createElement("span");
       meta.className = "chat-meta";
       const when = new Date(chat.updatedAt).toLocaleString();
-      meta.textContent = `${chat.messageCount} messages · ${when}${chat.activeMessageId ? " · running" : ""}`;
+      meta.textContent = `${chat.messageCount} ${chat.messageCount === 1 ? "message" : "messages"} · ${when}${chat.activeMessageId ? " · running" : ""}`;
       button.append(title, meta);
       button.addEventListener("click", () => {
         location.hash = `#chat=${encodeURIComponent(chat.id)}`;
@@ -553,5 +554,5 @@ window.addEventListener("hashchange", () => {
 });
 
 const saved = sessionStorage.getItem(TOKEN_KEY);
-if (saved) signIn(saved, sessionStorage.getItem(WORKSPACE_KEY) || "default").catch((error) => showSignIn(error.message));
+if (saved) signIn(saved, sessionStorage.getItem(WORKSPACE_KEY) || "ws1").catch((error) => showSignIn(error.message));
 else showSignIn();
