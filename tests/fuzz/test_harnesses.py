@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HARNESSES = ["sse", "claude_code", "acp", "ui_stream", "stdin", "cursor"]
+HARNESSES = ["sse", "claude_code", "acp", "ui_stream", "stdin", "cursor", "multipart"]
 SECONDS = 3
 """How long CI fuzzes each harness."""
 
