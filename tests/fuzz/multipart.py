@@ -12,8 +12,9 @@ encoded as a browser does). :func:`check` asserts that
 - :class:`~sandstream.server.chat.api.multipart_reader.PartReader` gives the same parts
   (kind, name, file name, data) fed in pieces as fed whole, or the same error, and for
   bad input a ``MultipartError`` (or ``MultipartTooLargeError``) and nothing else;
-- a generated body reads back as the parts it was made of (round-trip), unless a
-  part's data holds a delimiter itself (the decoder takes CR or LF alone as a line break).
+- a generated body (up to 8 KiB, several times the buffer: memory stays bounded by it)
+  reads back as the parts it was made of (round-trip), unless a part's data holds a
+  delimiter itself (the decoder takes CR or LF alone as a line break).
 """
 
 from __future__ import annotations
