@@ -182,3 +182,18 @@ def test_a_truncated_body_is_malformed() -> None:
 def test_boundaries_outside_rfc_2046_are_refused(boundary: bytes) -> None:
     with pytest.raises(MultipartError, match="1 to 70 bytes"):
         PartReader(boundary)
+
+
+def test_a_part_starting_with_its_boundary_is_refused_for_every_chunking() -> None:
+    """A delimiter right after a part's headers (RFC 2046 forbids the boundary in a
+    part): werkzeug reads it as the part's end when whole, as its content when a chunk
+    ends after the next delimiter; refused, it is the same answer every time."""
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="f"; filename="a"\r\n\r\n--B'
+        b'\r\n--B\r\nContent-Disposition: form-data; name="g"\r\n\r\nxyz\r\n--B--\r\n'
+    )
+    for first, second in itertools.combinations_with_replacement(range(len(body) + 1), 2):
+        with pytest.raises(MultipartError, match="starts with the boundary"):
+            decode("B", cut(body, [first, second]))
+    empty = [Part("file", "files", "empty.txt", b""), Part("file", "files", "b.txt", b"b")]
+    assert decode("B", [framed("B", empty)]) == empty  # an empty part is not that

@@ -12,7 +12,9 @@ The decoder must never see input that stops inside a delimiter: given ``\r\n--B-
 start of a closing delimiter) it passes the ``\r`` on as data and then takes the ``\n`` as
 the delimiter's line break, adding a byte to the part. So a chunk's last few bytes that
 could be the start of a delimiter are held back until the next chunk (or the end) tells.
-With that, the same body gives the same parts for every chunking.
+With that, the same body gives the same parts for every chunking. A part whose content
+starts with the boundary (a delimiter right after its headers, which RFC 2046 forbids)
+is refused: the decoder reads it one way or the other depending on the chunking.
 
 Bad input raises :class:`MultipartError` (a malformed or truncated body). Nothing here
 blocks or holds resources: a caller that stops early just drops the reader.
@@ -161,6 +163,15 @@ class PartReader:
         after = rest[len(dash_boundary) :]
         return after == b"-" or after.lstrip(_PADDING) in (b"", b"\r")
 
+    def _starts_with_delimiter(self) -> bool:
+        """Whether what the decoder holds after a part's headers (the blank line's line
+        break, then the content) starts with a delimiter."""
+        held = bytes(self._decoder.buffer[: len(self._dash_boundary) + 2])
+        for line_break in (b"\r\n", b"\n", b"\r"):
+            if held.startswith(line_break):
+                return held[len(line_break) :].startswith(self._dash_boundary)
+        return False
+
     def _events(self) -> Iterator[PartEvent]:
         while True:
             try:
@@ -169,5 +180,9 @@ class PartReader:
                 raise MultipartError(f"malformed multipart body: {exc}") from exc
             if isinstance(event, (NeedData, Epilogue)):
                 return
+            if isinstance(event, (File, Field)) and self._starts_with_delimiter():
+                # A delimiter right after the part's headers: the decoder would read it
+                # as the part's end or as its content depending on where a chunk ends.
+                raise MultipartError("a part's content starts with the boundary")
             if isinstance(event, (File, Field, Data)):
                 yield event  # not the preamble
