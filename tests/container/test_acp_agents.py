@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 from pathlib import Path
 from typing import Any, Final
 
+import psutil
 import pytest
 import trio
 
@@ -167,7 +169,7 @@ async def test_a_permission_answered_always_or_reject(
 async def test_cancel_mid_tool_leaves_no_process(
     nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path, preset: AcpPreset
 ) -> None:
-    marker = f"sleep 3{os.getpid() % 100:02d}"  # this test's own sleep, found by its argv
+    marker = _own_sleep()
     model = await start_model_server(nursery, ModelScript(command=marker))
     workspace.config = ConfigResponse(agent=acp_spec(preset, model))
     container = await _start_live(nursery, workspace, _work(tmp_path))
@@ -184,22 +186,24 @@ async def test_cancel_mid_tool_leaves_no_process(
 async def test_an_agent_killed_mid_turn_is_an_error_with_its_stderr(
     nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
 ) -> None:
-    model = await start_model_server(nursery, ModelScript(command="sleep 391"))
+    marker = _own_sleep()
+    model = await start_model_server(nursery, ModelScript(command=marker))
     workspace.config = ConfigResponse(agent=acp_spec("opencode", model))
     container = await _start_live(nursery, workspace, _work(tmp_path))
     nursery.start_soon(_allow_every_request, container)
     with trio.fail_after(DEADLINE):
-        while not _processes("sleep 391"):
+        while not _processes(marker):
             await trio.sleep(0.05)
-    agents = [pid for pid in _processes("opencode") if pid != container.process.pid]
+    descendants = psutil.Process(container.process.pid).children(recursive=True)
+    agents = [p for p in descendants if "opencode" in " ".join(_cmdline(p))]
     assert agents
-    for pid in agents:
-        os.kill(pid, signal.SIGKILL)
+    for agent in agents:
+        agent.send_signal(signal.SIGKILL)
     lines = await _finish(container)
     assert lines[-1]["type"] == "error", lines[-3:]
     assert lines[-1]["code"] == "agent_exited"
     assert lines[-1]["message"].startswith("opencode was killed by SIGKILL before the turn ended")
-    assert _processes("sleep 391") == []
+    assert _processes(marker) == []
 
 
 @pytest.mark.parametrize(
@@ -225,6 +229,19 @@ async def test_a_failing_model_server_is_an_error_not_a_hang(
     assert run.terminal["type"] == "error", run
     assert run.terminal["code"] in ("agent_error", "agent_stalled"), run.terminal
     assert model.generations(), "the agent never reached the model"
+
+
+def _own_sleep() -> str:
+    """A shell command only this test runs, found by its argv (other test runs on the
+    machine run their own)."""
+    return f"sleep {secrets.randbelow(900_000) + 100_000}"
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone meanwhile
+        return []
 
 
 def _processes(needle: str) -> list[int]:
