@@ -28,7 +28,7 @@ from sandstream.core.schemas import ATTACHMENTS_DIR, Attachment
 
 from .bootstrap import workspace_url
 from .errors import AttachmentsError, OutputClosedError
-from .http import HttpSettings, body_excerpt, send_with_retries
+from .http import HttpSettings, body_excerpt, send_callback
 from .output import Emitter, new_step_id
 
 __all__ = [
@@ -154,7 +154,7 @@ async def _download(
     url = workspace_url(agent_url, f"attachments/{attachment.id}")
     headers = {"Authorization": f"Bearer {token}"}
     try:
-        response = await send_with_retries(
+        response = await send_callback(
             client, settings, lambda: client.build_request("GET", url, headers=headers), stream=True
         )
     except httpx.HTTPError as exc:

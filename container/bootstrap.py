@@ -3,9 +3,11 @@
 ``GET {agent_url}/env`` with ``Authorization: Bearer <otp_setup>`` then
 ``GET {agent_url}/config`` with ``Bearer <otp_run>``. A 401/403 answer raises
 :class:`~.errors.UnauthorizedError` (code ``unauthorized``: the token is wrong,
-expired or already used); an unreachable workspace (after connect retries), a
+expired or already used); an unreachable workspace (after the callback retries), a
 timeout, another non-2xx status or a body that does not match the schema raises
-:class:`~.errors.BootstrapError` (``bootstrap_failed``). Cancellation propagates.
+:class:`~.errors.BootstrapError` (``bootstrap_failed``). Each request carries an
+``Idempotency-Key``, so a lost answer is fetched again with the same token
+(:func:`~.http.send_callback`). Cancellation propagates.
 
 :func:`forget_token` drops a redeemed one-time token from the dispatch.
 """
@@ -22,7 +24,7 @@ from sandstream.core.json_input import decode_json
 from sandstream.core.schemas import ConfigResponse, Dispatch, EnvResponse
 
 from .errors import BootstrapError, UnauthorizedError
-from .http import HttpSettings, body_excerpt, send_with_retries
+from .http import IDEMPOTENCY_HEADER, HttpSettings, body_excerpt, idempotency_key, send_callback
 
 __all__ = ["TokenName", "fetch_config", "fetch_env", "forget_token", "workspace_url"]
 
@@ -75,9 +77,13 @@ async def _fetch(
     schema: type[T],
 ) -> T:
     url = workspace_url(agent_url, route)
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json",
+        IDEMPOTENCY_HEADER: idempotency_key(),
+    }
     try:
-        response = await send_with_retries(
+        response = await send_callback(
             client, settings, lambda: client.build_request("GET", url, headers=headers)
         )
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -117,14 +118,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         metavar="N",
-        help="retries of a workspace request that could not connect (default 3)",
+        help="retries of a model request that could not connect (default 3)",
+    )
+    parser.add_argument(
+        "--callback-retry",
+        type=_non_negative,
+        default=60.0,
+        metavar="SEC",
+        help="how long a workspace callback that got no answer, or a 502/503/504, is "
+        "retried (default 60)",
     )
     parser.add_argument(
         "--retry-backoff",
         type=float,
         default=0.25,
         metavar="SEC",
-        help="first backoff between connect retries, doubling (default 0.25)",
+        help="first backoff between retries, doubling (default 0.25)",
     )
     return parser
 
@@ -143,9 +152,21 @@ def options_from_args(args: argparse.Namespace, *, handle_signals: bool = True) 
             timeout=args.http_timeout,
             connect_retries=args.connect_retries,
             retry_backoff=args.retry_backoff,
+            callback_retry_sec=args.callback_retry,
         ),
         handle_signals=handle_signals,
     )
+
+
+def _non_negative(text: str) -> float:
+    """A finite number of seconds ≥ 0, else an argparse error naming it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds >= 0: {text!r}")
+    return value
 
 
 def _claim_stdout() -> int:

@@ -3,7 +3,7 @@
 A :class:`ContainerError` raised anywhere in the run becomes the run's single terminal
 line ``{"type": "error", "code": <code>, "message": <message>}`` and a non-zero exit.
 Failures of one tool call are *not* exceptions: they become a failed ``step`` and the
-agent loop goes on.
+agent loop goes on; so does a failed writeback (:class:`WritebackError`, caught there).
 """
 
 from __future__ import annotations
@@ -99,10 +99,10 @@ class AgentError(ContainerError):
     default_code = "agent_failed"
 
 
-class WritebackError(ContainerError):
-    """Produced files could not be written back to ``/results`` (``writeback_failed``)."""
-
-    default_code = "writeback_failed"
+class WritebackError(SandstreamError):
+    """Produced files could not be written back to ``/results``. Not a
+    :class:`ContainerError`: the writeback reports it as a failed ``write_back`` step
+    and the run's answer stands."""
 
 
 class RuntimeExceededError(ContainerError):

@@ -5,7 +5,9 @@ It enforces the token rules of the real workspace API: each token is minted for 
 purpose (``setup`` → ``GET /env``, ``run`` → ``GET /config``, ``upload`` →
 ``POST /results``), stored hashed, expires, and is single-use (redeemed on first
 presentation, even if the request then fails). A wrong, expired, replayed or
-wrong-purpose token gets 401 with a problem+json body.
+wrong-purpose token gets 401 with a problem+json body. A redeemed token is accepted
+again with the ``Idempotency-Key`` of its redemption (a retried callback); a repeated
+``/results`` answers the first upload's receipt and stores nothing more.
 
 Usage (in a trio nursery, e.g. a pytest-trio test)::
 
@@ -76,6 +78,7 @@ class _Token:
     purpose: Purpose
     expires_at: float
     used: bool = False
+    key: str | None = None
 
 
 class TokenStore:
@@ -112,8 +115,9 @@ class TokenStore:
             return "token expired"
         return None
 
-    def redeem(self, token: str | None, purpose: Purpose) -> str | None:
-        """Consume ``token`` for ``purpose``; return ``None`` if valid, else the reason."""
+    def redeem(self, token: str | None, purpose: Purpose, key: str | None = None) -> str | None:
+        """Consume ``token`` for ``purpose`` (or accept it again with the idempotency
+        ``key`` it was redeemed with); return ``None`` if valid, else the reason."""
         if not token:
             return "missing token"
         entry = self._tokens.get(self._hash(token))
@@ -121,9 +125,9 @@ class TokenStore:
             return "unknown token"
         if entry.purpose != purpose:
             return f"token is for {entry.purpose}, not {purpose}"
-        if entry.used:
+        if entry.used and (key is None or key != entry.key):
             return "token already used"
-        entry.used = True
+        entry.used, entry.key = True, key
         if self._clock() >= entry.expires_at:
             return "token expired"
         return None
@@ -173,6 +177,7 @@ class WorkspaceServer:
     base_url: str = ""
     echo: bool = False
     attachments: dict[str, bytes] = field(default_factory=dict)
+    _receipts: dict[str, ResultsReceipt] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -240,6 +245,9 @@ class WorkspaceServer:
             refused = await self._check("results")
             if refused is not None:
                 return refused
+            key = request.headers.get("Idempotency-Key")
+            if key is not None and key in self._receipts:
+                return _json(msgspec.to_builtins(self._receipts[key]), 201)
             files = await request.files
             stored: list[Upload] = []
             for item in files.getlist("files"):
@@ -256,6 +264,8 @@ class WorkspaceServer:
             receipt = ResultsReceipt(
                 files=[ResultFile(path=u.path, size=len(u.content)) for u in stored]
             )
+            if key is not None:
+                self._receipts[key] = receipt
             return _json(msgspec.to_builtins(receipt), 201)
 
         return app
@@ -263,7 +273,8 @@ class WorkspaceServer:
     async def _check(self, route: str) -> Response | None:
         header = request.headers.get("Authorization", "")
         token = header[7:] if header.startswith("Bearer ") else None
-        reason = self.tokens.redeem(token, _ROUTE_PURPOSE[route])
+        key = request.headers.get("Idempotency-Key")
+        reason = self.tokens.redeem(token, _ROUTE_PURPOSE[route], key)
         if reason is not None:
             self.redemptions.append(Redemption(route, 401, reason))
             self._echo(f"/{route}: 401 ({reason})")

@@ -93,13 +93,20 @@ async def test_workspace_server_error_is_bootstrap_failed(
     assert len(workspace.requests(route)) == 1  # a redeemed token is never retried
 
 
-async def test_hanging_workspace_times_out(workspace: WorkspaceServer) -> None:
+async def test_hanging_workspace_is_retried_with_the_same_key_then_times_out(
+    workspace: WorkspaceServer,
+) -> None:
     workspace.hang.add("config")
     with trio.fail_after(20):
-        run = await run_in_process(workspace.mint_dispatch(), "--http-timeout", "0.5")
+        run = await run_in_process(
+            workspace.mint_dispatch(), "--http-timeout", "0.5", "--callback-retry", "1.5"
+        )
     assert run.terminal["code"] == "bootstrap_failed"
     assert "timed out" in run.terminal["message"]
-    assert len(workspace.requests("config")) == 1
+    attempts = workspace.requests("config")
+    assert len(attempts) >= 2
+    # Each attempt redeemed the run token again: they all carried the first one's key.
+    assert all(attempt.reason is None for attempt in attempts), attempts
 
 
 @pytest.mark.parametrize(

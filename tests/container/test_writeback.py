@@ -61,22 +61,37 @@ async def test_without_upload_token_files_are_only_logged(
     assert "writeback: 2 output file(s) not written back (no upload token)" in run.logs
 
 
-async def test_refused_upload_token_is_writeback_failed(
+def _failed_write_back(run: ContainerRun) -> dict[str, object]:
+    """The run's ``write_back`` step, which must be one ``running`` then ``failed``."""
+    steps = [line for line in run.lines if line["type"] == "step" and line["name"] == "write_back"]
+    assert [step["status"] for step in steps] == ["running", "failed"], steps
+    assert steps[0]["args"] == {"files": ["a.txt", "sub/bin.dat"]}
+    return steps[1]
+
+
+async def test_a_refused_upload_token_keeps_the_result_and_names_the_files(
     workspace: WorkspaceServer, work_dir: Path
 ) -> None:
     run = await _run(workspace, work_dir, _MAKE_OUTPUT, ttl={"upload": 0})
-    assert run.returncode == 1, run
-    assert run.terminal["code"] == "writeback_failed"
-    assert run.terminal["message"].startswith("workspace refused the upload token (401)")
+    assert run.returncode == 0, run
+    assert run.terminal["type"] == "result"
+    expected = (
+        "2 file(s) not written back (a.txt, sub/bin.dat): workspace refused the upload token (401)"
+    )
+    assert str(_failed_write_back(run)["error"]).startswith(expected)
+    assert any(log.startswith(f"writeback: {expected}") for log in run.logs)
     assert workspace.requests("results")[0].reason == "token expired"
     assert workspace.uploads == []
 
 
-async def test_results_server_error_is_writeback_failed(
+async def test_a_results_server_error_keeps_the_result(
     workspace: WorkspaceServer, work_dir: Path
 ) -> None:
     workspace.status["results"] = 507
     run = await _run(workspace, work_dir, _MAKE_OUTPUT)
-    assert run.returncode == 1, run
-    assert run.terminal["code"] == "writeback_failed"
-    assert run.terminal["message"].startswith("POST /results answered 507")
+    assert run.returncode == 0, run
+    assert run.terminal["type"] == "result"
+    error = str(_failed_write_back(run)["error"])
+    assert error.startswith(
+        "2 file(s) not written back (a.txt, sub/bin.dat): POST /results answered 507"
+    )
