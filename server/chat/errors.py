@@ -126,6 +126,11 @@ class TokenRejectedError(ChatError):
     """A one-time token was missing, unknown, used, expired, or for another purpose/session."""
 
 
+class IdempotencyKeyError(ChatError):
+    """A sandbox callback's ``Idempotency-Key`` header is not 1–200 visible ASCII
+    characters."""
+
+
 class UploadError(ChatError):
     """An upload body could not be read: not multipart, malformed, or without files."""
 

@@ -227,6 +227,68 @@ async def test_results_land_in_the_bag_with_sanitized_names(
     assert download.headers["x-content-type-options"] == "nosniff"
 
 
+def _keyed(token: str, key: str) -> dict[str, str]:
+    return {**_bearer(token), "Idempotency-Key": key}
+
+
+async def test_a_redeemed_token_is_answered_again_only_with_its_idempotency_key(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path)
+    start, tokens = await _session(server)
+    base = f"/api/sandbox/{start.session.id}"
+    async with server.client(auth=False) as client:
+        first = await client.get(f"{base}/config", headers=_keyed(tokens.run, "key-1"))
+        assert first.status_code == 200, first.text
+        after_first = await _snapshot(server)
+        # The retry of a lost answer: the same token and key get the same answer.
+        again = await client.get(f"{base}/config", headers=_keyed(tokens.run, "key-1"))
+        assert again.status_code == 200 and again.content == first.content
+        # Anyone else presenting the token (no key, another key) is refused.
+        await _refused(await client.get(f"{base}/config", headers=_bearer(tokens.run)))
+        await _refused(await client.get(f"{base}/config", headers=_keyed(tokens.run, "key-2")))
+        assert await _snapshot(server) == after_first
+        # A malformed key is a clear 422 and consumes nothing.
+        for bad in ("", "x" * 201, "caf\u00e9", "a b"):
+            refused = await client.get(
+                f"{base}/env",
+                headers={**_bearer(tokens.setup), "Idempotency-Key": bad.encode()},  # type: ignore[dict-item]
+            )
+            assert refused.status_code == 422, (bad, refused.text)
+            assert "Idempotency-Key" in refused.json()["detail"]
+        assert await _snapshot(server) == after_first
+        # Once the turn settled, the key does not bring the token back.
+        await server.store.close_dispatch(start.session.id, now=now_ms())
+        await _refused(await client.get(f"{base}/config", headers=_keyed(tokens.run, "key-1")))
+
+
+async def test_a_retried_upload_stores_its_files_once_and_gets_the_same_receipt(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path)
+    start, tokens = await _session(server)
+    base = f"/api/sandbox/{start.session.id}"
+    files = _files(("a.txt", b"alpha"), ("sub/b.txt", b"beta"))
+    headers = _keyed(tokens.upload, "upload-key")
+    async with server.client(auth=False) as client:
+        first = await client.post(f"{base}/results", headers=headers, files=files)
+        assert first.status_code == 201, first.text
+        stored = await _snapshot(server)
+        again = await client.post(f"{base}/results", headers=headers, files=files)
+        assert again.status_code == 201, again.text
+        assert again.content == first.content
+        assert await _snapshot(server) == stored  # no second row, no new blob
+        await _refused(
+            await client.post(
+                f"{base}/results", headers=_keyed(tokens.upload, "other"), files=files
+            )
+        )
+    assert [name for _, (name, *_rest) in files] == [
+        f.path for f in msgspec.json.decode(first.content, type=ResultsReceipt).files
+    ]
+    assert len(stored["files"]) == 2
+
+
 async def test_oversized_results_are_refused_whole(nursery: trio.Nursery, tmp_path: Path) -> None:
     server = await start_chat_server(nursery, tmp_path, max_results_bytes=1000)
     start, tokens = await _session(server)

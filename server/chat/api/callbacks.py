@@ -4,7 +4,10 @@
 The container redeems each of its one-time tokens here (``Authorization: Bearer <otp>``);
 the answers are the schemas of :mod:`sandstream.core.schemas`. Bad input: a wrong,
 expired, replayed or other-purpose token is 401 and nothing is written (for ``/results``
-the body is not even read); an upload over the limits is refused whole (413).
+the body is not even read); an upload over the limits is refused whole (413); a
+malformed ``Idempotency-Key`` is 422. A redeemed token is answered again when it comes
+back with the ``Idempotency-Key`` of its redemption (a retried callback); a retried
+upload whose first attempt was stored gets the same files back and stores nothing.
 Written-back files land in the chat bag (docs/chat.md, "The sandbox callbacks").
 """
 
@@ -16,7 +19,7 @@ from sandstream.core.schemas import ResultFile, ResultsReceipt
 from sandstream.server.http.requests import json_response
 
 from ..agent_profile import with_attachments
-from ..credentials.one_time import bearer_token, hash_token
+from ..credentials.one_time import bearer_token, hash_token, idempotency_key
 from ..errors import FileNotFoundInBagError, TokenRejectedError
 from ..ids import now_ms
 from ..records import DispatchRecord, Purpose
@@ -30,13 +33,19 @@ callbacks_blueprint = Blueprint("sandbox_callbacks", __name__, url_prefix="/api/
 
 
 async def _redeem(purpose: Purpose, session_id: str) -> DispatchRecord:
-    """Consume the request's bearer token for ``purpose`` on ``session_id``."""
+    """Consume the request's bearer token for ``purpose`` on ``session_id`` (or
+    accept it again with the ``Idempotency-Key`` of its redemption)."""
     token = bearer_token(request.headers.get("Authorization"))
     if token is None:
         raise TokenRejectedError(f"no bearer token on /{purpose}")
+    key = idempotency_key(request.headers.get("Idempotency-Key"))
     service = get_service()
     return await service.store.consume_token(
-        hash_token(token), purpose=purpose, session_id=session_id, now=now_ms()
+        hash_token(token),
+        purpose=purpose,
+        session_id=session_id,
+        now=now_ms(),
+        idempotency_key=key,
     )
 
 

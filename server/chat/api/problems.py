@@ -35,6 +35,7 @@ from ..errors import (
     StreamTokenError,
     StreamTokenScopeError,
     TargetError,
+    IdempotencyKeyError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
@@ -157,4 +158,8 @@ def install_chat_error_handlers(app: Quart) -> None:
 
     @app.errorhandler(UploadError)
     async def _upload(error: UploadError) -> Response:
+        return invalid(str(error))
+
+    @app.errorhandler(IdempotencyKeyError)
+    async def _idempotency_key(error: IdempotencyKeyError) -> Response:
         return invalid(str(error))

@@ -5,7 +5,11 @@ A dispatch gets three tokens: ``setup`` (``GET /env``, 10 min), ``run``
 goes to the sandbox in the dispatch and is never stored: the store keeps
 ``sha256(token)`` with the purpose, the session and the expiry, and redeems it with
 one conditional ``UPDATE`` (so a token is consumed at most once, even across
-processes).
+processes). A callback may carry an ``Idempotency-Key`` (:func:`idempotency_key`): the
+token is then stored with it, and the same token with the same key is answered again
+while it is unexpired and its session unsettled (a retry whose first answer was lost;
+docs/protocol.md, "Workspace callbacks"). Bad input: a malformed key raises
+:class:`~..errors.IdempotencyKeyError`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from ..errors import IdempotencyKeyError
 from ..records import Purpose, TokenMint
 
 __all__ = [
@@ -25,8 +30,11 @@ __all__ = [
     "MintedTokens",
     "bearer_token",
     "hash_token",
+    "idempotency_key",
     "mint_tokens",
 ]
+
+MAX_IDEMPOTENCY_KEY: Final = 200
 
 PURPOSES: Final[tuple[Purpose, ...]] = ("setup", "run", "upload")
 
@@ -76,3 +84,15 @@ def bearer_token(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not credentials:
         return None
     return credentials
+
+
+def idempotency_key(header: str | None) -> str | None:
+    """The value of an ``Idempotency-Key`` header (``None`` when absent). Raises
+    :class:`IdempotencyKeyError` unless it is 1–200 visible ASCII characters."""
+    if header is None:
+        return None
+    if not 0 < len(header) <= MAX_IDEMPOTENCY_KEY or not all("!" <= char <= "~" for char in header):
+        raise IdempotencyKeyError(
+            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} visible ASCII characters"
+        )
+    return header

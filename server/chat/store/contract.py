@@ -166,12 +166,20 @@ class ChatStore(Protocol):
         ...
 
     async def consume_token(
-        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+        self,
+        token_hash: str,
+        *,
+        purpose: Purpose,
+        session_id: str,
+        now: int,
+        idempotency_key: str | None = None,
     ) -> DispatchRecord:
         """Redeem a one-time token atomically and return its session.
 
-        The token must exist with this hash, purpose and session, be unused and
-        unexpired; it is then marked used. Raises
+        The token must exist with this hash, purpose and session and be unexpired, and
+        either be unused (it is then marked used, with ``idempotency_key``) or have been
+        redeemed with this same, non-``None`` ``idempotency_key`` while its session is
+        unsettled (a retried callback: nothing changes). Raises
         :class:`~.errors.TokenRejectedError` otherwise, having changed nothing.
         """
         ...
@@ -195,7 +203,11 @@ class ChatStore(Protocol):
     async def add_results(
         self, session: DispatchRecord, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
-        """Record the files a run wrote back (the chat's bag, or the workspace's)."""
+        """Record the files a run wrote back (the chat's bag, or the workspace's).
+
+        Once per session: when the session's results are already recorded (a retried
+        upload whose first attempt was committed), records nothing and returns those.
+        """
         ...
 
     async def list_files(self, workspace_id: str, chat_id: str) -> list[BagFile]:

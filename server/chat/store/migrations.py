@@ -221,6 +221,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             "DROP TABLE moved_chunks",
         ),
     ),
+    Migration(
+        6,
+        "tokens.redeemed_with: the idempotency key a token was redeemed with, so a "
+        "retried callback carrying it is answered again",
+        ("ALTER TABLE tokens ADD COLUMN redeemed_with TEXT",),
+    ),
 )
 
 

@@ -43,14 +43,18 @@ def _bag_file(row: sqlite3.Row) -> BagFile:
     )
 
 
-def _live_files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[BagFile]:
+def _files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[BagFile]:
     """The files that match ``where`` (SQL of this module's, ``?`` for each of
-    ``args``) and are not deleted, oldest first."""
+    ``args``), deleted or not, oldest first."""
     rows = conn.execute(
-        f"SELECT * FROM bag_files WHERE {where} AND deleted_at IS NULL ORDER BY created_at, rowid",
-        args,
+        f"SELECT * FROM bag_files WHERE {where} ORDER BY created_at, rowid", args
     ).fetchall()
     return [_bag_file(row) for row in rows]
+
+
+def _live_files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[BagFile]:
+    """The files that match ``where`` (see :func:`_files`) and are not deleted."""
+    return _files(conn, f"{where} AND deleted_at IS NULL", args)
 
 
 def _live_file(
@@ -182,6 +186,9 @@ class BagFiles:
         self, session: DispatchRecord, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
         def run(conn: sqlite3.Connection) -> list[BagFile]:
+            recorded = _files(conn, _RESULTS, (session.id,))
+            if recorded:
+                return recorded
             deleted_at: int | None = None
             if session.chat_id is not None:
                 row = conn.execute(

@@ -2,7 +2,8 @@
 
 A dispatch record is one run sent to a runner (its prompt and replayed conversation, for
 the sandbox's callbacks); its one-time tokens are stored hashed, each redeemed once by
-one conditional ``UPDATE``. :class:`Dispatches` holds the :class:`~..contract.ChatStore`
+one conditional ``UPDATE`` (and again, changing nothing, by a retried callback carrying
+the idempotency key it was redeemed with, while its session is unsettled). :class:`Dispatches` holds the :class:`~..contract.ChatStore`
 methods on them; the functions are steps :mod:`.turns` and :mod:`.bag_files` share.
 Bad input: :class:`~...errors.TokenRejectedError`, :class:`~...errors.RunNotFoundError`.
 Cancellation: a call that started runs to completion in its worker thread.
@@ -141,13 +142,22 @@ class Dispatches:
         await self.db.write(lambda conn: settle_dispatch(conn, session_id, now))
 
     async def consume_token(
-        self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
+        self,
+        token_hash: str,
+        *,
+        purpose: Purpose,
+        session_id: str,
+        now: int,
+        idempotency_key: str | None = None,
     ) -> DispatchRecord:
         def run(conn: sqlite3.Connection) -> DispatchRecord:
             cursor = conn.execute(
-                "UPDATE tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL "
-                "AND expires_at > ? AND purpose = ? AND session_id = ?",
-                (now, token_hash, now, purpose, session_id),
+                "UPDATE tokens SET used_at = COALESCE(used_at, ?), redeemed_with = ? "
+                "WHERE hash = ? AND expires_at > ? AND purpose = ? AND session_id = ? "
+                "AND (used_at IS NULL OR (redeemed_with = ? AND EXISTS ("
+                "SELECT 1 FROM sessions s WHERE s.id = tokens.session_id "
+                "AND s.settled_at IS NULL)))",
+                (now, idempotency_key, token_hash, now, purpose, session_id, idempotency_key),
             )
             if cursor.rowcount != 1:
                 raise TokenRejectedError(_why_rejected(conn, token_hash, purpose, session_id, now))
