@@ -16,8 +16,9 @@ from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 
 from .agent_profile import AgentProfile, load_agent_profile
 from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
-from .errors import ChatConfigError
+from .errors import ChatConfigError, PublicUrlError
 from .mover.resp import parse_redis_url
+from .public_url import normalize_public_url, replicas_configured
 from .records import Purpose
 from .targets import normalize_url
 
@@ -31,7 +32,8 @@ class ChatSettings:
     ``data_dir``: the database and the bag's blobs. ``api_token``: the bearer the
     chat API requires. ``public_url``: the base URL sandboxes call back
     (``{public_url}/api/sandbox/{session}``); ``None`` derives it from the address
-    the server is bound to. ``sandbox_url``: the server's remote runner (``None``:
+    the server is bound to, which only a single replica may do
+    (:func:`~.public_url.replicas_configured`). ``sandbox_url``: the server's remote runner (``None``:
     the embedded runner); ``runner_token`` is sent to remote runners.
     ``allowed_sandbox_urls``: other runners a request or a workflow environment may
     name. ``embedded_runner``: whether this process runs turns itself.
@@ -142,9 +144,15 @@ class ChatSettings:
         for purpose in PURPOSES:
             _positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
         object.__setattr__(self, "token_lifetimes", MappingProxyType(dict(self.token_lifetimes)))
+        if self.public_url is not None:
+            object.__setattr__(self, "public_url", normalize_public_url(self.public_url))
+        elif replicas_configured(self):
+            raise PublicUrlError(
+                "--public-url is required with several replicas (--redis-url): sandboxes "
+                "must call back through an address that outlives one replica, e.g. the "
+                "load balancer in front of them"
+            )
         try:
-            if self.public_url is not None:
-                object.__setattr__(self, "public_url", normalize_url(self.public_url))
             if self.sandbox_url is not None:
                 object.__setattr__(self, "sandbox_url", normalize_url(self.sandbox_url))
             allowed = frozenset(normalize_url(u) for u in self.allowed_sandbox_urls)

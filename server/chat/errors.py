@@ -14,6 +14,8 @@ __all__ = [
     "ChunkShapeError",
     "FencedError",
     "FileNotFoundInBagError",
+    "IdempotencyKeyError",
+    "PublicUrlError",
     "RedisConnectionError",
     "RedisReplyError",
     "RemoteRunnerError",
@@ -40,6 +42,10 @@ class ChatError(ServerError):
 
 class ChatConfigError(ChatError):
     """The server's configuration cannot work (raised at start-up, never per turn)."""
+
+
+class PublicUrlError(ChatConfigError):
+    """``--public-url`` is missing where replicas need it, or cannot be a callback base."""
 
 
 class StoreError(ChatError):

@@ -31,6 +31,7 @@ from sandstream.server.chat.credentials.api_token import (
     resolve_api_token,
 )
 from sandstream.server.chat.errors import ChatConfigError, StoreError
+from sandstream.server.chat.public_url import probe_public_url
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
 from sandstream.server.chat.store.bag import BlobStore
@@ -99,7 +100,9 @@ def build_serve_parser(
     parser.add_argument(
         "--public-url",
         default=env.get("SANDSTREAM_PUBLIC_URL") or None,
-        help="base URL sandboxes call back ($SANDSTREAM_PUBLIC_URL; default: the bound address)",
+        help="base URL sandboxes call back, required with --redis-url: the load "
+        "balancer in front of the replicas ($SANDSTREAM_PUBLIC_URL; default: the bound "
+        "address)",
     )
     runner = parser.add_argument_group("runner")
     runner.add_argument(
@@ -343,6 +346,8 @@ async def _serve(plan: _Plan) -> None:
                 f"{settings.public_url or service.bound_url})",
                 flush=True,
             )
+            if settings.public_url is not None:
+                nursery.start_soon(probe_public_url, settings.public_url)
     finally:
         with trio.CancelScope(shield=True):
             await store.close()

@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +57,7 @@ from sandstream.server.chat import (
     serve_chat,
 )
 from sandstream.server.chat.records import DispatchRecord
+from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
@@ -304,6 +305,7 @@ async def start_chat_server(
     embedded: bool = True,
     runner_settings: RunnerSettings | None = None,
     kill_grace: float | None = None,
+    container_args: Sequence[str] = (),
     **overrides: Any,
 ) -> ChatServer:
     """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
@@ -311,6 +313,7 @@ async def start_chat_server(
     The embedded runner sandboxes containers with bwrap (the data dir hidden, the ACP
     agents' dir mounted), as ``sandstream serve`` does; with ``kill_grace`` it uses the
     local launcher with that grace instead (for tests of the local launcher's ``SIGTERM`` path).
+    ``container_args`` are appended to the container's command line.
     """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await SQLiteChatStore.open(data_dir)
@@ -326,6 +329,7 @@ async def start_chat_server(
                 shutdown_timeout=5.0,
             ),
             BwrapLauncher(
+                argv=(*DEFAULT_CONTAINER_ARGV, *container_args),
                 stderr="discard",
                 hidden_paths=[str(data_dir)],
                 env={AGENTS_DIR_ENV: str(AGENTS_DIR)},

@@ -1,5 +1,6 @@
 """The sandbox callbacks: ``GET /api/sandbox/{sessionId}/env``, ``…/config``,
-``…/attachments/{fileId}``, ``POST …/results``.
+``…/attachments/{fileId}``, ``POST …/results``; and ``GET /api/sandbox/healthz``, which
+the public URL probe calls.
 
 The container redeems each of its one-time tokens here (``Authorization: Bearer <otp>``);
 the answers are the schemas of :mod:`sandstream.core.schemas`. Bad input: a wrong,
@@ -22,6 +23,7 @@ from ..agent_profile import with_attachments
 from ..credentials.one_time import bearer_token, hash_token, idempotency_key
 from ..errors import FileNotFoundInBagError, TokenRejectedError
 from ..ids import now_ms
+from ..public_url import CALLBACKS_SERVICE
 from ..records import DispatchRecord, Purpose
 from .downloads import FileBody, file_response
 from .guard import get_service
@@ -47,6 +49,13 @@ async def _redeem(purpose: Purpose, session_id: str) -> DispatchRecord:
         now=now_ms(),
         idempotency_key=key,
     )
+
+
+@callbacks_blueprint.get("/healthz")
+async def healthz() -> Response:
+    """Unauthenticated: ``{"status": "ok", "service": "sandstream-chat"}``, so that the
+    public URL can be checked to reach a chat backend (:mod:`..public_url`)."""
+    return json_response({"status": "ok", "service": CALLBACKS_SERVICE})
 
 
 @callbacks_blueprint.get("/<session_id>/env")
