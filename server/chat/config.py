@@ -33,8 +33,8 @@ class ChatSettings:
     chat API requires. ``public_url``: the base URL sandboxes call back
     (``{public_url}/api/sandbox/{session}``); ``None`` derives it from the address
     the server is bound to, which only a single replica may do
-    (:func:`~.public_url.replicas_configured`). ``sandbox_url``: the server's remote runner (``None``:
-    the embedded runner); ``runner_token`` is sent to remote runners.
+    (:func:`~.public_url.replicas_configured`). ``sandbox_url``: the server's remote
+    runner (``None``: the embedded runner); ``runner_token`` is sent to remote runners.
     ``allowed_sandbox_urls``: other runners a request or a workflow environment may
     name. ``embedded_runner``: whether this process runs turns itself.
 

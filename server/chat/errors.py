@@ -133,7 +133,7 @@ class TokenRejectedError(ChatError):
 
 
 class IdempotencyKeyError(ChatError):
-    """A sandbox callback's ``Idempotency-Key`` header is not 1–200 visible ASCII
+    """A sandbox callback's ``Idempotency-Key`` header is not 1-200 visible ASCII
     characters."""
 
 

@@ -31,6 +31,7 @@ from tests.chat.harness import (
     start_runner_process,
     start_serve_process,
 )
+from tests.support.forwarder import start_forwarder
 
 COUNTING = {
     "agent": {
@@ -64,14 +65,17 @@ async def _replicas(
     nursery: trio.Nursery, tmp_path: Path, lease: list[str]
 ) -> tuple[str, ServeProcess, ServeProcess, Path]:
     """A runner process and two serve replicas without an embedded runner, sharing its
-    token and one data dir (the chat database)."""
+    token and one data dir (the chat database), behind one public URL (a forwarder)."""
     runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    balancer = await start_forwarder(nursery)
     data_dir = tmp_path / "chat-data"
     data_dir.mkdir()
     (data_dir / "runner-token").write_text(RUNNER_TOKEN + "\n")
     flags = ["--no-embedded-runner", "--sandbox-url", runner.url, "--lease-ttl", "2", *lease]
+    flags += ["--public-url", balancer.url]
     first = await start_serve_process(nursery, data_dir, COUNTING, *flags)
     second = await start_serve_process(nursery, data_dir, COUNTING, *flags)
+    balancer.backends = [u.removeprefix("http://").rstrip("/") for u in (first.url, second.url)]
     return runner.url, first, second, data_dir
 
 

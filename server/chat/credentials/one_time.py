@@ -88,7 +88,7 @@ def bearer_token(authorization: str | None) -> str | None:
 
 def idempotency_key(header: str | None) -> str | None:
     """The value of an ``Idempotency-Key`` header (``None`` when absent). Raises
-    :class:`IdempotencyKeyError` unless it is 1–200 visible ASCII characters."""
+    :class:`IdempotencyKeyError` unless it is 1-200 visible ASCII characters."""
     if header is None:
         return None
     if not 0 < len(header) <= MAX_IDEMPOTENCY_KEY or not all("!" <= char <= "~" for char in header):

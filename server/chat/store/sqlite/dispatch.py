@@ -3,8 +3,9 @@
 A dispatch record is one run sent to a runner (its prompt and replayed conversation, for
 the sandbox's callbacks); its one-time tokens are stored hashed, each redeemed once by
 one conditional ``UPDATE`` (and again, changing nothing, by a retried callback carrying
-the idempotency key it was redeemed with, while its session is unsettled). :class:`Dispatches` holds the :class:`~..contract.ChatStore`
-methods on them; the functions are steps :mod:`.turns` and :mod:`.bag_files` share.
+the idempotency key it was redeemed with, while its session is unsettled).
+:class:`Dispatches` holds the :class:`~..contract.ChatStore` methods on them; the
+functions are steps :mod:`.turns` and :mod:`.bag_files` share.
 Bad input: :class:`~...errors.TokenRejectedError`, :class:`~...errors.RunNotFoundError`.
 Cancellation: a call that started runs to completion in its worker thread.
 """
