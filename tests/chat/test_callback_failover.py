@@ -201,3 +201,24 @@ async def test_a_writeback_that_never_gets_through_keeps_the_answer_and_names_th
     assert stored.get("fileAttachments", []) == []
     assert await _result_rows(server.store, run_start) == []
     assert balancer.used[-2:] == ["502", "502"]  # retried, then given up
+
+
+async def test_callbacks_answered_502_are_retried_until_a_replica_is_behind_the_url(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server, balancer = await _server_behind(nursery, tmp_path)
+    balancer.backends = []  # the balancer has no live replica yet: 502 to everything
+    async with trio.open_nursery() as inner:
+
+        async def bring_the_replica_back() -> None:
+            with trio.fail_after(DEADLINE):
+                while "502" not in balancer.used:
+                    await trio.sleep(0.02)
+            balancer.backends = [_hostport(server.url)]
+
+        inner.start_soon(bring_the_replica_back)
+        run = await server.turn("write the report")
+    assert balancer.used[0] == "502"
+    stored = (await server.chat(run.chat_id))["messages"][-1]
+    assert stored["status"] == "complete", stored
+    assert [f["name"] for f in stored["fileAttachments"]] == ["report.md", "data/table.csv"]

@@ -7,7 +7,10 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sandstream.core.persistence import PersistedMessage
 from sandstream.core.schemas import (
@@ -16,7 +19,13 @@ from sandstream.core.schemas import (
     EnvResponse,
     ResultsReceipt,
 )
-from sandstream.server.chat.credentials.one_time import DEFAULT_LIFETIMES, MintedTokens, mint_tokens
+from sandstream.server.chat.credentials.one_time import (
+    DEFAULT_LIFETIMES,
+    MintedTokens,
+    idempotency_key,
+    mint_tokens,
+)
+from sandstream.server.chat.errors import IdempotencyKeyError
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import Environment, TurnFinish, TurnRequest, TurnStart
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
@@ -225,6 +234,19 @@ async def test_results_land_in_the_bag_with_sanitized_names(
     assert download.status_code == 200 and download.content == b"# summary\n"
     assert download.headers["content-disposition"].startswith('attachment; filename="summary.md"')
     assert download.headers["x-content-type-options"] == "nosniff"
+
+
+@given(st.text(max_size=220))
+def test_an_idempotency_key_is_1_to_200_visible_ascii_characters(text: str) -> None:
+    if 1 <= len(text) <= 200 and all(33 <= ord(char) <= 126 for char in text):
+        assert idempotency_key(text) == text
+    else:
+        with pytest.raises(IdempotencyKeyError):
+            idempotency_key(text)
+
+
+def test_no_idempotency_key_is_none() -> None:
+    assert idempotency_key(None) is None
 
 
 def _keyed(token: str, key: str) -> dict[str, str]:
