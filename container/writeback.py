@@ -113,10 +113,11 @@ async def write_back(
     except WritebackError as exc:
         names = [item.name for item in files]
         message = not_written_message(names, str(exc))
+        step_id = new_step_id()
         emitter.emit_many(
             (
                 Step(
-                    id=(step_id := new_step_id()),
+                    id=step_id,
                     name=STEP_NAME,
                     status="running",
                     args={"files": names},

@@ -67,7 +67,7 @@ def replicas_configured(settings: ChatSettings) -> bool:
     return settings.redis_url is not None
 
 
-async def public_url_problem(public_url: str, *, timeout: float = 10.0) -> str | None:
+async def public_url_problem(public_url: str, *, timeout: float = 5.0) -> str | None:
     """Why ``GET {public_url}/api/sandbox/healthz`` does not show a sandstream chat
     backend, or ``None`` when it does."""
     url = public_url + CALLBACKS_HEALTH_PATH
