@@ -47,7 +47,7 @@ async def test_unsafe_paths_and_bounds_fail_the_step_before_any_request(
 ) -> None:
     lines = bytearray()
     emitter = Emitter(lines.extend)
-    settings = HttpSettings(connect_retries=0)
+    settings = HttpSettings(callback_retry_sec=0)
     async with new_client(settings) as client:  # a request would fail to connect: port 9
         with pytest.raises(AttachmentsError) as raised:
             await download_attachments(

@@ -17,7 +17,7 @@ from sandstream.core.schemas import (
 )
 from tests.support.container import run_container, run_in_process
 
-_FAST = ("--connect-retries", "1", "--retry-backoff", "0.01")
+_FAST = ("--callback-retry", "0.1", "--retry-backoff", "0.01")
 
 
 def _assert_no_agent_ran(run_lines: list[dict[str, object]]) -> None:
