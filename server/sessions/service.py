@@ -28,6 +28,7 @@ from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
 
 from .buffer import SessionBuffer, SessionRow, SessionState
+from .counts import SessionCounts
 from .errors import SessionNotFoundError
 from .session import Session, new_session_id, now_ms
 from .settings import SessionSettings
@@ -65,6 +66,8 @@ class SessionService:
     def __init__(self, runner: Runner, settings: SessionSettings) -> None:
         self.runner = runner
         self.settings = settings
+        self.counts = SessionCounts()
+        """Chunks and bytes stored, readers connected: the sessions' metrics."""
         self._sessions: dict[str, Session] = {}
         self._buffer: SessionBuffer | None = None
         self._nursery: trio.Nursery | None = None
@@ -156,6 +159,7 @@ class SessionService:
             retain_chunks=self.settings.retain_chunks,
             tail_bytes=self.settings.tail_bytes,
             max_write=self.settings.read_bytes,
+            counts=self.counts,
         )
         self._sessions[session_id] = session
         nursery.start_soon(self._run_session, session, turn)
