@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -44,8 +44,11 @@ HELP: Final = "serve POST /stream"
 DEFAULT_RUNNER_PORT: Final = 8765
 
 
-def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
-    """The command line of ``sandstream runner``."""
+def build_runner_parser(
+    prog: str = "sandstream runner", environ: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """The command line of ``sandstream runner``; defaults from ``environ`` (default
+    ``os.environ``) where the help names a variable."""
     parser = argparse.ArgumentParser(
         prog=prog,
         usage="%(prog)s [OPTION ...] (--help lists them)",
@@ -98,7 +101,7 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
     )
     add_session_arguments(sessions)
     parser.add_argument("--log-level", default="info", help="server log level (default: info)")
-    add_observability_arguments(parser, os.environ)
+    add_observability_arguments(parser, os.environ if environ is None else environ)
     return parser
 
 

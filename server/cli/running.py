@@ -27,6 +27,8 @@ from sandstream.server.http.serve import raise_open_file_limit
 
 __all__ = ["hypercorn_config", "run_server", "serve_with_metrics"]
 
+log = logging.getLogger("sandstream.server")
+
 
 def hypercorn_config(host: str, port: int) -> Config:
     """Hypercorn bound to ``host:port``; its log goes through logging, once per line."""
@@ -60,7 +62,10 @@ async def serve_with_metrics(
         binds: list[str] = await nursery.start(main)
         if metrics_bind is not None:
             config = hypercorn_config(*metrics_bind)
-            await nursery.start(partial(hypercorn.trio.serve, create_metrics_app(app), config))
+            metrics: list[str] = await nursery.start(
+                partial(hypercorn.trio.serve, create_metrics_app(app), config)
+            )
+            log.info("metrics on %s/metrics (no token)", metrics[0].rstrip("/"))
         task_status.started(binds)
 
 

@@ -136,9 +136,13 @@ async def test_live_readers_are_counted_by_transport(
         headers = {"Accept": "text/event-stream"}
         async with client.stream("GET", f"/sessions/{session_id}/stream", headers=headers) as sse:
             assert sse.status_code == 200
-            await anext(sse.aiter_raw())  # the reader is being served
+            body = sse.aiter_raw()  # one iterator, kept: a dropped one closes the response
+            seen = b""
+            while b"sleep 300" not in seen:  # the step runs: the reader is caught up, live
+                seen += await anext(body)
             samples = await scrape(client)
-            assert value(samples, "sandstream_session_readers_live", transport="sse") == 1
+            readers = value(samples, "sandstream_session_readers_live", transport="sse")
+            assert readers == 1, seen
             assert value(samples, "sandstream_session_readers_live", transport="ndjson") == 0
             assert value(samples, "sandstream_sessions_live") == 1
         await wait_readers_gone(client)
