@@ -33,8 +33,13 @@ from .runner.metrics import RunnerCollector
 from .runner.routes import install_runner
 from .runner.service import Runner
 from .runner.settings import RunnerSettings
-from .sessions import SessionService, SessionSettings, get_sessions, install_sessions
-from .sessions.metrics import SessionsCollector
+from .sessions import (
+    SessionsCollector,
+    SessionService,
+    SessionSettings,
+    get_sessions,
+    install_sessions,
+)
 from .web.routes import web_blueprint
 
 __all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
