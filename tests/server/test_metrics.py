@@ -8,10 +8,11 @@ from pathlib import Path
 
 import httpx
 import trio
+import trio_websocket
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.support.workspace import WorkspaceServer
-from tests.server.harness import load, parse_stream, scripted, shell
+from tests.server.harness import TOKEN, load, parse_stream, scripted, shell
 from tests.sessions.harness import create, read_all, start_sessions, wait_state
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -145,6 +146,12 @@ async def test_live_readers_are_counted_by_transport(
             assert readers == 1, seen
             assert value(samples, "sandstream_session_readers_live", transport="ndjson") == 0
             assert value(samples, "sandstream_sessions_live") == 1
+        ws_url = server.url.replace("http://", "ws://") + f"/sessions/{session_id}/ws"
+        auth = [(b"Authorization", f"Bearer {TOKEN}".encode())]
+        async with trio_websocket.open_websocket_url(ws_url, extra_headers=auth) as ws:
+            await ws.get_message()  # the first chunk: the reader is being served
+            samples = await scrape(client)
+            assert value(samples, "sandstream_session_readers_live", transport="websocket") == 1
         await wait_readers_gone(client)
         response = await client.post(f"/sessions/{session_id}/interrupt")
         assert response.status_code == 200
@@ -154,7 +161,13 @@ async def test_live_readers_are_counted_by_transport(
 
 
 async def wait_readers_gone(client: httpx.AsyncClient) -> None:
-    """Poll until no reader is counted (the server sees the disconnect a little later)."""
+    """Poll until no reader is counted (the server sees the disconnects a little later)."""
     with trio.fail_after(30):
-        while value(await scrape(client), "sandstream_session_readers_live", transport="sse"):
+        while True:
+            samples = await scrape(client)
+            if not any(
+                value(samples, "sandstream_session_readers_live", transport=transport)
+                for transport in ("sse", "ndjson", "websocket")
+            ):
+                return
             await trio.sleep(0.02)
