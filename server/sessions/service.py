@@ -151,6 +151,7 @@ class SessionService:
             raise
         session = Session(
             self.buffer,
+            counts=self.counts,
             key=key,
             id=session_id,
             created_at=created_at,
@@ -159,7 +160,6 @@ class SessionService:
             retain_chunks=self.settings.retain_chunks,
             tail_bytes=self.settings.tail_bytes,
             max_write=self.settings.read_bytes,
-            counts=self.counts,
         )
         self._sessions[session_id] = session
         nursery.start_soon(self._run_session, session, turn)
@@ -192,7 +192,7 @@ class SessionService:
 
     async def _restore(self) -> None:
         for row in await self.buffer.sessions():
-            session = _restored(self.buffer, row, self.settings)
+            session = _restored(self.buffer, self.counts, row, self.settings)
             self._sessions[row.id] = session
             if row.state == "running":
                 await _end_unfinished(session)
@@ -274,9 +274,12 @@ async def _last_chunk(session: Session) -> bytes | None:
     return runs[0].data if runs else None
 
 
-def _restored(buffer: SessionBuffer, row: SessionRow, settings: SessionSettings) -> Session:
+def _restored(
+    buffer: SessionBuffer, counts: SessionCounts, row: SessionRow, settings: SessionSettings
+) -> Session:
     return Session(
         buffer,
+        counts=counts,
         key=row.key,
         id=row.id,
         created_at=row.created_at,

@@ -111,6 +111,7 @@ class Session:
         self,
         buffer: SessionBuffer,
         *,
+        counts: SessionCounts,
         key: int,
         id: str,
         created_at: int,
@@ -125,7 +126,6 @@ class Session:
         tail_bytes: int = DEFAULT_TAIL_BYTES,
         max_write: int = DEFAULT_MAX_WRITE,
         max_unstored: int = DEFAULT_MAX_UNSTORED,
-        counts: SessionCounts | None = None,
     ) -> None:
         self.buffer = buffer
         self.key = key
@@ -147,7 +147,7 @@ class Session:
         self._tail_budget = tail_bytes
         self._max_write = max_write
         self._max_unstored = max_unstored
-        self._counts = counts or SessionCounts()
+        self._counts = counts
         self._submitted = last_cursor
         """The cursor of the newest chunk handed to the buffer (stored or not yet)."""
         self._unstored = 0
