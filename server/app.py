@@ -3,7 +3,13 @@
 - :func:`create_runner_app` (``sandstream runner``): ``POST /stream``, ``GET /healthz``,
   and with ``sessions`` the durable sessions;
 - :func:`create_chat_app` (``sandstream serve``): the chat backend and the web app, on
-  the embedded runner and its sessions or on remote runners only.
+  the embedded runner and its sessions or on remote runners only;
+- :func:`create_metrics_app`: another app's ``GET /metrics`` alone, without a token,
+  for a listener of its own (``--metrics-bind``).
+
+Every app has its own Prometheus registry (:mod:`.http.metrics`) with each role's
+collector on it, served as ``GET /metrics`` behind the role's tokens unless
+``metrics_route=False`` (then :func:`create_metrics_app` serves it).
 
 Serve an app with :func:`sandstream.server.http.serve.serve` (the chat's with
 :func:`~sandstream.server.chat.serving.serve_chat`) so that shutdown ends live turns first.
@@ -17,17 +23,26 @@ import os
 from quart_trio import QuartTrio
 
 from .chat.errors import ChatConfigError
+from .chat.mover.metrics import MoverCollector
 from .chat.service import ChatService
 from .chat.serving import install_chat
+from .http.metrics import get_metrics, install_metrics, mount_metrics_route
 from .http.problems import install_problem_handlers
 from .runner.launcher import ContainerLauncher
+from .runner.metrics import RunnerCollector
 from .runner.routes import install_runner
 from .runner.service import Runner
 from .runner.settings import RunnerSettings
-from .sessions import SessionService, SessionSettings, get_sessions, install_sessions
+from .sessions import (
+    SessionsCollector,
+    SessionService,
+    SessionSettings,
+    get_sessions,
+    install_sessions,
+)
 from .web.routes import web_blueprint
 
-__all__ = ["create_chat_app", "create_runner_app"]
+__all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
 
 
 def create_runner_app(
@@ -36,9 +51,11 @@ def create_runner_app(
     sessions: SessionSettings | None = None,
     launcher: ContainerLauncher | None = None,
     runner: Runner | None = None,
+    metrics_route: bool = True,
 ) -> QuartTrio:
-    """The runner's app: ``POST /stream``, ``GET /healthz``, and with ``sessions`` the
-    durable sessions.
+    """The runner's app: ``POST /stream``, ``GET /healthz``, ``GET /metrics`` (the
+    runner token; not with ``metrics_route=False``), and with ``sessions`` the durable
+    sessions.
 
     Pass ``runner`` to share one with other code (it then wins over ``settings`` and
     ``launcher``); otherwise one is made from ``settings`` and ``launcher`` (default:
@@ -47,30 +64,63 @@ def create_runner_app(
     """
     runner = runner or Runner(settings, launcher)
     app = _new_app()
-    app.config["MAX_CONTENT_LENGTH"] = runner.settings.max_body_bytes
-    install_runner(app, runner)
-    if sessions is not None:
-        install_sessions(app, SessionService(runner, sessions))
+    install_metrics(app)
+    _add_runner(app, runner, sessions)
+    if metrics_route:
+        token = runner.settings.token
+        mount_metrics_route(app, get_metrics(app), None if token is None else [token])
     return app
 
 
-def create_chat_app(service: ChatService, *, sessions: SessionSettings | None = None) -> QuartTrio:
+def _add_runner(app: QuartTrio, runner: Runner, sessions: SessionSettings | None) -> None:
+    """The runner, and with ``sessions`` its durable sessions, and their metrics."""
+    registry = get_metrics(app).registry
+    app.config["MAX_CONTENT_LENGTH"] = runner.settings.max_body_bytes
+    install_runner(app, runner)
+    registry.register(RunnerCollector(runner))
+    if sessions is not None:
+        service = SessionService(runner, sessions)
+        install_sessions(app, service)
+        registry.register(SessionsCollector(service))
+
+
+def create_chat_app(
+    service: ChatService,
+    *,
+    sessions: SessionSettings | None = None,
+    metrics_route: bool = True,
+) -> QuartTrio:
     """The chat backend's app, with the web app, and the runner and its durable
-    sessions when ``service`` has an embedded runner.
+    sessions when ``service`` has an embedded runner. ``GET /metrics`` takes the chat
+    API token or the runner token (not with ``metrics_route=False``).
 
     Raises :class:`ChatConfigError` for an embedded runner without ``sessions``
     (chat turns run as sessions).
     """
+    app = _new_app()
+    metrics = install_metrics(app)
+    runner_token = service.settings.runner_token
     if service.runner is not None:
         if sessions is None:
             raise ChatConfigError("the embedded runner needs durable sessions (a data dir)")
-        app = create_runner_app(service.runner.settings, sessions=sessions, runner=service.runner)
+        _add_runner(app, service.runner, sessions)
         service.sessions = get_sessions(app)
-    else:
-        app = _new_app()
+        runner_token = service.runner.settings.token
     install_chat(app, service)
+    metrics.registry.register(MoverCollector(lambda: service.turns.mover.log_mover))
     app.register_blueprint(web_blueprint)
+    if metrics_route:
+        tokens = [service.settings.api_token, *([] if runner_token is None else [runner_token])]
+        mount_metrics_route(app, metrics, tokens)
     return app
+
+
+def create_metrics_app(app: QuartTrio) -> QuartTrio:
+    """An app serving ``app``'s metrics as ``GET /metrics`` to anyone (nothing else:
+    404 problem JSON), for a listener of their own; ``app`` must not serve them too."""
+    metrics_app = _new_app()
+    mount_metrics_route(metrics_app, get_metrics(app), None)
+    return metrics_app
 
 
 def _new_app() -> QuartTrio:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -28,13 +28,17 @@ from sandstream.server.runner.launcher import (
 from sandstream.server.runner.limits import ResourceLimits, parse_size
 from sandstream.server.sessions import SessionSettings
 
+from .logs import LOG_FORMAT_ENV, LogFormat, parse_log_format
+
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
     "NETWORK_OFF_REFUSED",
     "add_body_timeout_argument",
     "add_container_arguments",
+    "add_observability_arguments",
     "add_session_arguments",
     "body_timeout",
+    "host_port",
     "launcher_from_args",
     "port",
     "session_settings",
@@ -131,6 +135,45 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9100`` for IPv6), else argparse's usage error naming it."""
+    host, colon, number = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT: {text!r} (e.g. 127.0.0.1:9100)")
+    return host, port(number)
+
+
+def _log_format(text: str) -> LogFormat:
+    try:
+        return parse_log_format(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; from --log-format or ${LOG_FORMAT_ENV}") from None
+
+
+def add_observability_arguments(
+    group: argparse._ActionsContainer, environ: Mapping[str, str]
+) -> None:
+    """``--log-format`` (default ``$SANDSTREAM_LOG_FORMAT``, else ``auto``) and
+    ``--metrics-bind``."""
+    group.add_argument(
+        "--log-format",
+        type=_log_format,
+        default=environ.get(LOG_FORMAT_ENV) or "auto",
+        metavar="{auto,json,text}",
+        help="log records as JSON lines or text; auto: text on a terminal, else JSON "
+        f"(${LOG_FORMAT_ENV}, auto)",
+    )
+    group.add_argument(
+        "--metrics-bind",
+        type=host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve GET /metrics on this address alone, without a token "
+        "(default: on the main port, behind the server's tokens)",
+    )
 
 
 def _size(text: str) -> int | None:

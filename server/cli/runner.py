@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -23,16 +24,18 @@ from sandstream.server.http.serve import serve, wait_for_signals
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 
+from .logs import configure_logging
 from .options import (
     add_body_timeout_argument,
     add_container_arguments,
+    add_observability_arguments,
     add_session_arguments,
     body_timeout,
     launcher_from_args,
     port,
     session_settings,
 )
-from .running import configure_logging, hypercorn_config, run_server
+from .running import hypercorn_config, run_server, serve_with_metrics
 
 __all__ = ["DEFAULT_RUNNER_PORT", "HELP", "build_runner_parser", "runner_main"]
 
@@ -41,8 +44,11 @@ HELP: Final = "serve POST /stream"
 DEFAULT_RUNNER_PORT: Final = 8765
 
 
-def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentParser:
-    """The command line of ``sandstream runner``."""
+def build_runner_parser(
+    prog: str = "sandstream runner", environ: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """The command line of ``sandstream runner``; defaults from ``environ`` (default
+    ``os.environ``) where the help names a variable."""
     parser = argparse.ArgumentParser(
         prog=prog,
         usage="%(prog)s [OPTION ...] (--help lists them)",
@@ -95,13 +101,14 @@ def build_runner_parser(prog: str = "sandstream runner") -> argparse.ArgumentPar
     )
     add_session_arguments(sessions)
     parser.add_argument("--log-level", default="info", help="server log level (default: info)")
+    add_observability_arguments(parser, os.environ if environ is None else environ)
     return parser
 
 
 def runner_main(argv: Sequence[str] | None = None) -> int:
     """``sandstream runner`` until SIGINT/SIGTERM; the exit status (2: bad configuration)."""
     args = build_runner_parser().parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
         token = resolve_token(args.token, insecure_no_token=args.insecure_no_token)
         settings = RunnerSettings(
@@ -130,11 +137,18 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
             "this port can run containers"
         )
     config = hypercorn_config(args.host, args.port)
-    app = create_runner_app(settings, sessions=sessions, launcher=launcher)
+    app = create_runner_app(
+        settings,
+        sessions=sessions,
+        launcher=launcher,
+        metrics_route=args.metrics_bind is None,
+    )
     app.config["BODY_TIMEOUT"] = timeout
     drain = get_runner(app).shutdown
+    server = partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain)
     return run_server(
         "sandstream runner",
         config,
-        partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain),
+        partial(serve_with_metrics, server, app, args.metrics_bind),
+        metrics_bind=args.metrics_bind,
     )

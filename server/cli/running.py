@@ -1,9 +1,11 @@
 """Running a server process, the same way for ``sandstream runner`` and ``sandstream serve``.
 
-Logging to stderr (the access log as JSON lines), Hypercorn bound to the address asked
-for, and :func:`run_server`: it runs the server until it returns (SIGINT/SIGTERM end it
-through the command's shutdown trigger) and turns an ``OSError`` such as a port already
-in use into one line on stderr and exit status 1, never a traceback.
+Hypercorn bound to the address asked for (its error log through the server's log,
+:mod:`.logs`); :func:`serve_with_metrics`, the metrics' own listener beside the server
+(``--metrics-bind``); and :func:`run_server`: it runs the server until it returns
+(SIGINT/SIGTERM end it through the command's shutdown trigger) and turns an ``OSError``
+such as a port already in use into one line on stderr and exit status 1, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -12,23 +14,20 @@ import errno
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 
+import hypercorn.trio
 import trio
 from hypercorn.config import Config
+from quart_trio import QuartTrio
 
+from sandstream.server.app import create_metrics_app
 from sandstream.server.http.malloc import keep_large_buffers
 from sandstream.server.http.serve import raise_open_file_limit
-from sandstream.server.runner.access_log import configure_access_log
 
-__all__ = ["configure_logging", "hypercorn_config", "run_server"]
+__all__ = ["hypercorn_config", "run_server", "serve_with_metrics"]
 
-
-def configure_logging(level: str) -> None:
-    """Log records at ``level`` and up to stderr; the access log as bare JSON lines."""
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    configure_access_log()
+log = logging.getLogger("sandstream.server")
 
 
 def hypercorn_config(host: str, port: int) -> Config:
@@ -41,8 +40,44 @@ def hypercorn_config(host: str, port: int) -> Config:
     return config
 
 
-def run_server(command: str, config: Config, server: Callable[[], Awaitable[object]]) -> int:
-    """``trio.run(server)``; 0 when it ends, 1 with one line on stderr for an ``OSError``.
+async def serve_with_metrics(
+    serve: Callable[..., Awaitable[object]],
+    app: QuartTrio,
+    metrics_bind: tuple[str, int] | None,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """``serve(task_status=...)`` (``app``'s server); with ``metrics_bind``, once it
+    listens, ``app``'s metrics alone on that address (:func:`create_metrics_app`) until
+    ``serve`` returns. ``task_status.started`` gets ``serve``'s addresses.
+    Cancellation: both stop at once."""
+    async with trio.open_nursery() as nursery:
+
+        async def main(*, task_status: trio.TaskStatus[list[str]]) -> None:
+            try:
+                await serve(task_status=task_status)
+            finally:
+                nursery.cancel_scope.cancel()
+
+        binds: list[str] = await nursery.start(main)
+        if metrics_bind is not None:
+            config = hypercorn_config(*metrics_bind)
+            metrics: list[str] = await nursery.start(
+                partial(hypercorn.trio.serve, create_metrics_app(app), config)
+            )
+            log.info("metrics on %s/metrics (no token)", metrics[0].rstrip("/"))
+        task_status.started(binds)
+
+
+def run_server(
+    command: str,
+    config: Config,
+    server: Callable[[], Awaitable[object]],
+    *,
+    metrics_bind: tuple[str, int] | None = None,
+) -> int:
+    """``trio.run(server)``; 0 when it ends, 1 with one line on stderr for an ``OSError``
+    (``metrics_bind`` is named with ``config``'s address for a port in use).
 
     First the process is set up for serving: its open-file limit raised, glibc's malloc
     told to keep large buffers. The ``OSError`` may come wrapped in trio's exception
@@ -59,7 +94,10 @@ def run_server(command: str, config: Config, server: Callable[[], Awaitable[obje
         if error is None or isinstance(error, BrokenPipeError):
             raise
         if error.errno == errno.EADDRINUSE:
-            print(f"{command}: {', '.join(config.bind)} is already in use", file=sys.stderr)
+            binds = list(config.bind)
+            if metrics_bind is not None:
+                binds += hypercorn_config(*metrics_bind).bind
+            print(f"{command}: {' or '.join(binds)} is already in use", file=sys.stderr)
         else:
             print(f"{command}: {error}", file=sys.stderr)
         return 1

@@ -43,16 +43,18 @@ from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 from sandstream.server.sessions import SessionSettings
 
+from .logs import configure_logging
 from .options import (
     add_body_timeout_argument,
     add_container_arguments,
+    add_observability_arguments,
     add_session_arguments,
     body_timeout,
     launcher_from_args,
     port,
     session_settings,
 )
-from .running import configure_logging, hypercorn_config, run_server
+from .running import hypercorn_config, run_server, serve_with_metrics
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -238,6 +240,7 @@ def build_serve_parser(
         help="seconds live turns get to end on shutdown (10)",
     )
     parser.add_argument("--log-level", default="info", help="log level (info)")
+    add_observability_arguments(parser, env)
     return parser
 
 
@@ -250,6 +253,7 @@ class _Plan:
     api_token: ApiToken
     config: Config
     body_timeout: float
+    metrics_bind: tuple[str, int] | None
 
 
 def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
@@ -304,7 +308,16 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         sessions = session_settings(data_dir, args)
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)
-    return _Plan(settings, runner_settings, sessions, launcher, api_token, config, timeout)
+    return _Plan(
+        settings,
+        runner_settings,
+        sessions,
+        launcher,
+        api_token,
+        config,
+        timeout,
+        args.metrics_bind,
+    )
 
 
 def _announce_token(token: ApiToken) -> None:
@@ -331,11 +344,14 @@ async def _serve(plan: _Plan) -> None:
         if plan.runner_settings is not None:
             runner = Runner(plan.runner_settings, plan.launcher)
         service = ChatService(settings, store, blobs, runner)
-        app = create_chat_app(service, sessions=plan.sessions)
+        app = create_chat_app(
+            service, sessions=plan.sessions, metrics_route=plan.metrics_bind is None
+        )
         app.config["BODY_TIMEOUT"] = plan.body_timeout
+        server = partial(serve_chat, app, plan.config, shutdown_trigger=wait_for_signals)
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
-                partial(serve_chat, app, plan.config, shutdown_trigger=wait_for_signals)
+                partial(serve_with_metrics, server, app, plan.metrics_bind)
             )
             where = (
                 "embedded runner" if runner is not None else f"remote runner {settings.sandbox_url}"
@@ -356,7 +372,7 @@ async def _serve(plan: _Plan) -> None:
 def serve_main(argv: Sequence[str] | None = None) -> int:
     """``sandstream serve`` until SIGINT/SIGTERM; the exit status (2: bad configuration)."""
     args = build_serve_parser().parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
         plan = _plan(args, os.environ)
     except (ChatConfigError, ValueError, OSError) as exc:
@@ -364,7 +380,12 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         return 2
     _announce_token(plan.api_token)
     try:
-        return run_server("sandstream serve", plan.config, partial(_serve, plan))
+        return run_server(
+            "sandstream serve",
+            plan.config,
+            partial(_serve, plan),
+            metrics_bind=plan.metrics_bind,
+        )
     except (StoreError, sqlite3.Error) as exc:
         print(f"sandstream serve: the database cannot be used: {exc}", file=sys.stderr)
         return 2

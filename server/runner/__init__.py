@@ -10,7 +10,7 @@
   writes one record per turn.
 """
 
-from .access_log import AccessLog, configure_access_log
+from .access_log import AccessLog
 from .bwrap import BwrapContainer, BwrapLauncher
 from .errors import (
     AtCapacityError,
@@ -53,7 +53,6 @@ __all__ = [
     "TurnOutcome",
     "TurnStateError",
     "TurnStream",
-    "configure_access_log",
     "default_launcher",
     "get_runner",
     "install_runner",

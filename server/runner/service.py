@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 import trio
@@ -30,7 +30,7 @@ from .bwrap import BwrapLauncher, bwrap_available
 from .errors import AtCapacityError, ShuttingDownError
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
 from .settings import RunnerSettings
-from .turn import END_GRACE, AccessRecord, TurnStream
+from .turn import END_GRACE, AccessRecord, TurnOutcome, TurnStream
 
 __all__ = [
     "Runner",
@@ -99,6 +99,10 @@ class Runner:
         """True once :meth:`shutdown` began: no turn is admitted any more."""
         self.admitted = 0
         """Turns admitted since start."""
+        self.ended: dict[TurnOutcome, int] = dict.fromkeys(get_args(TurnOutcome), 0)
+        """Turns closed since start, by outcome."""
+        self.containers_started = 0
+        """Containers that started since start (a launch that failed is not one)."""
 
     # -- state ----------------------------------------------------------------------
 
@@ -106,6 +110,11 @@ class Runner:
     def live(self) -> int:
         """Containers running or about to (admitted turns whose container is not gone)."""
         return len(self._holding)
+
+    @property
+    def open_turns(self) -> int:
+        """Turns admitted and not yet closed."""
+        return len(self._open)
 
     def turns(self) -> list[TurnStream]:
         """Turns admitted and not yet closed."""
@@ -157,6 +166,7 @@ class Runner:
             mode=mode,
             cancel_outcome=cancel_outcome,
             abort_client=abort_client,
+            on_container_started=self._container_started,
             on_container_gone=self._container_gone,
             on_closed=self._closed,
             messages=messages,
@@ -219,6 +229,9 @@ class Runner:
         self._changed.set()
         self._changed = trio.Event()
 
+    def _container_started(self, turn: TurnStream) -> None:
+        self.containers_started += 1
+
     def _container_gone(self, turn: TurnStream) -> None:
         self._holding.discard(turn)
         self._notify()
@@ -226,6 +239,7 @@ class Runner:
     def _closed(self, turn: TurnStream, record: AccessRecord) -> None:
         self._holding.discard(turn)
         self._open.discard(turn)
+        self.ended[record.outcome] += 1
         self.access_log.write(record)
         for listener in list(self._listeners):
             try:

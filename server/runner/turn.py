@@ -20,11 +20,10 @@ import secrets
 import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Literal, TypeAlias
 
-import msgspec
 import trio
 
 from sandstream.core import Error, Mode, Result, StreamProcessor
@@ -100,10 +99,6 @@ class AccessRecord:
     stragglers: int
     teardown_ms: float | None
 
-    def to_json(self) -> str:
-        """The record as one line of JSON, ``event`` first."""
-        return msgspec.json.encode({"event": "turn", **asdict(self)}).decode()
-
 
 class _LaunchStatus:
     """The ``task_status`` handed to the launcher (a :class:`trio.TaskStatus`)."""
@@ -112,8 +107,11 @@ class _LaunchStatus:
         self._turn = turn
 
     def started(self, value: ContainerHandle | None = None) -> None:
-        self._turn._handle = value
-        self._turn._launched.set()
+        turn = self._turn
+        turn._handle = value
+        turn._launched.set()
+        if value is not None and turn._on_container_started is not None:
+            turn._on_container_started(turn)
 
 
 class TurnStream:
@@ -125,8 +123,9 @@ class TurnStream:
     also makes the ``start`` frame and pings). ``abort_client``: called synchronously by
     :meth:`abort_client` (stall, or a shutdown that cannot deliver the last line) to cut
     a connection whose write is blocked. ``cancel_outcome``: the record's outcome for a
-    caller that left early. ``on_container_gone``: called once the container is gone (or
-    was never started); ``on_closed``: once, with the :class:`AccessRecord`.
+    caller that left early. ``on_container_started``: called once the container runs;
+    ``on_container_gone``: once it is gone (or was never started); ``on_closed``: once,
+    with the :class:`AccessRecord`.
     ``messages``: lines for stdin after the dispatch; without it stdin closes after it.
     ``extensions``: the envelope extensions the dispatch asked for (the core then
     accepts their lines).
@@ -142,6 +141,7 @@ class TurnStream:
         mode: Mode = "ndjson",
         cancel_outcome: Literal["cancelled", "client_disconnected"] = "cancelled",
         abort_client: Callable[[], object] | None = None,
+        on_container_started: Callable[[TurnStream], object] | None = None,
         on_container_gone: Callable[[TurnStream], object] | None = None,
         on_closed: Callable[[TurnStream, AccessRecord], object] | None = None,
         messages: trio.MemoryReceiveChannel[bytes] | None = None,
@@ -160,6 +160,7 @@ class TurnStream:
         self._settings = settings
         self._cancel_outcome: TurnOutcome = cancel_outcome
         self._abort_client = abort_client
+        self._on_container_started = on_container_started
         self._on_container_gone = on_container_gone
         self._on_closed = on_closed
         self._messages = messages

@@ -6,7 +6,8 @@ lets another database copy them), :class:`Session` (:mod:`.session`: state, read
 message, interrupt, runs offered to :class:`LiveSubscriber`; the sessions never write a
 socket), :class:`Follow` (:mod:`.follow`: one reader), and ``/sessions``
 (:mod:`.routes`, framed by :mod:`.wire`; where a reader resumes: :mod:`.resume`, which
-the chat's streams share).
+the chat's streams share); their metrics: :class:`SessionsCollector` (:mod:`.metrics`,
+on the counts of :mod:`.counts`).
 """
 
 from .buffer import AttachedRuns, Run, SessionBuffer, SessionRuns, split_chunks
@@ -18,6 +19,7 @@ from .errors import (
     SessionNotFoundError,
 )
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
+from .metrics import SessionsCollector
 from .resume import CURSOR_AHEAD, INVALID_CURSOR, cursor_ahead, request_cursor
 from .routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND, get_sessions, install_sessions
 from .service import RUNNER_LOST, SessionService, terminal_state
@@ -48,6 +50,7 @@ __all__ = [
     "SessionService",
     "SessionSettings",
     "SessionStatus",
+    "SessionsCollector",
     "Subscribe",
     "cursor_ahead",
     "get_sessions",

@@ -11,13 +11,16 @@ shutting down, with ``Retry-After``). The wire formats are in
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import ExitStack
 from functools import partial
+from types import TracebackType
 from typing import Annotated, Final, Literal
 
 import msgspec
 import trio
 from quart import Blueprint, Quart, Response, current_app, request, websocket
+from quart.wrappers.response import ResponseBody
 from werkzeug.datastructures import Headers
 
 from sandstream.core.schemas import Dispatch, PermissionAnswer
@@ -30,6 +33,7 @@ from sandstream.server.http.requests import int_query, json_response, read_json
 from sandstream.server.runner.errors import RunnerUnavailableError
 from sandstream.server.runner.refusals import unavailable
 
+from .counts import SessionCounts, Transport
 from .errors import (
     CursorGoneError,
     PermissionAnsweredError,
@@ -328,6 +332,33 @@ class _NDJSONBody:
                 return event.data
 
 
+class _CountedBody(ResponseBody):
+    """A reader's response body, in ``counts`` as a reader of ``transport`` while it is
+    sent (a body never sent is never counted)."""
+
+    def __init__(
+        self, body: AsyncIterator[bytes], counts: SessionCounts, transport: Transport
+    ) -> None:
+        self._body = body
+        self._reading = partial(counts.reading, transport)
+        self._counted = ExitStack()
+
+    async def __aenter__(self) -> _CountedBody:
+        self._counted.enter_context(self._reading())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._counted.close()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._body
+
+
 def _follow(session: Session, cursor: int, framing: LiveFraming | None = None) -> Follow:
     """A reader of ``session`` after ``cursor``; with ``framing``, one whose runs are
     written live to the request's HTTP/1.1 connection while it is caught up."""
@@ -353,10 +384,12 @@ async def session_stream(session_id: str) -> Response:
         return _at_the_end(session)
     if "text/event-stream" in request.headers.get("Accept", ""):
         follow = _follow(session, cursor, _SSE_LIVE)
-        response = Response(_SSEBody(follow), status=200, content_type=SSE_CONTENT_TYPE)
+        body = _CountedBody(_SSEBody(follow), get_sessions().counts, "sse")
+        response = Response(body, status=200, content_type=SSE_CONTENT_TYPE)
     else:
         follow = _follow(session, cursor, _NDJSON_LIVE)
-        response = Response(_NDJSONBody(follow), status=200, content_type=NDJSON_CONTENT_TYPE)
+        body = _CountedBody(_NDJSONBody(follow), get_sessions().counts, "ndjson")
+        response = Response(body, status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
     response.headers["Session-Last-Chunk-Id"] = str(session.last_cursor)
@@ -401,11 +434,17 @@ async def session_ws(session_id: str) -> Response | None:
     except BadRequestError as exc:
         return exc.response
     await websocket.accept()
+    with get_sessions().counts.reading("websocket"):
+        await _send_until_closed(session, cursor, batch)
+    return None
+
+
+async def _send_until_closed(session: Session, cursor: int, batch: int | None) -> None:
+    """The session to the socket, while refusing client messages."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_refuse_client_messages, nursery.cancel_scope)
         await _send_session(_follow(session, cursor), batch)
         nursery.cancel_scope.cancel()
-    return None
 
 
 async def _refuse_client_messages(done: trio.CancelScope) -> None:

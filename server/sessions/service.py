@@ -28,6 +28,7 @@ from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
 
 from .buffer import SessionBuffer, SessionRow, SessionState
+from .counts import SessionCounts
 from .errors import SessionNotFoundError
 from .session import Session, new_session_id, now_ms
 from .settings import SessionSettings
@@ -65,6 +66,8 @@ class SessionService:
     def __init__(self, runner: Runner, settings: SessionSettings) -> None:
         self.runner = runner
         self.settings = settings
+        self.counts = SessionCounts()
+        """Chunks and bytes stored, readers connected: the sessions' metrics."""
         self._sessions: dict[str, Session] = {}
         self._buffer: SessionBuffer | None = None
         self._nursery: trio.Nursery | None = None
@@ -148,6 +151,7 @@ class SessionService:
             raise
         session = Session(
             self.buffer,
+            counts=self.counts,
             key=key,
             id=session_id,
             created_at=created_at,
@@ -188,7 +192,7 @@ class SessionService:
 
     async def _restore(self) -> None:
         for row in await self.buffer.sessions():
-            session = _restored(self.buffer, row, self.settings)
+            session = _restored(self.buffer, self.counts, row, self.settings)
             self._sessions[row.id] = session
             if row.state == "running":
                 await _end_unfinished(session)
@@ -270,9 +274,12 @@ async def _last_chunk(session: Session) -> bytes | None:
     return runs[0].data if runs else None
 
 
-def _restored(buffer: SessionBuffer, row: SessionRow, settings: SessionSettings) -> Session:
+def _restored(
+    buffer: SessionBuffer, counts: SessionCounts, row: SessionRow, settings: SessionSettings
+) -> Session:
     return Session(
         buffer,
+        counts=counts,
         key=row.key,
         id=row.id,
         created_at=row.created_at,

@@ -26,6 +26,7 @@ from sandstream.server.runner.turn import TurnStream
 
 from .appender import Outcome
 from .buffer import Run, SessionBuffer, SessionRuns, SessionState, runs_after
+from .counts import SessionCounts
 from .errors import (
     CursorGoneError,
     PermissionAnsweredError,
@@ -103,12 +104,14 @@ class Session:
 
     ``turn`` is the running turn (``None`` for a session restored from the buffer).
     ``messages`` is the sending side of the container's stdin message lines.
+    ``counts`` gets the chunks and bytes of each run stored (its service's).
     """
 
     def __init__(
         self,
         buffer: SessionBuffer,
         *,
+        counts: SessionCounts,
         key: int,
         id: str,
         created_at: int,
@@ -144,6 +147,7 @@ class Session:
         self._tail_budget = tail_bytes
         self._max_write = max_write
         self._max_unstored = max_unstored
+        self._counts = counts
         self._submitted = last_cursor
         """The cursor of the newest chunk handed to the buffer (stored or not yet)."""
         self._unstored = 0
@@ -244,6 +248,9 @@ class Session:
             self._failure = self._failure or outcome
             self._notify()
             return
+        counts = self._counts
+        counts.chunks += run.count
+        counts.bytes += run.size
         after = run.first - 1
         self._tail.append(run)
         self._tail_size += run.size

@@ -537,12 +537,9 @@ class RunnerProcess:
         return self.process.pid
 
     def records(self) -> list[dict[str, Any]]:
-        """The runner's access-log records (one JSON line per turn)."""
-        found = []
-        for line in self.stderr:
-            if line.startswith('{"event":"turn"'):
-                found.append(msgspec.json.decode(line))
-        return found
+        """The runner's access-log records (its log is JSON lines: stderr is no TTY)."""
+        logged = [msgspec.json.decode(line) for line in self.stderr if line]
+        return [record for record in logged if record.get("event") == "turn"]
 
 
 async def start_runner_process(

@@ -173,7 +173,7 @@ SANDSTREAM_RUNNER_TOKEN=... sandstream runner --host 0.0.0.0 --port 8765 --data-
 
 The token comes from `--token` or `$SANDSTREAM_RUNNER_TOKEN` (prefer the environment:
 a flag is visible in `ps`); without one the runner refuses to start unless
-`--insecure-no-token` is given. The access log, one JSON line per turn, goes to stderr.
+`--insecure-no-token` is given.
 """,
     SERVE: """\
 The whole system in one process, on embedded defaults: one Quart-Trio app serves the
@@ -208,13 +208,20 @@ persists them), every container is reaped, then the process exits 0. A bad flag 
 setting is one line on stderr and exit status 2; an address that cannot be bound (a
 port already in use) is one line and exit status 1. `python -m sandstream.server.cli
 runner|serve ...` runs them without the `sandstream` script.
+
+The log goes to stderr in one format, the access log's record of each turn included:
+JSON lines (`ts`, `level`, `logger`, `message` and the record's fields) unless stderr
+is a terminal, then text; `--log-format json|text` chooses. `GET /metrics` serves
+Prometheus metrics ([operations.md](operations.md)) behind the runner token (`sandstream
+serve`: the chat API token or the runner token), or, with `--metrics-bind HOST:PORT`,
+on that address alone without a token (the main port then answers 404 there).
 """
 
 
 def render() -> str:
     """The whole of docs/configuration.md."""
     parsers = {
-        RUNNER: build_runner_parser(),
+        RUNNER: build_runner_parser(environ={}),
         SERVE: build_serve_parser(environ={}),
         CONTAINER: build_container_parser(),
     }

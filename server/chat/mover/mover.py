@@ -7,6 +7,9 @@ starts one at once. A session whose source is gone, or whose chunks end without 
 terminal line, gets ``error{code:"session_lost"}`` (made by the core) as its last chunk.
 **Fencing**: a mover writes nothing more, and does not settle, once a renewal is refused,
 ``ttl`` passed since the last renewal that succeeded was sent, or a write was fenced off.
+The mover counts its claims by result, its failed renewals and its takeovers, and
+knows how far behind its source each session it moves is (:meth:`LogMover.lag`), for
+its metrics (:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 import trio
 
@@ -28,7 +31,9 @@ from .lease import Lease
 from .sources import LiveSessionRef, Source
 
 __all__ = [
+    "CLAIM_RESULTS",
     "SESSION_LOST",
+    "ClaimResult",
     "LiveSessions",
     "LogMover",
     "MoveOutcome",
@@ -43,6 +48,11 @@ SESSION_LOST: Final = "session_lost"
 
 RELEASE_TIMEOUT: Final = 5.0
 """Seconds a release may take when moving ends (then the lease just expires)."""
+
+ClaimResult = Literal["acquired", "held_elsewhere", "failed"]
+"""How a claim of a session's lease ended: taken, held by another owner, or the lease
+store could not be asked (it raised)."""
+CLAIM_RESULTS: Final[tuple[ClaimResult, ...]] = get_args(ClaimResult)
 
 MoveOutcome = Literal["moved", "held_elsewhere", "lease_lost"]
 """How :meth:`LogMover.move` ended: the session was moved to its end and settled;
@@ -63,7 +73,8 @@ class _LeaseLost(Exception):
 
 
 class _Holding:
-    """One claimed session: its generation and until when the lease surely holds."""
+    """One claimed session: its generation, until when the lease surely holds, where
+    its chunks come from and how far they are moved."""
 
     def __init__(self, ref: LiveSessionRef, generation: int, deadline: float) -> None:
         self.ref = ref
@@ -71,6 +82,9 @@ class _Holding:
         self.deadline = deadline
         """trio time: the last successful claim or renewal was *sent* before ``deadline - ttl``."""
         self.lost = False
+        self.source: Source | None = None
+        self.moved = 0
+        """The cursor of the last chunk moved (once the source is followed)."""
 
 
 class LogMover:
@@ -116,12 +130,32 @@ class LogMover:
         self._live_sessions = live_sessions
         self._on_terminal = on_terminal
         self._moving: set[str] = set()
+        self._holding: dict[str, _Holding] = {}
         self._nursery: trio.Nursery | None = None
+        self.claims: dict[ClaimResult, int] = dict.fromkeys(CLAIM_RESULTS, 0)
+        """Claims of a session's lease since start, by result."""
+        self.renew_failures = 0
+        """Renewals refused, failed or timed out since start."""
+        self.takeovers = 0
+        """Claims of a session whose moving an earlier lease had begun (its owner died,
+        stalled or failed) since start: the move resumes from its last moved chunk."""
 
     @property
     def moving(self) -> frozenset[str]:
         """The ids of the sessions this mover is moving (or claiming) now."""
         return frozenset(self._moving)
+
+    def lag(self) -> int:
+        """Chunks its sources have published and it has not moved yet, summed over the
+        sessions it moves. Never blocks."""
+        total = 0
+        for holding in self._holding.values():
+            published = (
+                None if holding.source is None else holding.source.published(holding.ref.session_id)
+            )
+            if published is not None and published > holding.moved:
+                total += published - holding.moved
+        return total
 
     # -- the sweep ------------------------------------------------------------------
 
@@ -187,13 +221,20 @@ class LogMover:
         once and releases the lease.
         """
         started = trio.current_time()
-        generation = await self.lease.acquire(ref.session_id, self.owner_id, self.ttl)
+        try:
+            generation = await self.lease.acquire(ref.session_id, self.owner_id, self.ttl)
+        except Exception:
+            self.claims["failed"] += 1
+            raise
         if generation is None:
+            self.claims["held_elsewhere"] += 1
             return "held_elsewhere"
-        holding = _Holding(ref, generation, started + self.ttl)
+        self.claims["acquired"] += 1
+        holding = self._holding[ref.session_id] = _Holding(ref, generation, started + self.ttl)
         try:
             return await self._hold(holding)
         finally:
+            del self._holding[ref.session_id]
             with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_TIMEOUT):
                 try:
                     await self.lease.release(ref.session_id, self.owner_id, generation)
@@ -234,10 +275,13 @@ class LogMover:
                     if held:
                         holding.deadline = sent + self.ttl
                     else:
+                        self.renew_failures += 1
                         log.warning("session %s: the lease was lost", session_id)
                         break
                 except Exception as exc:
                     log.warning("session %s: renewing the lease failed: %r", session_id, exc)
+            if not held:
+                self.renew_failures += 1  # it raised, or took past the lease's deadline
             if not held and trio.current_time() >= holding.deadline:
                 log.warning("session %s: no renewal within the lease's ttl", session_id)
                 break
@@ -263,11 +307,16 @@ class LogMover:
             if trio.current_time() >= holding.deadline:
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
             await self.sink.move(session_id, generation, batch)
+            holding.moved = max(holding.moved, batch.last)
 
         after = await self.sink.last_cursor(session_id)
+        if after > 0:
+            self.takeovers += 1
+        source = self.sources(ref)
+        holding.moved, holding.source = after, source
         ended_why = "the session's chunks ended without a terminal line"
         try:
-            await self.sources(ref).follow(session_id, after, deliver)
+            await source.follow(session_id, after, deliver)
         except SourceGoneError as exc:
             log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
             ended_why = str(exc)

@@ -70,6 +70,11 @@ class Source(Protocol):
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None: ...
 
+    def published(self, session_id: str) -> int | None:
+        """The cursor of the newest chunk of ``session_id`` this source knows of
+        (``None``: none known), for the mover's lag. Never blocks."""
+        ...
+
 
 class EmbeddedSource:
     """The sessions of the in-process :class:`SessionService`."""
@@ -77,6 +82,13 @@ class EmbeddedSource:
     def __init__(self, service: SessionService, *, linger: float = EMBEDDED_LINGER) -> None:
         self.service = service
         self.linger = linger
+
+    def published(self, session_id: str) -> int | None:
+        """The session's last stored cursor."""
+        try:
+            return self.service.get(session_id).last_cursor
+        except SessionNotFoundError:
+            return None
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
         """Every chunk after ``after`` to the session's end, as :class:`StoredRuns`: all
@@ -222,6 +234,13 @@ class RemoteSource:
         self._ping_timeout = ping_timeout
         self._linger = linger
         self.reconnects = 0
+        self._following: dict[str, _Progress] = {}
+
+    def published(self, session_id: str) -> int | None:
+        """The cursor of the last chunk received from the runner (a follow's read-ahead
+        holds what is received and not yet delivered)."""
+        progress = self._following.get(session_id)
+        return None if progress is None else progress.cursor
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
         """Every chunk after ``after`` to the session's end, in batches of what has
@@ -249,7 +268,16 @@ class RemoteSource:
             raise failure[0]
 
     async def _read(self, session_id: str, after: int, send: trio.MemorySendChannel[Batch]) -> None:
-        progress = _Progress(after)
+        progress = self._following[session_id] = _Progress(after)
+        try:
+            await self._read_from(session_id, progress, send)
+        finally:
+            if self._following.get(session_id) is progress:
+                del self._following[session_id]
+
+    async def _read_from(
+        self, session_id: str, progress: _Progress, send: trio.MemorySendChannel[Batch]
+    ) -> None:
         delay = self._delay
         while True:
             url = (

@@ -90,6 +90,11 @@ class TurnMover:
         self._settled: dict[str, trio.Event] = {}
 
     @property
+    def log_mover(self) -> LogMover | None:
+        """The log mover, while :meth:`run` runs."""
+        return self._mover
+
+    @property
     def moving(self) -> frozenset[str]:
         """The runner session ids this replica moves now."""
         return frozenset() if self._mover is None else self._mover.moving
