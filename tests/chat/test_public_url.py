@@ -3,11 +3,13 @@ start-up refusals through the real CLI) and the probe once the server listens.""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -101,12 +103,14 @@ def _free_port() -> int:
         return port
 
 
-async def _logged(served: ServeProcess, needle: str) -> str:
-    """The first stderr line of ``served`` holding ``needle`` (waits for it)."""
+async def _logged(served: ServeProcess, needle: str) -> dict[str, Any]:
+    """The first log record of ``served`` whose message holds ``needle`` (waits for it;
+    stderr is not a TTY, so every line is a JSON record)."""
     with trio.fail_after(DEADLINE):
         while not (found := [line for line in served.stderr if needle in line]):
             await trio.sleep(0.05)
-    return found[0]
+    record: dict[str, Any] = json.loads(found[0])
+    return record
 
 
 async def test_serve_warns_when_its_public_url_reaches_no_chat_backend(
@@ -114,8 +118,9 @@ async def test_serve_warns_when_its_public_url_reaches_no_chat_backend(
 ) -> None:
     dead = f"http://127.0.0.1:{_free_port()}/chat"
     served = await start_serve_process(nursery, tmp_path / "data", {}, "--public-url", dead)
-    line = await _logged(served, "does not reach a sandstream chat backend")
-    assert "WARNING" in line and f"{dead}/api/sandbox/healthz" in line
+    record = await _logged(served, "does not reach a sandstream chat backend")
+    assert record["level"] == "warning"
+    assert f"{dead}/api/sandbox/healthz" in record["message"]
 
 
 async def test_serve_finds_its_own_public_url(nursery: trio.Nursery, tmp_path: Path) -> None:
@@ -128,6 +133,6 @@ async def test_serve_finds_its_own_public_url(nursery: trio.Nursery, tmp_path: P
         "--public-url", f"http://127.0.0.1:{port}/",
         "--log-level", "info",
     )  # fmt: skip
-    line = await _logged(served, "reaches a sandstream chat backend")
-    assert f"the public URL http://127.0.0.1:{port} reaches" in line
+    record = await _logged(served, "reaches a sandstream chat backend")
+    assert f"the public URL http://127.0.0.1:{port} reaches" in record["message"]
     assert not [line for line in served.stderr if "does not reach" in line]
