@@ -208,7 +208,11 @@ async def test_a_lease_over_tls_verifies_the_server_with_the_given_ca(
         # Without the CA the server's certificate is not trusted: no connection.
         untrusted = server.url.split("?")[0]
         async with open_lease(untrusted, db) as lease:
-            with pytest.raises(RedisConnectionError):
+            with pytest.raises(RedisConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                await lease.acquire("ses_b", "replica-1", 30)
+        # Nor is a certificate for another host name.
+        async with open_lease(server.url.replace("127.0.0.1", "localhost"), db) as lease:
+            with pytest.raises(RedisConnectionError, match="Hostname mismatch"):
                 await lease.acquire("ses_b", "replica-1", 30)
         # Plain RESP to a TLS port gets nowhere either.
         async with open_lease(untrusted.replace("rediss://", "redis://"), db) as lease:

@@ -102,6 +102,7 @@ def redis_errors(address: RedisAddress) -> Iterator[None]:
             f"Redis at {address} refused the Redis URL's user or password: {exc}"
         ) from exc
     except (CoredisConnectionError, TimeoutError, OSError) as exc:
-        raise RedisConnectionError(f"Redis at {address}: {exc!r}") from exc
+        why = repr(exc) if exc.__cause__ is None else f"{exc!r}, from {exc.__cause__!r}"
+        raise RedisConnectionError(f"Redis at {address}: {why}") from exc
     except RedisError as exc:
         raise RedisReplyError(f"Redis at {address} answered: {exc}") from exc
