@@ -182,8 +182,17 @@ async def test_a_wrong_or_missing_password_is_a_clear_error(db: SQLiteDatabase) 
                 await lease.acquire("ses_a", "replica-1", 30)
 
 
-async def test_an_acl_user_logs_in_with_its_name(db: SQLiteDatabase) -> None:
-    async with open_redis_server("--user", "mover", "on", ">pw", "~sandbox:*", "+@all") as server:
+LEASE_ACL = (
+    "~sandbox:*", "resetchannels", "-@all", "+hello", "+ping", "+select", "+evalsha",
+    "+script|load", "+type", "+get", "+set", "+pttl", "+pexpire", "+del",
+)  # fmt: skip
+"""The least an ACL user needs for the lease (docs/chat.md shows it)."""
+
+
+async def test_an_acl_user_with_the_leases_rights_only_logs_in_with_its_name(
+    db: SQLiteDatabase,
+) -> None:
+    async with open_redis_server("--user", "mover", "on", ">pw", *LEASE_ACL) as server:
         url = server.url.replace("redis://", "redis://mover:pw@")
         async with open_lease(url, db) as lease:
             assert isinstance(lease, RedisLease)

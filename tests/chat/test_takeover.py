@@ -276,3 +276,4 @@ async def test_a_turn_settles_and_its_chat_unlocks_whatever_redis_loses_or_holds
             replica.process.send_signal(signal.SIGTERM)
             with trio.fail_after(DEADLINE):
                 await replica.exited.wait()
+            assert replica.process.returncode == 0
