@@ -17,7 +17,7 @@ from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from .agent_profile import AgentProfile, load_agent_profile
 from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
 from .errors import ChatConfigError, PublicUrlError
-from .mover.resp import parse_redis_url
+from .mover.redis_url import parse_redis_url, tls_context
 from .public_url import normalize_public_url, replicas_configured
 from .records import Purpose
 from .targets import normalize_url
@@ -120,7 +120,9 @@ class ChatSettings:
             )
         if self.redis_url is not None:
             try:
-                parse_redis_url(self.redis_url)
+                address = parse_redis_url(self.redis_url)
+                if address.tls is not None:
+                    tls_context(address.tls)  # its files can be read and used
             except ValueError as exc:
                 raise ChatConfigError(str(exc)) from None
         if self.replay_limit < 0:

@@ -16,11 +16,11 @@ __all__ = [
     "FileNotFoundInBagError",
     "IdempotencyKeyError",
     "PublicUrlError",
+    "RedisAuthError",
     "RedisConnectionError",
+    "RedisLeaseError",
     "RedisReplyError",
     "RemoteRunnerError",
-    "RespError",
-    "RespProtocolError",
     "RunNotFoundError",
     "RunnerSessionGoneError",
     "SourceError",
@@ -200,27 +200,19 @@ class SourceRefusedError(SourceError):
     """The runner refuses the read, and asking again will not change that."""
 
 
-class RespError(ChatError):
-    """Base of this module's errors."""
+class RedisLeaseError(ChatError):
+    """A call of the log mover's Redis lease failed: its outcome is unknown (the next
+    heartbeat or sweep calls again)."""
 
 
-class RespProtocolError(RespError):
-    """The server sent bytes that are not RESP2 (or exceed the parser's bounds)."""
+class RedisConnectionError(RedisLeaseError):
+    """Redis could not be reached, the connection broke or a reply did not come in time."""
 
 
-class RedisReplyError(RespError):
-    """The server answered a command with an error reply (``-ERR …``)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    @property
-    def kind(self) -> str:
-        """The error's first word: ``ERR``, ``WRONGTYPE``, ``NOSCRIPT``, …"""
-        return self.message.split(" ", 1)[0]
+class RedisAuthError(RedisLeaseError):
+    """Redis refused the Redis URL's credentials (a wrong password or user, or none
+    given to a server that requires one)."""
 
 
-class RedisConnectionError(RespError):
-    """The server could not be reached, or the connection broke (a command's outcome
-    is then unknown)."""
+class RedisReplyError(RedisLeaseError):
+    """Redis answered with an error, or with a reply the lease cannot use."""

@@ -166,8 +166,9 @@ def build_serve_parser(
         "--redis-url",
         default=env.get("SANDSTREAM_REDIS_URL") or None,
         metavar="URL",
-        help="keep the log mover's leases in Redis, e.g. redis://127.0.0.1:6379/0, for "
-        "several replicas ($SANDSTREAM_REDIS_URL; default: in the chat database)",
+        help="keep the log mover's leases in Redis (6 or newer), for several replicas: "
+        "redis://[[user]:password@]host[:port][/db], or rediss://… for TLS "
+        "($SANDSTREAM_REDIS_URL; default: in the chat database)",
     )
     chat.add_argument(
         "--ping-interval",

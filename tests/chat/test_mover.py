@@ -145,7 +145,7 @@ async def steal(kind: LeaseKind, lease: Lease, db: SQLiteDatabase, session_id: s
     """Make the session's lease vanish under its owner (a Redis failover that lost the
     key, a clock jump): the owner does not know yet."""
     if isinstance(lease, RedisLease):
-        await lease.redis.execute("DEL", redis_keys(session_id)[0])
+        await lease.redis.delete([redis_keys(session_id)[0]])
     else:
         await db.write(lambda conn: conn.execute("UPDATE leases SET expires_at = 0"))
 

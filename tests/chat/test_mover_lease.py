@@ -18,7 +18,6 @@ from sandstream.server.chat.mover import (
     ChunkShapeError,
     FencedError,
     Lease,
-    RedisClient,
     RedisLease,
     open_lease,
 )
@@ -115,18 +114,19 @@ async def test_bad_ttls_are_refused(lease: Lease) -> None:
 
 
 async def test_redis_lease_keys_follow_the_seed(db: SQLiteDatabase) -> None:
-    async with open_redis_server() as server, RedisClient(server.url) as redis:
-        lease = RedisLease(redis)
+    async with open_redis_server() as server, open_lease(server.url, db) as lease:
+        assert isinstance(lease, RedisLease)
+        redis = lease.redis
         generation = await lease.acquire("ses_a", "replica-1", 30)
+        assert generation is not None
         owner, counter = redis_keys("ses_a")
         assert (owner, counter) == ("sandbox:{ses_a}:owner", "sandbox:{ses_a}:generation")
-        assert await redis.execute("GET", owner) == b"replica-1"
-        assert await redis.execute("GET", counter) == b"%d" % generation
-        ttl_ms = await redis.execute("PTTL", owner)
-        assert isinstance(ttl_ms, int) and 0 < ttl_ms <= 30_000
+        assert await redis.get(owner) == b"replica-1"
+        assert await redis.get(counter) == b"%d" % generation
+        assert 0 < await redis.pttl(owner) <= 30_000
         await lease.release("ses_a", "replica-1", generation)
-        assert await redis.execute("EXISTS", owner) == 0
-        assert await redis.execute("GET", counter) == b"1"  # kept: generations only grow
+        assert await redis.exists([owner]) == 0
+        assert await redis.get(counter) == b"1"  # kept: generations only grow
 
 
 async def test_open_lease_refuses_a_bad_url(db: SQLiteDatabase) -> None:

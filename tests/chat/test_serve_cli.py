@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 
 from sandstream.server.chat import SQLiteChatStore
@@ -157,6 +158,25 @@ async def test_no_runner_is_a_start_up_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert b"SANDBOX_URL" in result.stderr
+    assert b"listening" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis://:hunter2@cache/zero", b"database must be a number"),
+        ("rediss://cache?ssl_ca_certs=/nonexistent/ca.pem", b"/nonexistent/ca.pem"),
+    ],
+)
+async def test_a_malformed_redis_url_is_one_line_at_start_up(
+    tmp_path: Path, url: str, says: bytes
+) -> None:
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
+    argv += ["--data-dir", str(tmp_path), "--redis-url", url]
+    result = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    assert result.returncode == 2
+    [line] = result.stderr.decode().splitlines()
+    assert says.decode() in line and "hunter2" not in line
     assert b"listening" not in result.stdout
 
 

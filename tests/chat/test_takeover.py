@@ -1,7 +1,10 @@
 """Two ``sandstream serve`` replicas on one chat database and a remote runner: the
 replica that moves a running turn's session dies (SIGKILL) or stalls (SIGSTOP), the
 other takes it over under the log mover's lease (Redis, or the SQLite default), and
-the stored assistant message is what the session's full output folds to."""
+the stored assistant message is what the session's full output folds to. The same
+holds when Redis is restarted mid-turn (it loses every lease) or tampered with (owner
+keys deleted, every generation counter at 2^63-1): the turn settles with every chunk
+once and its chat takes the next turn."""
 
 from __future__ import annotations
 
@@ -15,10 +18,12 @@ import msgspec
 import pytest
 import trio
 
-from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.redis_server import RedisServer, open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SQLiteChatStore, fold_chunks
 from sandstream.server.chat.mover import RemoteSource
+from sandstream.server.chat.mover.lease import redis_keys
+from sandstream.server.chat.mover.redis_client import open_redis
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sessions import split_chunks
 from tests.chat.harness import (
@@ -215,3 +220,64 @@ async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wake
             replica.process.send_signal(signal.SIGTERM)
             with trio.fail_after(DEADLINE):
                 await replica.exited.wait()
+
+
+async def _tamper(redis: RedisServer) -> None:
+    """What code in a sandbox that reached Redis did: every lease owner key deleted,
+    every generation counter set to 2^63-1 (the next INCR overflows)."""
+    async with open_redis(redis.url) as (client, _):
+        owners = [key async for key in client.scan_iter(match="sandbox:*:owner")]
+        counters = [key async for key in client.scan_iter(match="sandbox:*:generation")]
+        assert owners and counters
+        await client.delete(owners)
+        for counter in counters:
+            await client.set(counter, str(2**63 - 1))
+
+
+@pytest.mark.parametrize(
+    "trouble",
+    [RedisServer.restart, _tamper],  # a restart comes back empty: every lease is gone
+    ids=["restarted", "tampered"],
+)
+async def test_a_turn_settles_and_its_chat_unlocks_whatever_redis_loses_or_holds(
+    nursery: trio.Nursery, tmp_path: Path, trouble: Any
+) -> None:
+    async with open_redis_server() as redis:
+        runner_url, first, second, data_dir = await _replicas(
+            nursery, tmp_path, ["--redis-url", redis.url]
+        )
+        token = (data_dir / "api-token").read_text().strip()
+        start = await _start_turn(first, token)
+        session_id = start["sessionId"]
+        store = await SQLiteChatStore.open(data_dir)
+        try:
+            sink = MovedChunks(store.db)
+            with trio.fail_after(DEADLINE):  # moving under the first claim
+                while await sink.last_cursor(session_id) == 0:
+                    await trio.sleep(0.02)
+            await trouble(redis)
+            # The turn settles: every chunk once (compared with the runner's), the
+            # message folded from them, the lock released.
+            await _assert_stored_equals_the_session(store, runner_url, start)
+            chat = await store.get_chat(WORKSPACE, start["chatId"], now=0)
+            assert chat.active_message_id is None
+            # It was claimed again above the fence, and Redis holds that claim's
+            # generation: the lease was re-established there.
+            generation = await sink.generation(session_id)
+            assert generation >= 2
+            async with open_redis(redis.url) as (client, _):
+                counter = await client.get(redis_keys(session_id)[1])
+            assert counter == b"%d" % generation
+        finally:
+            await store.close()
+        # The chat takes the next turn.
+        async with second.client(token) as client:
+            body = {"workspaceId": WORKSPACE, "chatId": start["chatId"], "message": "again"}
+            async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
+                assert response.status_code == 200
+                await response.aread()
+        for replica in (first, second):
+            replica.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(DEADLINE):
+                await replica.exited.wait()
+            assert replica.process.returncode == 0

@@ -188,6 +188,25 @@ sandstream serve --host 127.0.0.1 --port 8080 --data-dir ./sandstream-data
 The agent is the offline scripted demo with the bundled skills, the OpenAI-compatible
 agent when `OPENAI_MODEL` is set, or the `ConfigResponse` of `--agent-config`. The
 defaults below are those with none of the environment variables set.
+
+With `--redis-url` several replicas keep the log mover's leases in Redis 6 or newer
+([chat.md](chat.md#scale-out-with-redis)). The URL is
+`redis://[[user]:password@]host[:port][/db]` (percent-encode `@`, `:` and `/` in a
+password; a `user` is a Redis ACL user), or `rediss://` for TLS, with these query
+parameters (coredis's names): `ssl_ca_certs` (the CA file, or directory, that verifies
+the server; default: the system's), `ssl_certfile` and `ssl_keyfile` (a client
+certificate and its key, both or neither), `ssl_cert_reqs` (`required`, the default,
+`optional` or `none`) and `ssl_check_hostname` (`true`, the default, or `false`):
+
+```sh
+export SANDSTREAM_REDIS_URL='rediss://:pa%40ss@redis.internal:6380/0?ssl_ca_certs=/etc/redis/ca.pem'
+sandstream serve --no-embedded-runner --sandbox-url http://runner:8001
+```
+
+Prefer `$SANDSTREAM_REDIS_URL` for a URL with a password (a flag is visible in `ps`).
+A malformed URL, or TLS files that cannot be read, is exit status 2 with one line; a
+Redis that cannot be reached, or refuses the password, is not (it is logged at each
+sweep, and turns settle once it answers).
 """,
     CONTAINER: """\
 Runs one dispatch inside a sandbox and prints its NDJSON envelope

@@ -5,7 +5,8 @@ leases them with its ``SqliteLease`` (:mod:`..store.leases`) or with Redis.
 
 - :mod:`.lease`: :class:`Lease` — ``SqliteLease`` (embedded default) and
   :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
-- :mod:`.resp`: the RESP2 client on trio that :class:`RedisLease` speaks;
+- :mod:`.redis_url`, :mod:`.redis_client`: the ``--redis-url`` (TLS included) and the
+  coredis client on trio that :class:`RedisLease` speaks;
 - :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
   :class:`RemoteSource` (a runner's WebSocket), chosen by :class:`SessionSources`;
 - :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, move and settle.
@@ -15,10 +16,10 @@ from ..errors import (
     ChunkGapError,
     ChunkShapeError,
     FencedError,
+    RedisAuthError,
     RedisConnectionError,
+    RedisLeaseError,
     RedisReplyError,
-    RespError,
-    RespProtocolError,
     SourceError,
     SourceGoneError,
     SourceRefusedError,
@@ -26,7 +27,6 @@ from ..errors import (
 )
 from .lease import Lease, RedisLease, open_lease
 from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
-from .resp import RedisClient
 from .sources import EmbeddedSource, LiveSessionRef, RemoteSource, SessionSources, Source
 
 __all__ = [
@@ -41,13 +41,12 @@ __all__ = [
     "LogMover",
     "MoveOutcome",
     "OnTerminal",
-    "RedisClient",
+    "RedisAuthError",
     "RedisConnectionError",
     "RedisLease",
+    "RedisLeaseError",
     "RedisReplyError",
     "RemoteSource",
-    "RespError",
-    "RespProtocolError",
     "SessionSources",
     "Source",
     "SourceError",

@@ -25,7 +25,7 @@ import trio
 from sandstream.core import StreamProcessor
 from sandstream.server.sessions import terminal_state
 
-from ..errors import FencedError, RespError, SourceError, SourceGoneError
+from ..errors import FencedError, RedisLeaseError, SourceError, SourceGoneError
 from ..store.moved_runs import Batch, MovedChunks, StoredRuns
 from .lease import Lease
 from .sources import LiveSessionRef, Source
@@ -197,7 +197,7 @@ class LogMover:
     async def _move_logged(self, ref: LiveSessionRef) -> None:
         try:
             await self.move(ref)
-        except (SourceError, RespError, sqlite3.Error) as exc:  # no traceback: not a bug
+        except (SourceError, RedisLeaseError, sqlite3.Error) as exc:  # no traceback: not a bug
             log.warning(
                 "moving session %s failed (%r); the next sweep tries again", ref.session_id, exc
             )
@@ -294,9 +294,9 @@ class LogMover:
         try:
             await self.sink.fence(session_id, generation)
         except FencedError as exc:
-            log.error(
-                "session %s: the lease's generation %d is below the session's fence %d: "
-                "did the lease store lose its generation counter (Redis without persistence)?",
+            log.warning(
+                "session %s: the lease's generation %d is below the session's fence %d "
+                "(an owner of a newer claim wrote); the next sweep claims again",
                 session_id,
                 generation,
                 exc.fence,
