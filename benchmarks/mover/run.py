@@ -68,7 +68,7 @@ from sandstream.server.chat.mover import (
     SourceFor,
     open_lease,
 )
-from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sessions import SessionSettings, get_sessions
@@ -170,7 +170,7 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
             try:
                 sink = MovedChunks(db)
                 ref = LiveSessionRef(session_id, url)
-                await _mover(SqliteLease(db), sink, sources, "bench").move(ref)
+                await _mover(DatabaseLease(db), sink, sources, "bench").move(ref)
                 return await sink.last_cursor(session_id)
             finally:
                 await db.close()
@@ -245,7 +245,7 @@ async def _one_takeover(
     ]  # fmt: skip
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
-        async with open_lease(redis_url, db) as lease, trio.open_nursery() as nursery:
+        async with open_lease(redis_url, DatabaseLease(db)) as lease, trio.open_nursery() as nursery:
             sink = _FirstMove(db)
             with trio.fail_after(60):
                 while await sink.last_cursor(session_id) < 50:

@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 
 from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import migrate
 from sandstream.server.chat.store.moved_runs import MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
@@ -28,7 +29,7 @@ async def _run_owner(args: argparse.Namespace) -> None:
     db = await SQLiteDatabase.open(Path(args.db), migrate=migrate)
     lease: Lease
     try:
-        async with open_lease(args.redis_url, db) as lease:
+        async with open_lease(args.redis_url, DatabaseLease(db)) as lease:
             ref = LiveSessionRef(args.session, args.runner_url)
             source = RemoteSource(args.runner_url, args.token)
 

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+import psycopg
 import trio
 from hypercorn.config import Config
 
@@ -33,8 +34,7 @@ from sandstream.server.chat.credentials.api_token import (
 from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
-from sandstream.server.chat.store.bag import BlobStore
-from sandstream.server.chat.store.sqlite import SQLiteChatStore
+from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV
 from sandstream.server.http.serve import wait_for_signals
 from sandstream.server.runner.launcher import ContainerLauncher
@@ -158,6 +158,14 @@ def build_serve_parser(
         "another replica takes the session over after it ($SANDSTREAM_LEASE_TTL, 30)",
     )
     chat.add_argument(
+        "--database-url",
+        default=env.get("SANDSTREAM_DATABASE_URL") or None,
+        metavar="URL",
+        help="keep the chat store in PostgreSQL, e.g. postgresql://user@host/db, shared by "
+        "replicas on many machines; the bag's files are kept there too "
+        "($SANDSTREAM_DATABASE_URL; default: SQLite in the data dir)",
+    )
+    chat.add_argument(
         "--redis-url",
         default=env.get("SANDSTREAM_REDIS_URL") or None,
         metavar="URL",
@@ -247,6 +255,25 @@ class _Plan:
     api_token: ApiToken
     config: Config
     body_timeout: float
+    database_url: str | None
+
+
+def _database_url(url: str | None) -> str | None:
+    """``--database-url`` checked for its form (nothing connects yet). Raises
+    :class:`ValueError` for one that is not a ``postgresql://`` URL."""
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("--database-url must be a postgresql:// URL")
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ValueError(f"--database-url is malformed: {_one_line(exc)}") from None
+    return url
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
@@ -301,7 +328,16 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         sessions = session_settings(data_dir, args)
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)
-    return _Plan(settings, runner_settings, sessions, launcher, api_token, config, timeout)
+    return _Plan(
+        settings,
+        runner_settings,
+        sessions,
+        launcher,
+        api_token,
+        config,
+        timeout,
+        _database_url(args.database_url),
+    )
 
 
 def _announce_token(token: ApiToken) -> None:
@@ -320,9 +356,13 @@ def _announce_token(token: ApiToken) -> None:
 
 async def _serve(plan: _Plan) -> None:
     settings = plan.settings
-    store = await SQLiteChatStore.open(settings.data_dir)
+    store: SqlChatStore
+    if plan.database_url is not None:
+        store = await PostgresChatStore.open(plan.database_url)
+    else:
+        store = await SQLiteChatStore.open(settings.data_dir)
     try:
-        blobs = BlobStore(settings.data_dir / "bag")
+        blobs = store.blob_store(settings.data_dir / "bag")
         await trio.to_thread.run_sync(blobs.ensure_dirs_sync)
         runner = None
         if plan.runner_settings is not None:
@@ -360,6 +400,6 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
     _announce_token(plan.api_token)
     try:
         return run_server("sandstream serve", plan.config, partial(_serve, plan))
-    except (StoreError, sqlite3.Error) as exc:
-        print(f"sandstream serve: the database cannot be used: {exc}", file=sys.stderr)
+    except (StoreError, sqlite3.Error, psycopg.Error) as exc:
+        print(f"sandstream serve: the database cannot be used: {_one_line(exc)}", file=sys.stderr)
         return 2

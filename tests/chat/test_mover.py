@@ -37,7 +37,7 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
-from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, RecordingSink, open_chat_db, start_proxy
@@ -135,9 +135,9 @@ def mover(
 async def open_kind(kind: LeaseKind, db: SQLiteDatabase) -> AsyncIterator[tuple[Lease, str | None]]:
     """A lease of ``kind`` (a redis-server of its own for ``redis``) and its Redis URL."""
     if kind == "sqlite":
-        yield SqliteLease(db), None
+        yield DatabaseLease(db), None
         return
-    async with open_redis_server() as server, open_lease(server.url, db) as lease:
+    async with open_redis_server() as server, open_lease(server.url, DatabaseLease(db)) as lease:
         yield lease, server.url
 
 
@@ -160,7 +160,7 @@ async def test_an_embedded_session_is_moved_byte_for_byte(
     ref = LiveSessionRef(session_id)
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources(embedded=session_service(runner))
-    the_mover = mover(SqliteLease(db), sink, sources, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, sources, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     with trio.fail_after(60):
         await settled.event(session_id).wait()
@@ -205,7 +205,7 @@ async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
     ref = LiveSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, reconnect_delay=0.01)
     sink, settled = MovedChunks(db), Settled()
-    the_mover = mover(SqliteLease(db), sink, lambda _: source, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     for stored in (100, 300, 500, 700):
         await wait_stored(sink, session_id, stored)
@@ -251,7 +251,7 @@ async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(
     ref = LiveSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, ping_interval=0.1, ping_timeout=0.3)
     sink, settled = MovedChunks(db), Settled()
-    the_mover = mover(SqliteLease(db), sink, lambda _: source, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     await wait_stored(sink, session_id, 100)
     proxy.freeze()  # a partition: no close, no data, no pong
@@ -271,7 +271,7 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     sources = SessionSources(runner_token=TOKEN)
     ref = LiveSessionRef(session_id, runner.url)
     assert (
-        await mover(SqliteLease(db), sink, sources, "replica-2", ref, settled).move(ref) == "moved"
+        await mover(DatabaseLease(db), sink, sources, "replica-2", ref, settled).move(ref) == "moved"
     )
     assert settled.calls == [(session_id, 1)]  # the first claim in the leases: generation 1
     assert [event[0] for event in sink.events] == ["move", "fence"]  # nothing moved again
@@ -284,7 +284,7 @@ async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
     sink, settled = MovedChunks(db), Settled()
     for ref in (LiveSessionRef("ses_unknown"), LiveSessionRef("ses_gone", runner.url)):
         sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
-        outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
+        outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(ref.session_id)
         error = msgspec.json.decode(line)
@@ -297,7 +297,7 @@ async def test_a_refused_read_raises_and_releases_the_lease(
 ) -> None:
     session_id = await start_session(runner, workspace, 10, rate=0)
     ref = LiveSessionRef(session_id, runner.url)
-    lease, sink, settled = SqliteLease(db), MovedChunks(db), Settled()
+    lease, sink, settled = DatabaseLease(db), MovedChunks(db), Settled()
     sources = SessionSources(runner_token="not-the-token")
     with pytest.raises(SourceRefusedError, match="401"):
         await mover(lease, sink, sources, "replica-1", ref, settled).move(ref)
@@ -448,11 +448,11 @@ async def test_bad_settings_are_refused(db: SQLiteDatabase) -> None:
     sources = SessionSources()
     ref = LiveSessionRef("ses_a")
     with pytest.raises(ValueError, match="shorter than the ttl"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
     with pytest.raises(ValueError, match="sweep_interval"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
     with pytest.raises(RuntimeError, match="not running"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled).claim_now(ref)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled).claim_now(ref)
     with pytest.raises(ValueError, match="http"):
         RemoteSource("ftp://runner", TOKEN)
 
@@ -470,7 +470,7 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
     for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
         sink, settled = MovedChunks(db), Settled()
         await db.write(lambda conn: conn.execute("DELETE FROM moved_runs"))
-        outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
+        outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(session_id)  # never a silent skip to the retained ones
         error = msgspec.json.decode(line)

@@ -23,7 +23,7 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
-from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
@@ -45,9 +45,9 @@ async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
 async def lease(request: pytest.FixtureRequest, db: SQLiteDatabase) -> AsyncIterator[Lease]:
     kind: LeaseKind = request.param
     if kind == "sqlite":
-        yield SqliteLease(db)
+        yield DatabaseLease(db)
         return
-    async with open_redis_server() as server, open_lease(server.url, db) as redis_lease:
+    async with open_redis_server() as server, open_lease(server.url, DatabaseLease(db)) as redis_lease:
         assert isinstance(redis_lease, RedisLease)
         yield redis_lease
 
@@ -131,10 +131,10 @@ async def test_redis_lease_keys_follow_the_seed(db: SQLiteDatabase) -> None:
 
 async def test_open_lease_refuses_a_bad_url(db: SQLiteDatabase) -> None:
     with pytest.raises(ValueError, match="redis://"):
-        async with open_lease("http://localhost:6379", db):
+        async with open_lease("http://localhost:6379", DatabaseLease(db)):
             pass
-    async with open_lease(None, db) as lease:
-        assert isinstance(lease, SqliteLease)
+    async with open_lease(None, DatabaseLease(db)) as lease:
+        assert isinstance(lease, DatabaseLease)
 
 
 # -- the sink ------------------------------------------------------------------------

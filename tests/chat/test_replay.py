@@ -27,7 +27,7 @@ from sandstream.server.chat import SQLiteChatStore, load_agent_profile
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
-from sandstream.server.chat.store.sqlite import DATABASE_NAME
+from sandstream.server.chat.store.sql import DATABASE_NAME
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
 
 

@@ -20,7 +20,7 @@ from ..credentials.one_time import bearer_token, hash_token
 from ..errors import FileNotFoundInBagError, TokenRejectedError
 from ..ids import now_ms
 from ..records import DispatchRecord, Purpose
-from .downloads import FileBody, file_response
+from .downloads import file_response
 from .guard import get_service
 from .multipart import UploadLimits, receive_files
 
@@ -77,7 +77,7 @@ async def attachment(session_id: str, file_id: str) -> Response:
     bag_file = next((f for f in files if f.id == file_id), None)
     if bag_file is None:
         raise FileNotFoundInBagError(file_id, "this turn's attachments")
-    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
+    return await file_response(bag_file, service.blobs)
 
 
 @callbacks_blueprint.post("/<session_id>/results")

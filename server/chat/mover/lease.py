@@ -5,7 +5,7 @@ generation strictly greater than every one before for that session; the generati
 with every write of the moved chunks, so an owner that lost its lease is refused once a
 newer one claimed. A lease whose ``ttl`` passed is gone, claimed or not.
 :func:`open_lease` picks :class:`RedisLease` or the store's
-:class:`~sandstream.server.chat.store.leases.SqliteLease`.
+:class:`~sandstream.server.chat.store.leases.DatabaseLease`.
 
 Every call raises what its store raises when it cannot be reached (:class:`sqlite3.Error`,
 :class:`~.resp.RespError`): the outcome is then unknown.
@@ -17,10 +17,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
-from sandstream.server.sqlite import SQLiteDatabase
-
 from ..errors import RespProtocolError
-from ..store.leases import SqliteLease, ttl_ms
+from ..store.leases import ttl_ms
 from .resp import RedisClient
 
 __all__ = ["Lease", "RedisLease", "open_lease", "redis_keys"]
@@ -112,16 +110,17 @@ class RedisLease:
 
 
 @asynccontextmanager
-async def open_lease(redis_url: str | None, db: SQLiteDatabase) -> AsyncIterator[Lease]:
+async def open_lease(redis_url: str | None, database_lease: Lease) -> AsyncIterator[Lease]:
     """The lease the log mover uses: :class:`RedisLease` on ``redis_url`` (the
-    ``--redis-url`` flag), else :class:`SqliteLease` on the chat database ``db``.
+    ``--redis-url`` flag), else ``database_lease`` (the chat store's
+    :class:`~sandstream.server.chat.store.leases.DatabaseLease`).
 
     Raises :class:`ValueError` for a malformed Redis URL (before anything connects);
     Redis is first reached by the first lease call. The Redis connection is closed
     when the block ends.
     """
     if redis_url is None:
-        yield SqliteLease(db)
+        yield database_lease
         return
     async with RedisClient(redis_url) as redis:
         yield RedisLease(redis)
