@@ -245,7 +245,10 @@ async def _one_takeover(
     ]  # fmt: skip
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
-        async with open_lease(redis_url, DatabaseLease(db)) as lease, trio.open_nursery() as nursery:
+        async with (
+            open_lease(redis_url, DatabaseLease(db)) as lease,
+            trio.open_nursery() as nursery,
+        ):
             sink = _FirstMove(db)
             with trio.fail_after(60):
                 while await sink.last_cursor(session_id) < 50:

@@ -37,7 +37,7 @@ from .service import ChatService
 from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
 from .store.bag import BlobStore, sanitize_name
 from .store.contract import ChatStore
-from .store.sql import PostgresChatStore, SQLiteChatStore
+from .store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from .targets import Target, resolve_target
 from .turns.viewer import TurnStreamBody
 
@@ -63,6 +63,7 @@ __all__ = [
     "RelayBody",
     "RemoteUpstream",
     "SQLiteChatStore",
+    "SqlChatStore",
     "StoreError",
     "Target",
     "TargetError",

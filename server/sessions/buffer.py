@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from sandstream.server.sqlite import SQLiteDatabase
 
@@ -45,6 +45,12 @@ CURSOR_SPAN: Final = 1 << 32
 """Cursors of one session are below this; a chunk's row id is ``key * CURSOR_SPAN + cursor``."""
 
 SessionState: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
+
+class AttachingDatabase(Protocol):
+    """A database that attaches another's file read-only (:class:`SQLiteDatabase`)."""
+
+    async def attach_read_only(self, path: Path) -> str: ...
+
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -172,7 +178,7 @@ class SessionRuns:
 
         return await self._db.read(run)
 
-    async def attach(self, db: SQLiteDatabase) -> AttachedRuns:
+    async def attach(self, db: AttachingDatabase) -> AttachedRuns:
         """Attach the buffer's file read-only to ``db``'s writer connection (once per
         file: :meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`, which
         says why read-only) and return this session's runs there. Raises

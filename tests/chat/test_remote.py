@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 
 from tests.chat.harness import (
@@ -28,6 +29,8 @@ from tests.chat.harness import (
 from tests.server.harness import wait_until_alive
 from tests.support import processes
 from tests.support.container import alive, remove_run_dirs
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 def _free_port() -> int:

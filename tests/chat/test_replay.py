@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -74,6 +75,7 @@ async def _seed_turns(server: ChatServer, count: int) -> str:
     return chat_id
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_after_25_turns_the_container_receives_exactly_the_last_20(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:

@@ -17,10 +17,11 @@ import trio
 
 from benchmarks.support.redis_server import open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.chat import SQLiteChatStore, fold_chunks
+from sandstream.server.chat import SqlChatStore, fold_chunks
 from sandstream.server.chat.mover import RemoteSource
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from sandstream.server.sessions import split_chunks
+from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,
@@ -31,6 +32,8 @@ from tests.chat.harness import (
     start_runner_process,
     start_serve_process,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 COUNTING = {
     "agent": {
@@ -101,7 +104,7 @@ async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
     return chunks
 
 
-async def _settled_message(store: SQLiteChatStore, start: dict[str, Any]) -> Any:
+async def _settled_message(store: SqlChatStore, start: dict[str, Any]) -> Any:
     with trio.fail_after(DEADLINE):
         while (turn := await store.get_turn(start["sessionId"])) is None or (
             turn.state != "settled"
@@ -113,7 +116,7 @@ async def _settled_message(store: SQLiteChatStore, start: dict[str, Any]) -> Any
 
 
 async def _assert_stored_equals_the_session(
-    store: SQLiteChatStore, runner_url: str, start: dict[str, Any]
+    store: SqlChatStore, runner_url: str, start: dict[str, Any]
 ) -> list[bytes]:
     """Wait until the turn settled; check it against the runner's output (returned)."""
     message = await _settled_message(store, start)
@@ -144,7 +147,7 @@ async def test_a_killed_replicas_turn_is_taken_over_and_stored_whole(
         runner_url, first, second, data_dir = await _replicas(nursery, tmp_path, flags)
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
-        store = await SQLiteChatStore.open(data_dir)
+        store = await open_store(data_dir)
         try:
             sink = MovedChunks(store.db)
             with trio.fail_after(DEADLINE):  # the first replica moves it
@@ -182,7 +185,7 @@ async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wake
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
         session_id = start["sessionId"]
-        store = await SQLiteChatStore.open(data_dir)
+        store = await open_store(data_dir)
         try:
             sink = MovedChunks(store.db)
             with trio.fail_after(DEADLINE):

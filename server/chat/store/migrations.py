@@ -291,7 +291,7 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
                 name TEXT NOT NULL,
                 size BIGINT NOT NULL,
                 content_type TEXT NOT NULL,
-                sha256 TEXT NOT NULL REFERENCES bag_blobs (sha256),
+                sha256 TEXT NOT NULL,
                 source TEXT NOT NULL CHECK (source IN ('upload', 'result')),
                 created_at BIGINT NOT NULL,
                 deleted_at BIGINT

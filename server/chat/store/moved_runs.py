@@ -20,10 +20,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar, cast
+from pathlib import Path
+from typing import Final, Protocol, TypeVar, cast, runtime_checkable
 
 from sandstream.server.sessions import AttachedRuns, Run, SessionRuns, split_chunks
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
 from .database import Connection, Database
@@ -31,6 +31,7 @@ from .database import Connection, Database
 T = TypeVar("T")
 
 __all__ = [
+    "AttachingDatabase",
     "Batch",
     "MovedChunks",
     "StoredRuns",
@@ -75,6 +76,17 @@ class StoredRuns:
     @property
     def count(self) -> int:
         return self.last - self.first + 1
+
+
+@runtime_checkable
+class AttachingDatabase(Protocol):
+    """A database that can attach the session buffer's file (SQLite's:
+    :class:`~sandstream.server.sqlite.SQLiteDatabase`), so that stored runs are copied
+    inside it; any other database is given their bytes."""
+
+    async def attach_read_only(self, path: Path) -> str: ...
+
+    async def detach_all(self) -> None: ...
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:
@@ -207,7 +219,7 @@ class MovedChunks:
         if not isinstance(batch, StoredRuns):
             _check_batch(session_id, batch)
             runs = [Run(batch.first, batch.data, batch.count)]
-        elif isinstance(self.db, SQLiteDatabase):
+        elif isinstance(self.db, AttachingDatabase):
             attached = await batch.runs.attach(self.db)
         else:
             runs = await batch.runs.read(batch.first - 1, batch.last)
@@ -237,7 +249,7 @@ class MovedChunks:
         """Let go of the session buffers :class:`StoredRuns` moves attached (once no
         embedded session is left to move: the buffer's own close then removes its WAL).
         A later move attaches its buffer again. Only SQLite attaches them."""
-        if isinstance(self.db, SQLiteDatabase):
+        if isinstance(self.db, AttachingDatabase):
             await self.db.detach_all()
 
     async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
