@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 
-from sandstream.server.chat import SQLiteChatStore
+from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
@@ -34,6 +35,7 @@ SLOW = {
 QUICK = {"agent": {"kind": "scripted", "message": "quick: {prompt}"}}
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -109,6 +111,7 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     assert second.process.returncode == 0
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_sigterm_ends_live_turns_and_persists_them(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -137,7 +140,7 @@ async def test_sigterm_ends_live_turns_and_persists_them(
         "chat.sqlite3",
         "sessions.sqlite3",
     ]
-    store = await SQLiteChatStore.open(data_dir)
+    store = await open_store(data_dir)
     try:
         chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
         messages = await store.get_messages(WORKSPACE, chat_id)
