@@ -85,9 +85,18 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def _binary_bytes(parameters: Sequence[Any]) -> Sequence[Any]:
+    """``parameters`` with their ``bytes`` sent as binary (not hex text: half the bytes
+    on the wire, no encoding pass over a moved run or a blob)."""
+    if not any(type(p) is bytes for p in parameters):
+        return parameters
+    return [psycopg.Binary(p) if type(p) is bytes else p for p in parameters]
+
+
 class PgConnection:
     """A psycopg connection in the shape of :class:`sqlite3.Connection` that the chat
-    store's SQL uses (``execute``, ``executemany``, ``in_transaction``)."""
+    store's SQL uses (``execute``, ``executemany``, ``in_transaction``); ``bytes``
+    parameters go and results come in binary format (never hex text)."""
 
     __slots__ = ("raw",)
 
@@ -95,13 +104,13 @@ class PgConnection:
         self.raw = raw
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[PgRow]:
-        return self.raw.execute(_pg_sql(sql), parameters)
+        return self.raw.execute(_pg_sql(sql), _binary_bytes(parameters), binary=True)
 
     def executemany(
         self, sql: str, seq_of_parameters: Sequence[Sequence[Any]], /
     ) -> psycopg.Cursor[PgRow]:
-        cursor = self.raw.cursor()
-        cursor.executemany(_pg_sql(sql), seq_of_parameters)
+        cursor = self.raw.cursor(binary=True)
+        cursor.executemany(_pg_sql(sql), [_binary_bytes(p) for p in seq_of_parameters])
         return cursor
 
     @property

@@ -21,8 +21,8 @@ import psycopg
 import trio
 
 from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
-from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.database import Database
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import MovedChunks
 from sandstream.server.postgres import PostgresDatabase

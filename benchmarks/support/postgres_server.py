@@ -9,13 +9,14 @@ session or a benchmark.
     # stopped (fast shutdown, then SIGKILL), its temp dir removed
 
 The cluster lives in a temp dir of its own (under ``/tmp``, which the ``postgres``
-user can reach: a test's own temp dirs are private to root), listens on 127.0.0.1 and a free port (and
-a unix socket in that dir), trusts local logins as ``sandstream`` and skips fsync (a
-test's data need not survive a crash). ``initdb`` and ``postgres`` refuse to run as
-root: as root they run as the ``postgres`` user Debian creates, who then owns the temp
-dir. :meth:`PostgresServer.create_database` copies a template database (``CREATE
-DATABASE … TEMPLATE``, a file copy: much faster than creating one empty). A port taken
-by someone else between the pick and the bind is retried with another.
+user can reach: a test's own temp dirs are private to root), listens on 127.0.0.1 and
+a free port (and a unix socket in that dir), trusts local logins as ``sandstream`` and
+skips fsync (a test's data need not survive a crash). ``initdb`` and ``postgres``
+refuse to run as root: as root they run as the ``postgres`` user Debian creates, who
+then owns the temp dir. :meth:`PostgresServer.create_database` copies a template
+database (``CREATE DATABASE … TEMPLATE``, a file copy: much faster than creating one
+empty). A port taken by someone else between the pick and the bind is retried with
+another.
 """
 
 from __future__ import annotations

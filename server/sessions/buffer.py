@@ -46,6 +46,7 @@ CURSOR_SPAN: Final = 1 << 32
 
 SessionState: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
 
+
 class AttachingDatabase(Protocol):
     """A database that attaches another's file read-only (:class:`SQLiteDatabase`)."""
 

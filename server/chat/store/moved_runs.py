@@ -18,7 +18,7 @@ makes harmless.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol, TypeVar, cast, runtime_checkable
@@ -258,14 +258,22 @@ class MovedChunks:
         at a time (memory holds a run, not the session). Cancellation: the fold runs to
         its end in its thread; the caller does not learn its result."""
 
-        def run(conn: Connection) -> T:
-            rows = conn.execute(
-                "SELECT chunks FROM moved_runs WHERE session_id = ? ORDER BY first_cursor",
-                (session_id,),
-            )
-            return fold(data for (data,) in rows)
+        def runs(conn: Connection) -> Iterator[bytes]:
+            # A run per query (by key, in the read's snapshot): a result is read
+            # whole by psycopg, lazily by sqlite3, so this bounds memory on both.
+            after = 0
+            while True:
+                row = conn.execute(
+                    "SELECT first_cursor, chunks FROM moved_runs WHERE session_id = ? "
+                    "AND first_cursor > ? ORDER BY first_cursor LIMIT 1",
+                    (session_id, after),
+                ).fetchone()
+                if row is None:
+                    return
+                after = int(row[0])
+                yield row[1]
 
-        return await self.db.read(run)
+        return await self.db.read(lambda conn: fold(runs(conn)))
 
     async def read(self, session_id: str) -> list[bytes]:
         """Every stored chunk of the session, in cursor order."""
