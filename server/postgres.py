@@ -14,7 +14,8 @@ serialization failure (or a deadlock) before committing anything and is run agai
 whole, up to :data:`WRITE_ATTEMPTS` times. Reads run ``REPEATABLE READ READ ONLY`` (a
 snapshot). A connection lost in a transaction loses the transaction (nothing of it is
 committed); the error propagates (:class:`psycopg.OperationalError`) and the pool
-replaces the connection.
+replaces the connection. One found dead before its transaction began (the server
+restarted while it was idle) is dropped and the next one tried.
 
 :class:`PgConnection` gives psycopg's connection the shape the store's SQL is written
 for (:class:`sandstream.server.chat.store.database.Connection`): ``?`` placeholders,
@@ -141,6 +142,7 @@ class PostgresDatabase:
             timeout=CONNECT_TIMEOUT,
             name="sandstream-chat",
         )
+        self._connections = connections
         self._limiter = trio.CapacityLimiter(connections)
         self._close_lock = threading.Lock()
         self._closed = False
@@ -194,17 +196,24 @@ class PostgresDatabase:
     def _transaction(self, fn: Callable[[PgConnection], T], begin: str) -> T:
         if self._closed:
             raise psycopg.InterfaceError("the database is closed")
-        with self._pool.connection() as raw:
-            conn = PgConnection(raw)
-            raw.execute(begin)
-            try:
-                result = fn(conn)
-            except BaseException:
-                if not raw.broken and conn.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
-            raw.execute("COMMIT")
-            return result
+        for _ in range(self._connections):
+            with self._pool.connection() as raw:
+                try:
+                    raw.execute(begin)
+                except psycopg.OperationalError:
+                    if raw.broken:  # it died while idle (a server restart): the pool drops it
+                        continue
+                    raise
+                conn = PgConnection(raw)
+                try:
+                    result = fn(conn)
+                except BaseException:
+                    if not raw.broken and conn.in_transaction:
+                        raw.execute("ROLLBACK")
+                    raise
+                raw.execute("COMMIT")
+                return result
+        raise psycopg.OperationalError("no connection of the pool reaches the server")
 
     # -- closing -----------------------------------------------------------------------
 

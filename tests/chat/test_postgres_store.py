@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -135,6 +136,12 @@ async def test_a_connection_lost_mid_transaction_writes_nothing(
         assert await store.list_chats(WS, limit=5, now=0) == []  # a new connection
         chat = await store.create_chat(workspace_id=WS, workflow_id=None, title=None, now=1)
         assert [c.id for c in await store.list_chats(WS, limit=5, now=2)] == [chat.id]
+        # Idle connections that died (a server restart) are replaced, not failed.
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(partial(store.list_chats, WS, limit=5, now=3))
+        assert postgres_server.terminate_connections(database_url) >= 1
+        assert [c.id for c in await store.list_chats(WS, limit=5, now=4)] == [chat.id]
     finally:
         await store.close()
 

@@ -171,8 +171,7 @@ def _copy_attached(
     if start <= last:
         run = stored.run(conn, start)
         if run is not None and last < run.last <= runs.last:
-            rest = run.part(last, run.last)
-            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
+            _insert_runs(conn, session_id, last, [run])
             last = run.last
     if last < runs.last:
         select, params = stored.select(last, runs.last)
