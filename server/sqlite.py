@@ -1,6 +1,6 @@
 """SQLite connections driven from trio: every call runs in a worker thread.
 
-Shared by the chat store (:mod:`sandstream.server.chat.store.sqlite`) and the session
+Shared by the chat store (:mod:`sandstream.server.chat.store.sql`) and the session
 buffer (:mod:`sandstream.server.sessions.buffer`); each brings its own schema.
 :class:`SQLiteDatabase` keeps one writer connection (``BEGIN IMMEDIATE``, one write at a
 time) and a pool of readers (WAL); no database call runs on the event loop.

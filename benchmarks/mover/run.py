@@ -12,7 +12,9 @@ it to the end over NDJSON and over its WebSocket, a message per chunk and in the
 mover's batches of 256 KiB (the baselines: one reader, no storage), and one
 :class:`LogMover` moving it whole into a fresh chat database, from the in-process
 session (embedded) and over the WebSocket (batches). Chunks/s; each mover beside the
-read it depends on.
+read it depends on. With ``--postgres`` both movers also move it into a fresh database
+of a real PostgreSQL server (:mod:`benchmarks.support.postgres_server`), the chat
+store's ``--database-url`` backend.
 
 **takeover** — for the SQLite lease and a real redis-server's: a mover in a process
 of its own (``.venv/bin/python -m benchmarks.support.mover_process``) moves a live session over
@@ -27,6 +29,7 @@ near ttl - heartbeat / 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -53,6 +56,7 @@ from benchmarks.runner.support import (
     start_in_process,
     wait_state,
 )
+from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
 from benchmarks.support.redis_server import open_redis_server
 from benchmarks.support.servers import http1_client
 from benchmarks.support.session_client import Transport, read_session
@@ -68,9 +72,11 @@ from sandstream.server.chat.mover import (
     SourceFor,
     open_lease,
 )
-from sandstream.server.chat.store.leases import SqliteLease
-from sandstream.server.chat.store.migrations import migrate
+from sandstream.server.chat.store.database import Database
+from sandstream.server.chat.store.leases import DatabaseLease
+from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
+from sandstream.server.postgres import PostgresDatabase
 from sandstream.server.sessions import SessionSettings, get_sessions
 from sandstream.server.sqlite import SQLiteDatabase
 
@@ -135,7 +141,9 @@ async def _timed(job: Callable[[], Awaitable[int]]) -> tuple[float, int]:
     return time.perf_counter() - started, count
 
 
-async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, Any]:
+async def throughput(
+    lines: int, payload: int, repeat: int, tmp: Path, postgres: PostgresServer | None = None
+) -> dict[str, Any]:
     rates: dict[str, list[float]] = {
         "runner read, NDJSON": [],
         "runner read, WebSocket": [],
@@ -143,6 +151,9 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
         "mover, embedded": [],
         "mover, WebSocket": [],
     }
+    if postgres is not None:
+        rates["mover, embedded, PostgreSQL"] = []
+        rates["mover, WebSocket, PostgreSQL"] = []
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load(lines, payload=payload))
         runner = await _start_runner(nursery, tmp / "runner")
@@ -165,12 +176,19 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
             )
             return result.cursor
 
-        async def move(sources: SessionSources, url: str | None, name: str) -> int:
-            db = await _chat_db(tmp / f"chat-{name}.sqlite3")
+        async def move(
+            sources: SessionSources, url: str | None, name: str, on_postgres: bool = False
+        ) -> int:
+            db: Database
+            if on_postgres and postgres is not None:
+                database = await trio.to_thread.run_sync(postgres.create_database)
+                db = await PostgresDatabase.open(database, migrate=migrate_postgres)
+            else:
+                db = await _chat_db(tmp / f"chat-{name}.sqlite3")
             try:
                 sink = MovedChunks(db)
                 ref = LiveSessionRef(session_id, url)
-                await _mover(SqliteLease(db), sink, sources, "bench").move(ref)
+                await _mover(DatabaseLease(db), sink, sources, "bench").move(ref)
                 return await sink.last_cursor(session_id)
             finally:
                 await db.close()
@@ -183,6 +201,9 @@ async def throughput(lines: int, payload: int, repeat: int, tmp: Path) -> dict[s
                 "mover, embedded": lambda n=round_: move(embedded, None, f"embedded-{n}"),
                 "mover, WebSocket": lambda n=round_: move(remote, runner.url, f"ws-{n}"),
             }
+            if postgres is not None:
+                jobs["mover, embedded, PostgreSQL"] = lambda: move(embedded, None, "", True)
+                jobs["mover, WebSocket, PostgreSQL"] = lambda: move(remote, runner.url, "", True)
             for name, job in jobs.items():
                 seconds, count = await _timed(job)
                 if count != total:
@@ -245,7 +266,10 @@ async def _one_takeover(
     ]  # fmt: skip
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     try:
-        async with open_lease(redis_url, db) as lease, trio.open_nursery() as nursery:
+        async with (
+            open_lease(redis_url, db) as lease,
+            trio.open_nursery() as nursery,
+        ):
             sink = _FirstMove(db)
             with trio.fail_after(60):
                 while await sink.last_cursor(session_id) < 50:
@@ -330,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttl", type=float, default=3.0, help="takeover lease ttl s (3)")
     parser.add_argument("--heartbeat", type=float, default=1.0, help="takeover heartbeat s (1)")
     parser.add_argument("--sweep", type=float, default=0.1, help="takeover sweep interval s")
+    parser.add_argument(
+        "--postgres", action="store_true", help="throughput into PostgreSQL too (a real server)"
+    )
     args = parser.parse_args(argv)
 
     async def run() -> dict[str, Any]:
@@ -337,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="sandstream-bench-") as name:
             tmp = Path(name)
             if "throughput" in args.parts:
-                results["throughput"] = await throughput(args.lines, args.payload, args.repeat, tmp)
+                results["throughput"] = await throughput(
+                    args.lines, args.payload, args.repeat, tmp, postgres
+                )
             if "takeover" in args.parts:
                 results["takeover"] = await takeover(
                     args.repeat, args.ttl, args.heartbeat, args.sweep, tmp
@@ -345,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         results["environment"]["load_average_1m_after"] = round(os.getloadavg()[0], 2)
         return results
 
-    results = trio.run(run)
+    with open_postgres_server() if args.postgres else contextlib.nullcontext() as postgres:
+        results = trio.run(run)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -2,8 +2,9 @@
 
 ``.venv/bin/python -m benchmarks.support.mover_process --db DB --runner-url URL --token TOKEN
 --session ID --owner NAME [--redis-url URL] [--ttl S] [--heartbeat S]`` moves one
-session of a remote runner over its WebSocket into the chat database ``DB`` (migrated
-if new) under a lease (SQLite on ``DB``, or Redis with ``--redis-url``), as a replica
+session of a remote runner over its WebSocket into the chat database ``DB`` (a SQLite
+file or a ``postgresql://`` URL; migrated if new) under a lease (in that database, or
+Redis with ``--redis-url``), as a replica
 would. It prints ``terminal <generation>`` when the session settles and ``outcome
 <outcome>`` when the move returns. The takeover tests and the mover benchmark kill it
 mid-session.
@@ -16,16 +17,23 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import psycopg
 import trio
 
 from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
-from sandstream.server.chat.store.migrations import migrate
+from sandstream.server.chat.store.database import Database
+from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import MovedChunks
+from sandstream.server.postgres import PostgresDatabase
 from sandstream.server.sqlite import SQLiteDatabase
 
 
 async def _run_owner(args: argparse.Namespace) -> None:
-    db = await SQLiteDatabase.open(Path(args.db), migrate=migrate)
+    db: Database
+    if args.db.startswith("postgresql://"):
+        db = await PostgresDatabase.open(args.db, migrate=migrate_postgres)
+    else:
+        db = await SQLiteDatabase.open(Path(args.db), migrate=migrate)
     lease: Lease
     try:
         async with open_lease(args.redis_url, db) as lease:
@@ -57,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog=".venv/bin/python -m benchmarks.support.mover_process", description=__doc__
     )
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", required=True, help="a SQLite file, or a postgresql:// URL")
     parser.add_argument("--redis-url")
     parser.add_argument("--runner-url", required=True)
     parser.add_argument("--token", required=True)
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heartbeat", type=float, default=0.25)
     try:
         trio.run(_run_owner, parser.parse_args(argv))
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, psycopg.Error) as exc:
         sys.exit(f"mover: {exc}")
 
 

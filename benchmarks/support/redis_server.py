@@ -17,7 +17,6 @@ certificate for 127.0.0.1, made with ``openssl``) serves TLS only, ``rediss://``
 from __future__ import annotations
 
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import trio
+
+from benchmarks.support.ports import free_port
 
 __all__ = ["RedisServer", "TlsFiles", "make_tls_files", "open_redis_server"]
 
@@ -92,7 +93,7 @@ class RedisServer:
         """Start on a free port (on this one, if it has one). Raises
         :class:`RuntimeError` if it does not start."""
         for _ in range(_ATTEMPTS):
-            port = self.port or _free_port()
+            port = self.port or free_port()
             self.process = subprocess.Popen(
                 [self._binary, *self._arguments(port)],
                 stdout=subprocess.DEVNULL,
@@ -161,13 +162,6 @@ class RedisServer:
         context = ssl.create_default_context(cafile=str(self._tls.ca))
         context.load_cert_chain(self._tls.client_cert, self._tls.client_key)
         return context
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _answers_ping(

@@ -5,7 +5,8 @@
   each session's chunks into the store and :class:`TurnSettler` settles the turn;
 - :class:`TurnStreamBody` is one viewer of a turn (SSE from a cursor);
   :class:`RelayBody` streams an Agents-block run, one nursery, settled once;
-- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` its default,
+- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` its default
+  (:class:`PostgresChatStore` with ``--database-url``),
   :class:`BlobStore` the bag's bytes; :func:`install_chat` / :func:`serve_chat` mount and
   serve it all (``sandstream serve``; docs/chat.md).
 """
@@ -36,7 +37,7 @@ from .service import ChatService
 from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
 from .store.bag import BlobStore, sanitize_name
 from .store.contract import ChatStore
-from .store.sqlite import SQLiteChatStore
+from .store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from .targets import Target, resolve_target
 from .turns.viewer import TurnStreamBody
 
@@ -58,9 +59,11 @@ __all__ = [
     "LiveRun",
     "LiveRuns",
     "LockKeepingLease",
+    "PostgresChatStore",
     "RelayBody",
     "RemoteUpstream",
     "SQLiteChatStore",
+    "SqlChatStore",
     "StoreError",
     "Target",
     "TargetError",

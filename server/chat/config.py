@@ -43,7 +43,8 @@ class ChatSettings:
     owner of its log mover lease) renews that lease and the chat's lock; also the log
     mover's sweep interval. ``lease_ttl``: the log mover's lease (a replica that stops
     renewing loses a session this long after its last renewal). ``redis_url``: the
-    lease in Redis (scale-out; ``None``: in the chat database). ``ping_interval``: an idle
+    lease in Redis (scale-out; ``None``: in the chat database). ``database_url``: the
+    chat store in PostgreSQL (``None``: SQLite in ``data_dir``). ``ping_interval``: an idle
     SSE stream gets ``: ping`` this often. ``stall_timeout``: a client that has not
     taken a chunk for this long is cut off (``None``: never). ``replay_limit``:
     past messages sent to the sandbox. ``token_lifetimes``: per purpose.
@@ -71,6 +72,7 @@ class ChatSettings:
     lock_heartbeat: float = 10.0
     lease_ttl: float = 30.0
     redis_url: str | None = None
+    database_url: str | None = None
     ping_interval: float = 15.0
     stall_timeout: float | None = 60.0
     replay_limit: int = 20
@@ -150,8 +152,8 @@ class ChatSettings:
             object.__setattr__(self, "public_url", normalize_public_url(self.public_url))
         elif replicas_configured(self):
             raise PublicUrlError(
-                "--public-url is required with several replicas (--redis-url): sandboxes "
-                "must call back through an address that outlives one replica, e.g. the "
+                "--public-url is required with several replicas (--redis-url, --database-url): "
+                "sandboxes must call back through an address that outlives one replica, e.g. the "
                 "load balancer in front of them"
             )
         try:

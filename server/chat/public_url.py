@@ -63,8 +63,9 @@ def normalize_public_url(url: str) -> str:
 
 
 def replicas_configured(settings: ChatSettings) -> bool:
-    """Whether several replicas may share this server's chat state (``--redis-url``)."""
-    return settings.redis_url is not None
+    """Whether several replicas may share this server's chat state (``--redis-url``,
+    or a PostgreSQL ``--database-url``)."""
+    return settings.redis_url is not None or settings.database_url is not None
 
 
 async def public_url_problem(public_url: str, *, timeout: float = 5.0) -> str | None:

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+import psycopg
 import trio
 from hypercorn.config import Config
 
@@ -34,8 +35,7 @@ from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.public_url import probe_public_url
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
-from sandstream.server.chat.store.bag import BlobStore
-from sandstream.server.chat.store.sqlite import SQLiteChatStore
+from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV
 from sandstream.server.http.serve import wait_for_signals
 from sandstream.server.runner.launcher import ContainerLauncher
@@ -102,7 +102,7 @@ def build_serve_parser(
     parser.add_argument(
         "--public-url",
         default=env.get("SANDSTREAM_PUBLIC_URL") or None,
-        help="base URL sandboxes call back, required with --redis-url: the load "
+        help="base URL sandboxes call back, required with --redis-url or --database-url: the load "
         "balancer in front of the replicas ($SANDSTREAM_PUBLIC_URL; default: the bound "
         "address)",
     )
@@ -161,6 +161,14 @@ def build_serve_parser(
         default=_env_float(env, "SANDSTREAM_LEASE_TTL", 30.0),
         help="seconds a replica's log mover lease on a session lives without renewal: "
         "another replica takes the session over after it ($SANDSTREAM_LEASE_TTL, 30)",
+    )
+    chat.add_argument(
+        "--database-url",
+        default=env.get("SANDSTREAM_DATABASE_URL") or None,
+        metavar="URL",
+        help="keep the chat store in PostgreSQL, e.g. postgresql://user@host/db, shared by "
+        "replicas on many machines; the bag's files are kept there too "
+        "($SANDSTREAM_DATABASE_URL; default: SQLite in the data dir)",
     )
     chat.add_argument(
         "--redis-url",
@@ -257,6 +265,24 @@ class _Plan:
     metrics_bind: tuple[str, int] | None
 
 
+def _database_url(url: str | None) -> str | None:
+    """``--database-url`` checked for its form (nothing connects yet). Raises
+    :class:`ValueError` for one that is not a ``postgresql://`` URL."""
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("--database-url must be a postgresql:// URL")
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ValueError(f"--database-url is malformed: {_one_line(exc)}") from None
+    return url
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
     """Everything the server needs, validated before anything listens.
 
@@ -283,6 +309,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         lock_heartbeat=args.lock_heartbeat,
         lease_ttl=args.lease_ttl,
         redis_url=args.redis_url,
+        database_url=_database_url(args.database_url),
         ping_interval=args.ping_interval,
         stall_timeout=args.stall_timeout or None,
         replay_limit=args.replay_limit,
@@ -337,9 +364,13 @@ def _announce_token(token: ApiToken) -> None:
 
 async def _serve(plan: _Plan) -> None:
     settings = plan.settings
-    store = await SQLiteChatStore.open(settings.data_dir)
+    store: SqlChatStore
+    if settings.database_url is not None:
+        store = await PostgresChatStore.open(settings.database_url)
+    else:
+        store = await SQLiteChatStore.open(settings.data_dir)
     try:
-        blobs = BlobStore(settings.data_dir / "bag")
+        blobs = store.blob_store(settings.data_dir / "bag")
         await trio.to_thread.run_sync(blobs.ensure_dirs_sync)
         runner = None
         if plan.runner_settings is not None:
@@ -387,6 +418,6 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
             partial(_serve, plan),
             metrics_bind=plan.metrics_bind,
         )
-    except (StoreError, sqlite3.Error) as exc:
-        print(f"sandstream serve: the database cannot be used: {exc}", file=sys.stderr)
+    except (StoreError, sqlite3.Error, psycopg.Error) as exc:
+        print(f"sandstream serve: the database cannot be used: {_one_line(exc)}", file=sys.stderr)
         return 2

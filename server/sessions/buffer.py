@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from sandstream.server.sqlite import SQLiteDatabase
 
@@ -45,6 +45,13 @@ CURSOR_SPAN: Final = 1 << 32
 """Cursors of one session are below this; a chunk's row id is ``key * CURSOR_SPAN + cursor``."""
 
 SessionState: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
+
+
+class AttachingDatabase(Protocol):
+    """A database that attaches another's file read-only (:class:`SQLiteDatabase`)."""
+
+    async def attach_read_only(self, path: Path) -> str: ...
+
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -137,27 +144,49 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
 
 
 class SessionRuns:
-    """One session's runs as the buffer stores them, for another role's SQLite database
-    to copy inside SQLite: :meth:`attach` the buffer to that database, then select the
-    runs in its own ``INSERT … SELECT`` (:class:`AttachedRuns`). Handed out by
-    :meth:`SessionBuffer.stored_runs` (:attr:`Session.stored_runs
-    <sandstream.server.sessions.Session.stored_runs>`): the buffer's file, tables and
-    keys stay the buffer's own."""
+    """One session's runs as the buffer stores them, for another role's database: a
+    SQLite one copies them inside SQLite (:meth:`attach` the buffer to it, then select
+    the runs in its own ``INSERT … SELECT``: :class:`AttachedRuns`), any other reads
+    their bytes (:meth:`read`). Handed out by :meth:`SessionBuffer.stored_runs`
+    (:attr:`Session.stored_runs <sandstream.server.sessions.Session.stored_runs>`):
+    the buffer's file, tables and keys stay the buffer's own."""
 
-    __slots__ = ("_key", "_path")
+    __slots__ = ("_db", "_key")
 
-    def __init__(self, path: Path, key: int) -> None:
-        self._path = path
+    def __init__(self, db: SQLiteDatabase, key: int) -> None:
+        self._db = db
         self._key = key
 
-    async def attach(self, db: SQLiteDatabase) -> AttachedRuns:
+    async def read(self, after: int, upto: int) -> list[Run]:
+        """The stored runs holding the chunks after cursor ``after`` up to ``upto``, in
+        cursor order, the first one cut at ``after`` (a run ending past ``upto`` and
+        runs retention deleted are not among them: the caller compares what it got
+        with what it asked for). Reads the buffer in a worker thread."""
+        low = self._key * CURSOR_SPAN
+
+        def run(conn: sqlite3.Connection) -> list[Run]:
+            (start,) = conn.execute(
+                "SELECT max(id) FROM chunks WHERE id > ? AND id <= ?", (low, low + after + 1)
+            ).fetchone()
+            if start is None:
+                return []
+            rows = conn.execute(
+                "SELECT id - ?, count, chunk FROM chunks WHERE id >= ? AND id <= ? "
+                "AND id - ? + count - 1 <= ? ORDER BY id",
+                (low, start, low + upto, low, upto),
+            ).fetchall()
+            return [Run(first, bytes(data), count).part(after, upto) for first, count, data in rows]
+
+        return await self._db.read(run)
+
+    async def attach(self, db: AttachingDatabase) -> AttachedRuns:
         """Attach the buffer's file read-only to ``db``'s writer connection (once per
         file: :meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`, which
         says why read-only) and return this session's runs there. Raises
         :class:`sqlite3.OperationalError` if the file cannot be opened. Runs in a
         worker thread; cancelled, it may have attached the file (harmless: a file is
         attached once, and detached by ``db.detach_all``)."""
-        return AttachedRuns(await db.attach_read_only(self._path), self._key)
+        return AttachedRuns(await db.attach_read_only(self._db.path), self._key)
 
 
 class AttachedRuns:
@@ -250,7 +279,7 @@ class SessionBuffer:
 
     def stored_runs(self, key: int) -> SessionRuns:
         """The runs of session ``key`` for another database to copy in SQL."""
-        return SessionRuns(self._db.path, key)
+        return SessionRuns(self._db, key)
 
     async def close(self) -> None:
         """Store and report the runs handed over, then close every connection. Idempotent."""

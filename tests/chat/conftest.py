@@ -1,18 +1,45 @@
-"""Fixtures for the chat backend tests: a real chat server with the embedded runner."""
+"""Fixtures for the chat backend tests: a real chat server with the embedded runner,
+and the store's database (SQLite, or a real PostgreSQL server: :mod:`.databases`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
+from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
+from tests.chat import databases
 from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session (started when a test first needs it)."""
+    with open_postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def chat_database(request: pytest.FixtureRequest) -> Iterator[databases.ChatDatabases]:
+    """The store's database for this test: the harnesses open theirs on it."""
+    server = request.getfixturevalue("postgres_server") if request.param == "postgresql" else None
+    chosen = databases.ChatDatabases(server)
+    databases.use(chosen)
+    try:
+        yield chosen
+    finally:
+        databases.use(databases.ChatDatabases(None))
+        chosen.drop_all()
+
+
 @pytest.fixture
-async def server(nursery: trio.Nursery, tmp_path: Path) -> ChatServer:
-    """A chat server (embedded runner). Prompts starting with ``slow`` sleep 300 s in a
-    tool, ``nap`` 1.5 s; any other prompt is answered "Done: {prompt}" at once."""
+async def server(
+    nursery: trio.Nursery, tmp_path: Path, chat_database: databases.ChatDatabases
+) -> ChatServer:
+    """A chat server (embedded runner), on each database. Prompts starting with
+    ``slow`` sleep 300 s in a tool, ``nap`` 1.5 s; any other prompt is answered
+    "Done: {prompt}" at once."""
     agent = plans(slow=sleeping(300), nap=sleeping(1.5))
     return await start_chat_server(nursery, tmp_path / "data", agent=agent)

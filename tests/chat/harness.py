@@ -34,6 +34,7 @@ import psutil
 import trio
 from hypercorn.config import Config
 
+from benchmarks.support.ports import free_port
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
@@ -50,16 +51,17 @@ from sandstream.server import (
 )
 from sandstream.server.chat import (
     AgentProfile,
-    BlobStore,
     ChatService,
     ChatSettings,
-    SQLiteChatStore,
+    SqlChatStore,
     serve_chat,
 )
 from sandstream.server.chat.records import DispatchRecord
+from sandstream.server.chat.store.bag import PostgresBlobStore
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
+from tests.chat.databases import database_url, open_store
 from tests.support import processes
 from tests.support.container import alive
 
@@ -220,15 +222,34 @@ class ChatServer:
     _stopped: trio.Event = field(default_factory=trio.Event)
 
     @property
-    def store(self) -> SQLiteChatStore:
+    def store(self) -> SqlChatStore:
         store = self.service.store
-        assert isinstance(store, SQLiteChatStore)
+        assert isinstance(store, SqlChatStore)
         return store
 
     @property
     def runner(self) -> Runner:
         assert self.service.runner is not None
         return self.service.runner
+
+    async def stored_blobs(self) -> list[str]:
+        """The SHA-256 of every blob the bag holds (files, or PostgreSQL rows)."""
+        blobs = self.service.blobs
+        if isinstance(blobs, PostgresBlobStore):
+            return await blobs.db.read(
+                lambda conn: [r[0] for r in conn.execute("SELECT sha256 FROM bag_blobs")]
+            )
+        return sorted(p.name for p in blobs.blobs.rglob("*") if p.is_file())
+
+    async def remove_blob(self, sha256: str) -> None:
+        """Remove a blob from under the bag's metadata (an operator's mistake)."""
+        blobs = self.service.blobs
+        if isinstance(blobs, PostgresBlobStore):
+            await blobs.db.write(
+                lambda conn: conn.execute("DELETE FROM bag_blobs WHERE sha256 = ?", (sha256,))
+            )
+        else:
+            blobs.path(sha256).unlink()
 
     def client(self, *, auth: bool = True, timeout: float = DEADLINE) -> httpx.AsyncClient:
         """An HTTP/1.1 httpx client for this server (with the API token)."""
@@ -316,8 +337,8 @@ async def start_chat_server(
     ``container_args`` are appended to the container's command line.
     """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
-    store = await SQLiteChatStore.open(data_dir)
-    blobs = BlobStore(data_dir / "bag")
+    store = await open_store(data_dir)
+    blobs = store.blob_store(data_dir / "bag")
     await trio.to_thread.run_sync(blobs.ensure_dirs_sync)
     runner = None
     if embedded:
@@ -465,7 +486,9 @@ async def start_serve_process(
     nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
 ) -> ServeProcess:
     """``sandstream serve --port 0`` with short leases and ``config`` as its agent, as a
-    real process (killed when ``nursery`` is cancelled); returns once it listens."""
+    real process (killed when ``nursery`` is cancelled); returns once it listens. On
+    this test's database (:mod:`.databases`): ``--database-url`` when PostgreSQL, and
+    then, unless ``extra`` names one, a free port that is its ``--public-url``."""
     agent_config = data_dir.parent / f"agent-{len(list(data_dir.parent.iterdir()))}.json"
     agent_config.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))}
@@ -481,6 +504,12 @@ async def start_serve_process(
         "--kill-grace", "0.5",
         *extra,
     ]  # fmt: skip
+    database = database_url(data_dir)  # this test's PostgreSQL database, if it runs on one
+    if database is not None:
+        argv += ["--database-url", database]
+        if "--public-url" not in extra:  # required with a shared database: its own address
+            port = free_port()
+            argv += ["--port", str(port), "--public-url", f"http://127.0.0.1:{port}"]
     process = await trio.lowlevel.open_process(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )

@@ -6,7 +6,6 @@ a recording sink. A mover in a process of its own (to be SIGKILLed) is
 from __future__ import annotations
 
 import contextvars
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -15,9 +14,10 @@ import pytest
 import trio
 
 from benchmarks.support.redis_server import open_redis_server
-from sandstream.server.chat.store.migrations import migrate
+from sandstream.server.chat.store.database import Connection, Database
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sqlite import SQLiteDatabase
+from tests.chat.databases import open_database
 
 __all__ = [
     "LeaseKind",
@@ -39,9 +39,10 @@ async def redis_url() -> AsyncIterator[str]:
         yield server.url
 
 
-async def open_chat_db(path: Path) -> SQLiteDatabase:
-    """The chat database at ``path``, migrated (leases, fences, moved runs)."""
-    return await SQLiteDatabase.open(path, migrate=migrate)
+async def open_chat_db(path: Path) -> Database:
+    """The chat database at ``path`` (on PostgreSQL: its data dir's database; see
+    :mod:`.databases`), migrated (leases, fences, moved runs)."""
+    return await open_database(path)
 
 
 _LABEL: contextvars.ContextVar[tuple[str, int, int, int] | None] = contextvars.ContextVar(
@@ -53,14 +54,14 @@ class _RecordingDatabase:
     """The database's ``write``, recording the label of each write that commits, in
     the writer thread, under the write lock: the list is in commit order."""
 
-    def __init__(self, db: SQLiteDatabase, events: list[tuple[str, int, int, int]]) -> None:
+    def __init__(self, db: Database, events: list[tuple[str, int, int, int]]) -> None:
         self._db = db
         self._events = events
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[Connection], T]) -> T:
         label = _LABEL.get()  # the worker thread runs in a copy of this context
 
-        def recorded(conn: sqlite3.Connection) -> T:
+        def recorded(conn: Connection) -> T:
             result = fn(conn)
             if label is not None:
                 self._events.append(label)
@@ -68,20 +69,35 @@ class _RecordingDatabase:
 
         return await self._db.write(recorded)
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, fn: Callable[[Connection], T]) -> T:
         return await self._db.read(fn)
 
+    async def close(self) -> None:
+        await self._db.close()
+
+
+class _RecordingSQLite(_RecordingDatabase):
+    """:class:`_RecordingDatabase` of a SQLite database, which attaches session buffers."""
+
+    def __init__(self, db: SQLiteDatabase, events: list[tuple[str, int, int, int]]) -> None:
+        super().__init__(db, events)
+        self._sqlite = db
+
     async def attach_read_only(self, path: Path) -> str:
-        return await self._db.attach_read_only(path)
+        return await self._sqlite.attach_read_only(path)
+
+    async def detach_all(self) -> None:
+        await self._sqlite.detach_all()
 
 
 class RecordingSink(MovedChunks):
     """The real sink, which also records each of its writes that committed, in commit
     order: ``("fence", generation, 0, 0)`` and ``("move", generation, first, last)``."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.events: list[tuple[str, int, int, int]] = []
-        super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
+        recording = _RecordingSQLite if isinstance(db, SQLiteDatabase) else _RecordingDatabase
+        super().__init__(recording(db, self.events))  # type: ignore[arg-type]
 
     async def fence(self, session_id: str, generation: int) -> None:
         token = _LABEL.set(("fence", generation, 0, 0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 from quart import Response
 from quart_trio import QuartTrio
@@ -12,6 +13,8 @@ from benchmarks.support.servers import serve_app
 from sandstream.server.chat.ids import now_ms
 from tests.chat.harness import WORKSPACE, ChatServer, scripted, start_chat_server, write
 from tests.server.harness import parse_stream
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 async def test_an_agents_run_forwards_validated_ndjson(server: ChatServer) -> None:

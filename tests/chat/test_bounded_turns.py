@@ -7,10 +7,13 @@ from pathlib import Path
 
 import msgspec
 import psutil
+import pytest
 import trio
 
-from sandstream.server.chat import SQLiteChatStore
+from tests.chat.databases import open_store
 from tests.chat.harness import DEADLINE, WORKSPACE, start_serve_process
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 STEP_LINES = 200_000
 """Step lines the flood sends: 100 000 steps, 50 times the bound below."""
@@ -76,7 +79,7 @@ async def test_a_step_flood_streams_whole_but_stores_and_holds_a_bounded_turn(
     growth = peak[0] - baseline
     assert growth < 100 * 1024 * 1024, f"RSS grew by {growth / 2**20:.0f} MiB"
 
-    store = await SQLiteChatStore.open(data_dir)
+    store = await open_store(data_dir)
     try:
         row_bytes = await store.db.read(
             lambda conn: conn.execute(

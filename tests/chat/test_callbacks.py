@@ -30,6 +30,8 @@ from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import Environment, TurnFinish, TurnRequest, TurnStart
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 
 async def _session(
     server: ChatServer,
@@ -79,7 +81,7 @@ async def _snapshot(server: ChatServer) -> dict[str, Any]:
 
     state = await server.store.db.read(query)
     bag = server.data_dir / "bag"
-    state["blobs"] = sorted(p.name for p in (bag / "blobs").rglob("*") if p.is_file())
+    state["blobs"] = sorted(await server.stored_blobs())
     state["tmp"] = sorted(p.name for p in (bag / "tmp").iterdir())
     return state
 

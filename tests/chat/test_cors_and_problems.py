@@ -6,11 +6,14 @@ from __future__ import annotations
 from http import HTTPStatus
 from pathlib import Path
 
+import pytest
 import trio
 
 from sandstream.server.chat.api.cors import ORIGIN_NOT_ALLOWED
 from sandstream.server.http.problems import METHOD_NOT_ALLOWED, status_type
 from tests.chat.harness import WORKSPACE, start_chat_server
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 ORIGIN = "https://app.example"
 PREFLIGHT = {"Origin": ORIGIN, "Access-Control-Request-Method": "GET"}

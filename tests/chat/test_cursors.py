@@ -31,6 +31,8 @@ from tests.chat.harness import (
     start_chat_server,
 )
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 RUNNER_AUTH = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
 MALFORMED = ["٣", "\uff11", "²", "+1", "-1", " 1", "1 ", "3_0", "01", "1e3", "0x1", str(2**70)]
 """Refused as ``?cursor=``; as ``Last-Event-ID`` too, except the spaced ones (HTTP

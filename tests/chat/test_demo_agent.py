@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 
 from sandstream.container.agents.scripted import split_words
@@ -15,6 +16,8 @@ from sandstream.server.chat import AgentProfile, load_agent_profile
 from sandstream.server.chat.agent_profile import demo_plan
 from sandstream.server.chat.records import DispatchRecord
 from tests.chat.harness import start_chat_server
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 JOB_SECONDS = 5.0
 """The demo's five-tick shell job."""

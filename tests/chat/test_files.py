@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 import trio
 
 from tests.chat.harness import (
@@ -19,6 +20,8 @@ from tests.chat.harness import (
     shell,
     start_chat_server,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 async def _new_chat(client: httpx.AsyncClient, workspace: str = WORKSPACE) -> str:
@@ -159,8 +162,7 @@ async def test_upload_limits_and_media_type(server: ChatServer) -> None:
         assert not_multipart.status_code == 415
         empty = await client.post(url, params=params, data={"note": "no file here"}, files=[])
         assert empty.status_code in (415, 422)
-    blobs = [p for p in (server.data_dir / "bag" / "blobs").rglob("*") if p.is_file()]
-    assert blobs == []
+    assert await server.stored_blobs() == []
     assert list((server.data_dir / "bag" / "tmp").iterdir()) == []
 
 
@@ -221,9 +223,8 @@ async def test_a_failed_attachment_download_fails_the_turn_with_a_clear_step(
     async with server.client() as client:
         chat_id = await _new_chat(client)
         [gone] = await _upload(client, chat_id, ("gone.csv", b"a,b\n", "text/csv"))
-    # The blob vanished from disk (an operator's mistake): the workspace answers 404.
-    blob = server.service.blobs.path(gone["sha256"])
-    blob.unlink()
+    # The blob vanished (an operator's mistake): the workspace answers 404.
+    await server.remove_blob(gone["sha256"])
     run = await server.turn("read it", chat_id=chat_id, attachmentIds=[gone["id"]])
     assert run.kinds == ["start", "step", "step", "error", "done"]
     [step] = run.folded().steps

@@ -14,6 +14,8 @@ import pytest
 from tests.chat.harness import API_TOKEN, RUNNER_TOKEN, WORKSPACE, ChatServer
 from tests.support.raw_http import RawResponse, connect, read_response, read_until_closed
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 PROBLEM = "application/problem+json"
 DEADLINE = 30.0
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 
 from sandstream.core.persistence import StepTraceBlock
@@ -32,6 +33,8 @@ from tests.chat.harness import (
     wait_no_process,
 )
 from tests.support.container import remove_run_dirs
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 def _assistant(chat: dict[str, Any]) -> dict[str, Any]:

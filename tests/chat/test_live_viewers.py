@@ -15,12 +15,15 @@ from pathlib import Path
 
 import h11
 import msgspec
+import pytest
 import trio
 
 from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from sandstream.server.sessions import Session
 from tests.chat.harness import API_TOKEN, DEADLINE, WORKSPACE, ChatServer, plans, start_chat_server
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 PACED = ScriptedAgent(load=LoadSpec(lines=400, rate=200, payload_bytes=2000, line_type="step"))
 

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 
-from sandstream.server.chat import SQLiteChatStore
+from sandstream.server.chat import SqlChatStore
 from sandstream.server.chat.credentials.one_time import mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnRequest
+from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
@@ -31,6 +33,8 @@ from tests.chat.harness import (
 from tests.server.harness import wait_until_alive
 from tests.support.container import remove_run_dirs
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 SLOW = {
     "agent": {
         "kind": "scripted",
@@ -40,7 +44,7 @@ SLOW = {
 }
 
 
-async def _state(store: SQLiteChatStore, chat_id: str, session_id: str) -> dict[str, Any]:
+async def _state(store: SqlChatStore, chat_id: str, session_id: str) -> dict[str, Any]:
     """What is left of a turn: the chat's lock, the session, its live tokens, the messages."""
 
     def read(conn: Any) -> dict[str, Any]:
@@ -97,7 +101,7 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_with_i
     await kill_and_wait(orphans)  # nobody reaps the orphaned container of a SIGKILLed server
     # A bwrap sandbox's run dirs live in its own /tmp: nothing is left on the host.
     assert remove_run_dirs() == []
-    store = await SQLiteChatStore.open(data_dir)
+    store = await open_store(data_dir)
     try:
         turn = await store.get_turn(runner_session)
         assert turn is not None and turn.state == "running"

@@ -37,9 +37,10 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
-from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.database import Database
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
-from sandstream.server.sqlite import SQLiteDatabase
+from tests.chat.databases import database_url
 from tests.chat.mover_harness import LeaseKind, RecordingSink, open_chat_db, start_proxy
 from tests.server.harness import RunnerServer, load
 from tests.sessions.harness import (
@@ -50,6 +51,8 @@ from tests.sessions.harness import (
     start_sessions,
     wait_state,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 TTL = 2.0
 HEARTBEAT = 0.25
@@ -83,7 +86,7 @@ def live(settled: Settled, *refs: LiveSessionRef) -> Callable[[], Awaitable[list
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await open_chat_db(tmp_path / "chat.sqlite3")
     try:
         yield database
@@ -132,16 +135,16 @@ def mover(
 
 
 @asynccontextmanager
-async def open_kind(kind: LeaseKind, db: SQLiteDatabase) -> AsyncIterator[tuple[Lease, str | None]]:
+async def open_kind(kind: LeaseKind, db: Database) -> AsyncIterator[tuple[Lease, str | None]]:
     """A lease of ``kind`` (a redis-server of its own for ``redis``) and its Redis URL."""
     if kind == "sqlite":
-        yield SqliteLease(db), None
+        yield DatabaseLease(db), None
         return
     async with open_redis_server() as server, open_lease(server.url, db) as lease:
         yield lease, server.url
 
 
-async def steal(kind: LeaseKind, lease: Lease, db: SQLiteDatabase, session_id: str) -> None:
+async def steal(kind: LeaseKind, lease: Lease, db: Database, session_id: str) -> None:
     """Make the session's lease vanish under its owner (a Redis failover that lost the
     key, a clock jump): the owner does not know yet."""
     if isinstance(lease, RedisLease):
@@ -154,13 +157,13 @@ async def steal(kind: LeaseKind, lease: Lease, db: SQLiteDatabase, session_id: s
 
 
 async def test_an_embedded_session_is_moved_byte_for_byte(
-    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 1500, rate=1000)
     ref = LiveSessionRef(session_id)
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources(embedded=session_service(runner))
-    the_mover = mover(SqliteLease(db), sink, sources, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, sources, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     with trio.fail_after(60):
         await settled.event(session_id).wait()
@@ -174,7 +177,7 @@ async def test_an_embedded_session_is_moved_byte_for_byte(
 
 
 async def test_the_embedded_source_batches_by_linger_and_ends_at_the_sessions_end(
-    runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     """While the session runs, at most one batch per ``linger``; its end cuts the
     linger short (an hour here: the follow would hang past the deadline otherwise)."""
@@ -198,14 +201,14 @@ async def test_the_embedded_source_batches_by_linger_and_ends_at_the_sessions_en
 
 
 async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
-    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     proxy = await start_proxy(nursery, runner.url)
     session_id = await start_session(runner, workspace, 2000, rate=500)
     ref = LiveSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, reconnect_delay=0.01)
     sink, settled = MovedChunks(db), Settled()
-    the_mover = mover(SqliteLease(db), sink, lambda _: source, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     for stored in (100, 300, 500, 700):
         await wait_stored(sink, session_id, stored)
@@ -244,14 +247,14 @@ async def test_a_runner_that_sends_no_whole_line_batches_is_refused_for_good(
 
 
 async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(
-    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     proxy = await start_proxy(nursery, runner.url)
     session_id = await start_session(runner, workspace, 1500, rate=500)
     ref = LiveSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, ping_interval=0.1, ping_timeout=0.3)
     sink, settled = MovedChunks(db), Settled()
-    the_mover = mover(SqliteLease(db), sink, lambda _: source, "replica-1", ref, settled)
+    the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
     await nursery.start(the_mover.run)
     await wait_stored(sink, session_id, 100)
     proxy.freeze()  # a partition: no close, no data, no pong
@@ -262,7 +265,7 @@ async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(
 
 
 async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_owner(
-    runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 50, rate=0)
     expected = await output(runner, session_id)
@@ -271,7 +274,8 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     sources = SessionSources(runner_token=TOKEN)
     ref = LiveSessionRef(session_id, runner.url)
     assert (
-        await mover(SqliteLease(db), sink, sources, "replica-2", ref, settled).move(ref) == "moved"
+        await mover(DatabaseLease(db), sink, sources, "replica-2", ref, settled).move(ref)
+        == "moved"
     )
     assert settled.calls == [(session_id, 1)]  # the first claim in the leases: generation 1
     assert [event[0] for event in sink.events] == ["move", "fence"]  # nothing moved again
@@ -279,12 +283,12 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
 
 
 async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
-    runner: RunnerServer, db: SQLiteDatabase
+    runner: RunnerServer, db: Database
 ) -> None:
     sink, settled = MovedChunks(db), Settled()
     for ref in (LiveSessionRef("ses_unknown"), LiveSessionRef("ses_gone", runner.url)):
         sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
-        outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
+        outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(ref.session_id)
         error = msgspec.json.decode(line)
@@ -293,11 +297,11 @@ async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
 
 
 async def test_a_refused_read_raises_and_releases_the_lease(
-    runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 10, rate=0)
     ref = LiveSessionRef(session_id, runner.url)
-    lease, sink, settled = SqliteLease(db), MovedChunks(db), Settled()
+    lease, sink, settled = DatabaseLease(db), MovedChunks(db), Settled()
     sources = SessionSources(runner_token="not-the-token")
     with pytest.raises(SourceRefusedError, match="401"):
         await mover(lease, sink, sources, "replica-1", ref, settled).move(ref)
@@ -339,7 +343,7 @@ async def test_a_cancelled_owner_hands_over_and_the_other_finishes(
     nursery: trio.Nursery,
     runner: RunnerServer,
     workspace: WorkspaceServer,
-    db: SQLiteDatabase,
+    db: Database,
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
     ref = LiveSessionRef(session_id)
@@ -366,7 +370,7 @@ def owner_process(
     """``benchmarks.support.mover_process`` moving the session as ``replica-1``, in a process."""
     argv = [
         sys.executable, "-m", "benchmarks.support.mover_process",
-        "--db", str(db_path), "--runner-url", runner.url,
+        "--db", database_url(db_path.parent) or str(db_path), "--runner-url", runner.url,
         "--token", TOKEN, "--session", session_id, "--owner", "replica-1",
         "--ttl", str(TTL), "--heartbeat", str(HEARTBEAT),
         *(["--redis-url", redis_url] if redis_url else []),
@@ -382,7 +386,7 @@ async def test_an_owner_process_that_dies_or_freezes_is_taken_over_after_the_ttl
     nursery: trio.Nursery,
     runner: RunnerServer,
     workspace: WorkspaceServer,
-    db: SQLiteDatabase,
+    db: Database,
     tmp_path: Path,
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
@@ -417,7 +421,7 @@ async def test_an_owner_process_that_dies_or_freezes_is_taken_over_after_the_ttl
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
 async def test_a_fenced_owner_stops_at_once_and_writes_nothing_more(
-    kind: LeaseKind, runner: RunnerServer, workspace: WorkspaceServer, db: SQLiteDatabase
+    kind: LeaseKind, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
     ref = LiveSessionRef(session_id)
@@ -443,22 +447,22 @@ async def test_a_fenced_owner_stops_at_once_and_writes_nothing_more(
     assert moves_of_first and moves_of_first[-1][3] < len(await sink.read(session_id))
 
 
-async def test_bad_settings_are_refused(db: SQLiteDatabase) -> None:
+async def test_bad_settings_are_refused(db: Database) -> None:
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources()
     ref = LiveSessionRef("ses_a")
     with pytest.raises(ValueError, match="shorter than the ttl"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
     with pytest.raises(ValueError, match="sweep_interval"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled, sweep_interval=0)
     with pytest.raises(RuntimeError, match="not running"):
-        mover(SqliteLease(db), sink, sources, "r", ref, settled).claim_now(ref)
+        mover(DatabaseLease(db), sink, sources, "r", ref, settled).claim_now(ref)
     with pytest.raises(ValueError, match="http"):
         RemoteSource("ftp://runner", TOKEN)
 
 
 async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
-    nursery: trio.Nursery, workspace: WorkspaceServer, db: SQLiteDatabase, tmp_path: Path
+    nursery: trio.Nursery, workspace: WorkspaceServer, db: Database, tmp_path: Path
 ) -> None:
     runner = await start_sessions(nursery, tmp_path / "runner", retain_chunks=10)
     # Paced, so the lines come in many runs: retention keeps a run that straddles its
@@ -470,7 +474,7 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
     for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
         sink, settled = MovedChunks(db), Settled()
         await db.write(lambda conn: conn.execute("DELETE FROM moved_runs"))
-        outcome = await mover(SqliteLease(db), sink, sources, "r", ref, settled).move(ref)
+        outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(session_id)  # never a silent skip to the retained ones
         error = msgspec.json.decode(line)

@@ -22,17 +22,19 @@ from sandstream.server.chat.mover import (
     open_lease,
 )
 from sandstream.server.chat.mover.lease import redis_keys
-from sandstream.server.chat.store.leases import SqliteLease
+from sandstream.server.chat.store.database import Database
+from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
-from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import LeaseKind, open_chat_db
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 TTL = 0.3
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await open_chat_db(tmp_path / "chat.sqlite3")
     try:
         yield database
@@ -41,12 +43,15 @@ async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-async def lease(request: pytest.FixtureRequest, db: SQLiteDatabase) -> AsyncIterator[Lease]:
+async def lease(request: pytest.FixtureRequest, db: Database) -> AsyncIterator[Lease]:
     kind: LeaseKind = request.param
     if kind == "sqlite":
-        yield SqliteLease(db)
+        yield DatabaseLease(db)
         return
-    async with open_redis_server() as server, open_lease(server.url, db) as redis_lease:
+    async with (
+        open_redis_server() as server,
+        open_lease(server.url, db) as redis_lease,
+    ):
         assert isinstance(redis_lease, RedisLease)
         yield redis_lease
 
@@ -113,7 +118,7 @@ async def test_bad_ttls_are_refused(lease: Lease) -> None:
             await lease.acquire("ses_a", "replica-1", ttl)
 
 
-async def test_redis_lease_keys_follow_the_seed(db: SQLiteDatabase) -> None:
+async def test_redis_lease_keys_follow_the_seed(db: Database) -> None:
     async with open_redis_server() as server, open_lease(server.url, db) as lease:
         assert isinstance(lease, RedisLease)
         redis = lease.redis
@@ -129,12 +134,12 @@ async def test_redis_lease_keys_follow_the_seed(db: SQLiteDatabase) -> None:
         assert await redis.get(counter) == b"1"  # kept: generations only grow
 
 
-async def test_open_lease_refuses_a_bad_url(db: SQLiteDatabase) -> None:
+async def test_open_lease_refuses_a_bad_url(db: Database) -> None:
     with pytest.raises(ValueError, match="redis://"):
         async with open_lease("http://localhost:6379", db):
             pass
     async with open_lease(None, db) as lease:
-        assert isinstance(lease, SqliteLease)
+        assert isinstance(lease, DatabaseLease)
 
 
 # -- the sink ------------------------------------------------------------------------
@@ -152,7 +157,7 @@ def chunks(first: int, last: int) -> Batch:
     return Batch.of(first, lines(first, last))
 
 
-async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) -> None:
+async def test_moves_are_idempotent_by_session_and_cursor(db: Database) -> None:
     sink = MovedChunks(db)
     assert await sink.last_cursor("ses_a") == 0
     assert await sink.last_chunk("ses_a") is None
@@ -166,7 +171,7 @@ async def test_moves_are_idempotent_by_session_and_cursor(db: SQLiteDatabase) ->
     assert await sink.read("ses_b") == lines(1, 2)
 
 
-async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabase) -> None:
+async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: Database) -> None:
     sink = MovedChunks(db)
     await sink.move("ses_a", 1, chunks(1, 3))
     with pytest.raises(ChunkGapError):
@@ -186,7 +191,7 @@ async def test_a_batch_that_would_leave_a_gap_is_refused_whole(db: SQLiteDatabas
     ],
 )
 async def test_a_batch_that_is_not_its_count_of_whole_lines_is_refused_whole(
-    db: SQLiteDatabase, bad: Batch
+    db: Database, bad: Batch
 ) -> None:
     sink = MovedChunks(db)
     await sink.move("ses_a", 1, chunks(1, 3))
@@ -228,7 +233,7 @@ def test_any_overlapping_moves_store_each_chunk_once_in_order(
     assert moved == lines[:stored]
 
 
-async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
+async def test_a_fenced_generation_writes_nothing(db: Database) -> None:
     sink = MovedChunks(db)
     await sink.move("ses_a", 1, chunks(1, 3))
     await sink.fence("ses_a", 2)  # a new owner claimed
@@ -247,6 +252,7 @@ async def test_a_fenced_generation_writes_nothing(db: SQLiteDatabase) -> None:
     assert await sink.read("ses_a") == lines(1, 5)
 
 
+@pytest.mark.parametrize("chat_database", ["sqlite"], indirect=True)  # its migration
 async def test_chunks_moved_before_runs_are_kept_by_the_migration(tmp_path: Path) -> None:
     """A database whose mover stored a row per chunk (migration 3) keeps them as runs
     of one chunk, and moving on from there appends after them."""

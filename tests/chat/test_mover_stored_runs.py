@@ -18,11 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandstream.server.chat.mover import FencedError, StoredRunsMissingError
+from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from sandstream.server.sessions import SessionBuffer
-from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.mover_harness import open_chat_db
 from tests.sessions.test_buffer import append
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 _numbers = itertools.count()
 
@@ -30,7 +32,7 @@ _numbers = itertools.count()
 @dataclass
 class Stores:
     buffer: SessionBuffer
-    chat: SQLiteDatabase
+    chat: Database
     sink: MovedChunks
 
 

@@ -28,6 +28,8 @@ from tests.chat.harness import (
     wait_no_process,
 )
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 PARAMS = {"workspaceId": WORKSPACE}
 
 

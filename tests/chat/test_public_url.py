@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import urllib.parse
 from pathlib import Path
@@ -16,6 +15,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.support.ports import free_port
 from sandstream.server.chat.errors import PublicUrlError
 from sandstream.server.chat.public_url import normalize_public_url
 from tests.chat.harness import DEADLINE, ServeProcess, start_serve_process
@@ -96,13 +96,6 @@ async def test_serve_with_a_malformed_public_url_is_refused(tmp_path: Path, url:
     assert line.startswith("sandstream serve: --public-url must")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def _logged(served: ServeProcess, needle: str) -> dict[str, Any]:
     """The first log record of ``served`` whose message holds ``needle`` (waits for it;
     stderr is not a TTY, so every line is a JSON record)."""
@@ -116,7 +109,7 @@ async def _logged(served: ServeProcess, needle: str) -> dict[str, Any]:
 async def test_serve_warns_when_its_public_url_reaches_no_chat_backend(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}/chat"
+    dead = f"http://127.0.0.1:{free_port()}/chat"
     served = await start_serve_process(nursery, tmp_path / "data", {}, "--public-url", dead)
     record = await _logged(served, "does not reach a sandstream chat backend")
     assert record["level"] == "warning"
@@ -124,7 +117,7 @@ async def test_serve_warns_when_its_public_url_reaches_no_chat_backend(
 
 
 async def test_serve_finds_its_own_public_url(nursery: trio.Nursery, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     served = await start_serve_process(
         nursery,
         tmp_path / "data",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 
+from benchmarks.support.ports import free_port
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
@@ -29,12 +30,7 @@ from tests.server.harness import wait_until_alive
 from tests.support import processes
 from tests.support.container import alive, remove_run_dirs
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 def _sessions(tmp_path: Path) -> tuple[str, str]:
@@ -96,7 +92,7 @@ async def test_an_unreachable_or_refusing_runner_fails_the_turn_cleanly(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_chat_server(
-        nursery, tmp_path, embedded=False, sandbox_url=f"http://127.0.0.1:{_free_port()}"
+        nursery, tmp_path, embedded=False, sandbox_url=f"http://127.0.0.1:{free_port()}"
     )
     async with server.client(auth=False) as client:
         health = await client.get("/healthz")  # the chat backend's own: no runner here
@@ -146,7 +142,7 @@ async def test_the_workflow_environment_picks_the_runner(
 async def test_a_runner_that_dies_mid_turn_and_restarts_keeps_the_turns_steps(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     runner = await start_runner_process(nursery, "--port", str(port), *_sessions(tmp_path))
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=plans(slow=sleeping(300))

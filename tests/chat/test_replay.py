@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,7 @@ from sandstream.server.chat import SQLiteChatStore, load_agent_profile
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
-from sandstream.server.chat.store.sqlite import DATABASE_NAME
+from sandstream.server.chat.store.sql import DATABASE_NAME
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
 
 
@@ -74,6 +75,7 @@ async def _seed_turns(server: ChatServer, count: int) -> str:
     return chat_id
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_after_25_turns_the_container_receives_exactly_the_last_20(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:

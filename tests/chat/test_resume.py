@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 import trio
 from httpx_sse import aconnect_sse
 
@@ -35,6 +36,8 @@ from tests.chat.harness import (
     start_runner_process,
     write,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 Frame = tuple[str, str, str]
 STREAM = "/api/assistant/chats/{}/stream"

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+import pytest
 import trio
 
 from benchmarks.support.model_server import ModelScript, start_model_server
@@ -23,6 +24,8 @@ from sandstream.server.chat import AgentProfile
 from sandstream.server.chat.records import Environment
 from tests.chat.harness import WORKSPACE, ChatServer, TurnRun, scripted, shell, start_chat_server
 from tests.support.agents import acp_spec
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 FORGED: Final = "FORGED ANSWER"
 PROBE: Final = r"""

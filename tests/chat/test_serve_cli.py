@@ -12,7 +12,8 @@ import msgspec
 import pytest
 import trio
 
-from sandstream.server.chat import SQLiteChatStore
+from tests.chat import databases
+from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
@@ -35,6 +36,7 @@ SLOW = {
 QUICK = {"agent": {"kind": "scripted", "message": "quick: {prompt}"}}
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -110,6 +112,7 @@ async def test_sigkill_mid_turn_then_restart_the_stale_lock_expires(
     assert second.process.returncode == 0
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_sigterm_ends_live_turns_and_persists_them(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
@@ -133,12 +136,14 @@ async def test_sigterm_ends_live_turns_and_persists_them(
         await served.exited.wait()
     assert served.process.returncode == 0
     assert not alive(children)
-    # Both databases closed clean: checkpointed, their WAL and shared memory removed.
+    # The SQLite files closed clean: checkpointed, their WAL and shared memory removed
+    # (on PostgreSQL the chat store is not in the data dir at all).
+    on_sqlite = databases.current().server is None
     assert sorted(path.name for path in data_dir.glob("*.sqlite3*")) == [
-        "chat.sqlite3",
+        *(["chat.sqlite3"] if on_sqlite else []),
         "sessions.sqlite3",
     ]
-    store = await SQLiteChatStore.open(data_dir)
+    store = await open_store(data_dir)
     try:
         chat_id = msgspec.json.decode(reader.events[0].data)["chatId"]
         messages = await store.get_messages(WORKSPACE, chat_id)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 import trio
 from httpx_sse import aconnect_sse
 
@@ -25,6 +26,8 @@ from tests.chat.harness import (
     sleeping,
     start_chat_server,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 class _Recorded(httpx.AsyncByteStream):

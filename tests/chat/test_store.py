@@ -1,4 +1,4 @@
-"""The SQLite store and the small pure pieces, without HTTP."""
+"""The chat store (on each database) and the small pure pieces, without HTTP."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from sandstream.server.chat.credentials.one_time import hash_token, mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import BagFile, NewBlob, TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, current_version
+from tests.chat.databases import open_store
 
 WS = "ws_store"
 
@@ -89,8 +90,9 @@ async def test_migrations_wal_and_a_newer_schema_is_refused(tmp_path: Path) -> N
         await SQLiteChatStore.open(tmp_path)
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_many_concurrent_turns_on_one_chat_one_takes_the_lock(tmp_path: Path) -> None:
-    store = await SQLiteChatStore.open(tmp_path)
+    store = await open_store(tmp_path)
     try:
         first = _request(None)
         start = await store.begin_turn(first)
@@ -117,8 +119,9 @@ async def test_many_concurrent_turns_on_one_chat_one_takes_the_lock(tmp_path: Pa
         await store.close()
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_an_expired_lock_is_taken_over_and_its_turn_marked_lost(tmp_path: Path) -> None:
-    store = await SQLiteChatStore.open(tmp_path)
+    store = await open_store(tmp_path)
     try:
         t0 = now_ms()
         dead = _request(None, now=t0, lease_ms=1000)
@@ -152,8 +155,9 @@ async def test_an_expired_lock_is_taken_over_and_its_turn_marked_lost(tmp_path: 
         await store.close()
 
 
+@pytest.mark.usefixtures("chat_database")
 async def test_refused_turns_write_nothing(tmp_path: Path) -> None:
-    store = await SQLiteChatStore.open(tmp_path)
+    store = await open_store(tmp_path)
     try:
         with pytest.raises(ChatNotFoundError):
             await store.begin_turn(_request("chat_missing"))

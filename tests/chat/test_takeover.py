@@ -20,12 +20,13 @@ import trio
 
 from benchmarks.support.redis_server import RedisServer, open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.chat import SQLiteChatStore, fold_chunks
+from sandstream.server.chat import SqlChatStore, fold_chunks
 from sandstream.server.chat.mover import RemoteSource
 from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.mover.redis_client import open_redis
-from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
+from sandstream.server.chat.store.moved_runs import Batch
 from sandstream.server.sessions import split_chunks
+from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,
@@ -37,6 +38,8 @@ from tests.chat.harness import (
     start_serve_process,
 )
 from tests.support.forwarder import start_forwarder
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 COUNTING = {
     "agent": {
@@ -110,7 +113,7 @@ async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
     return chunks
 
 
-async def _settled_message(store: SQLiteChatStore, start: dict[str, Any]) -> Any:
+async def _settled_message(store: SqlChatStore, start: dict[str, Any]) -> Any:
     with trio.fail_after(DEADLINE):
         while (turn := await store.get_turn(start["sessionId"])) is None or (
             turn.state != "settled"
@@ -122,14 +125,14 @@ async def _settled_message(store: SQLiteChatStore, start: dict[str, Any]) -> Any
 
 
 async def _assert_stored_equals_the_session(
-    store: SQLiteChatStore, runner_url: str, start: dict[str, Any]
+    store: SqlChatStore, runner_url: str, start: dict[str, Any]
 ) -> list[bytes]:
     """Wait until the turn settled; check it against the runner's output (returned)."""
     message = await _settled_message(store, start)
     session_id = start["sessionId"]
     output = await _runner_chunks(runner_url, session_id)
     # Every chunk moved once, in order: none lost, none twice.
-    assert await MovedChunks(store.db).read(session_id) == output
+    assert await store.moved_chunks.read(session_id) == output
     expected = fold_chunks(
         output,
         message_id=message.id,
@@ -153,9 +156,9 @@ async def test_a_killed_replicas_turn_is_taken_over_and_stored_whole(
         runner_url, first, second, data_dir = await _replicas(nursery, tmp_path, flags)
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
-        store = await SQLiteChatStore.open(data_dir)
+        store = await open_store(data_dir)
         try:
-            sink = MovedChunks(store.db)
+            sink = store.moved_chunks
             with trio.fail_after(DEADLINE):  # the first replica moves it
                 while await sink.last_cursor(start["sessionId"]) == 0:
                     await trio.sleep(0.02)
@@ -191,9 +194,9 @@ async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wake
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
         session_id = start["sessionId"]
-        store = await SQLiteChatStore.open(data_dir)
+        store = await open_store(data_dir)
         try:
-            sink = MovedChunks(store.db)
+            sink = store.moved_chunks
             with trio.fail_after(DEADLINE):
                 while await sink.last_cursor(session_id) == 0:
                     await trio.sleep(0.02)
@@ -249,9 +252,9 @@ async def test_a_turn_settles_and_its_chat_unlocks_whatever_redis_loses_or_holds
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
         session_id = start["sessionId"]
-        store = await SQLiteChatStore.open(data_dir)
+        store = await open_store(data_dir)
         try:
-            sink = MovedChunks(store.db)
+            sink = store.moved_chunks
             with trio.fail_after(DEADLINE):  # moving under the first claim
                 while await sink.last_cursor(session_id) == 0:
                     await trio.sleep(0.02)

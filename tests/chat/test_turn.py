@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 import trio
 
 from tests.chat.harness import (
@@ -18,6 +19,8 @@ from tests.chat.harness import (
     start_chat_server,
     write,
 )
+
+pytestmark = pytest.mark.usefixtures("chat_database")
 
 
 def _assistant(chat: dict[str, Any]) -> dict[str, Any]:

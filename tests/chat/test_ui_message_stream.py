@@ -33,6 +33,8 @@ from tests.chat.harness import (
     write,
 )
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 ROOT = Path(__file__).resolve().parents[2]
 NODE_CLIENT = ROOT / "tests" / "node" / "ui_stream_client.mjs"
 

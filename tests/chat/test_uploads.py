@@ -21,6 +21,8 @@ import trio
 
 from tests.chat.harness import WORKSPACE, ChatServer, scripted, shell, start_chat_server
 
+pytestmark = pytest.mark.usefixtures("chat_database")
+
 MiB = 1024 * 1024
 SIZES = (1 * MiB, 2 * MiB, 5 * MiB, 20 * MiB, 31 * MiB)
 ROUNDS = 10

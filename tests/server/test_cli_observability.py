@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -18,6 +17,7 @@ import msgspec
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.support.ports import free_port
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import load, parse_stream
@@ -75,13 +75,6 @@ async def running(*args: str, listeners: int = 1, **env: str) -> AsyncIterator[R
         if process.returncode is None:
             process.kill()
             await process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def test_the_log_is_json_lines_when_stderr_is_no_terminal(

@@ -25,7 +25,7 @@ from ..ids import now_ms
 from ..records import Environment
 from ..requests import AgentsRunRequest
 from .bodies import EnvironmentRequest, check_id, workspace_query
-from .downloads import FileBody, file_response
+from .downloads import file_response
 from .guard import get_service, require_api_token
 
 __all__ = ["agents_blueprint"]
@@ -73,7 +73,7 @@ async def download_run_file(session_id: str, file_id: str) -> Response:
     service = get_service()
     workspace_id = workspace_query()
     bag_file = await service.store.get_run_file(workspace_id, session_id, file_id)
-    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
+    return await file_response(bag_file, service.blobs)
 
 
 @agents_blueprint.put("/workflows/<workflow_id>/environment")

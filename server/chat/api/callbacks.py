@@ -25,7 +25,7 @@ from ..errors import FileNotFoundInBagError, TokenRejectedError
 from ..ids import now_ms
 from ..public_url import CALLBACKS_SERVICE
 from ..records import DispatchRecord, Purpose
-from .downloads import FileBody, file_response
+from .downloads import file_response
 from .guard import get_service
 from .multipart import UploadLimits, receive_files
 
@@ -95,7 +95,7 @@ async def attachment(session_id: str, file_id: str) -> Response:
     bag_file = next((f for f in files if f.id == file_id), None)
     if bag_file is None:
         raise FileNotFoundInBagError(file_id, "this turn's attachments")
-    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
+    return await file_response(bag_file, service.blobs)
 
 
 @callbacks_blueprint.post("/<session_id>/results")

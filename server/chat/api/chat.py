@@ -32,7 +32,7 @@ from .bodies import (
     check_id,
     workspace_query,
 )
-from .downloads import FileBody, file_response
+from .downloads import file_response
 from .guard import get_service, require_api_token
 from .multipart import UploadLimits, receive_files
 
@@ -272,4 +272,4 @@ async def download_file(chat_id: str, file_id: str) -> Response:
     service = get_service()
     workspace_id = workspace_query()
     bag_file = await service.store.get_file(workspace_id, chat_id, file_id)
-    return await file_response(bag_file, FileBody(service.blobs.path(bag_file.sha256)))
+    return await file_response(bag_file, service.blobs)

@@ -1,16 +1,16 @@
 """Serving a bag file's bytes: a streaming body read in worker threads.
 
-:class:`FileBody` opens the blob in ``__aenter__`` and closes it in ``__aexit__``
-(also when the client leaves mid-download); each read runs in a worker thread.
+:class:`FileBody` streams a blob (:meth:`~..store.bag.BlobStore.read`, each read in
+a worker thread) and closes its reader in ``__aexit__`` (also when the client leaves
+mid-download).
 Files are always served as downloads (``Content-Disposition: attachment``, ``nosniff``,
 a sandboxing CSP): they are user content and must not run as a page of this origin.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import AsyncGenerator
 from types import TracebackType
-from typing import Any, Final
 from urllib.parse import quote
 
 import trio
@@ -19,21 +19,18 @@ from quart.wrappers.response import ResponseBody
 
 from ..errors import FileNotFoundInBagError
 from ..records import BagFile
+from ..store.bag import BlobStore
 
 __all__ = ["FileBody", "file_response"]
 
-_READ_SIZE: Final = 256 * 1024
-
 
 class FileBody(ResponseBody):
-    """The bytes of one file, streamed."""
+    """The bytes of one blob, streamed."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: Any = None
+    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
+        self._chunks = chunks
 
     async def __aenter__(self) -> FileBody:
-        self._file = await trio.open_file(self.path, "rb")
         return self
 
     async def __aexit__(
@@ -42,18 +39,14 @@ class FileBody(ResponseBody):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._file is not None:
-            with trio.CancelScope(shield=True):
-                await self._file.aclose()
+        with trio.CancelScope(shield=True):
+            await self._chunks.aclose()
 
     def __aiter__(self) -> FileBody:
         return self
 
     async def __anext__(self) -> bytes:
-        data: bytes = await self._file.read(_READ_SIZE)
-        if not data:
-            raise StopAsyncIteration
-        return data
+        return await anext(self._chunks)
 
 
 def _disposition(name: str) -> str:
@@ -62,11 +55,12 @@ def _disposition(name: str) -> str:
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(base, safe='')}"
 
 
-async def file_response(bag_file: BagFile, body: FileBody) -> Response:
-    """The download response for ``bag_file``. Raises FileNotFoundInBagError if its
-    blob is missing on disk."""
-    if not await trio.to_thread.run_sync(body.path.is_file):
+async def file_response(bag_file: BagFile, blobs: BlobStore) -> Response:
+    """The download response for ``bag_file``, its bytes from ``blobs``. Raises
+    FileNotFoundInBagError if its blob is missing."""
+    if not await blobs.exists(bag_file.sha256):
         raise FileNotFoundInBagError(bag_file.id)
+    body = FileBody(blobs.read(bag_file.sha256))
     response = Response(body, status=200, content_type=bag_file.content_type)
     response.headers["Content-Length"] = str(bag_file.size)
     response.headers["Content-Disposition"] = _disposition(bag_file.name)

@@ -46,7 +46,6 @@ class ReceivedFile:
     """A file part, stored: ``blob`` is what the bag records."""
 
     blob: NewBlob
-    path: Path
 
 
 @dataclass(slots=True)
@@ -106,11 +105,11 @@ async def receive_files(
         received = []
         for part in done:
             sha256 = part.hasher.hexdigest()
-            path = await blobs.commit(part.temp, sha256)
+            await blobs.commit(part.temp, sha256)
             blob = NewBlob(
                 name=part.name, size=part.size, content_type=part.content_type, sha256=sha256
             )
-            received.append(ReceivedFile(blob=blob, path=path))
+            received.append(ReceivedFile(blob=blob))
         return received
     finally:
         if current is not None:

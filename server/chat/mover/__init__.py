@@ -1,9 +1,9 @@
 """The log mover: each live session's chunks moved into the chat database by exactly
 one replica, under a fenced lease. The chat database's tables are the store's: the
 mover writes the chunks through its ``MovedChunks`` (:mod:`..store.moved_runs`) and
-leases them with its ``SqliteLease`` (:mod:`..store.leases`) or with Redis.
+leases them with its ``DatabaseLease`` (:mod:`..store.leases`) or with Redis.
 
-- :mod:`.lease`: :class:`Lease` — ``SqliteLease`` (embedded default) and
+- :mod:`.lease`: :class:`Lease` — ``DatabaseLease`` (embedded default) and
   :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
 - :mod:`.redis_url`, :mod:`.redis_client`: the ``--redis-url`` (TLS included) and the
   coredis client on trio that :class:`RedisLease` speaks;

@@ -5,7 +5,7 @@ generation strictly greater than every one before for that session; the generati
 with every write of the moved chunks, so an owner that lost its lease is refused once a
 newer one claimed. A lease whose ``ttl`` passed is gone, claimed or not.
 :func:`open_lease` picks :class:`RedisLease` or the store's
-:class:`~sandstream.server.chat.store.leases.SqliteLease`.
+:class:`~sandstream.server.chat.store.leases.DatabaseLease`.
 
 Every call raises what its store raises when it cannot be reached or answers nonsense
 (:class:`sqlite3.Error`, :class:`~..errors.RedisLeaseError`): the outcome is then
@@ -23,10 +23,9 @@ from typing import Final, Protocol
 
 import coredis
 
-from sandstream.server.sqlite import SQLiteDatabase
-
 from ..errors import RedisReplyError
-from ..store.leases import SqliteLease, ttl_ms
+from ..store.database import Database
+from ..store.leases import DatabaseLease, ttl_ms
 from ..store.moved_runs import MovedChunks
 from .redis_client import open_redis, redis_errors
 from .redis_url import RedisAddress
@@ -179,16 +178,17 @@ class RedisLease:
 
 
 @asynccontextmanager
-async def open_lease(redis_url: str | None, db: SQLiteDatabase) -> AsyncIterator[Lease]:
+async def open_lease(redis_url: str | None, db: Database) -> AsyncIterator[Lease]:
     """The lease the log mover uses: :class:`RedisLease` on ``redis_url`` (the
-    ``--redis-url`` flag), else :class:`SqliteLease` on the chat database ``db``.
+    ``--redis-url`` flag), its claims fenced by the chat database ``db``'s fences, else
+    a :class:`~sandstream.server.chat.store.leases.DatabaseLease` on ``db``.
 
     Raises :class:`ValueError` for a malformed Redis URL or TLS files that cannot be
     used (before anything connects); Redis is first reached by the first lease call.
     The Redis connections are closed when the block ends.
     """
     if redis_url is None:
-        yield SqliteLease(db)
+        yield DatabaseLease(db)
         return
     async with open_redis(redis_url) as (redis, address):
         yield RedisLease(redis, address, MovedChunks(db).generation)

@@ -25,7 +25,6 @@ from ..errors import StoreError
 from ..ids import now_ms
 from ..records import TurnRecord
 from ..store.contract import ChatStore
-from ..store.moved_runs import MovedChunks
 from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnSettler
 
@@ -84,7 +83,7 @@ class TurnMover:
         self.store = store
         self.settler = settler
         self.owner_id = owner_id
-        self.sink = MovedChunks(store.db)
+        self.sink = store.moved_chunks
         self._embedded: SessionService | None = None
         self._mover: LogMover | None = None
         self._settled: dict[str, trio.Event] = {}
@@ -111,7 +110,7 @@ class TurnMover:
         Raises :class:`ValueError` for a malformed Redis URL."""
         settings = self.settings
         self._embedded = embedded
-        async with open_lease(settings.redis_url, self.store.db) as lease:
+        async with open_lease(settings.redis_url, self.store.lease.db) as lease:
             self._mover = LogMover(
                 LockKeepingLease(lease, self.store, lock_lease=settings.lock_lease),
                 self.sink,

@@ -1,7 +1,8 @@
 """The storage interface of the chat backend: :class:`ChatStore`.
 
-The one implementation is :class:`~.sqlite.SQLiteChatStore` (a PostgreSQL
-store for replicas on many machines is on the roadmap, not built). Every method is a
+Implemented once, :class:`~.sql.SqlChatStore`, on either database:
+:class:`~.sql.SQLiteChatStore` (embedded, the default) or
+:class:`~.sql.PostgresChatStore` (``--database-url``: replicas on many machines). Every method is a
 coroutine that does its blocking work off the trio event loop; every query is scoped
 by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
 
@@ -13,10 +14,10 @@ callers that must know the outcome (the turn's start and settle) shield the call
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 from typing import Protocol
 
 from sandstream.core.persistence import PersistedMessage
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ..records import (
     BagFile,
@@ -31,6 +32,9 @@ from ..records import (
     TurnRequest,
     TurnStart,
 )
+from .bag import BlobStore
+from .leases import DatabaseLease
+from .moved_runs import MovedChunks
 
 __all__ = ["ChatStore"]
 
@@ -38,8 +42,17 @@ __all__ = ["ChatStore"]
 class ChatStore(Protocol):
     """Chats, messages, the chat bag's metadata, sessions and one-time tokens."""
 
-    db: SQLiteDatabase
-    """The chat database (the log mover keeps its moved chunks and fences there)."""
+    moved_chunks: MovedChunks
+    """The log mover's moved chunks and fences, in the chat database."""
+
+    lease: DatabaseLease
+    """The log mover's lease in the chat database (used when no Redis is configured)."""
+
+    def blob_store(self, root: Path) -> BlobStore:
+        """The chat bag's bytes: files under ``root`` (SQLite), or rows of the database
+        (PostgreSQL: replicas share nothing else; ``root`` then only holds uploads in
+        progress)."""
+        ...
 
     # -- chats -------------------------------------------------------------------
 

@@ -1,26 +1,25 @@
-"""The chat database's leases: :class:`SqliteLease`, the log mover's embedded lease.
+"""The chat database's leases: :class:`DatabaseLease`, the log mover's lease when no
+Redis is configured (on SQLite or PostgreSQL, whichever holds the chat).
 
 A ``leases`` row per session: owner, fencing generation, expiry (wall-clock Unix ms).
-:meth:`~SqliteLease.acquire` succeeds only when no live lease holds the session and
+:meth:`~DatabaseLease.acquire` succeeds only when no live lease holds the session and
 returns a generation above every one before (a released row keeps its generation);
 renew and release act only for that owner and generation.
 
 Bad input: a ttl that is not a finite number of seconds > 0 raises :class:`ValueError`.
-Calls raise :class:`sqlite3.Error` when the database fails. Cancellation: a transaction
-that started completes (:mod:`sandstream.server.sqlite`); the caller does not learn its
+Calls raise the database's errors when it fails. Cancellation: a transaction
+that started completes (:mod:`.database`); the caller does not learn its
 outcome.
 """
 
 from __future__ import annotations
 
 import math
-import sqlite3
-
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ..ids import now_ms
+from .database import Connection, Database
 
-__all__ = ["SqliteLease", "ttl_ms"]
+__all__ = ["DatabaseLease", "ttl_ms"]
 
 
 def ttl_ms(ttl: float) -> int:
@@ -31,18 +30,18 @@ def ttl_ms(ttl: float) -> int:
     return max(1, math.ceil(ttl * 1000))
 
 
-class SqliteLease:
+class DatabaseLease:
     """A lease per session on the chat database's ``leases`` table; see the module
-    docstring. Expiry compares wall-clock times: processes sharing the file must share
-    a clock (one machine)."""
+    docstring. Expiry compares wall-clock times: processes sharing the database must
+    share a clock (one machine, or synchronised clocks)."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
         lease_ms = ttl_ms(ttl)
 
-        def run(conn: sqlite3.Connection) -> int | None:
+        def run(conn: Connection) -> int | None:
             now = now_ms()
             row = conn.execute(
                 "SELECT owner, generation, expires_at FROM leases WHERE session_id = ?",
@@ -65,7 +64,7 @@ class SqliteLease:
     async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
         lease_ms = ttl_ms(ttl)
 
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             now = now_ms()
             cursor = conn.execute(
                 "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ? "
@@ -77,7 +76,7 @@ class SqliteLease:
         return await self.db.write(run)
 
     async def release(self, session_id: str, owner: str, generation: int) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "UPDATE leases SET owner = NULL, expires_at = 0 "
                 "WHERE session_id = ? AND owner = ? AND generation = ?",

@@ -1,22 +1,34 @@
-"""Versioned schema migrations for the SQLite store.
+"""Versioned schema migrations of the chat store, one list per backend.
 
-Each :class:`Migration` has a version and the statements that take the schema to it.
-:func:`migrate` applies every version not yet recorded in ``schema_version``, in order,
-each in its own ``BEGIN IMMEDIATE`` transaction with its row there, so two processes
-opening one database apply each exactly once. Bad input: a database holding a version
-this code does not know is refused with :class:`~.errors.StoreError`.
+Each :class:`Migration` has a version and the statements that take the schema to it;
+:data:`MIGRATIONS` are SQLite's, :data:`POSTGRES_MIGRATIONS` PostgreSQL's (a database
+that started on PostgreSQL: its version 1 is the schema SQLite reached in five). One
+runner serves both: :func:`migrate` applies every version not yet recorded in
+``schema_version``, in order, each in its own transaction with its row there, which
+starts exclusive (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped
+advisory lock, :func:`migrate_postgres`), so processes opening one database at once
+apply each exactly once. Bad input: a database holding a version this code does not
+know is refused with :class:`~.errors.StoreError`.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from ..errors import StoreError
+from .database import Connection
 
-__all__ = ["MIGRATIONS", "Migration", "current_version", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "POSTGRES_MIGRATIONS",
+    "Migration",
+    "current_version",
+    "migrate",
+    "migrate_postgres",
+]
 
 
 @dataclass(frozen=True)
@@ -230,30 +242,197 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
 )
 
 
-def _ensure_version_table(conn: sqlite3.Connection) -> None:
+POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        1,
+        "the chat schema (SQLite's versions 1 to 6) and bag_blobs, the chat bag's bytes "
+        "by SHA-256; rowid: a row's insertion order, as SQLite's",
+        (
+            """
+            CREATE TABLE chats (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL,
+                workflow_id TEXT,
+                type TEXT NOT NULL DEFAULT 'assistant_sandbox',
+                title TEXT,
+                conversation_id TEXT,
+                created_at BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL,
+                deleted_at BIGINT,
+                lock_holder TEXT,
+                lock_message_id TEXT,
+                lock_user_message_id TEXT,
+                lock_session_id TEXT,
+                lock_expires_at BIGINT
+            )
+            """,
+            "CREATE INDEX chats_by_workspace ON chats (workspace_id, updated_at)",
+            "CREATE INDEX chats_locked ON chats (lock_expires_at) WHERE lock_holder IS NOT NULL",
+            """
+            CREATE TABLE messages (
+                chat_id TEXT NOT NULL REFERENCES chats (id),
+                seq BIGINT NOT NULL,
+                id TEXT NOT NULL UNIQUE,
+                role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+                created_at BIGINT NOT NULL,
+                body BYTEA NOT NULL,
+                replay TEXT NOT NULL DEFAULT '',
+                PRIMARY KEY (chat_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE bag_blobs (
+                sha256 TEXT PRIMARY KEY,
+                data BYTEA NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE bag_files (
+                rowid BIGINT GENERATED ALWAYS AS IDENTITY,
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL,
+                chat_id TEXT REFERENCES chats (id),
+                session_id TEXT,
+                message_id TEXT,
+                name TEXT NOT NULL,
+                size BIGINT NOT NULL,
+                content_type TEXT NOT NULL,
+                sha256 TEXT NOT NULL,
+                source TEXT NOT NULL CHECK (source IN ('upload', 'result')),
+                created_at BIGINT NOT NULL,
+                deleted_at BIGINT
+            )
+            """,
+            "CREATE INDEX bag_files_by_chat ON bag_files (chat_id, created_at)",
+            "CREATE INDEX bag_files_by_session ON bag_files (session_id)",
+            "CREATE INDEX bag_files_by_sha256 ON bag_files (sha256)",
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL CHECK (kind IN ('chat', 'agents')),
+                workspace_id TEXT NOT NULL,
+                chat_id TEXT REFERENCES chats (id),
+                workflow_id TEXT,
+                user_message_id TEXT,
+                assistant_message_id TEXT,
+                prompt TEXT NOT NULL,
+                conversation BYTEA NOT NULL,
+                created_at BIGINT NOT NULL,
+                settled_at BIGINT
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                hash TEXT PRIMARY KEY,
+                purpose TEXT NOT NULL CHECK (purpose IN ('setup', 'run', 'upload')),
+                session_id TEXT NOT NULL REFERENCES sessions (id),
+                created_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL,
+                used_at BIGINT,
+                redeemed_with TEXT
+            )
+            """,
+            "CREATE INDEX tokens_by_session ON tokens (session_id)",
+            """
+            CREATE TABLE workflow_environments (
+                workspace_id TEXT NOT NULL,
+                workflow_id TEXT NOT NULL,
+                vars BYTEA NOT NULL,
+                setup_script TEXT NOT NULL,
+                updated_at BIGINT NOT NULL,
+                PRIMARY KEY (workspace_id, workflow_id)
+            )
+            """,
+            """
+            CREATE TABLE leases (
+                session_id TEXT PRIMARY KEY,
+                owner TEXT,
+                generation BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE session_fences (
+                session_id TEXT PRIMARY KEY,
+                generation BIGINT NOT NULL
+            )
+            """,
+            "CREATE TABLE chat_turns ("
+            " rowid BIGINT GENERATED ALWAYS AS IDENTITY,"
+            " id TEXT PRIMARY KEY REFERENCES sessions (id),"
+            " chat_id TEXT NOT NULL REFERENCES chats (id),"
+            " workspace_id TEXT NOT NULL,"
+            " session_id TEXT UNIQUE,"
+            " runner_url TEXT,"
+            " assistant_message_id TEXT NOT NULL,"
+            " user_message_id TEXT NOT NULL,"
+            " on_disconnect TEXT NOT NULL CHECK (on_disconnect IN ('continue', 'cancel')),"
+            " state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'settled')),"
+            " created_at BIGINT NOT NULL,"
+            " settled_at BIGINT)",
+            "CREATE INDEX chat_turns_live ON chat_turns (chat_id) WHERE state != 'settled'",
+            """
+            CREATE TABLE moved_runs (
+                session_id TEXT NOT NULL,
+                first_cursor BIGINT NOT NULL,
+                last_cursor BIGINT NOT NULL,
+                chunks BYTEA NOT NULL,
+                PRIMARY KEY (session_id, first_cursor)
+            )
+            """,
+        ),
+    ),
+)
+
+_MIGRATION_LOCK: Final = 0x73616E6473747265  # "sandstre": the advisory lock's key
+"""The PostgreSQL advisory lock a migration transaction holds (one at a time)."""
+
+
+def _begin_immediate(conn: Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _begin_locked(conn: Connection) -> None:
+    conn.execute("BEGIN")
+    conn.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+
+
+def migrate_postgres(conn: Connection) -> list[int]:
+    """:func:`migrate` with :data:`POSTGRES_MIGRATIONS`, each migration's transaction
+    holding an advisory lock (replicas starting at once wait for each other)."""
+    return migrate(conn, POSTGRES_MIGRATIONS, begin=_begin_locked)
+
+
+def _ensure_version_table(conn: Connection) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_version ("
-        " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+        " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at BIGINT NOT NULL)"
     )
 
 
-def current_version(conn: sqlite3.Connection) -> int:
+def current_version(conn: Connection) -> int:
     """The highest migration applied (0 for a new database)."""
     _ensure_version_table(conn)
     row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
     return int(row[0])
 
 
-def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+def migrate(
+    conn: Connection,
+    migrations: tuple[Migration, ...] = MIGRATIONS,
+    *,
+    begin: Callable[[Connection], None] = _begin_immediate,
+) -> list[int]:
     """Apply the missing migrations; return the versions applied (often none).
 
-    ``conn`` must be in autocommit mode (``isolation_level=None``). Raises
-    :class:`StoreError` if the database is newer than ``migrations``.
+    ``conn`` must be in autocommit mode (SQLite: ``isolation_level=None``); ``begin``
+    starts each migration's exclusive transaction. Raises :class:`StoreError` if the
+    database is newer than ``migrations``.
     """
     latest = migrations[-1].version if migrations else 0
     applied: list[int] = []
     for migration in migrations:
-        conn.execute("BEGIN IMMEDIATE")
+        begin(conn)
         try:
             version = current_version(conn)
             if version > latest:

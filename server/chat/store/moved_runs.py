@@ -5,8 +5,10 @@ idempotent.
 (consecutive whole lines, concatenated), and its fence, ``session_fences.generation``:
 the newest lease generation that claimed or wrote. A batch is bytes (:class:`Batch`,
 from a remote runner) or the cursors of runs in this process's session buffer
-(:class:`StoredRuns`), copied file to file inside SQLite through
-:class:`~sandstream.server.sessions.SessionRuns`.
+(:class:`StoredRuns`): on SQLite copied file to file inside SQLite through
+:class:`~sandstream.server.sessions.SessionRuns` (the one part of this module that is
+SQLite's own, :func:`_copy_attached`); on PostgreSQL read from the buffer and inserted
+as bytes, as a remote runner's batch is (:func:`_insert_runs`).
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`~MovedChunks.last_cursor`
@@ -16,18 +18,20 @@ makes harmless.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from pathlib import Path
+from typing import Final, Protocol, TypeVar, cast, runtime_checkable
 
-from sandstream.server.sessions import AttachedRuns, SessionRuns, split_chunks
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.sessions import AttachedRuns, Run, SessionRuns, split_chunks
 
 from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
+from .database import Connection, Database
 
 T = TypeVar("T")
 
 __all__ = [
+    "AttachingDatabase",
     "Batch",
     "MovedChunks",
     "StoredRuns",
@@ -61,9 +65,9 @@ class Batch:
 class StoredRuns:
     """Chunks ``first`` … ``last`` of a session of this process's session buffer, whose
     stored runs are ``runs`` (:attr:`Session.stored_runs
-    <sandstream.server.sessions.Session.stored_runs>`). :meth:`MovedChunks.move` copies
-    them inside SQLite into the chat database. ``last`` must be the last chunk of a
-    stored run (a session's published cursor always is)."""
+    <sandstream.server.sessions.Session.stored_runs>`). :meth:`MovedChunks.move` stores
+    them in the chat database. ``last`` must be the last chunk of a stored run (a
+    session's published cursor always is)."""
 
     runs: SessionRuns
     first: int
@@ -72,6 +76,17 @@ class StoredRuns:
     @property
     def count(self) -> int:
         return self.last - self.first + 1
+
+
+@runtime_checkable
+class AttachingDatabase(Protocol):
+    """A database that can attach the session buffer's file (SQLite's:
+    :class:`~sandstream.server.sqlite.SQLiteDatabase`), so that stored runs are copied
+    inside it; any other database is given their bytes."""
+
+    async def attach_read_only(self, path: Path) -> str: ...
+
+    async def detach_all(self) -> None: ...
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:
@@ -89,7 +104,7 @@ def _check_batch(session_id: str, batch: Batch) -> None:
         )
 
 
-def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> int:
+def check_fence(conn: Connection, session_id: str, generation: int) -> int:
     """In the caller's transaction: the session's fence (0: none); raises
     :class:`FencedError` if it is above ``generation`` (a write the chat makes under
     the lease, such as settling the turn, checks it in its own transaction)."""
@@ -102,7 +117,7 @@ def check_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> i
     return fence
 
 
-def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> None:
+def _raise_fence(conn: Connection, session_id: str, generation: int) -> None:
     if check_fence(conn, session_id, generation) < generation:
         conn.execute(
             "INSERT INTO session_fences (session_id, generation) VALUES (?, ?) "
@@ -114,20 +129,40 @@ def _raise_fence(conn: sqlite3.Connection, session_id: str, generation: int) -> 
 _INSERT_RUN: Final = "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
 
 
-def _insert_run(
-    conn: sqlite3.Connection, session_id: str, first: int, last: int, data: bytes
-) -> None:
+def _insert_run(conn: Connection, session_id: str, first: int, last: int, data: bytes) -> None:
     conn.execute(_INSERT_RUN + "VALUES (?, ?, ?, ?)", (session_id, first, last, data))
 
 
-def _copy_stored(
+def _insert_runs(conn: Connection, session_id: str, last: int, runs: Sequence[Run]) -> None:
+    """In the caller's transaction: store the chunks of ``runs`` (consecutive) past
+    cursor ``last`` (the last stored), a row per run; the chunks up to ``last`` were
+    stored before and are skipped."""
+    for run in runs:
+        if run.last > last:
+            rest = run.part(last, run.last)
+            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
+            last = run.last
+
+
+def _check_copied(conn: Connection, session_id: str, last: int, upto: int) -> None:
+    """Raise :class:`StoredRunsMissingError` unless the stored chunks now end at ``upto``."""
+    copied = _last_cursor(conn, session_id)
+    if copied != upto:
+        raise StoredRunsMissingError(
+            f"session {session_id}: the session buffer holds its chunks up to {copied}, "
+            f"not all of {last + 1}…{upto}"
+        )
+
+
+def _copy_attached(
     conn: sqlite3.Connection, session_id: str, runs: StoredRuns, last: int, stored: AttachedRuns
 ) -> None:
-    """In the caller's transaction: store chunks ``last + 1`` … ``runs.last`` from the
-    attached session buffer (``stored``), a row per stored run, as they are stored
-    there. A run there that holds ``last + 1`` but starts below it (moved in part
-    before, by a batch of another source) has the rest of it stored as a row of its own.
-    Raises :class:`StoredRunsMissingError` unless all of them were there."""
+    """SQLite's: in the caller's transaction, store chunks ``last + 1`` … ``runs.last``
+    from the attached session buffer (``stored``), a row per stored run, as they are
+    stored there, without a byte of them passing through Python. A run there that holds
+    ``last + 1`` but starts below it (moved in part before, by a batch of another
+    source) has the rest of it stored as a row of its own. Raises
+    :class:`StoredRunsMissingError` unless all of them were there."""
     start = stored.run_start(conn, last + 1)
     if start is None:
         raise StoredRunsMissingError(
@@ -136,8 +171,7 @@ def _copy_stored(
     if start <= last:
         run = stored.run(conn, start)
         if run is not None and last < run.last <= runs.last:
-            rest = run.part(last, run.last)
-            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
+            _insert_runs(conn, session_id, last, [run])
             last = run.last
     if last < runs.last:
         select, params = stored.select(last, runs.last)
@@ -145,15 +179,10 @@ def _copy_stored(
             _INSERT_RUN + f"SELECT :session_id, first_cursor, last_cursor, chunks FROM ({select})",
             {**params, "session_id": session_id},
         )
-    copied = _last_cursor(conn, session_id)
-    if copied != runs.last:
-        raise StoredRunsMissingError(
-            f"session {session_id}: the session buffer holds its chunks up to {copied}, "
-            f"not all of {last + 1}…{runs.last}"
-        )
+    _check_copied(conn, session_id, last, runs.last)
 
 
-def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
+def _last_cursor(conn: Connection, session_id: str) -> int:
     row = conn.execute(
         "SELECT last_cursor FROM moved_runs WHERE session_id = ? "
         "ORDER BY first_cursor DESC LIMIT 1",
@@ -163,9 +192,10 @@ def _last_cursor(conn: sqlite3.Connection, session_id: str) -> int:
 
 
 class MovedChunks:
-    """The moved chunks and the fences, in the chat database (migrations 3 and 5)."""
+    """The moved chunks and the fences, in the chat database (``moved_runs`` and
+    ``session_fences``)."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     async def fence(self, session_id: str, generation: int) -> None:
@@ -183,12 +213,17 @@ class MovedChunks:
         are stored, so a chunk moved twice is stored once. :class:`StoredRunsMissingError`:
         runs of a :class:`StoredRuns` are not (or no longer) in the buffer. A batch
         without chunks checks the fence only."""
-        if isinstance(batch, StoredRuns):
-            stored = await batch.runs.attach(self.db)
-        else:
+        attached: AttachedRuns | None = None
+        runs: list[Run] = []
+        if not isinstance(batch, StoredRuns):
             _check_batch(session_id, batch)
+            runs = [Run(batch.first, batch.data, batch.count)]
+        elif isinstance(self.db, AttachingDatabase):
+            attached = await batch.runs.attach(self.db)
+        else:
+            runs = await batch.runs.read(batch.first - 1, batch.last)
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             _raise_fence(conn, session_id, generation)
             if not batch.count:
                 return
@@ -200,21 +235,21 @@ class MovedChunks:
                 )
             if batch.last <= last:
                 return  # all of it moved before
-            if isinstance(batch, StoredRuns):
-                _copy_stored(conn, session_id, batch, last, stored)
+            if attached is not None and isinstance(batch, StoredRuns):
+                _copy_attached(cast(sqlite3.Connection, conn), session_id, batch, last, attached)
                 return
-            new = batch.data
-            if batch.first <= last:  # the chunks up to ``last`` are stored: skip them
-                new = b"".join(split_chunks(new)[last + 1 - batch.first :])
-            _insert_run(conn, session_id, max(batch.first, last + 1), batch.last, new)
+            _insert_runs(conn, session_id, last, runs)
+            if isinstance(batch, StoredRuns):
+                _check_copied(conn, session_id, last, batch.last)
 
         await self.db.write(run)
 
     async def release_buffers(self) -> None:
         """Let go of the session buffers :class:`StoredRuns` moves attached (once no
         embedded session is left to move: the buffer's own close then removes its WAL).
-        A later move attaches its buffer again."""
-        await self.db.detach_all()
+        A later move attaches its buffer again. Only SQLite attaches them."""
+        if isinstance(self.db, AttachingDatabase):
+            await self.db.detach_all()
 
     async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
         """``fold(runs)`` over the session's stored chunks in cursor order, in a worker
@@ -222,14 +257,22 @@ class MovedChunks:
         at a time (memory holds a run, not the session). Cancellation: the fold runs to
         its end in its thread; the caller does not learn its result."""
 
-        def run(conn: sqlite3.Connection) -> T:
-            rows = conn.execute(
-                "SELECT chunks FROM moved_runs WHERE session_id = ? ORDER BY first_cursor",
-                (session_id,),
-            )
-            return fold(data for (data,) in rows)
+        def runs(conn: Connection) -> Iterator[bytes]:
+            # A run per query (by key, in the read's snapshot): a result is read
+            # whole by psycopg, lazily by sqlite3, so this bounds memory on both.
+            after = 0
+            while True:
+                row = conn.execute(
+                    "SELECT first_cursor, chunks FROM moved_runs WHERE session_id = ? "
+                    "AND first_cursor > ? ORDER BY first_cursor LIMIT 1",
+                    (session_id, after),
+                ).fetchone()
+                if row is None:
+                    return
+                after = int(row[0])
+                yield row[1]
 
-        return await self.db.read(run)
+        return await self.db.read(lambda conn: fold(runs(conn)))
 
     async def read(self, session_id: str) -> list[bytes]:
         """Every stored chunk of the session, in cursor order."""
@@ -242,7 +285,7 @@ class MovedChunks:
     async def last_chunk(self, session_id: str) -> tuple[int, bytes] | None:
         """The newest stored chunk with its cursor, or None."""
 
-        def run(conn: sqlite3.Connection) -> tuple[int, bytes] | None:
+        def run(conn: Connection) -> tuple[int, bytes] | None:
             row = conn.execute(
                 "SELECT last_cursor, chunks FROM moved_runs WHERE session_id = ? "
                 "ORDER BY first_cursor DESC LIMIT 1",
@@ -258,7 +301,7 @@ class MovedChunks:
     async def generation(self, session_id: str) -> int:
         """The session's fence: the newest generation that claimed or wrote (0: none)."""
 
-        def run(conn: sqlite3.Connection) -> int:
+        def run(conn: Connection) -> int:
             row = conn.execute(
                 "SELECT generation FROM session_fences WHERE session_id = ?", (session_id,)
             ).fetchone()

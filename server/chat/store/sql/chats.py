@@ -1,4 +1,4 @@
-"""Chats and their messages in the SQLite store: the ``chats`` and ``messages`` tables.
+"""Chats and their messages in the chat store: the ``chats`` and ``messages`` tables.
 
 :class:`Chats` holds the :class:`~..contract.ChatStore` methods on them; the
 functions are the steps the other modules' transactions share (load a chat, append a
@@ -9,23 +9,22 @@ lock, this module only reads whether it is held.
 
 Bad input: an unknown or deleted chat raises :class:`~...errors.ChatNotFoundError`,
 a chat whose lock is held :class:`~...errors.ChatBusyError`. Cancellation: a call that
-started runs to completion in its worker thread (:mod:`sandstream.server.sqlite`).
+started runs to completion in its worker thread (:mod:`..database`).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from sandstream.core.persistence import PersistedMessage, replay_text
 from sandstream.core.schemas import ChatTurn
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ...errors import ChatBusyError, ChatNotFoundError
 from ...ids import new_id
 from ...records import Chat
+from ..database import Connection, Database
 
 __all__ = [
     "TITLE_CHARS",
@@ -58,12 +57,12 @@ def title(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 
-def locked(row: sqlite3.Row, now: int) -> bool:
+def locked(row: Any, now: int) -> bool:
     """Whether the chat ``row`` has a lock whose lease runs at ``now``."""
     return row["lock_holder"] is not None and (row["lock_expires_at"] or 0) > now
 
 
-def busy(row: sqlite3.Row, *, adoptable: bool = False) -> ChatBusyError:
+def busy(row: Any, *, adoptable: bool = False) -> ChatBusyError:
     """The error for a chat ``row`` whose lock is held."""
     return ChatBusyError(
         row["id"],
@@ -74,7 +73,7 @@ def busy(row: sqlite3.Row, *, adoptable: bool = False) -> ChatBusyError:
     )
 
 
-def chat_of(row: sqlite3.Row, now: int) -> Chat:
+def chat_of(row: Any, now: int) -> Chat:
     """The :class:`Chat` of a row of :data:`_CHAT_COLUMNS`, its lock as of ``now``."""
     active = locked(row, now)
     return Chat(
@@ -92,9 +91,9 @@ def chat_of(row: sqlite3.Row, now: int) -> Chat:
     )
 
 
-def load_chat(conn: sqlite3.Connection, workspace_id: str, chat_id: str) -> sqlite3.Row:
+def load_chat(conn: Connection, workspace_id: str, chat_id: str) -> Any:
     """The chat's row. Raises :class:`ChatNotFoundError` (none, or deleted)."""
-    row: sqlite3.Row | None = conn.execute(
+    row: Any | None = conn.execute(
         f"SELECT {_CHAT_COLUMNS} FROM chats "
         "WHERE id = ? AND workspace_id = ? AND deleted_at IS NULL",
         (chat_id, workspace_id),
@@ -104,12 +103,14 @@ def load_chat(conn: sqlite3.Connection, workspace_id: str, chat_id: str) -> sqli
     return row
 
 
-def touch_chat(conn: sqlite3.Connection, chat_id: str, now: int) -> None:
+def touch_chat(conn: Connection, chat_id: str, now: int) -> None:
     """Move the chat's ``updated_at`` up to ``now`` (never back)."""
-    conn.execute("UPDATE chats SET updated_at = MAX(updated_at, ?) WHERE id = ?", (now, chat_id))
+    conn.execute(
+        "UPDATE chats SET updated_at = ? WHERE id = ? AND updated_at < ?", (now, chat_id, now)
+    )
 
 
-def append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMessage) -> None:
+def append_message(conn: Connection, chat_id: str, message: PersistedMessage) -> None:
     """Append ``message`` after the chat's last one."""
     (seq,) = conn.execute(
         "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE chat_id = ?", (chat_id,)
@@ -129,9 +130,7 @@ def append_message(conn: sqlite3.Connection, chat_id: str, message: PersistedMes
     )
 
 
-def find_message(
-    conn: sqlite3.Connection, chat_id: str, message_id: str
-) -> PersistedMessage | None:
+def find_message(conn: Connection, chat_id: str, message_id: str) -> PersistedMessage | None:
     """The chat's message ``message_id``, if it is stored."""
     row = conn.execute(
         "SELECT body FROM messages WHERE chat_id = ? AND id = ?", (chat_id, message_id)
@@ -139,12 +138,12 @@ def find_message(
     return None if row is None else _message_decoder.decode(row[0])
 
 
-def has_message(conn: sqlite3.Connection, message_id: str) -> bool:
+def has_message(conn: Connection, message_id: str) -> bool:
     """Whether a message ``message_id`` is stored (its body is not read)."""
     return conn.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone() is not None
 
 
-def replay(conn: sqlite3.Connection, chat_id: str, limit: int) -> list[ChatTurn]:
+def replay(conn: Connection, chat_id: str, limit: int) -> list[ChatTurn]:
     """The last ``limit`` messages as replay turns, oldest first: their ``replay``
     column only, so a huge message costs nothing here."""
     if limit <= 0:
@@ -159,14 +158,14 @@ def replay(conn: sqlite3.Connection, chat_id: str, limit: int) -> list[ChatTurn]
 class Chats:
     """The :class:`~..contract.ChatStore` methods on chats and messages."""
 
-    db: SQLiteDatabase
+    db: Database
 
     async def create_chat(
         self, *, workspace_id: str, workflow_id: str | None, title: str | None, now: int
     ) -> Chat:
         chat_id = new_id("chat")
 
-        def run(conn: sqlite3.Connection) -> Chat:
+        def run(conn: Connection) -> Chat:
             conn.execute(
                 "INSERT INTO chats (id, workspace_id, workflow_id, title, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -177,7 +176,7 @@ class Chats:
         return await self.db.write(run)
 
     async def list_chats(self, workspace_id: str, *, limit: int, now: int) -> list[Chat]:
-        def run(conn: sqlite3.Connection) -> list[Chat]:
+        def run(conn: Connection) -> list[Chat]:
             rows = conn.execute(
                 f"SELECT {_CHAT_COLUMNS} FROM chats WHERE workspace_id = ? AND deleted_at IS NULL "
                 "ORDER BY updated_at DESC, id LIMIT ?",
@@ -193,7 +192,7 @@ class Chats:
     async def get_messages(
         self, workspace_id: str, chat_id: str, *, limit: int | None = None
     ) -> list[PersistedMessage]:
-        def run(conn: sqlite3.Connection) -> list[PersistedMessage]:
+        def run(conn: Connection) -> list[PersistedMessage]:
             load_chat(conn, workspace_id, chat_id)
             if limit is None:
                 rows = conn.execute(
@@ -210,7 +209,7 @@ class Chats:
         return await self.db.read(run)
 
     async def delete_chat(self, workspace_id: str, chat_id: str, *, now: int) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             row = load_chat(conn, workspace_id, chat_id)
             if locked(row, now):
                 raise busy(row)
@@ -225,7 +224,7 @@ class Chats:
     async def append_user_message(
         self, workspace_id: str, chat_id: str, message: PersistedMessage, now: int
     ) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             load_chat(conn, workspace_id, chat_id)
             append_message(conn, chat_id, message)
             touch_chat(conn, chat_id, now)

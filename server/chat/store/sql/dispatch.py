@@ -1,4 +1,4 @@
-"""Dispatch records and one-time tokens in the SQLite store: ``sessions`` and ``tokens``.
+"""Dispatch records and one-time tokens in the chat store: ``sessions`` and ``tokens``.
 
 A dispatch record is one run sent to a runner (its prompt and replayed conversation, for
 the sandbox's callbacks); its one-time tokens are stored hashed, each redeemed once by
@@ -12,17 +12,16 @@ Cancellation: a call that started runs to completion in its worker thread.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
 from sandstream.core.schemas import ChatTurn
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ...errors import RunNotFoundError, TokenRejectedError
 from ...records import DispatchRecord, Purpose, TokenMint
+from ..database import Connection, Database
 
 __all__ = [
     "Dispatches",
@@ -35,7 +34,7 @@ __all__ = [
 _conversation_decoder: Final = msgspec.json.Decoder(list[ChatTurn])
 
 
-def _dispatch(row: sqlite3.Row) -> DispatchRecord:
+def _dispatch(row: Any) -> DispatchRecord:
     return DispatchRecord(
         id=row["id"],
         kind="agents" if row["kind"] == "agents" else "chat",
@@ -51,7 +50,7 @@ def _dispatch(row: sqlite3.Row) -> DispatchRecord:
     )
 
 
-def insert_dispatch(conn: sqlite3.Connection, session: DispatchRecord) -> None:
+def insert_dispatch(conn: Connection, session: DispatchRecord) -> None:
     """Store a new dispatch record."""
     conn.execute(
         "INSERT INTO sessions (id, kind, workspace_id, chat_id, workflow_id, user_message_id, "
@@ -72,9 +71,7 @@ def insert_dispatch(conn: sqlite3.Connection, session: DispatchRecord) -> None:
     )
 
 
-def insert_tokens(
-    conn: sqlite3.Connection, session_id: str, tokens: Sequence[TokenMint], now: int
-) -> None:
+def insert_tokens(conn: Connection, session_id: str, tokens: Sequence[TokenMint], now: int) -> None:
     """Store the one-time tokens of dispatch ``session_id`` (their hashes)."""
     conn.executemany(
         "INSERT INTO tokens (hash, purpose, session_id, created_at, expires_at) "
@@ -83,19 +80,19 @@ def insert_tokens(
     )
 
 
-def settle_dispatch(conn: sqlite3.Connection, session_id: str, now: int) -> None:
+def settle_dispatch(conn: Connection, session_id: str, now: int) -> None:
     """Mark the dispatch settled; its unused tokens expire now."""
     conn.execute(
         "UPDATE sessions SET settled_at = COALESCE(settled_at, ?) WHERE id = ?", (now, session_id)
     )
     conn.execute(
-        "UPDATE tokens SET expires_at = MIN(expires_at, ?) "
-        "WHERE session_id = ? AND used_at IS NULL",
-        (now, session_id),
+        "UPDATE tokens SET expires_at = ? WHERE session_id = ? AND used_at IS NULL "
+        "AND expires_at > ?",
+        (now, session_id, now),
     )
 
 
-def load_agents_run(conn: sqlite3.Connection, workspace_id: str, session_id: str) -> None:
+def load_agents_run(conn: Connection, workspace_id: str, session_id: str) -> None:
     """Raise :class:`RunNotFoundError` unless ``session_id`` is an Agents-block run of
     ``workspace_id``."""
     row = conn.execute(
@@ -107,7 +104,7 @@ def load_agents_run(conn: sqlite3.Connection, workspace_id: str, session_id: str
 
 
 def _why_rejected(
-    conn: sqlite3.Connection, token_hash: str, purpose: Purpose, session_id: str, now: int
+    conn: Connection, token_hash: str, purpose: Purpose, session_id: str, now: int
 ) -> str:
     """A reason for the logs (the client only ever learns "401")."""
     row: Any = conn.execute(
@@ -130,10 +127,10 @@ def _why_rejected(
 class Dispatches:
     """The :class:`~..contract.ChatStore` methods on dispatch records and tokens."""
 
-    db: SQLiteDatabase
+    db: Database
 
     async def record_dispatch(self, session: DispatchRecord, tokens: list[TokenMint]) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             insert_dispatch(conn, session)
             insert_tokens(conn, session.id, tokens, session.created_at)
 
@@ -151,7 +148,7 @@ class Dispatches:
         now: int,
         idempotency_key: str | None = None,
     ) -> DispatchRecord:
-        def run(conn: sqlite3.Connection) -> DispatchRecord:
+        def run(conn: Connection) -> DispatchRecord:
             cursor = conn.execute(
                 "UPDATE tokens SET used_at = COALESCE(used_at, ?), redeemed_with = ? "
                 "WHERE hash = ? AND expires_at > ? AND purpose = ? AND session_id = ? "
@@ -172,7 +169,7 @@ class Dispatches:
     async def check_token(
         self, token_hash: str, *, purpose: Purpose, session_id: str, now: int
     ) -> DispatchRecord:
-        def run(conn: sqlite3.Connection) -> DispatchRecord:
+        def run(conn: Connection) -> DispatchRecord:
             row = conn.execute(
                 "SELECT s.* FROM tokens t JOIN sessions s ON s.id = t.session_id "
                 "WHERE t.hash = ? AND t.purpose = ? AND t.session_id = ? "

@@ -1,22 +1,20 @@
-"""Workflow environments in the SQLite store: the ``workflow_environments`` table.
+"""Workflow environments in the chat store: the ``workflow_environments`` table.
 
 A workflow's named environment (its variables and setup script), which the runs of
 that workflow are given; one row per workspace and workflow, replaced whole.
 :class:`Environments` holds the :class:`~..contract.ChatStore` methods on it.
 Cancellation: a call that started runs to completion in its worker thread
-(:mod:`sandstream.server.sqlite`).
+(:mod:`..database`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Final
 
 import msgspec
 
-from sandstream.server.sqlite import SQLiteDatabase
-
 from ...records import Environment
+from ..database import Connection, Database
 
 __all__ = ["Environments"]
 
@@ -26,10 +24,10 @@ _vars_decoder: Final = msgspec.json.Decoder(dict[str, str])
 class Environments:
     """The :class:`~..contract.ChatStore` methods on workflow environments."""
 
-    db: SQLiteDatabase
+    db: Database
 
     async def get_environment(self, workspace_id: str, workflow_id: str) -> Environment | None:
-        def run(conn: sqlite3.Connection) -> Environment | None:
+        def run(conn: Connection) -> Environment | None:
             row = conn.execute(
                 "SELECT * FROM workflow_environments WHERE workspace_id = ? AND workflow_id = ?",
                 (workspace_id, workflow_id),
@@ -47,7 +45,7 @@ class Environments:
         return await self.db.read(run)
 
     async def put_environment(self, environment: Environment) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO workflow_environments "
                 "(workspace_id, workflow_id, vars, setup_script, updated_at) "

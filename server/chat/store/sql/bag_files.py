@@ -1,4 +1,4 @@
-"""The chat bag's metadata in the SQLite store: the ``bag_files`` table.
+"""The chat bag's metadata in the chat store: the ``bag_files`` table.
 
 A bag file is an upload or a file a run wrote back; its bytes are in the blob store
 (:mod:`..bag`), its name, size, type, hash, owner and ``deleted_at`` here.
@@ -6,27 +6,25 @@ A bag file is an upload or a file a run wrote back; its bytes are in the blob st
 are steps :mod:`.turns` shares. Bad input: :class:`~...errors.ChatNotFoundError`,
 :class:`~...errors.RunNotFoundError`, :class:`~...errors.FileNotFoundInBagError`,
 :class:`~...errors.AttachmentError`. Cancellation: a call that started runs to
-completion in its worker thread (:mod:`sandstream.server.sqlite`).
+completion in its worker thread (:mod:`..database`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
-from typing import Final
-
-from sandstream.server.sqlite import SQLiteDatabase
+from typing import Any, Final
 
 from ...errors import AttachmentError, FileNotFoundInBagError
 from ...ids import new_id
 from ...records import BagFile, BagSource, DispatchRecord, NewBlob
+from ..database import Connection, Database
 from .chats import find_message, load_chat
 from .dispatch import load_agents_run
 
 __all__ = ["BagFiles", "claim_results", "resolve_attachments"]
 
 
-def _bag_file(row: sqlite3.Row) -> BagFile:
+def _bag_file(row: Any) -> BagFile:
     source: BagSource = "result" if row["source"] == "result" else "upload"
     return BagFile(
         id=row["id"],
@@ -43,7 +41,7 @@ def _bag_file(row: sqlite3.Row) -> BagFile:
     )
 
 
-def _files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[BagFile]:
+def _files(conn: Connection, where: str, args: Sequence[str]) -> list[BagFile]:
     """The files that match ``where`` (SQL of this module's, ``?`` for each of
     ``args``), deleted or not, oldest first."""
     rows = conn.execute(
@@ -52,13 +50,13 @@ def _files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[Ba
     return [_bag_file(row) for row in rows]
 
 
-def _live_files(conn: sqlite3.Connection, where: str, args: Sequence[str]) -> list[BagFile]:
+def _live_files(conn: Connection, where: str, args: Sequence[str]) -> list[BagFile]:
     """The files that match ``where`` (see :func:`_files`) and are not deleted."""
     return _files(conn, f"{where} AND deleted_at IS NULL", args)
 
 
 def _live_file(
-    conn: sqlite3.Connection, file_id: str, where: str, args: Sequence[str], owner: str
+    conn: Connection, file_id: str, where: str, args: Sequence[str], owner: str
 ) -> BagFile:
     """The file ``file_id`` if it matches ``where`` (see :func:`_live_files`). Raises
     :class:`FileNotFoundInBagError` naming ``owner`` otherwise."""
@@ -69,7 +67,7 @@ def _live_file(
 
 
 def _files_by_id(
-    conn: sqlite3.Connection, file_ids: Sequence[str], chat_id: str, workspace_id: str | None
+    conn: Connection, file_ids: Sequence[str], chat_id: str, workspace_id: str | None
 ) -> dict[str, BagFile]:
     """Those of ``file_ids`` that are live files of the chat (and of the workspace, if
     given), by id."""
@@ -81,7 +79,7 @@ def _files_by_id(
 
 
 def resolve_attachments(
-    conn: sqlite3.Connection, workspace_id: str, chat_id: str, file_ids: Sequence[str]
+    conn: Connection, workspace_id: str, chat_id: str, file_ids: Sequence[str]
 ) -> list[BagFile]:
     """The chat's files ``file_ids`` (duplicates once), in that order. Raises
     :class:`AttachmentError` naming those that are not live files of the chat."""
@@ -99,11 +97,11 @@ _RESULTS: Final = "session_id = ? AND source = 'result'"
 """The files the run of a dispatch (``?``) wrote back."""
 
 
-def _result_files(conn: sqlite3.Connection, session_id: str) -> list[BagFile]:
+def _result_files(conn: Connection, session_id: str) -> list[BagFile]:
     return _live_files(conn, _RESULTS, (session_id,))
 
 
-def claim_results(conn: sqlite3.Connection, session_id: str, message_id: str) -> list[BagFile]:
+def claim_results(conn: Connection, session_id: str, message_id: str) -> list[BagFile]:
     """Make the files the run of ``session_id`` wrote back the attachments of message
     ``message_id``; return them, oldest first."""
     files = _result_files(conn, session_id)
@@ -112,7 +110,7 @@ def claim_results(conn: sqlite3.Connection, session_id: str, message_id: str) ->
 
 
 def _insert_files(
-    conn: sqlite3.Connection,
+    conn: Connection,
     blobs: Sequence[NewBlob],
     *,
     workspace_id: str,
@@ -163,12 +161,12 @@ def _insert_files(
 class BagFiles:
     """The :class:`~..contract.ChatStore` methods on the chat bag's metadata."""
 
-    db: SQLiteDatabase
+    db: Database
 
     async def add_uploads(
         self, workspace_id: str, chat_id: str, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
-        def run(conn: sqlite3.Connection) -> list[BagFile]:
+        def run(conn: Connection) -> list[BagFile]:
             load_chat(conn, workspace_id, chat_id)
             return _insert_files(
                 conn,
@@ -185,7 +183,7 @@ class BagFiles:
     async def add_results(
         self, session: DispatchRecord, blobs: list[NewBlob], *, now: int
     ) -> list[BagFile]:
-        def run(conn: sqlite3.Connection) -> list[BagFile]:
+        def run(conn: Connection) -> list[BagFile]:
             recorded = _files(conn, _RESULTS, (session.id,))
             if recorded:
                 return recorded
@@ -209,14 +207,14 @@ class BagFiles:
         return await self.db.write(run)
 
     async def list_files(self, workspace_id: str, chat_id: str) -> list[BagFile]:
-        def run(conn: sqlite3.Connection) -> list[BagFile]:
+        def run(conn: Connection) -> list[BagFile]:
             load_chat(conn, workspace_id, chat_id)
             return _live_files(conn, "chat_id = ? AND workspace_id = ?", (chat_id, workspace_id))
 
         return await self.db.read(run)
 
     async def get_file(self, workspace_id: str, chat_id: str, file_id: str) -> BagFile:
-        def run(conn: sqlite3.Connection) -> BagFile:
+        def run(conn: Connection) -> BagFile:
             load_chat(conn, workspace_id, chat_id)
             where = "chat_id = ? AND workspace_id = ?"
             return _live_file(conn, file_id, where, (chat_id, workspace_id), "this chat")
@@ -227,21 +225,21 @@ class BagFiles:
         return await self.db.read(lambda conn: _result_files(conn, turn_id))
 
     async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
-        def run(conn: sqlite3.Connection) -> list[BagFile]:
+        def run(conn: Connection) -> list[BagFile]:
             load_agents_run(conn, workspace_id, session_id)
             return _result_files(conn, session_id)
 
         return await self.db.read(run)
 
     async def get_run_file(self, workspace_id: str, session_id: str, file_id: str) -> BagFile:
-        def run(conn: sqlite3.Connection) -> BagFile:
+        def run(conn: Connection) -> BagFile:
             load_agents_run(conn, workspace_id, session_id)
             return _live_file(conn, file_id, _RESULTS, (session_id,), "this run")
 
         return await self.db.read(run)
 
     async def turn_attachments(self, session: DispatchRecord) -> list[BagFile]:
-        def run(conn: sqlite3.Connection) -> list[BagFile]:
+        def run(conn: Connection) -> list[BagFile]:
             if session.chat_id is None or session.user_message_id is None:
                 return []
             message = find_message(conn, session.chat_id, session.user_message_id)

@@ -1,4 +1,4 @@
-"""Chat turns and the chat's single-flight lock in the SQLite store: ``chat_turns`` and
+"""Chat turns and the chat's single-flight lock in the chat store: ``chat_turns`` and
 the lock columns of ``chats``.
 
 A turn begins in one transaction (chat, lock, user message, dispatch and tokens, turn
@@ -14,17 +14,16 @@ runs to completion in its worker thread: callers that must know the outcome shie
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from sandstream.core.persistence import ErrorBlock, PersistedMessage, replay_text, user_message
-from sandstream.server.sqlite import SQLiteDatabase
 
 from ...ids import new_id
 from ...records import DispatchRecord, TurnFinish, TurnRecord, TurnRequest, TurnStart
+from ..database import Connection, Database
 from ..moved_runs import check_fence
 from .bag_files import claim_results, resolve_attachments
 from .chats import (
@@ -53,11 +52,11 @@ _TURN_COLUMNS: Final = (
 )
 
 
-def _turn(row: sqlite3.Row) -> TurnRecord:
+def _turn(row: Any) -> TurnRecord:
     return msgspec.convert(dict(zip(row.keys(), row, strict=True)), TurnRecord)
 
 
-def _release_lock(conn: sqlite3.Connection, chat_id: str, holder: str) -> None:
+def _release_lock(conn: Connection, chat_id: str, holder: str) -> None:
     conn.execute(
         "UPDATE chats SET lock_holder = NULL, lock_message_id = NULL, "
         "lock_user_message_id = NULL, lock_session_id = NULL, lock_expires_at = NULL "
@@ -66,7 +65,7 @@ def _release_lock(conn: sqlite3.Connection, chat_id: str, holder: str) -> None:
     )
 
 
-def _mark_turn_settled(conn: sqlite3.Connection, turn_id: str, now: int) -> None:
+def _mark_turn_settled(conn: Connection, turn_id: str, now: int) -> None:
     conn.execute(
         "UPDATE chat_turns SET state = 'settled', settled_at = ? "
         "WHERE id = ? AND state != 'settled'",
@@ -74,13 +73,13 @@ def _mark_turn_settled(conn: sqlite3.Connection, turn_id: str, now: int) -> None
     )
 
 
-def _session_may_run(conn: sqlite3.Connection, turn_id: str | None) -> bool:
+def _session_may_run(conn: Connection, turn_id: str | None) -> bool:
     """Whether the turn ``turn_id`` has a runner session that has not settled."""
     row = conn.execute("SELECT state FROM chat_turns WHERE id = ?", (turn_id,)).fetchone()
     return row is not None and row[0] == "running"
 
 
-def _recover_lost_turn(conn: sqlite3.Connection, row: sqlite3.Row, now: int) -> str | None:
+def _recover_lost_turn(conn: Connection, row: Any, now: int) -> str | None:
     """Settle the turn of an expired lock: write its assistant message as failed.
 
     Returns the message id written, or ``None`` if the message already exists.
@@ -113,7 +112,7 @@ def _recover_lost_turn(conn: sqlite3.Connection, row: sqlite3.Row, now: int) -> 
     return message_id
 
 
-def _finish(conn: sqlite3.Connection, finish: TurnFinish) -> PersistedMessage:
+def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
     """Write the settled assistant message, settle the dispatch, release the lock."""
     files = claim_results(conn, finish.session_id, finish.message.id)
     message = msgspec.structs.replace(
@@ -139,7 +138,7 @@ def _finish(conn: sqlite3.Connection, finish: TurnFinish) -> PersistedMessage:
     return message
 
 
-def _begin(conn: sqlite3.Connection, req: TurnRequest) -> TurnStart:
+def _begin(conn: Connection, req: TurnRequest) -> TurnStart:
     """:meth:`Turns.begin_turn`'s transaction."""
     now = req.now
     recovered: str | None = None
@@ -228,13 +227,13 @@ def _begin(conn: sqlite3.Connection, req: TurnRequest) -> TurnStart:
 class Turns:
     """The :class:`~..contract.ChatStore` methods on turns and the chat lock."""
 
-    db: SQLiteDatabase
+    db: Database
 
     async def begin_turn(self, request: TurnRequest) -> TurnStart:
         return await self.db.write(lambda conn: _begin(conn, request))
 
     async def abort_turn(self, start: TurnStart) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             session = start.session
             chat_id = start.chat.id
             conn.execute("DELETE FROM tokens WHERE session_id = ?", (session.id,))
@@ -254,7 +253,7 @@ class Turns:
         await self.db.write(run)
 
     async def renew_lock(self, chat_id: str, holder: str, expires_at: int) -> bool:
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE chats SET lock_expires_at = ? WHERE id = ? AND lock_holder = ?",
                 (expires_at, chat_id, holder),
@@ -267,7 +266,7 @@ class Turns:
         return await self.db.write(lambda conn: _finish(conn, finish))
 
     async def attach_runner_session(self, turn_id: str, session_id: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: Connection) -> None:
             conn.execute(
                 "UPDATE chat_turns SET session_id = ?, state = 'running' "
                 "WHERE id = ? AND state = 'starting'",
@@ -277,7 +276,7 @@ class Turns:
         await self.db.write(run)
 
     async def get_turn(self, session_id: str) -> TurnRecord | None:
-        def run(conn: sqlite3.Connection) -> TurnRecord | None:
+        def run(conn: Connection) -> TurnRecord | None:
             row = conn.execute(
                 f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -286,7 +285,7 @@ class Turns:
         return await self.db.read(run)
 
     async def latest_turn(self, workspace_id: str, chat_id: str) -> TurnRecord | None:
-        def run(conn: sqlite3.Connection) -> TurnRecord | None:
+        def run(conn: Connection) -> TurnRecord | None:
             load_chat(conn, workspace_id, chat_id)
             row = conn.execute(
                 f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE chat_id = ? "
@@ -298,7 +297,7 @@ class Turns:
         return await self.db.read(run)
 
     async def running_turns(self) -> list[TurnRecord]:
-        def run(conn: sqlite3.Connection) -> list[TurnRecord]:
+        def run(conn: Connection) -> list[TurnRecord]:
             rows = conn.execute(
                 f"SELECT {_TURN_COLUMNS} FROM chat_turns WHERE state = 'running' "
                 "ORDER BY created_at"
@@ -308,7 +307,7 @@ class Turns:
         return await self.db.read(run)
 
     async def hold_turn_lock(self, session_id: str, holder: str, expires_at: int) -> bool:
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             cursor = conn.execute(
                 "UPDATE chats SET lock_holder = ?, lock_expires_at = ? WHERE lock_session_id = "
                 "(SELECT id FROM chat_turns WHERE session_id = ? AND state = 'running')",
@@ -321,7 +320,7 @@ class Turns:
     async def settle_turn(
         self, turn_id: str, message: PersistedMessage, now: int, *, generation: int | None = None
     ) -> bool:
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: Connection) -> bool:
             row = conn.execute(
                 "SELECT t.chat_id, t.state, t.session_id, c.lock_holder, c.lock_session_id "
                 "FROM chat_turns AS t JOIN chats AS c ON c.id = t.chat_id WHERE t.id = ?",
@@ -345,7 +344,7 @@ class Turns:
         return await self.db.write(run)
 
     async def sweep_lost_turns(self, *, now: int, spare: Collection[str] = ()) -> list[str]:
-        def run(conn: sqlite3.Connection) -> list[str]:
+        def run(conn: Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT id, lock_holder, lock_message_id, lock_session_id FROM chats "
                 "WHERE lock_holder IS NOT NULL AND lock_expires_at <= ?",

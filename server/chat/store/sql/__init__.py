@@ -1,0 +1,27 @@
+"""The chat store's SQL, by concern, the same on SQLite and PostgreSQL
+(:mod:`..database`):
+
+- :mod:`.chat_store`: :class:`SqlChatStore`, composed of the parts below, and its two
+  databases, :class:`SQLiteChatStore` and :class:`PostgresChatStore`;
+- :mod:`.chats`: chats and their messages;
+- :mod:`.turns`: chat turns, the single-flight lock, lost turns and their sweep;
+- :mod:`.dispatch`: dispatch records and one-time tokens;
+- :mod:`.bag_files`: the chat bag's metadata;
+- :mod:`.environments`: workflow environments.
+
+The log mover's tables of the same database are the store's too:
+:mod:`..moved_runs` and :mod:`..leases`.
+"""
+
+from .chat_store import DATABASE_NAME, PostgresChatStore, SqlChatStore, SQLiteChatStore
+from .chats import TITLE_CHARS
+from .turns import TURN_LOST
+
+__all__ = [
+    "DATABASE_NAME",
+    "TITLE_CHARS",
+    "TURN_LOST",
+    "PostgresChatStore",
+    "SQLiteChatStore",
+    "SqlChatStore",
+]
