@@ -19,6 +19,7 @@ sleep.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -194,17 +195,22 @@ class ServerThread:
         return data
 
 
-def launch(playwright: Playwright) -> PlaywrightBrowser:
-    """Debian's Chromium, headless (never a downloaded browser)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+def launch(playwright: Playwright, tmpdir: Path | None = None) -> PlaywrightBrowser:
+    """Debian's Chromium, headless (never a downloaded browser); with ``tmpdir`` as its
+    ``TMPDIR`` (its sockets' paths must stay short: a test's own is too long)."""
+    env = None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=env)
 
 
-def signed_in(context: BrowserContext, server: ServerThread, path: str = "/") -> Page:
-    """A new page of ``context`` on the app, signed in to the test workspace by typing."""
+def signed_in(
+    context: BrowserContext, server: ServerThread | str, path: str = "/", token: str = API_TOKEN
+) -> Page:
+    """A new page of ``context`` on the app of ``server`` (or the server at that base
+    URL), signed in to the test workspace with ``token`` by typing."""
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
-    page.goto(server.url + path)
-    page.fill("#token", API_TOKEN)
+    page.goto((server if isinstance(server, str) else server.url) + path)
+    page.fill("#token", token)
     page.fill("#workspace", WORKSPACE)
     page.click("#signin-form button[type=submit]")
     page.wait_for_selector("#app:not([hidden])")

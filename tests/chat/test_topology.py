@@ -1,0 +1,207 @@
+"""The deployment of docs/deploy.md, whole: two ``sandstream serve`` replicas that share
+nothing but the chat database and Redis (with a password), a ``sandstream runner``
+process, and a forwarder in front of the replicas as the service's public URL. The
+replica that moves a running turn is killed (SIGKILL) mid-turn; a browser on the other
+replica resumes the turn and shows its answer; the stored message holds the result,
+every chunk of the session exactly once and the file the turn wrote.
+
+On PostgreSQL the replicas have data dirs of their own; on SQLite (one machine) they
+share one, the database being a file in it.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+from playwright.sync_api import sync_playwright
+
+from benchmarks.support.redis_server import open_redis_server
+from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+from sandstream.server.chat import fold_chunks
+from sandstream.server.chat.mover import RemoteSource
+from sandstream.server.chat.store.moved_runs import Batch
+from sandstream.server.chat.store.sql import PostgresChatStore, SQLiteChatStore
+from sandstream.server.sessions import split_chunks
+from tests.chat.databases import ChatDatabases
+from tests.chat.harness import (
+    DEADLINE,
+    RUNNER_TOKEN,
+    WORKSPACE,
+    EventReader,
+    running_step,
+    start_runner_process,
+    start_serve_process,
+)
+from tests.support.forwarder import start_forwarder
+from tests.web.harness import assistant, launch, signed_in
+
+REPORT = "# Report\n\nWritten before the replica died.\n"
+ANSWER = "the report is written and the lines counted"
+TURN = {
+    "agent": {
+        "kind": "scripted",
+        "steps": [
+            {"tool": "write_file", "args": {"path": "output/report.md", "content": REPORT}},
+            {
+                "tool": "run_shell",
+                "args": {
+                    "command": "for i in $(seq 1 60); do echo line $i; sleep 0.1; done",
+                    "timeout_sec": 300,
+                },
+            },
+        ],
+        "message": ANSWER,
+    }
+}
+"""A turn that writes a file, then prints a line every 0.1 s for about 6 s."""
+
+
+def _hostport(url: str) -> str:
+    return url.removeprefix("http://").rstrip("/")
+
+
+async def _runner_output(runner_url: str, session_id: str) -> list[bytes]:
+    """The session's whole output, read from its runner."""
+    chunks: list[bytes] = []
+
+    async def deliver(batch: Batch) -> None:
+        chunks.extend(split_chunks(batch.data))
+
+    with trio.fail_after(DEADLINE):
+        await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
+    return chunks
+
+
+def _browser_resumes(base_url: str, token: str, chat_id: str) -> str:
+    """Chromium on ``base_url``'s web app opens the chat of the live turn and waits
+    until it shows the answer complete; the answer's text as shown."""
+    with (
+        tempfile.TemporaryDirectory(dir="/tmp", prefix="chromium-") as short,
+        sync_playwright() as playwright,
+    ):
+        browser = launch(playwright, Path(short))
+        try:
+            context = browser.new_context()
+            page = signed_in(context, base_url, f"/#chat={chat_id}", token=token)
+            text: str = page.inner_text(assistant(page, "complete"))
+            return text
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("database", ["postgresql", "sqlite"])
+async def test_a_turn_survives_the_replica_that_moves_it(
+    nursery: trio.Nursery, tmp_path: Path, request: pytest.FixtureRequest, database: str
+) -> None:
+    databases = ChatDatabases(
+        request.getfixturevalue("postgres_server") if database == "postgresql" else None
+    )
+    try:
+        await _run_the_topology(nursery, tmp_path, databases)
+    finally:
+        databases.drop_all()
+
+
+async def _run_the_topology(
+    nursery: trio.Nursery, tmp_path: Path, databases: ChatDatabases
+) -> None:
+    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner"))
+    balancer = await start_forwarder(nursery)
+    shared = tmp_path / "shared"
+    url = databases.url(shared)  # PostgreSQL: one database for both replicas
+    dirs = [tmp_path / "replica-1", tmp_path / "replica-2"] if url else [shared, shared]
+    for data_dir in dirs:
+        data_dir.mkdir(exist_ok=True)
+        (data_dir / "runner-token").write_text(RUNNER_TOKEN + "\n")
+        (data_dir / "api-token").write_text("topology-api-token\n")
+    async with open_redis_server("--requirepass", "lease-secret") as redis:
+        flags = [
+            "--no-embedded-runner",
+            "--sandbox-url", runner.url,
+            "--redis-url", redis.url.replace("redis://", "redis://:lease-secret@"),
+            "--public-url", balancer.url,
+            *(["--database-url", url] if url else []),
+        ]  # fmt: skip
+        first = await start_serve_process(nursery, dirs[0], TURN, *flags)
+        second = await start_serve_process(nursery, dirs[1], TURN, *flags)
+        balancer.backends = [_hostport(first.url), _hostport(second.url)]
+        token = "topology-api-token"
+
+        # The turn starts on the first replica, which claims its session and moves it.
+        body = {"workspaceId": WORKSPACE, "message": "write the report, count the lines"}
+        async with (
+            first.client(token) as client,
+            client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
+        ):
+            assert response.status_code == 200
+            reader = EventReader(response)
+            await reader.until(lambda e: running_step(e) and "run_shell" in e.data)
+            start: dict[str, Any] = msgspec.json.decode(reader.events[0].data)
+        store = await (PostgresChatStore.open(url) if url else SQLiteChatStore.open(shared))
+        try:
+            session_id = start["sessionId"]
+            with trio.fail_after(DEADLINE):
+                while await store.moved_chunks.last_cursor(session_id) == 0:
+                    await trio.sleep(0.02)
+            assert await store.moved_chunks.generation(session_id) == 1
+            first.process.send_signal(signal.SIGKILL)
+            with trio.fail_after(DEADLINE):
+                await first.exited.wait()
+            moved_by_the_first = await store.moved_chunks.last_cursor(session_id)
+
+            # A browser on the other replica resumes the live turn to its answer.
+            shown = await trio.to_thread.run_sync(
+                _browser_resumes, second.url.rstrip("/"), token, start["chatId"]
+            )
+            assert ANSWER in shown
+
+            # The other replica took the session over and stored it whole.
+            with trio.fail_after(DEADLINE):
+                while (turn := await store.get_turn(session_id)) is None or (
+                    turn.state != "settled"
+                ):
+                    await trio.sleep(0.05)
+            output = await _runner_output(runner.url, session_id)
+            assert await store.moved_chunks.read(session_id) == output  # each chunk once
+            assert moved_by_the_first < len(output)
+            assert await store.moved_chunks.generation(session_id) >= 2
+            [message] = [
+                m
+                for m in await store.get_messages(WORKSPACE, start["chatId"])
+                if m.id == start["assistantMessageId"]
+            ]
+            expected = fold_chunks(
+                output,
+                message_id=message.id,
+                created_at=message.created_at,
+                max_steps=DEFAULT_MAX_STEPS,
+                max_step_bytes=DEFAULT_MAX_STEP_BYTES,
+                max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+            )
+            # The fold of the whole output, with the written file attached.
+            assert [f.name for f in message.file_attachments] == ["report.md"]
+            stored = msgspec.structs.replace(message, file_attachments=[])
+            assert msgspec.json.encode(stored) == msgspec.json.encode(expected)
+            assert message.status == "complete"
+            chat = await store.get_chat(WORKSPACE, start["chatId"], now=0)
+            assert chat.active_message_id is None  # the lock was released
+        finally:
+            await store.close()
+
+        # The written file downloads through the public URL, from the replica alive.
+        async with second.client(token) as client:
+            download = await client.get(
+                f"{balancer.url}/api/assistant/chats/{start['chatId']}/files/"
+                f"{message.file_attachments[0].id}",
+                params={"workspaceId": WORKSPACE},
+            )
+        assert download.status_code == 200 and download.text == REPORT
+        second.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(DEADLINE):
+            await second.exited.wait()
