@@ -272,3 +272,22 @@ async def test_only_this_hosts_ports_are_forwarded() -> None:
         Endpoint("no-such-host.invalid", 5000),
     ]
     assert await forwarded_ports(endpoints) == [7000, 8080, 9000]
+
+
+def test_isolated_without_pasta_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match=r"isolated needs pasta .* apt-get install passt"):
+        bwrap_launcher(pasta="/nonexistent/pasta")
+    assert bwrap_launcher(network="host", pasta="/nonexistent/pasta").network == "host"
+
+
+async def test_a_pasta_that_cannot_start_fails_the_launch_and_leaves_nothing(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """``false`` in pasta's place exits at once without configuring anything."""
+    server = await start_runner(nursery, launcher=bwrap_launcher(pasta="false"))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line["type"] == "error" and "pasta could not connect" in line["message"], line
+    (record,) = await server.wait_records(1)
+    assert record.outcome == "launch_failed", record
+    assert server.runner.live == 0 and _pastas() == []
