@@ -9,7 +9,8 @@ between them trial by trial, so both see the same machine:
 
 - **start**: request sent → first NDJSON line received, the real container (Python
   start-up, ``/env`` and ``/config`` redeemed through the network, its first line);
-  under ``isolated`` this includes starting and configuring pasta;
+  under ``isolated`` this includes starting and configuring pasta; **start, shell**:
+  the same with a container that prints one line at once (the launcher's own cost);
 - **lines/s**: a load-mode container's unpaced lines (64-byte payload) through the
   runner to an httpx client (they leave the sandbox on its stdout, not its network);
 - **download**: bytes/s a sandboxed ``python3`` reads from an HTTP server on the host's
@@ -45,6 +46,7 @@ from sandstream.server.runner.network import Endpoint, NetworkMode
 from ..runner.support import TOKEN, InProcessRunner, environment, start_in_process, summary
 
 MODES: Final[tuple[NetworkMode, ...]] = ("isolated", "host")
+SHELL_CONTAINER: Final = ("sh", "-c", 'cat >/dev/null; echo \'{"type":"result","message":"hi"}\'')
 AUTH: Final = {"Authorization": f"Bearer {TOKEN}"}
 
 SERVER: Final = r"""
@@ -159,6 +161,7 @@ async def _download(url: str, workspace: WorkspaceServer, size: int) -> float:
 
 async def _measure(args: argparse.Namespace, script_dir: Path) -> dict[str, Any]:
     start: dict[str, list[float]] = {mode: [] for mode in MODES}
+    start_shell: dict[str, list[float]] = {mode: [] for mode in MODES}
     lines: dict[str, list[float]] = {mode: [] for mode in MODES}
     download: dict[str, list[float]] = {mode: [] for mode in MODES}
     client = script_dir / "download.py"
@@ -169,13 +172,16 @@ async def _measure(args: argparse.Namespace, script_dir: Path) -> dict[str, Any]
         )
         allowed = [Endpoint("127.0.0.1", port)]
         real = await _runners(nursery, list(DEFAULT_CONTAINER_ARGV), allowed)
+        shell = await _runners(nursery, list(SHELL_CONTAINER), allowed)
         downloader = await _runners(nursery, [sys.executable, str(client), str(port)], allowed)
         progress(f"start: {args.warmup} + {args.trials} turns per mode")
         for index in range(args.warmup + args.trials):
             for mode in MODES if index % 2 == 0 else MODES[::-1]:
                 elapsed = await _first_line(real[mode].url, workspace)
+                elapsed_shell = await _first_line(shell[mode].url, workspace)
                 if index >= args.warmup:
                     start[mode].append(elapsed)
+                    start_shell[mode].append(elapsed_shell)
         workspace.config = ConfigResponse(
             agent=ScriptedAgent(load=LoadSpec(lines=args.lines), message="loaded")
         )
@@ -189,12 +195,13 @@ async def _measure(args: argparse.Namespace, script_dir: Path) -> dict[str, Any]
                 download[mode].append(
                     await _download(downloader[mode].url, workspace, args.download)
                 )
-        for server in (*real.values(), *downloader.values()):
+        for server in (*real.values(), *shell.values(), *downloader.values()):
             server.stop.set()
         nursery.cancel_scope.cancel()
     return {
         mode: {
             "start_ms": summary(start[mode]),
+            "start_shell_ms": summary(start_shell[mode]),
             "lines_per_s": summary(lines[mode]),
             "download_bytes_per_s": summary(download[mode]),
         }
@@ -223,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = (
         ("start (ms, p50)", "start_ms", "p50", "{:,.1f}"),
         ("start (ms, p95)", "start_ms", "p95", "{:,.1f}"),
+        ("start, shell (ms, p50)", "start_shell_ms", "p50", "{:,.1f}"),
+        ("start, shell (ms, p95)", "start_shell_ms", "p95", "{:,.1f}"),
         ("lines/s (median)", "lines_per_s", "p50", "{:,.0f}"),
         ("download MB/s (median)", "download_bytes_per_s", "p50", "{:,.0f}"),
     )
