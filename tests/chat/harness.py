@@ -22,7 +22,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,7 @@ import psutil
 import trio
 from hypercorn.config import Config
 
+from benchmarks.support.model_server import ModelServer
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
@@ -57,6 +58,7 @@ from sandstream.server.chat import (
     serve_chat,
 )
 from sandstream.server.chat.records import DispatchRecord
+from sandstream.server.runner.network import Endpoint, parse_endpoint
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.support import processes
@@ -285,6 +287,11 @@ class ChatServer:
             await self._stopped.wait()
 
 
+def allow(model: ModelServer) -> list[Endpoint]:
+    """What an isolated sandbox needs allowed to reach ``model`` on this host's loopback."""
+    return [parse_endpoint(model.base_url.split("://", 1)[1].split("/", 1)[0])]
+
+
 def chat_settings(data_dir: Path, **overrides: Any) -> ChatSettings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
@@ -304,6 +311,7 @@ async def start_chat_server(
     embedded: bool = True,
     runner_settings: RunnerSettings | None = None,
     kill_grace: float | None = None,
+    sandbox_allow: Sequence[Endpoint] = (),
     **overrides: Any,
 ) -> ChatServer:
     """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
@@ -311,6 +319,8 @@ async def start_chat_server(
     The embedded runner sandboxes containers with bwrap (the data dir hidden, the ACP
     agents' dir mounted), as ``sandstream serve`` does; with ``kill_grace`` it uses the
     local launcher with that grace instead (for tests of the local launcher's ``SIGTERM`` path).
+    Its sandboxes' network is isolated; ``sandbox_allow``: what else of this host they
+    reach (a stand-in model server: :func:`allow`), as ``--sandbox-allow``.
     """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await SQLiteChatStore.open(data_dir)
@@ -330,6 +340,7 @@ async def start_chat_server(
                 hidden_paths=[str(data_dir)],
                 env={AGENTS_DIR_ENV: str(AGENTS_DIR)},
                 extra_paths=[str(AGENTS_DIR)] if AGENTS_DIR.is_dir() else [],
+                allowed=sandbox_allow,
             )
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),
