@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import httpx
 import psutil
 import pytest
 import trio
@@ -35,6 +37,7 @@ from sandstream.server.runner.network import (
     network_mode,
     parse_endpoint,
 )
+from tests.chat.harness import RUNNER_TOKEN, start_runner_process
 from tests.server.harness import (
     RunnerServer,
     bwrap_launcher,
@@ -98,10 +101,10 @@ async def host(nursery: trio.Nursery) -> AsyncIterator[Host]:
         yield Host(redis, await start_model_server(nursery), await start_model_server(nursery))
 
 
-def _pastas() -> list[psutil.Process]:
-    """The pasta processes this test process started (none once its turns are over)."""
+def _pastas(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    """The pasta processes this test process (or ``parent``) started."""
     found = []
-    for process in psutil.Process().children(recursive=True):
+    for process in (parent or psutil.Process()).children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if process.cmdline()[:1] == ["pasta"]:  # it runs as passt or passt.avx2
                 found.append(process)
@@ -200,6 +203,31 @@ async def test_the_pasta_of_a_turn_ends_with_it_when_the_client_goes(
     await server.wait_records(1)
     assert not pasta.is_running()
     assert _pastas() == []
+
+
+async def test_the_pasta_of_a_turn_dies_with_a_killed_runner(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """``sandstream runner`` killed with ``SIGKILL`` mid-turn: its pasta and sandbox go too."""
+    step = '{"type":"step","id":"s","name":"wait","status":"running"}'
+    command = shlex.join(["sh", "-c", f"cat >/dev/null; echo {shlex.quote(step)}; exec sleep 1008"])
+    runner = await start_runner_process(nursery, "--container-cmd", command)
+    headers = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
+    async with (
+        httpx.AsyncClient(base_url=runner.url, headers=headers, timeout=30) as client,
+        client.stream("POST", "/stream", json=workspace.mint_dispatch()) as response,
+    ):
+        async for _ in response.aiter_lines():
+            break
+        parent = psutil.Process(runner.pid)
+        (pasta,) = _pastas(parent)
+        left = [p for p in parent.children(recursive=True) if p.pid != pasta.pid]
+        assert any(p.name() == "sleep" for p in left), left
+        runner.process.kill()
+    await runner.process.wait()
+    with trio.fail_after(10):
+        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in [pasta, *left]):
+            await trio.sleep(0.01)
 
 
 # -- the pieces --------------------------------------------------------------------------------
