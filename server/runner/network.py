@@ -148,8 +148,12 @@ def _is_local_address(address: str) -> bool:
     return True
 
 
-def pasta_command(pasta: str, ports: Sequence[int], *, netns_fd: int, pid_fd: int) -> list[str]:
-    """The ``pasta`` command that connects the network namespace open as ``netns_fd``.
+def pasta_command(
+    pasta: str, ports: Sequence[int], *, netns_fd: int, userns_fd: int | None, pid_fd: int
+) -> list[str]:
+    """The ``pasta`` command that connects the network namespace open as ``netns_fd``
+    (owned by the user namespace open as ``userns_fd``, which pasta joins too: a
+    runner that is not root, whose bwrap made one; ``None``: the runner's own).
 
     No inbound forward (``-t none -u none``), no gateway mapped to the host
     (``--no-map-gw``), and from the namespace to the host's loopback only TCP
@@ -163,7 +167,11 @@ def pasta_command(pasta: str, ports: Sequence[int], *, netns_fd: int, pid_fd: in
     argv += ["-T", tcp_ns, "-U", "none", "--pid", f"/proc/self/fd/{pid_fd}"]
     if os.geteuid() == 0:
         argv += ["--runas", "0:0"]
-    argv += ["--netns", f"/proc/self/fd/{netns_fd}", "--netns-only"]
+    argv += ["--netns", f"/proc/self/fd/{netns_fd}"]
+    if userns_fd is None:
+        argv.append("--netns-only")
+    else:
+        argv += ["--userns", f"/proc/self/fd/{userns_fd}"]
     return argv
 
 
@@ -174,27 +182,26 @@ async def start_pasta(pasta: str, init_pid: int, ports: Sequence[int]) -> Spawne
     Raises :class:`LaunchError` if pasta cannot start. Cancellation: pasta is killed
     and reaped before this returns.
     """
-    try:
-        netns_fd = os.open(f"/proc/{init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise LaunchError(exc.errno, f"cannot open the sandbox's network: {exc}") from exc
+    namespaces = _open_namespaces(init_pid)
+    netns_fd, userns_fd = namespaces
     ready_r, ready_w = os.pipe()
     try:
-        argv = pasta_command(pasta, ports, netns_fd=netns_fd, pid_fd=ready_w)
+        argv = pasta_command(pasta, ports, netns_fd=netns_fd, userns_fd=userns_fd, pid_fd=ready_w)
         process = await spawn(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=(netns_fd, ready_w),
+            pass_fds=(*(fd for fd in namespaces if fd is not None), ready_w),
         )
     except OSError as exc:
         os.close(ready_r)
         raise LaunchError(exc.errno, f"cannot start {pasta!r}: {exc.strerror or exc}") from exc
     finally:
-        os.close(netns_fd)
-        os.close(ready_w)
+        for fd in (*namespaces, ready_w):
+            if fd is not None:
+                os.close(fd)
     try:
         async with trio.lowlevel.FdStream(ready_r) as ready:
             with trio.move_on_after(_STARTUP_TIMEOUT):
@@ -205,6 +212,24 @@ async def start_pasta(pasta: str, init_pid: int, ports: Sequence[int]) -> Spawne
         with trio.CancelScope(shield=True):
             await stop_pasta(process)
         raise
+
+
+def _open_namespaces(init_pid: int) -> tuple[int, int | None]:
+    """The network namespace of ``init_pid``, and its user namespace where it is not
+    ours. Raises :class:`LaunchError`."""
+    opened: list[int] = []
+    try:
+        opened.append(os.open(f"/proc/{init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        user = os.open(f"/proc/{init_pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        opened.append(user)
+        if os.fstat(user).st_ino == os.stat("/proc/self/ns/user").st_ino:
+            os.close(opened.pop())
+            return opened[0], None
+        return opened[0], user
+    except OSError as exc:
+        for fd in opened:
+            os.close(fd)
+        raise LaunchError(exc.errno, f"cannot open the sandbox's network: {exc}") from exc
 
 
 async def stop_pasta(process: SpawnedProcess) -> None:
