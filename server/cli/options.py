@@ -26,12 +26,20 @@ from sandstream.server.runner.launcher import (
     LocalSubprocessLauncher,
 )
 from sandstream.server.runner.limits import ResourceLimits, parse_size
+from sandstream.server.runner.network import (
+    NETWORK_MODES,
+    Endpoint,
+    NetworkMode,
+    network_mode,
+    parse_endpoint,
+)
 from sandstream.server.sessions import SessionSettings
 
 from .logs import LOG_FORMAT_ENV, LogFormat, parse_log_format
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
+    "LOCAL_NETWORK_REFUSED",
     "NETWORK_OFF_REFUSED",
     "add_body_timeout_argument",
     "add_container_arguments",
@@ -47,9 +55,13 @@ __all__ = [
 DEFAULT_BODY_TIMEOUT: Final = 60.0
 """Seconds a request body may take to arrive (Quart's ``BODY_TIMEOUT``)."""
 NETWORK_OFF_REFUSED: Final = (
-    "--sandbox-network off: a sandbox without the network cannot reach the callbacks "
+    "--sandbox-network none: a sandbox without the network cannot reach the callbacks "
     "(/api/sandbox/...) every turn starts with, so every turn would fail bootstrap_failed; "
-    "keep it on (off suits only a --container-cmd that needs no callbacks)"
+    "use isolated (none suits only a --container-cmd that needs no callbacks)"
+)
+LOCAL_NETWORK_REFUSED: Final = (
+    "--sandbox local cannot isolate the network (its containers share the server's); "
+    "use --sandbox bwrap, or --sandbox-network host"
 )
 
 
@@ -65,10 +77,23 @@ def add_container_arguments(group: argparse._ActionsContainer) -> None:
     )
     group.add_argument(
         "--sandbox-network",
-        choices=("on", "off"),
-        default="on",
-        help="bwrap: the host's network, or loopback only — refused with the default "
-        "--container-cmd, whose callbacks need the network (default: %(default)s)",
+        type=_network,
+        default=None,
+        metavar="{" + ",".join(NETWORK_MODES) + "}",
+        help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
+        "but of this host only the turn's callback and --sandbox-allow; host, shares the "
+        "host's network and its loopback services (development); none, loopback only — "
+        "refused with the default --container-cmd, whose callbacks need the network "
+        "(on and off: host and none; default: isolated)",
+    )
+    group.add_argument(
+        "--sandbox-allow",
+        type=_endpoint,
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="isolated: a service on this host a sandbox may reach as well (its port on "
+        "the host's loopback), e.g. a model provider at 127.0.0.1:11434; repeatable",
     )
     group.add_argument(
         "--memory-limit",
@@ -183,6 +208,20 @@ def _size(text: str) -> int | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _network(text: str) -> NetworkMode:
+    try:
+        return network_mode(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _endpoint(text: str) -> Endpoint:
+    try:
+        return parse_endpoint(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _optional_int(text: str) -> int | None:
     if text.strip().lower() in ("none", "0", "unlimited"):
         return None
@@ -211,17 +250,20 @@ def launcher_from_args(
     ``$SANDSTREAM_AGENTS_DIR``. Without
     ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
     ``local`` launcher is announced with a warning: it isolates nothing.
-    ``--sandbox-network off`` with the default container is refused
+    ``--sandbox-network none`` with the default container is refused
     (:data:`NETWORK_OFF_REFUSED`): that container fetches every turn's environment from
     the server's callbacks over the network, which a sandbox of its own loopback cannot
-    reach, so every turn would end ``bootstrap_failed``.
+    reach, so every turn would end ``bootstrap_failed``. ``--sandbox local`` with
+    ``--sandbox-network isolated`` or ``none`` given is refused
+    (:data:`LOCAL_NETWORK_REFUSED`); without the flag, it shares the server's network.
     """
     argv = shlex.split(args.container_cmd)
     agents = args.agents_dir or default_agents_dir()
     agents_env = {AGENTS_DIR_ENV: str(agents)}
     sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
+    network: NetworkMode = args.sandbox_network or "isolated"
     if sandbox == "bwrap":
-        if args.sandbox_network == "off" and tuple(argv) == DEFAULT_CONTAINER_ARGV:
+        if network == "none" and tuple(argv) == DEFAULT_CONTAINER_ARGV:
             raise ValueError(NETWORK_OFF_REFUSED)
         limits = ResourceLimits(
             memory_bytes=args.memory_limit,
@@ -236,7 +278,8 @@ def launcher_from_args(
         launcher = BwrapLauncher(
             argv=argv,
             env=agents_env,
-            network=args.sandbox_network == "on",
+            network=network,
+            allowed=args.sandbox_allow,
             limits=limits,
             hidden_paths=hidden_paths,
             extra_paths=[str(agents)] if agents.is_dir() else [],
@@ -244,11 +287,13 @@ def launcher_from_args(
         )
         logging.getLogger("sandstream.runner").debug(
             "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
-            args.sandbox_network,
+            network,
             limits,
             f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
         )
         return launcher
+    if args.sandbox_network in ("isolated", "none") or args.sandbox_allow:
+        raise ValueError(LOCAL_NETWORK_REFUSED)
     logging.getLogger("sandstream.runner").warning(
         "sandbox: local — containers run as plain subprocesses with this server's user, "
         "files and network; they are NOT isolated and can outlive their turn "

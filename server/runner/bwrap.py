@@ -3,13 +3,14 @@
 A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init (pid 1)
 is the container itself (``--as-pid-1``: no other process of the sandbox holds its
 stdin, stdout or stderr): the system and Python files read-only, a size-limited tmpfs
-at ``/tmp`` and one at ``/dev/shm``, a cleared environment, no capabilities, the host's
-network or none, resource limits per sandbox (:mod:`.limits`).
+at ``/tmp`` and one at ``/dev/shm``, a cleared environment, no capabilities, a network
+of its own (``isolated``: a pasta process of the turn connects it, :mod:`.network`),
+the host's or none, resource limits per sandbox (:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
 Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
-every process in it; ``run`` returns once they are all gone. A sandbox that cannot start
-raises :class:`LaunchError`.
+every process in it; ``run`` returns once they are all gone, and its pasta too. A sandbox
+that cannot start (or whose network cannot be connected) raises :class:`LaunchError`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ from .limits import (
     exceeded,
     find_cgroup_root,
     watch_limits,
+)
+from .network import (
+    Endpoint,
+    NetworkMode,
+    callback_endpoint,
+    forwarded_ports,
+    start_pasta,
+    stop_pasta,
 )
 from .procs import TURN_MARKER_ENV, close_pidfd, open_pidfd, signal_group
 from .spawn import SpawnedProcess, spawn
@@ -161,7 +170,10 @@ class BwrapLauncher:
     """Run each container in a bubblewrap sandbox; see the module docstring.
 
     ``argv``: the container command. ``env``: more variables for it. ``network``:
-    share the host's network (else loopback only). ``limits``: per sandbox.
+    ``isolated`` (a network of its own through ``pasta``, which reaches the host's
+    loopback only on the turn's callback port and the ports of ``allowed`` endpoints
+    on this host), ``host`` (the host's network) or ``none`` (loopback only).
+    ``limits``: per sandbox.
     ``hidden_paths``: host paths never visible (the server's data dir).
     ``extra_paths``: more host paths visible read-only. ``stderr``, ``pipe_size``: as
     for :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`.
@@ -172,7 +184,8 @@ class BwrapLauncher:
 
     argv: Sequence[str] = DEFAULT_CONTAINER_ARGV
     env: Mapping[str, str] = field(default_factory=dict)
-    network: bool = True
+    network: NetworkMode = "isolated"
+    allowed: Sequence[Endpoint] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     hidden_paths: Sequence[str] = ()
     extra_paths: Sequence[str] = ()
@@ -181,6 +194,7 @@ class BwrapLauncher:
     use_cgroups: bool = True
     poll_interval: float = 0.1
     bwrap: str = "bwrap"
+    pasta: str = "pasta"
     cgroups: CgroupRoot | None = field(init=False, default=None)
     """Where sandbox cgroups are created (``None``: limits are read from ``/proc``)."""
 
@@ -191,6 +205,11 @@ class BwrapLauncher:
             raise ValueError(f"poll_interval must be > 0, got {self.poll_interval}")
         if shutil.which(self.bwrap) is None:
             raise ValueError(f"bubblewrap is not installed ({self.bwrap!r} is not on PATH)")
+        if self.network == "isolated" and shutil.which(self.pasta) is None:
+            raise ValueError(
+                f"--sandbox-network isolated needs pasta ({self.pasta!r} is not on PATH; "
+                "apt-get install passt), or choose --sandbox-network host or none"
+            )
         if self.use_cgroups:
             self.cgroups = find_cgroup_root()
             if self.cgroups is not None:
@@ -229,7 +248,7 @@ class BwrapLauncher:
             "--cap-drop",
             "ALL",
         ]
-        if not self.network:
+        if self.network != "host":
             args.append("--unshare-net")
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
@@ -315,6 +334,10 @@ class BwrapLauncher:
         cgroup: CgroupMeter | None,
         task_status: trio.TaskStatus[ContainerHandle],
     ) -> ContainerExit:
+        ports: list[int] = []
+        if self.network == "isolated":
+            callback = callback_endpoint(dispatch)
+            ports = await forwarded_ports([*([callback] if callback else []), *self.allowed])
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         try:
@@ -340,6 +363,7 @@ class BwrapLauncher:
         os.close(block_r)
         init_pidfd: int | None = None
         mounts: int | None = None
+        pasta: SpawnedProcess | None = None
         try:
             info = await _read_info(info_r)
             if info is None:
@@ -354,6 +378,8 @@ class BwrapLauncher:
                     raise LaunchError(
                         exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
                     ) from exc
+            if self.network == "isolated":
+                pasta = await start_pasta(self.pasta, init_pid, ports)
             os.write(block_w, b"1")
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -361,6 +387,8 @@ class BwrapLauncher:
                 await process.wait()
                 close_pidfd(init_pidfd)
                 await _release_mounts(mounts)
+                if pasta is not None:
+                    await stop_pasta(pasta)
                 for stream in (process.stdin, process.stdout, process.stderr):
                     if stream is not None:
                         await stream.aclose()
@@ -442,6 +470,8 @@ class BwrapLauncher:
                 reaped_at = emptied_at or time.monotonic()
                 close_pidfd(init_pidfd)
                 await _release_mounts(mounts)
+                if pasta is not None:  # the namespace is empty: its network goes
+                    await stop_pasta(pasta)
                 container.exit = ContainerExit(
                     returncode=returncode,
                     terminated=stopped_at is not None,

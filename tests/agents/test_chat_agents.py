@@ -23,6 +23,7 @@ from tests.chat.harness import (
     WORKSPACE,
     EventReader,
     ServeProcess,
+    allow,
     descendants,
     persisted_form,
     start_serve_process,
@@ -48,9 +49,13 @@ def _pending(event: ServerSentEvent) -> bool:
     return event.event == "permission" and _data(event)["status"] == "pending"
 
 
-async def _serve(nursery: trio.Nursery, tmp_path: Path, config: dict[str, Any]) -> ServeProcess:
+async def _serve(
+    nursery: trio.Nursery, tmp_path: Path, config: dict[str, Any], model: ModelServer
+) -> ServeProcess:
+    """``sandstream serve``, its isolated sandboxes allowed to reach ``model``."""
     data_dir = tmp_path / "data"
-    return await start_serve_process(nursery, data_dir, config)
+    allowed = [arg for endpoint in allow(model) for arg in ("--sandbox-allow", str(endpoint))]
+    return await start_serve_process(nursery, data_dir, config, *allowed)
 
 
 def _client(served: ServeProcess, tmp_path: Path) -> httpx.AsyncClient:
@@ -65,7 +70,7 @@ async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
     nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
 ) -> None:
     model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
-    served = await _serve(nursery, tmp_path, _config(preset, model))
+    served = await _serve(nursery, tmp_path, _config(preset, model), model)
     body = {"workspaceId": WORKSPACE, "message": "Write the file"}
     async with (
         _client(served, tmp_path) as client,
@@ -127,7 +132,7 @@ async def test_an_interrupt_mid_tool_ends_the_agent_and_its_tool(
     model = await start_model_server(nursery, ModelScript(command="sleep 397"))
     config = _config("claude", model)
     config["agent"]["mode"] = "bypassPermissions"
-    served = await _serve(nursery, tmp_path, config)
+    served = await _serve(nursery, tmp_path, config, model)
     body = {"workspaceId": WORKSPACE, "message": "Sleep"}
     async with (
         _client(served, tmp_path) as client,

@@ -34,6 +34,7 @@ import psutil
 import trio
 from hypercorn.config import Config
 
+from benchmarks.support.model_server import ModelServer
 from benchmarks.support.ports import free_port
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
@@ -59,6 +60,7 @@ from sandstream.server.chat import (
 from sandstream.server.chat.records import DispatchRecord
 from sandstream.server.chat.store.bag import PostgresBlobStore
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
+from sandstream.server.runner.network import Endpoint, parse_endpoint
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
 from tests.chat.databases import database_url, open_store
@@ -307,6 +309,11 @@ class ChatServer:
             await self._stopped.wait()
 
 
+def allow(model: ModelServer) -> list[Endpoint]:
+    """What an isolated sandbox needs allowed to reach ``model`` on this host's loopback."""
+    return [parse_endpoint(model.base_url.split("://", 1)[1].split("/", 1)[0])]
+
+
 def chat_settings(data_dir: Path, **overrides: Any) -> ChatSettings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
@@ -327,6 +334,7 @@ async def start_chat_server(
     runner_settings: RunnerSettings | None = None,
     kill_grace: float | None = None,
     container_args: Sequence[str] = (),
+    sandbox_allow: Sequence[Endpoint] = (),
     **overrides: Any,
 ) -> ChatServer:
     """Serve the chat backend on 127.0.0.1:0 in ``nursery`` (stopped by ``shutdown``).
@@ -335,6 +343,8 @@ async def start_chat_server(
     agents' dir mounted), as ``sandstream serve`` does; with ``kill_grace`` it uses the
     local launcher with that grace instead (for tests of the local launcher's ``SIGTERM`` path).
     ``container_args`` are appended to the container's command line.
+    Its sandboxes' network is isolated; ``sandbox_allow``: what else of this host they
+    reach (a stand-in model server: :func:`allow`), as ``--sandbox-allow``.
     """
     settings = chat_settings(data_dir, embedded_runner=embedded, **overrides)
     store = await open_store(data_dir)
@@ -355,6 +365,7 @@ async def start_chat_server(
                 hidden_paths=[str(data_dir)],
                 env={AGENTS_DIR_ENV: str(AGENTS_DIR)},
                 extra_paths=[str(AGENTS_DIR)] if AGENTS_DIR.is_dir() else [],
+                allowed=sandbox_allow,
             )
             if kill_grace is None
             else LocalSubprocessLauncher(stderr="discard", kill_grace=kill_grace),

@@ -29,7 +29,7 @@ from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.sql import DATABASE_NAME
-from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
+from tests.chat.harness import WORKSPACE, ChatServer, allow, start_chat_server
 
 
 async def _seed_turns(server: ChatServer, count: int) -> str:
@@ -87,7 +87,7 @@ async def test_after_25_turns_the_container_receives_exactly_the_last_20(
             "OPENAI_API_KEY": model.api_key,
         }
     )
-    server = await start_chat_server(nursery, tmp_path, agent=agent)
+    server = await start_chat_server(nursery, tmp_path, agent=agent, sandbox_allow=allow(model))
     chat_id = await _seed_turns(server, 25)  # 50 messages
     model.add(reply("the 26th answer"))
     run = await server.turn("question 25", chat_id=chat_id)

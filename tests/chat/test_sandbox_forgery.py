@@ -22,7 +22,15 @@ from benchmarks.support.model_server import ModelScript, start_model_server
 from sandstream.core.schemas import ConfigResponse
 from sandstream.server.chat import AgentProfile
 from sandstream.server.chat.records import Environment
-from tests.chat.harness import WORKSPACE, ChatServer, TurnRun, scripted, shell, start_chat_server
+from tests.chat.harness import (
+    WORKSPACE,
+    ChatServer,
+    TurnRun,
+    allow,
+    scripted,
+    shell,
+    start_chat_server,
+)
 from tests.support.agents import acp_spec
 
 pytestmark = pytest.mark.usefixtures("chat_database")
@@ -224,7 +232,7 @@ async def test_an_acp_agents_shell_tool_cannot_forge_the_turn(
         nursery, ModelScript(command="python3 probe.py > report 2>&1; cat report", text=text)
     )
     profile = AgentProfile(ConfigResponse(agent=acp_spec("pi", model)), {}, "pi")
-    server = await start_chat_server(nursery, tmp_path, agent=profile)
+    server = await start_chat_server(nursery, tmp_path, agent=profile, sandbox_allow=allow(model))
     await _environment(server, WRITE_PROBE)
     run = await server.turn("probe", workflowId="wf_probe")
     _assert_own_answer(run, await _stored(server, run), "".join(text))

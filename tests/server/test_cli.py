@@ -107,11 +107,15 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
     parser = build_runner_parser()
     default = launcher_from_args(parser.parse_args([]))
     assert isinstance(default, BwrapLauncher)
-    assert default.network and default.limits == ResourceLimits()
+    assert default.network == "isolated" and default.limits == ResourceLimits()
     args = parser.parse_args(
         [
             "--sandbox-network",
             "off",
+            "--sandbox-allow",
+            "127.0.0.1:11434",
+            "--sandbox-allow",
+            "[::1]:8081",
             "--memory-limit",
             "512M",
             "--process-limit",
@@ -126,7 +130,8 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
     )
     launcher = launcher_from_args(args, hidden_paths=["/srv/data"])
     assert isinstance(launcher, BwrapLauncher)
-    assert not launcher.network
+    assert launcher.network == "none"  # off: the earlier name of none
+    assert [str(endpoint) for endpoint in launcher.allowed] == ["127.0.0.1:11434", "[::1]:8081"]
     assert launcher.limits == ResourceLimits(
         memory_bytes=512 << 20, processes=None, cpu_seconds=30.0, disk_bytes=64 << 20
     )
@@ -136,6 +141,13 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
         local = launcher_from_args(parser.parse_args(["--sandbox", "local"]))
     assert isinstance(local, LocalSubprocessLauncher)
     assert any("NOT isolated" in record.getMessage() for record in caplog.records)
+    host = launcher_from_args(parser.parse_args(["--sandbox", "bwrap", "--sandbox-network", "on"]))
+    assert isinstance(host, BwrapLauncher) and host.network == "host"
+    for network in ("isolated", "none"):
+        with pytest.raises(ValueError, match="cannot isolate the network"):
+            launcher_from_args(
+                parser.parse_args(["--sandbox", "local", "--sandbox-network", network])
+            )
 
 
 async def test_a_bad_limit_is_a_usage_error() -> None:

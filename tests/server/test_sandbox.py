@@ -407,8 +407,8 @@ async def test_the_server_secrets_are_out_of_reach(
 
 
 async def test_the_network_switch(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:
-    """Network off: the container cannot even reach its workspace on loopback."""
-    server = await start_runner(nursery, launcher=bwrap_launcher(network=False))
+    """Network none: the container cannot even reach its workspace on loopback."""
+    server = await start_runner(nursery, launcher=bwrap_launcher(network="none"))
     async with server.stream(workspace.mint_dispatch()) as response:
         line = parse_stream(await response.aread())[-1]
     assert line["code"] == "bootstrap_failed", line

@@ -40,6 +40,7 @@ from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
     PlanByPrompt,
+    allow,
     shell,
     start_chat_server,
 )
@@ -164,6 +165,7 @@ class ServerThread:
                 script, agent = self.model
                 model = await start_model_server(nursery, script)
                 self.overrides["agent"] = agent(model)
+                self.overrides["sandbox_allow"] = allow(model)
             server = await start_chat_server(nursery, self.data_dir, **self.overrides)
             self.url = server.url
             if self.proxied:

@@ -1,0 +1,1 @@
+"""What the isolated sandbox network costs against the host's network."""

@@ -1,0 +1,321 @@
+"""What a bubblewrap sandbox's network reaches, tried from inside real turns.
+
+A probe runs in the sandbox (as the container itself, or through the real container's
+``run_shell`` skill) and connects to what runs on the host's loopback: the runner
+that started it, an unauthenticated redis-server, two stand-in model providers (one
+allowed with ``--sandbox-allow``) and the turn's own callback. ``isolated`` reaches the
+callback and the allowed provider only, ``none`` nothing, ``host`` everything; no pasta
+is left once a turn is over, however it ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import httpx
+import psutil
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.support.model_server import ModelServer, start_model_server
+from benchmarks.support.redis_server import RedisServer, open_redis_server
+from benchmarks.support.workspace import WorkspaceServer
+from sandstream.server.runner.network import (
+    Endpoint,
+    NetworkMode,
+    callback_endpoint,
+    forwarded_ports,
+    network_mode,
+    parse_endpoint,
+)
+from tests.chat.harness import RUNNER_TOKEN, start_runner_process
+from tests.server.harness import (
+    RunnerServer,
+    bwrap_launcher,
+    parse_stream,
+    scripted,
+    shell,
+    start_runner,
+)
+
+PROBE: Final = r"""
+import json, socket, sys, urllib.parse
+
+def attempt(host, port, kind):
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(b"PING\r\n" if kind == "redis" else b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+            return "answered " + sock.recv(64).split(b"\r\n")[0].decode("ascii", "replace")
+    except OSError as exc:
+        return "failed " + type(exc).__name__
+
+as_container = sys.argv[1] == "--container"
+targets = dict(line.split("=", 1) for line in open(sys.argv[-1]).read().split())
+if as_container:
+    url = urllib.parse.urlsplit(json.loads(sys.stdin.readline())["agent_url"])
+    targets["callback"] = f"{url.hostname}:{url.port}:http"
+report = json.dumps({name: attempt(*t.rsplit(":", 2)) for name, t in targets.items()})
+print(json.dumps({"type": "result", "message": report}) if as_container else report)
+"""
+"""Connects to each ``name=host:port:kind`` of the file it names and reports
+``answered <first line>`` or ``failed <error>``; as the container (``--container``),
+it reads the dispatch, tries its callback too and answers with a ``result`` line."""
+
+
+@dataclass
+class Host:
+    """What runs on the host's loopback for the probe to try."""
+
+    redis: RedisServer
+    allowed: ModelServer
+    other: ModelServer
+
+    def targets(self, runner: RunnerServer) -> list[str]:
+        return [
+            f"runner={_host_port(runner.url)}:http",
+            f"redis=127.0.0.1:{self.redis.port}:redis",
+            f"allowed={_host_port(self.allowed.base_url)}:http",
+            f"other={_host_port(self.other.base_url)}:http",
+        ]
+
+    def allow(self) -> list[Endpoint]:
+        return [parse_endpoint(_host_port(self.allowed.base_url))]
+
+
+def _host_port(url: str) -> str:
+    return url.split("://", 1)[1].split("/", 1)[0]
+
+
+@pytest.fixture
+async def host(nursery: trio.Nursery) -> AsyncIterator[Host]:
+    async with open_redis_server() as redis:
+        yield Host(redis, await start_model_server(nursery), await start_model_server(nursery))
+
+
+def _pastas(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    """The pasta processes this test process (or ``parent``) started."""
+    found = []
+    for process in (parent or psutil.Process()).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if process.cmdline()[:1] == ["pasta"]:  # it runs as passt or passt.avx2
+                found.append(process)
+    return found
+
+
+async def _probe_as_container(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    host: Host,
+    tmp_path: Path,
+    network: NetworkMode,
+) -> dict[str, str]:
+    """Run the probe as the container of one turn; its report."""
+    script, targets = tmp_path / "probe.py", tmp_path / "targets"
+    script.write_text(PROBE)
+    targets.write_text("")
+    launcher = bwrap_launcher(
+        argv=[sys.executable, str(script), "--container", str(targets)],
+        network=network,
+        allowed=host.allow(),
+    )
+    server = await start_runner(nursery, launcher=launcher)
+    targets.write_text("\n".join(host.targets(server)))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        lines = parse_stream(await response.aread())
+    await server.wait_records(1)
+    assert _pastas() == []
+    assert lines[-1]["type"] == "result", lines
+    report: dict[str, str] = json.loads(lines[-1]["message"])
+    return report
+
+
+async def test_an_isolated_sandbox_reaches_its_callback_and_what_is_allowed_only(
+    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+) -> None:
+    report = await _probe_as_container(nursery, workspace, host, tmp_path, "isolated")
+    assert report["callback"].startswith("answered HTTP/1.1"), report
+    assert report["allowed"].startswith("answered HTTP/1.1"), report
+    for refused in ("runner", "redis", "other"):
+        assert report[refused] == "failed ConnectionRefusedError", report
+
+
+async def test_a_sandbox_without_network_reaches_nothing(
+    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+) -> None:
+    report = await _probe_as_container(nursery, workspace, host, tmp_path, "none")
+    assert set(report) == {"callback", "allowed", "runner", "redis", "other"}
+    assert all(outcome.startswith("failed") for outcome in report.values()), report
+
+
+async def test_a_sandbox_on_the_hosts_network_reaches_every_loopback_service(
+    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+) -> None:
+    report = await _probe_as_container(nursery, workspace, host, tmp_path, "host")
+    assert report["redis"] == "answered +PONG", report
+    for name in ("callback", "allowed", "runner", "other"):
+        assert report[name].startswith("answered HTTP/1.1"), report
+
+
+async def test_the_run_shell_skill_of_an_isolated_turn_cannot_reach_the_host(
+    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+) -> None:
+    """The real container bootstraps through its callback, then its skill probes."""
+    script, targets = tmp_path / "probe.py", tmp_path / "targets"
+    script.write_text(PROBE)
+    launcher = bwrap_launcher(extra_paths=[str(tmp_path)], allowed=host.allow())
+    server = await start_runner(nursery, launcher=launcher)
+    targets.write_text("\n".join(host.targets(server)))
+    workspace.config = scripted(shell(f"python3 {script} {targets}"))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        lines = parse_stream(await response.aread())
+    await server.wait_records(1)
+    assert workspace.redeemed("env") and workspace.redeemed("config")
+    (step,) = [line for line in lines if line["type"] == "step" and line["status"] == "succeeded"]
+    report = json.loads(step["result"]["stdout"])
+    assert report["allowed"].startswith("answered HTTP/1.1"), report
+    for refused in ("runner", "redis", "other"):
+        assert report[refused] == "failed ConnectionRefusedError", report
+    assert lines[-1]["type"] == "result", lines[-1]
+    assert _pastas() == []
+
+
+async def test_the_pasta_of_a_turn_ends_with_it_when_the_client_goes(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "container.sh"
+    step = '{"type":"step","id":"s","name":"wait","status":"running"}'
+    script.write_text(f"#!/bin/sh\necho '{step}'\nexec sleep 1005\n")
+    script.chmod(0o755)
+    server = await start_runner(nursery, launcher=bwrap_launcher(argv=[str(script)]))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        async for _ in response.aiter_lines():
+            break
+        (pasta,) = _pastas()
+    await server.wait_records(1)
+    assert not pasta.is_running()
+    assert _pastas() == []
+
+
+async def test_the_pasta_of_a_turn_dies_with_a_killed_runner(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """``sandstream runner`` killed with ``SIGKILL`` mid-turn: its pasta and sandbox go too."""
+    step = '{"type":"step","id":"s","name":"wait","status":"running"}'
+    command = shlex.join(["sh", "-c", f"cat >/dev/null; echo {shlex.quote(step)}; exec sleep 1008"])
+    runner = await start_runner_process(nursery, "--container-cmd", command)
+    headers = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
+    async with (
+        httpx.AsyncClient(base_url=runner.url, headers=headers, timeout=30) as client,
+        client.stream("POST", "/stream", json=workspace.mint_dispatch()) as response,
+    ):
+        async for _ in response.aiter_lines():
+            break
+        parent = psutil.Process(runner.pid)
+        (pasta,) = _pastas(parent)
+        left = [p for p in parent.children(recursive=True) if p.pid != pasta.pid]
+        assert any(p.name() == "sleep" for p in left), left
+        runner.process.kill()
+    await runner.process.wait()
+    with trio.fail_after(10):
+        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in [pasta, *left]):
+            await trio.sleep(0.01)
+
+
+# -- the pieces --------------------------------------------------------------------------------
+
+
+def test_the_network_modes_and_their_old_names() -> None:
+    assert [network_mode(name) for name in ("isolated", "HOST", "none", "on", "off")] == [
+        "isolated",
+        "host",
+        "none",
+        "host",
+        "none",
+    ]
+    with pytest.raises(ValueError, match="not a sandbox network: 'open'"):
+        network_mode("open")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8080", Endpoint("127.0.0.1", 8080)),
+        ("LocalHost:1", Endpoint("localhost", 1)),
+        ("[::1]:65535", Endpoint("::1", 65535)),
+        ("models.internal:11434", Endpoint("models.internal", 11434)),
+    ],
+)
+def test_an_endpoint_is_host_and_port(text: str, expected: Endpoint) -> None:
+    assert parse_endpoint(text) == expected
+    assert parse_endpoint(str(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["8080", ":8080", "host:", "host:0", "host:65536", "::1:80", "[x]:80", "a b:1", "h:1e3"]
+)
+def test_a_bad_endpoint_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match=r"HOST:PORT|port|brackets|host name"):
+        parse_endpoint(text)
+
+
+@given(st.text(max_size=40))
+def test_parsing_any_text_gives_an_endpoint_or_a_value_error(text: str) -> None:
+    try:
+        endpoint = parse_endpoint(text)
+    except ValueError:
+        return
+    assert 0 < endpoint.port < 65536 and endpoint.host
+    assert parse_endpoint(str(endpoint)) == endpoint
+
+
+@given(st.binary(max_size=200))
+def test_the_callback_of_any_bytes_is_an_endpoint_or_none(data: bytes) -> None:
+    endpoint = callback_endpoint(data)
+    assert endpoint is None or 0 < endpoint.port < 65536
+
+
+def test_the_callback_of_a_dispatch() -> None:
+    dispatch = b'{"agent_url":"https://chat.example:8443/api/sandbox/s","otp_setup":"a",'
+    dispatch += b'"otp_run":"b","prompt":"p"}'
+    assert callback_endpoint(dispatch) == Endpoint("chat.example", 8443)
+    assert callback_endpoint(dispatch.replace(b":8443", b"")) == Endpoint("chat.example", 443)
+
+
+async def test_only_this_hosts_ports_are_forwarded() -> None:
+    endpoints = [
+        Endpoint("127.0.0.1", 8080),
+        Endpoint("localhost", 8080),
+        Endpoint("::1", 9000),
+        Endpoint("127.0.0.2", 7000),
+        Endpoint("192.0.2.200", 6000),  # a documentation address: nobody's
+        Endpoint("no-such-host.invalid", 5000),
+    ]
+    assert await forwarded_ports(endpoints) == [7000, 8080, 9000]
+
+
+def test_isolated_without_pasta_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match=r"isolated needs pasta .* apt-get install passt"):
+        bwrap_launcher(pasta="/nonexistent/pasta")
+    assert bwrap_launcher(network="host", pasta="/nonexistent/pasta").network == "host"
+
+
+async def test_a_pasta_that_cannot_start_fails_the_launch_and_leaves_nothing(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """``false`` in pasta's place exits at once without configuring anything."""
+    server = await start_runner(nursery, launcher=bwrap_launcher(pasta="false"))
+    async with server.stream(workspace.mint_dispatch()) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line["type"] == "error" and "pasta could not connect" in line["message"], line
+    (record,) = await server.wait_records(1)
+    assert record.outcome == "launch_failed", record
+    assert server.runner.live == 0 and _pastas() == []
