@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,8 +73,8 @@ def _config(lines: int, payload: int) -> ConfigResponse:
     return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
 
 
-async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path) -> str:
-    """``sandstream serve --port 0`` as its own process; its URL once it listens."""
+async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path, *flags: str) -> str:
+    """``sandstream serve --port 0 [flags]`` as its own process; its URL once it listens."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))},
         "SANDSTREAM_API_TOKEN": API_TOKEN,
@@ -86,6 +87,7 @@ async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path) -> s
         "--data-dir", str(data_dir),
         "--agent-config", str(agent_config),
         "--log-level", "warning",
+        *flags,
     ]  # fmt: skip
     process = await trio.lowlevel.open_process(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
@@ -165,15 +167,27 @@ async def _runner_rate(url: str, dispatch: Any) -> tuple[int, float]:
     return steps, steps / (last - first)
 
 
-async def _chat_rate(url: str) -> tuple[int, float, float, str]:
-    """Step events, step events/s (first step frame → last) and to ``done``, and the
-    turn's session id."""
+@dataclass(frozen=True)
+class ChatRound:
+    """One chat turn read to its end: step events, events/s from the first step frame
+    to the last and to ``done`` (the turn stored), the seconds from the last step frame
+    to ``done`` (the settle: the fold of every chunk, stored), the session id."""
+
+    steps: int
+    rate: float
+    rate_to_done: float
+    settle: float
+    session_id: str
+
+
+async def _chat_rate(url: str) -> ChatRound:
+    """A chat turn on ``url``, read to its end (:class:`ChatRound`)."""
     body = {"workspaceId": "bench", "message": "load"}
     stream = await _post(url, "/api/assistant/chat/stream", API_TOKEN, body)
     steps, first, last, head = await _count(stream, b"event: step\n")
     done = time.perf_counter()
     session_id = head.split(b"x-session-id: ", 1)[1].split(b"\r\n", 1)[0].decode()
-    return steps, steps / (last - first), steps / (done - first), session_id
+    return ChatRound(steps, steps / (last - first), steps / (done - first), done - last, session_id)
 
 
 async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
@@ -195,11 +209,12 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
                     count, rate = await _runner_rate(url, workspace.mint_dispatch())
                     runner.append(rate)
                     progress(f"round {round_}/{repeat}: a chat turn, {lines:,} lines")
-                    steps, rate, to_done, session_id = await _chat_rate(url)
+                    turn = await _chat_rate(url)
+                    steps, rate, to_done = turn.steps, turn.rate, turn.rate_to_done
                     chat.append(rate)
                     chat_done.append(to_done)
                     stored, seconds = await trio.to_thread.run_sync(
-                        _append_seconds, Path(tmp) / "data", session_id
+                        _append_seconds, Path(tmp) / "data", turn.session_id
                     )
                     buffer.append(stored / seconds)
                     print(

@@ -44,6 +44,8 @@ __all__ = ["PostgresServer", "open_postgres_server", "postgres_binary"]
 _ATTEMPTS = 5
 _USER = "sandstream"
 _TEMPLATE = "sandstream_template"
+_UNSAFE = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+"""Settings for tests: a test's data need not survive a crash."""
 
 
 def postgres_binary(name: str) -> str:
@@ -135,11 +137,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def open_postgres_server(
-    timeout: float = 60.0, parent: Path = Path("/tmp")
+    timeout: float = 60.0, parent: Path = Path("/tmp"), *, durable: bool = False
 ) -> Iterator[PostgresServer]:
     """Create a cluster in a temp dir, start it, make the template database; stop it
     and remove the temp dir (in ``parent``) when the block ends. Blocking (a sync fixture's, or a
-    benchmark's before its trio run). Raises :class:`RuntimeError` if it does not start."""
+    benchmark's before its trio run). ``durable``: PostgreSQL's own defaults (fsync,
+    synchronous commits), as a deployment runs it, instead of the tests' settings.
+    Raises :class:`RuntimeError` if it does not start."""
     initdb, postgres = postgres_binary("initdb"), postgres_binary("postgres")
     workdir = Path(tempfile.mkdtemp(prefix="sandstream-postgres-", dir=parent))
     process: subprocess.Popen[bytes] | None = None
@@ -160,8 +164,7 @@ def open_postgres_server(
             port = free_port()
             process = subprocess.Popen(
                 [postgres, "-D", str(data), "-p", str(port), "-k", str(workdir),
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                 "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                 "-c", "listen_addresses=127.0.0.1", *([] if durable else _UNSAFE),
                  "-c", "max_connections=300", "-c", "shared_buffers=32MB"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
