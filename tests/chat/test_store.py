@@ -232,7 +232,11 @@ def test_settings_fail_fast(tmp_path: Path) -> None:
     with pytest.raises(ChatConfigError, match="lease ttl"):
         ChatSettings(data_dir=tmp_path, api_token="t", lock_heartbeat=2, lease_ttl=2)
     with pytest.raises(ChatConfigError, match="redis://"):
+        ChatSettings(data_dir=tmp_path, api_token="t", redis_url="http://cache:6380/0")
+    with pytest.raises(ChatConfigError, match="--public-url is required"):
         ChatSettings(data_dir=tmp_path, api_token="t", redis_url="rediss://cache:6380/0")
+    with pytest.raises(ChatConfigError, match="--public-url is required"):
+        ChatSettings(data_dir=tmp_path, api_token="t", database_url="postgresql://db/chat")
     with pytest.raises(ChatConfigError):
         ChatSettings(data_dir=tmp_path, api_token=" ")
     settings = ChatSettings(
