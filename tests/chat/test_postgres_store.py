@@ -163,7 +163,8 @@ async def test_a_database_serve_cannot_use_is_one_line_and_exit_2(
         port = closed.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDSTREAM_")}
     argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
-    argv += ["--data-dir", str(tmp_path), "--database-url", url.format(closed=port)]
+    argv += ["--data-dir", str(tmp_path), "--public-url", "http://127.0.0.1:9"]
+    argv += ["--database-url", url.format(closed=port)]
     result = await trio.run_process(
         argv, capture_stdout=True, capture_stderr=True, env=env, check=False
     )
