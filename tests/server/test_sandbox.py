@@ -25,6 +25,7 @@ import trio.testing
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import EnvResponse, ScriptedError
 from sandstream.server import ResourceLimits
+from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
 from tests.server.harness import (
     Reader,
     RunnerServer,
@@ -407,8 +408,10 @@ async def test_the_server_secrets_are_out_of_reach(
 
 
 async def test_the_network_switch(nursery: trio.Nursery, workspace: WorkspaceServer) -> None:
-    """Network none: the container cannot even reach its workspace on loopback."""
-    server = await start_runner(nursery, launcher=bwrap_launcher(network="none"))
+    """Network none: the container cannot even reach its workspace on loopback (it
+    retries its callbacks for a second, not the default minute)."""
+    argv = [*DEFAULT_CONTAINER_ARGV, "--callback-retry", "1"]
+    server = await start_runner(nursery, launcher=bwrap_launcher(network="none", argv=argv))
     async with server.stream(workspace.mint_dispatch()) as response:
         line = parse_stream(await response.aread())[-1]
     assert line["code"] == "bootstrap_failed", line
