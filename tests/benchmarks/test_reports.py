@@ -3,6 +3,7 @@ figures next to the published ones, and their goals in words."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -52,3 +53,21 @@ def test_the_chat_benchmark_shows_progress_and_its_figures_against_the_published
     assert re.match(r"chat SSE: [\d,]+ events/s \(published: 597,469 events/s on ", lines[2])
     assert lines[-2].startswith("goal: chat >= 0.8 of the runner's rate; this run: ")
     assert f'{DOCS}, "Chat: ' in lines[-2] and "NOT met" not in done.stdout
+
+
+def test_the_databases_benchmark_runs_a_turn_on_each_store() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.chat.databases", "--lines", "2000", "--repeat", "1",
+         "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "... round 1/1: a turn on postgresql, 2,000 lines" in done.stderr
+    result = json.loads(done.stdout)
+    for key in ("chat_events_per_s", "chat_events_per_s_to_done", "settle_seconds"):
+        assert set(result[key]) == {"sqlite", "postgresql"}
+        assert all(value > 0 for value in result[key].values()), result
