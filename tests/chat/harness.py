@@ -40,7 +40,7 @@ from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.core.envelope import LIVE_EXTENSION
-from sandstream.core.persistence import PersistedFileAttachment, assistant_message
+from sandstream.core.persistence import PersistedFileAttachment, PersistedMessage, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 from sandstream.server import (
@@ -57,12 +57,14 @@ from sandstream.server.chat import (
     SqlChatStore,
     serve_chat,
 )
+from sandstream.server.chat.mover import RemoteSource
 from sandstream.server.chat.records import DispatchRecord
 from sandstream.server.chat.store.bag import PostgresBlobStore
+from sandstream.server.chat.store.moved_runs import Batch
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
 from sandstream.server.runner.network import Endpoint, parse_endpoint
 from sandstream.server.runner.procs import TURN_MARKER_ENV
-from sandstream.server.sessions import SessionSettings
+from sandstream.server.sessions import SessionSettings, split_chunks
 from tests.chat.databases import database_url, open_store
 from tests.support import processes
 from tests.support.container import alive
@@ -629,3 +631,30 @@ async def start_runner_process(
     with trio.fail_after(DEADLINE):
         await listening.wait()
     return runner
+
+
+# -- what a scale-out test reads back -------------------------------------------------------
+
+
+async def runner_output(runner_url: str, session_id: str) -> list[bytes]:
+    """A session's whole output, read from its runner over the WebSocket."""
+    chunks: list[bytes] = []
+
+    async def deliver(batch: Batch) -> None:
+        chunks.extend(split_chunks(batch.data))
+
+    with trio.fail_after(DEADLINE):
+        await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
+    return chunks
+
+
+async def settled_assistant(store: SqlChatStore, start: dict[str, Any]) -> PersistedMessage:
+    """The assistant message of the turn ``start`` (its ``start`` frame) once it settled."""
+    with trio.fail_after(DEADLINE):
+        while (turn := await store.get_turn(start["sessionId"])) is None or (
+            turn.state != "settled"
+        ):
+            await trio.sleep(0.05)
+    messages = await store.get_messages(WORKSPACE, start["chatId"])
+    [message] = [m for m in messages if m.id == start["assistantMessageId"]]
+    return message

@@ -23,6 +23,7 @@ from tests.chat.harness import (
     EventReader,
     running_step,
     scripted,
+    settled_assistant,
     shell,
     start_chat_server,
     start_runner_process,
@@ -47,18 +48,6 @@ WRITES_THEN_WAITS = {
 
 def _hostport(url: str) -> str:
     return url.removeprefix("http://").rstrip("/")
-
-
-async def _stored_assistant(store: SQLiteChatStore, start: dict[str, Any]) -> Any:
-    """The turn's assistant message once the turn settled."""
-    with trio.fail_after(DEADLINE):
-        while (turn := await store.get_turn(start["sessionId"])) is None or (
-            turn.state != "settled"
-        ):
-            await trio.sleep(0.05)
-    messages = await store.get_messages(WORKSPACE, start["chatId"])
-    [message] = [m for m in messages if m.id == start["assistantMessageId"]]
-    return message
 
 
 async def _result_rows(store: SQLiteChatStore, start: dict[str, Any]) -> list[str]:
@@ -113,7 +102,7 @@ async def test_the_writeback_of_a_killed_replicas_turn_lands_on_the_other_replic
             await first.exited.wait()
         store = await SQLiteChatStore.open(data_dir)
         try:
-            message = await _stored_assistant(store, start)
+            message = await settled_assistant(store, start)
             assert message.status == "complete", message
             assert message.content[0].text == "the report is written"
             assert [f.name for f in message.file_attachments] == ["report.md"]

@@ -21,11 +21,8 @@ import trio
 from benchmarks.support.redis_server import RedisServer, open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SqlChatStore, fold_chunks
-from sandstream.server.chat.mover import RemoteSource
 from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.mover.redis_client import open_redis
-from sandstream.server.chat.store.moved_runs import Batch
-from sandstream.server.sessions import split_chunks
 from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
@@ -33,7 +30,9 @@ from tests.chat.harness import (
     WORKSPACE,
     EventReader,
     ServeProcess,
+    runner_output,
     running_step,
+    settled_assistant,
     start_runner_process,
     start_serve_process,
 )
@@ -101,36 +100,13 @@ async def _start_turn(replica: ServeProcess, token: str) -> dict[str, Any]:
         return start
 
 
-async def _runner_chunks(runner_url: str, session_id: str) -> list[bytes]:
-    """The session's whole output, read from its runner over the WebSocket."""
-    chunks: list[bytes] = []
-
-    async def deliver(batch: Batch) -> None:
-        chunks.extend(split_chunks(batch.data))
-
-    with trio.fail_after(DEADLINE):
-        await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
-    return chunks
-
-
-async def _settled_message(store: SqlChatStore, start: dict[str, Any]) -> Any:
-    with trio.fail_after(DEADLINE):
-        while (turn := await store.get_turn(start["sessionId"])) is None or (
-            turn.state != "settled"
-        ):
-            await trio.sleep(0.05)
-    messages = await store.get_messages(WORKSPACE, start["chatId"])
-    [message] = [m for m in messages if m.id == start["assistantMessageId"]]
-    return message
-
-
 async def _assert_stored_equals_the_session(
     store: SqlChatStore, runner_url: str, start: dict[str, Any]
 ) -> list[bytes]:
     """Wait until the turn settled; check it against the runner's output (returned)."""
-    message = await _settled_message(store, start)
+    message = await settled_assistant(store, start)
     session_id = start["sessionId"]
-    output = await _runner_chunks(runner_url, session_id)
+    output = await runner_output(runner_url, session_id)
     # Every chunk moved once, in order: none lost, none twice.
     assert await store.moved_chunks.read(session_id) == output
     expected = fold_chunks(

@@ -24,17 +24,16 @@ from playwright.sync_api import sync_playwright
 from benchmarks.support.redis_server import open_redis_server
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import fold_chunks
-from sandstream.server.chat.mover import RemoteSource
-from sandstream.server.chat.store.moved_runs import Batch
 from sandstream.server.chat.store.sql import PostgresChatStore, SQLiteChatStore
-from sandstream.server.sessions import split_chunks
 from tests.chat.databases import ChatDatabases
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,
     WORKSPACE,
     EventReader,
+    runner_output,
     running_step,
+    settled_assistant,
     start_runner_process,
     start_serve_process,
 )
@@ -64,18 +63,6 @@ TURN = {
 
 def _hostport(url: str) -> str:
     return url.removeprefix("http://").rstrip("/")
-
-
-async def _runner_output(runner_url: str, session_id: str) -> list[bytes]:
-    """The session's whole output, read from its runner."""
-    chunks: list[bytes] = []
-
-    async def deliver(batch: Batch) -> None:
-        chunks.extend(split_chunks(batch.data))
-
-    with trio.fail_after(DEADLINE):
-        await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
-    return chunks
 
 
 def _browser_resumes(base_url: str, token: str, chat_id: str) -> str:
@@ -162,20 +149,11 @@ async def _run_the_topology(
             assert ANSWER in shown
 
             # The other replica took the session over and stored it whole.
-            with trio.fail_after(DEADLINE):
-                while (turn := await store.get_turn(session_id)) is None or (
-                    turn.state != "settled"
-                ):
-                    await trio.sleep(0.05)
-            output = await _runner_output(runner.url, session_id)
+            message = await settled_assistant(store, start)
+            output = await runner_output(runner.url, session_id)
             assert await store.moved_chunks.read(session_id) == output  # each chunk once
             assert moved_by_the_first < len(output)
             assert await store.moved_chunks.generation(session_id) >= 2
-            [message] = [
-                m
-                for m in await store.get_messages(WORKSPACE, start["chatId"])
-                if m.id == start["assistantMessageId"]
-            ]
             expected = fold_chunks(
                 output,
                 message_id=message.id,
