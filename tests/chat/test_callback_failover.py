@@ -6,6 +6,7 @@ and names the files it could not write."""
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -184,12 +185,15 @@ async def test_a_writeback_that_never_gets_through_keeps_the_answer_and_names_th
     [write_back] = [step for step in steps if step["name"] == "write_back"]
     assert write_back["status"] == "failed"
     assert write_back["args"] == {"files": ["report.md", "data/table.csv"]}
-    assert write_back["error"].startswith(
-        "2 file(s) not written back (report.md, data/table.csv): POST /results answered 502"
-    )
+    # The last attempt was answered 502 by the balancer, or cut as its backend went.
+    assert re.match(
+        r"2 file\(s\) not written back \(report\.md, data/table\.csv\): POST /results "
+        r"(answered 502|failed: RemoteProtocolError)",
+        write_back["error"],
+    ), write_back["error"]
     assert stored.get("fileAttachments", []) == []
     assert await _result_rows(server.store, run_start) == []
-    assert balancer.used[-2:] == ["502", "502"]  # retried, then given up
+    assert balancer.used.count("502") >= 2, balancer.used  # retried, then given up
 
 
 async def test_callbacks_answered_502_are_retried_until_a_replica_is_behind_the_url(
