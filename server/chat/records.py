@@ -47,7 +47,8 @@ class Chat(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
     """A conversation (its ``type`` in the store: ``assistant_sandbox``).
 
     ``conversation_id`` is the first user message's id. ``active_message_id`` is set
-    while a turn holds the chat's lock: the assistant message being produced.
+    while a turn holds the chat's lock, until the turn settles (also while its lease
+    has lapsed and another replica takes it over): the assistant message being produced.
     """
 
     id: str

@@ -73,9 +73,12 @@ def busy(row: Any, *, adoptable: bool = False) -> ChatBusyError:
     )
 
 
-def chat_of(row: Any, now: int) -> Chat:
-    """The :class:`Chat` of a row of :data:`_CHAT_COLUMNS`, its lock as of ``now``."""
-    active = locked(row, now)
+def chat_of(row: Any) -> Chat:
+    """The :class:`Chat` of a row of :data:`_CHAT_COLUMNS`. Its turn is active while
+    the lock is held, also past the lock's lease: a lapsed lease only lets another
+    replica take the turn over (or a sweep settle it lost); until then the turn is in
+    flight, and a viewer must still join it."""
+    active = row["lock_holder"] is not None
     return Chat(
         id=row["id"],
         workspace_id=row["workspace_id"],
@@ -171,7 +174,7 @@ class Chats:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (chat_id, workspace_id, workflow_id, title, now, now),
             )
-            return chat_of(load_chat(conn, workspace_id, chat_id), now)
+            return chat_of(load_chat(conn, workspace_id, chat_id))
 
         return await self.db.write(run)
 
@@ -182,12 +185,12 @@ class Chats:
                 "ORDER BY updated_at DESC, id LIMIT ?",
                 (workspace_id, limit),
             ).fetchall()
-            return [chat_of(row, now) for row in rows]
+            return [chat_of(row) for row in rows]
 
         return await self.db.read(run)
 
     async def get_chat(self, workspace_id: str, chat_id: str, *, now: int) -> Chat:
-        return await self.db.read(lambda conn: chat_of(load_chat(conn, workspace_id, chat_id), now))
+        return await self.db.read(lambda conn: chat_of(load_chat(conn, workspace_id, chat_id)))
 
     async def get_messages(
         self, workspace_id: str, chat_id: str, *, limit: int | None = None

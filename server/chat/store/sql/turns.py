@@ -215,7 +215,7 @@ def _begin(conn: Connection, req: TurnRequest) -> TurnStart:
         ),
     )
     return TurnStart(
-        chat=chat_of(load_chat(conn, req.workspace_id, chat_id), now),
+        chat=chat_of(load_chat(conn, req.workspace_id, chat_id)),
         created=created,
         user_message=message,
         session=session,
