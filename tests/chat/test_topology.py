@@ -76,16 +76,7 @@ def _browser_resumes(base_url: str, token: str, chat_id: str) -> str:
         try:
             context = browser.new_context()
             page = signed_in(context, base_url, f"/#chat={chat_id}", token=token)
-            logs=[]
-            page.on("console", lambda m: logs.append(m.text))
-            page.on("request", lambda r: logs.append("REQ "+r.url))
-            page.on("response", lambda r: logs.append(f"RESP {r.status} {r.url}"))
-            try:
-                text: str = page.inner_text(assistant(page, "complete"))
-            except Exception:
-                print("HTML", page.inner_html("#messages")[:3000])
-                print("LOGS", logs)
-                raise
+            text: str = page.inner_text(assistant(page, "complete"))
             return text
         finally:
             browser.close()
