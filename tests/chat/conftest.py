@@ -3,15 +3,17 @@ and the store's database (SQLite, or a real PostgreSQL server: :mod:`.databases`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
+from sandstream.server.chat.store.database import Database
 from tests.chat import databases
 from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server
+from tests.chat.mover_harness import open_chat_db
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +45,13 @@ async def server(
     "Done: {prompt}" at once."""
     agent = plans(slow=sleeping(300), nap=sleeping(1.5))
     return await start_chat_server(nursery, tmp_path / "data", agent=agent)
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    """A migrated chat database (the log mover's tables), on this test's database."""
+    database = await open_chat_db(tmp_path / "chat.sqlite3")
+    try:
+        yield database
+    finally:
+        await database.close()

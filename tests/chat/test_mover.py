@@ -41,7 +41,7 @@ from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
 from tests.chat.databases import database_url
-from tests.chat.mover_harness import LeaseKind, RecordingSink, open_chat_db, start_proxy
+from tests.chat.mover_harness import LeaseKind, RecordingSink, start_proxy
 from tests.server.harness import RunnerServer, load
 from tests.sessions.harness import (
     TOKEN,
@@ -83,15 +83,6 @@ def live(settled: Settled, *refs: LiveSessionRef) -> Callable[[], Awaitable[list
         return [ref for ref in refs if not settled.event(ref.session_id).is_set()]
 
     return sessions
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await open_chat_db(tmp_path / "chat.sqlite3")
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture

@@ -33,15 +33,6 @@ pytestmark = pytest.mark.usefixtures("chat_database")
 TTL = 0.3
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await open_chat_db(tmp_path / "chat.sqlite3")
-    try:
-        yield database
-    finally:
-        await database.close()
-
-
 @pytest.fixture(params=["sqlite", "redis"])
 async def lease(request: pytest.FixtureRequest, db: Database) -> AsyncIterator[Lease]:
     kind: LeaseKind = request.param

@@ -27,18 +27,8 @@ from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.mover.redis_url import RedisAddress, parse_redis_url
 from sandstream.server.chat.store.moved_runs import MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
-from tests.chat.mover_harness import open_chat_db
 
 MAX_INT64 = 2**63 - 1
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
-    database = await open_chat_db(tmp_path / "chat.sqlite3")
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture
