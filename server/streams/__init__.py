@@ -1,0 +1,49 @@
+"""The Durable Streams role: ``/v1/stream/{path}``, durable byte streams over HTTP.
+
+:class:`StreamStore` (:mod:`.store`: every stream's state, append, read, wait, fork,
+delete, expiry) keeps each stream's bytes once, in an append-only log of segment files
+(:mod:`.segments`, records framed by :mod:`.records`) written by one group-committing
+task (:mod:`.committer`), with a small SQLite index (:mod:`.index`); the protocol's
+pieces are sans-IO (:mod:`.offsets`, :mod:`.headers`, :mod:`.producers`,
+:mod:`.jsonmode`, :mod:`.sse`, :mod:`.cursors`); :mod:`.routes` serves them.
+"""
+
+from .committer import SyncPolicy
+from .errors import (
+    InvalidStreamRequestError,
+    ProducerSequenceGapError,
+    StaleProducerEpochError,
+    StreamClosedError,
+    StreamConflictError,
+    StreamError,
+    StreamGoneError,
+    StreamNotFoundError,
+    StreamStoreFailedError,
+)
+from .routes import STREAM_PREFIX, Streams, get_streams, install_streams
+from .settings import StreamSettings
+from .store import Appended, Chunk, StreamStore
+from .stream import Stream, StreamConfig
+
+__all__ = [
+    "STREAM_PREFIX",
+    "Appended",
+    "Chunk",
+    "InvalidStreamRequestError",
+    "ProducerSequenceGapError",
+    "StaleProducerEpochError",
+    "Stream",
+    "StreamClosedError",
+    "StreamConfig",
+    "StreamConflictError",
+    "StreamError",
+    "StreamGoneError",
+    "StreamNotFoundError",
+    "StreamSettings",
+    "StreamStore",
+    "StreamStoreFailedError",
+    "Streams",
+    "SyncPolicy",
+    "get_streams",
+    "install_streams",
+]

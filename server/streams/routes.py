@@ -1,0 +1,468 @@
+"""The Durable Streams blueprint: ``/v1/stream/{path}``, PUT, POST, GET, HEAD, DELETE.
+
+Every request needs the runner token (``Authorization: Bearer <token>``). The protocol
+is durable-streams' PROTOCOL.md: create (and fork) with PUT, append and close with
+POST (idempotent producers, ``Stream-Seq``), read with GET (catch-up, ``live=long-poll``,
+``live=sse``), metadata with HEAD. Errors are problem JSON with the protocol's status and
+headers (:func:`_refusal`); every answer says ``X-Content-Type-Options: nosniff``. A
+live read ends when its client leaves, the stream is deleted, or the server shuts down.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
+
+import trio
+from quart import Blueprint, Quart, Response, current_app, request
+from werkzeug.datastructures import Headers
+
+from sandstream.server.http.auth import check_bearer
+from sandstream.server.http.errors import BadRequestError
+from sandstream.server.http.problems import problem, unauthorized
+
+from .cursors import response_cursor
+from .errors import (
+    InvalidStreamRequestError,
+    ProducerSequenceGapError,
+    StaleProducerEpochError,
+    StreamClosedError,
+    StreamConflictError,
+    StreamError,
+    StreamGoneError,
+    StreamNotFoundError,
+    StreamStoreFailedError,
+)
+from .headers import (
+    DEFAULT_CONTENT_TYPE,
+    closed_flag,
+    expires_at,
+    producer_stamp,
+    stream_seq,
+    sub_offset,
+    ttl_seconds,
+)
+from .jsonmode import json_body
+from .offsets import BEGINNING, NOW, format_offset, parse_offset, parse_read_offset
+from .records import ProducerStamp
+from .settings import StreamSettings
+from .sse import control_event, data_event, sse_encoding
+from .store import Appended, StreamStore
+from .stream import Stream, StreamConfig
+
+__all__ = ["STREAMS_EXTENSION", "STREAM_PREFIX", "Streams", "get_streams", "install_streams"]
+
+STREAMS_EXTENSION: Final = "sandstream.streams"
+STREAM_PREFIX: Final = "/v1/stream/"
+_REALM: Final = "sandstream-runner"
+_TYPE: Final = "urn:sandstream:problem:stream-"
+_CACHEABLE: Final = "private, max-age=60, stale-while-revalidate=300"
+_COMMON_HEADERS: Final = {
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Resource-Policy": "cross-origin",
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Expose-Headers": (
+        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
+        "Stream-SSE-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, "
+        "Producer-Received-Seq, ETag, Location, Content-Type"
+    ),
+}
+"""On every answer: no MIME sniffing, and readable by a page of any origin (that still
+needs the token: no cookie ever authenticates here)."""
+_PREFLIGHT_HEADERS: Final = {
+    "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE, OPTIONS",
+    "Access-Control-Allow-Headers": (
+        "Authorization, Content-Type, If-None-Match, Stream-Seq, Stream-TTL, "
+        "Stream-Expires-At, Stream-Closed, Producer-Id, Producer-Epoch, Producer-Seq, "
+        "Stream-Forked-From, Stream-Fork-Offset, Stream-Fork-Sub-Offset"
+    ),
+    "Access-Control-Max-Age": "600",
+}
+
+streams_blueprint = Blueprint("streams", __name__)
+
+
+class Streams:
+    """What the blueprint serves: the store, its settings, the token."""
+
+    def __init__(self, settings: StreamSettings, token: str | None) -> None:
+        self.settings = settings
+        self.token = token
+        self.store = StreamStore(
+            settings.directory,
+            sync=settings.sync,
+            segment_bytes=settings.segment_bytes,
+            tail_bytes=settings.tail_bytes,
+        )
+
+
+def get_streams(app: Quart | None = None) -> Streams:
+    """The :class:`Streams` installed on ``app`` (default: the current app)."""
+    streams: Streams = (app or current_app).extensions[STREAMS_EXTENSION]
+    return streams
+
+
+def install_streams(app: Quart, settings: StreamSettings, token: str | None) -> Streams:
+    """Mount ``/v1/stream/`` on ``app``; the store runs in the app's nursery while it
+    serves (recovered before the first request, checkpointed and closed at shutdown)."""
+    streams = Streams(settings, token)
+    app.extensions[STREAMS_EXTENSION] = streams
+    app.register_blueprint(streams_blueprint)
+    scope = trio.CancelScope()
+
+    async def run_store(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await streams.store.run(task_status=task_status)
+
+    @app.before_serving
+    async def _start_streams() -> None:
+        await app.nursery.start(run_store)  # type: ignore[attr-defined]
+
+    @app.after_serving
+    async def _stop_streams() -> None:
+        scope.cancel()
+
+    return streams
+
+
+@streams_blueprint.after_request
+async def _common_headers(response: Response) -> Response:
+    for name, value in _COMMON_HEADERS.items():
+        response.headers[name] = value
+    if response.status_code in (204, 304):
+        del response.headers["Content-Type"]
+    return response
+
+
+@streams_blueprint.errorhandler(BadRequestError)
+async def _bad_request(error: BadRequestError) -> Response:
+    return error.response
+
+
+@streams_blueprint.errorhandler(StreamError)
+async def _stream_error(error: StreamError) -> Response:
+    return _refusal(error)
+
+
+def _refusal(error: StreamError) -> Response:
+    """The protocol's answer to ``error``: status, headers, and a problem body."""
+    headers: dict[str, str] = {}
+    if isinstance(error, StreamClosedError):
+        status, name = 409, "closed"
+        headers = {"Stream-Closed": "true", "Stream-Next-Offset": format_offset(error.tail)}
+    elif isinstance(error, ProducerSequenceGapError):
+        status, name = 409, "producer-sequence-gap"
+        headers = {
+            "Producer-Expected-Seq": str(error.expected),
+            "Producer-Received-Seq": str(error.received),
+        }
+    elif isinstance(error, StaleProducerEpochError):
+        status, name = 403, "stale-producer-epoch"
+        headers = {"Producer-Epoch": str(error.current_epoch)}
+    elif isinstance(error, StreamConflictError):
+        status, name = 409, "conflict"
+    elif isinstance(error, StreamNotFoundError):
+        status, name = 404, "not-found"
+    elif isinstance(error, StreamGoneError):
+        status, name = 410, "gone"
+    elif isinstance(error, StreamStoreFailedError):
+        status, name = 503, "store-failed"
+    else:
+        status, name = 400, "invalid-request"
+    title = name.replace("-", " ").capitalize()
+    return problem(status, title, str(error), type=_TYPE + name, headers=headers)
+
+
+# -- the route -------------------------------------------------------------------------
+
+
+async def stream_route(name: str) -> Response:
+    """One stream's every method (see the module docstring)."""
+    if request.method == "OPTIONS":  # a CORS preflight: it never carries the token
+        return Response(b"", status=204, headers=_PREFLIGHT_HEADERS)
+    streams = get_streams()
+    if not check_bearer(request.headers.get("Authorization"), streams.token):
+        raise BadRequestError(
+            unauthorized(
+                "Durable Streams need the runner token: Authorization: Bearer <token>", _REALM
+            )
+        )
+    path = STREAM_PREFIX + name
+    method = request.method
+    if method == "PUT":
+        return await _create(streams, path)
+    if method == "POST":
+        return await _append(streams, path)
+    if method == "DELETE":
+        await streams.store.delete(path)
+        return Response(b"", status=204)
+    if method == "HEAD":
+        return _head(streams.store.get(path))
+    return await _read(streams, path)
+
+
+streams_blueprint.add_url_rule(
+    "/v1/stream/<path:name>",
+    view_func=stream_route,
+    methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
+    provide_automatic_options=False,
+)
+
+
+# -- create, append, head ------------------------------------------------------------------
+
+
+async def _create(streams: Streams, path: str) -> Response:
+    headers = request.headers
+    closed = closed_flag(headers.get("Stream-Closed"))
+    ttl = ttl_seconds(headers.get("Stream-TTL"))
+    expiry = expires_at(headers.get("Stream-Expires-At"))
+    if ttl is not None and expiry is not None:
+        raise InvalidStreamRequestError("give Stream-TTL or Stream-Expires-At, not both")
+    fork_from = headers.get("Stream-Forked-From")
+    fork_offset = headers.get("Stream-Fork-Offset")
+    fork_sub = headers.get("Stream-Fork-Sub-Offset")
+    if fork_from is None and (fork_offset is not None or fork_sub is not None):
+        raise InvalidStreamRequestError("Stream-Fork-Offset needs Stream-Forked-From")
+    content_type = headers.get("Content-Type") or ("" if fork_from else DEFAULT_CONTENT_TYPE)
+    config = StreamConfig(
+        content_type,
+        ttl,
+        expiry,
+        fork_from=None if fork_from is None else _source_path(fork_from),
+        fork_offset=None if fork_offset is None else parse_offset(fork_offset.strip()),
+        fork_sub_offset=sub_offset(fork_sub),
+    )
+    body = await request.get_data(cache=False, as_text=False, parse_form_data=False)
+    stream, created = await streams.store.create(path, config, body, closed=closed)
+    response = Response(b"", status=201 if created else 200)
+    response.headers.update(_stream_headers(stream))
+    if created:
+        response.headers["Location"] = f"{request.scheme}://{request.host}{path}"
+    return response
+
+
+def _source_path(value: str) -> str:
+    """A ``Stream-Forked-From`` value as a stream path (a full URL's path too)."""
+    text = value.strip()
+    if "://" in text:
+        text = "/" + text.split("://", 1)[1].partition("/")[2]
+    if not text.startswith(STREAM_PREFIX):
+        raise StreamNotFoundError(f"no stream at {value!r} to fork")
+    return text
+
+
+async def _append(streams: Streams, path: str) -> Response:
+    store = streams.store
+    stream = store.get(path)
+    headers = request.headers
+    close = closed_flag(headers.get("Stream-Closed"))
+    producer = producer_stamp(
+        headers.get("Producer-Id"), headers.get("Producer-Epoch"), headers.get("Producer-Seq")
+    )
+    seq = stream_seq(headers.get("Stream-Seq"))
+    body = await request.get_data(cache=False, as_text=False, parse_form_data=False)
+    if not body:
+        if not close:
+            raise InvalidStreamRequestError("an append needs a body (or Stream-Closed: true)")
+        outcome = await store.close(stream, producer)
+    else:
+        content_type = headers.get("Content-Type")
+        if not content_type:
+            raise InvalidStreamRequestError("an append needs a Content-Type")
+        outcome = await store.append(
+            stream,
+            body,
+            content_type=content_type,
+            producer=producer,
+            stream_seq=seq,
+            close=close,
+        )
+    return _appended(outcome, producer, data=bool(body))
+
+
+def _appended(outcome: Appended, producer: ProducerStamp | None, *, data: bool) -> Response:
+    """200 for new data from a producer; 204 otherwise (plain appends, closes, retries)."""
+    fresh = data and producer is not None and not outcome.duplicate
+    response = Response(b"", status=200 if fresh else 204)
+    response.headers["Stream-Next-Offset"] = format_offset(outcome.tail)
+    if outcome.closed:
+        response.headers["Stream-Closed"] = "true"
+    if producer is not None:
+        response.headers["Producer-Epoch"] = str(producer.epoch)
+        response.headers["Producer-Seq"] = str(
+            producer.seq if outcome.producer_seq is None else outcome.producer_seq
+        )
+    return response
+
+
+def _stream_headers(stream: Stream) -> Headers:
+    headers = Headers()
+    headers["Content-Type"] = stream.content_type
+    headers["Stream-Next-Offset"] = format_offset(stream.tail)
+    if stream.closed:
+        headers["Stream-Closed"] = "true"
+    return headers
+
+
+def _head(stream: Stream) -> Response:
+    response = Response(b"", status=200)
+    response.headers.update(_stream_headers(stream))
+    config = stream.config
+    if config.ttl is not None:
+        response.headers["Stream-TTL"] = str(config.ttl)
+    if config.expires_at is not None:
+        moment = datetime.fromtimestamp(config.expires_at, UTC)
+        response.headers["Stream-Expires-At"] = moment.isoformat().replace("+00:00", "Z")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+async def _read(streams: Streams, path: str) -> Response:
+    store = streams.store
+    stream = store.get(path)
+    args = request.args
+    offsets = args.getlist("offset")
+    if len(offsets) > 1:
+        raise InvalidStreamRequestError("give one offset parameter")
+    offset = parse_read_offset(offsets[0] if offsets else None)
+    live = args.get("live")
+    if live not in (None, "long-poll", "sse"):
+        raise InvalidStreamRequestError("live is long-poll or sse")
+    if live is not None and not offsets:
+        raise InvalidStreamRequestError(f"live={live} needs an offset")
+    stream.touch()
+    if offset == NOW:
+        position = stream.tail
+    elif offset == BEGINNING:
+        position = store.first_position(stream)
+    else:
+        position = offset
+        if position < store.first_position(stream):
+            raise StreamGoneError("the offset is below what the stream retains")
+    if live == "sse":
+        return _sse(streams, stream, position)
+    if live == "long-poll":
+        return await _long_poll(streams, stream, position)
+    if offset == NOW:
+        response = Response(b"[]" if stream.json else b"", status=200)
+        response.headers.update(_stream_headers(stream))
+        response.headers["Stream-Up-To-Date"] = "true"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+    return await _catch_up(streams, stream, position, cursor=None)
+
+
+async def _catch_up(
+    streams: Streams, stream: Stream, position: int, *, cursor: str | None
+) -> Response:
+    chunk = await streams.store.read(stream, position, streams.settings.read_bytes)
+    up_to_date = chunk.next >= stream.tail
+    closed = stream.closed and up_to_date
+    etag = f'"{stream.key}:{position}:{chunk.next}{":c" if closed else ""}"'
+    if cursor is None and etag in _if_none_match():
+        response = Response(b"", status=304)
+        response.headers["ETag"] = etag
+        return response
+    body = json_body(chunk.payload) if stream.json else chunk.payload
+    response = Response(body, status=200)
+    response.headers["Content-Type"] = stream.content_type
+    response.headers["Stream-Next-Offset"] = format_offset(chunk.next)
+    response.headers["ETag"] = etag
+    if up_to_date:
+        response.headers["Stream-Up-To-Date"] = "true"
+    if closed:
+        response.headers["Stream-Closed"] = "true"
+    if cursor is not None:
+        response.headers["Stream-Cursor"] = cursor
+    response.headers["Cache-Control"] = _CACHEABLE if chunk.payload else "no-store"
+    return response
+
+
+def _if_none_match() -> list[str]:
+    value = request.headers.get("If-None-Match")
+    return [] if not value else [tag.strip() for tag in value.split(",")]
+
+
+async def _long_poll(streams: Streams, stream: Stream, position: int) -> Response:
+    cursor = response_cursor(request.args.get("cursor"))
+    if position == stream.tail and not stream.closed:
+        with trio.move_on_after(streams.settings.long_poll_timeout):
+            await streams.store.wait(stream, position)
+        if stream.removed or stream.deleted:
+            streams.store.get(stream.path)  # raises: 404 or 410
+    if position < stream.tail:
+        response = await _catch_up(streams, stream, position, cursor=cursor)
+        response.timeout = None
+        return response
+    response = Response(b"", status=204)
+    response.headers["Stream-Next-Offset"] = format_offset(position)
+    response.headers["Stream-Up-To-Date"] = "true"
+    response.headers["Cache-Control"] = "no-store"
+    if stream.closed:
+        response.headers["Stream-Closed"] = "true"
+    else:
+        response.headers["Stream-Cursor"] = cursor
+    return response
+
+
+def _sse(streams: Streams, stream: Stream, position: int) -> Response:
+    encoding = sse_encoding(stream.content_type)
+    body = _SSEBody(streams, stream, position, request.args.get("cursor"))
+    response = Response(body, status=200, content_type="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    if encoding == "base64":
+        response.headers["Stream-SSE-Data-Encoding"] = "base64"
+    response.timeout = None
+    return response
+
+
+class _SSEBody:
+    """One ``live=sse`` reader: data and control events until the stream closes, the
+    reader leaves, or the reconnect interval has passed (an async iterator of bytes)."""
+
+    def __init__(self, streams: Streams, stream: Stream, position: int, cursor: str | None) -> None:
+        self._streams = streams
+        self._stream = stream
+        self._position = position
+        self._cursor = cursor
+        self._encoding = sse_encoding(stream.content_type)
+        self._deadline = trio.current_time() + streams.settings.sse_reconnect
+        self._sent_control = False
+        self._done = False
+
+    def __aiter__(self) -> _SSEBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        stream = self._stream
+        store = self._streams.store
+        while not self._done:
+            if stream.removed or stream.deleted:
+                break
+            if self._position < stream.tail:
+                chunk = await store.read(stream, self._position, self._streams.settings.read_bytes)
+                self._position = chunk.next
+                return data_event(chunk.payload, self._encoding) + self._control()
+            if stream.closed or not self._sent_control:
+                return self._control()
+            with trio.move_on_at(self._deadline) as waiting:
+                await store.wait(stream, self._position)
+            if waiting.cancelled_caught:
+                break
+        raise StopAsyncIteration
+
+    def _control(self) -> bytes:
+        stream = self._stream
+        at_tail = self._position >= stream.tail
+        closed = stream.closed and at_tail
+        self._sent_control = True
+        self._done = closed
+        self._cursor = response_cursor(self._cursor)
+        return control_event(
+            format_offset(self._position), cursor=self._cursor, up_to_date=at_tail, closed=closed
+        )

@@ -1,0 +1,179 @@
+"""One stream in memory: its configuration, what it has accepted, what it shows.
+
+A stream keeps two views. What it has **accepted** (``end``, ``closing``, producer
+states, ``Stream-Seq``) moves when an append is validated, synchronously, so the next
+append is judged against it. What it **shows** (``tail``, ``closed``) moves when the
+committer has written the append: readers never see a byte before it is stored. Its
+newest records stay in memory (``recent``, up to ``tail_bytes``) so that live readers
+are served without touching the disk; a reader that falls behind reads the same bytes
+from the log. :meth:`Stream.changed` wakes waiting readers once per change.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+
+import trio
+
+from .headers import media_type
+from .jsonmode import is_json
+from .producers import ProducerState
+from .records import ProducerStamp, Record
+from .segments import SegmentLog
+
+__all__ = ["ForkOrigin", "Stream", "StreamConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    """What a create asks for; an idempotent create must ask for the same again."""
+
+    content_type: str
+    ttl: int | None
+    expires_at: float | None
+    fork_from: str | None = None
+    fork_offset: int | None = None
+    fork_sub_offset: int = 0
+
+    def matches(self, other: StreamConfig) -> bool:
+        """Whether ``other`` asks for this configuration (content types by media type)."""
+        return (
+            media_type(self.content_type) == media_type(other.content_type)
+            and self.ttl == other.ttl
+            and self.expires_at == other.expires_at
+            and self.fork_from == other.fork_from
+            and self.fork_offset == other.fork_offset
+            and self.fork_sub_offset == other.fork_sub_offset
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """Where a fork's inherited data comes from: ``source`` up to the fork's base."""
+
+    source: Stream
+
+
+class Stream:
+    """One stream (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        key: int,
+        path: str,
+        config: StreamConfig,
+        log: SegmentLog,
+        base: int,
+        accessed_at: float,
+        origin: ForkOrigin | None,
+        tail_bytes: int,
+    ) -> None:
+        self.key = key
+        self.path = path
+        self.config = config
+        self.log = log
+        self.base = base
+        self.origin = origin
+        self.accessed_at = accessed_at
+        self.json = is_json(config.content_type)
+        # accepted
+        self.end = log.end
+        self.closing = False
+        self.closed_by: ProducerStamp | None = None
+        self.stream_seq: str | None = None
+        self.producers: dict[str, ProducerState] = {}
+        # shown
+        self.tail = log.end
+        self.closed = False
+        # lifecycle
+        self.forks = 0
+        self.deleted = False
+        self.removed = False
+        self.dirty = False
+        self._recent: list[Record] = []
+        self._recent_starts: list[int] = []
+        self._recent_bytes = 0
+        self._tail_bytes = tail_bytes
+        self._changed = trio.Event()
+
+    @property
+    def content_type(self) -> str:
+        return self.config.content_type
+
+    def expired(self, now: float) -> bool:
+        """Whether the stream's TTL or expiry time has passed at ``now`` (epoch s)."""
+        config = self.config
+        if config.expires_at is not None and now >= config.expires_at:
+            return True
+        return config.ttl is not None and now >= self.accessed_at + config.ttl
+
+    def touch(self) -> None:
+        """A read or write: the TTL starts again."""
+        self.accessed_at = time.time()
+        if self.config.ttl is not None:
+            self.dirty = True
+
+    # -- what readers see ----------------------------------------------------------
+
+    def publish(self, record: Record) -> None:
+        """The committer wrote ``record``: show it and wake readers."""
+        self.tail = record.end
+        if record.close:
+            self.closed = True
+        self.dirty = True
+        if not self.closed:
+            self._remember(record)
+        else:
+            self._forget()
+        self.notify()
+
+    def show_closed(self) -> None:
+        """A close without data is stored: show it and wake readers."""
+        self.closed = True
+        self.dirty = True
+        self._forget()
+        self.notify()
+
+    def notify(self) -> None:
+        """Wake every reader waiting in :meth:`changed`."""
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def changed(self) -> None:
+        """Wait for the next change (new data, closure, deletion)."""
+        await self._changed.wait()
+
+    def recent_from(self, position: int, max_bytes: int) -> list[Record] | None:
+        """The records from ``position`` kept in memory (about ``max_bytes``), or
+        ``None`` when ``position`` is not among them."""
+        index = bisect.bisect_left(self._recent_starts, position)
+        if index == len(self._recent) or self._recent_starts[index] != position:
+            return None
+        records: list[Record] = []
+        size = 0
+        for record in self._recent[index:]:
+            if records and size + len(record.payload) > max_bytes:
+                break
+            records.append(record)
+            size += len(record.payload)
+        return records
+
+    def _remember(self, record: Record) -> None:
+        self._recent.append(record)
+        self._recent_starts.append(record.start)
+        self._recent_bytes += len(record.payload)
+        drop = 0
+        while self._recent_bytes > self._tail_bytes and drop < len(self._recent) - 1:
+            self._recent_bytes -= len(self._recent[drop].payload)
+            drop += 1
+        if drop:
+            del self._recent[:drop]
+            del self._recent_starts[:drop]
+
+    def _forget(self) -> None:
+        self._recent = []
+        self._recent_starts = []
+        self._recent_bytes = 0
