@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,43 +11,12 @@ import trio
 
 from benchmarks.support.session_client import read_session
 from benchmarks.support.workspace import WorkspaceServer
-from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import parse_stream, scripted, shell, wait_gone
 from tests.sessions.harness import create, wait_state
 from tests.support.container import remove_run_dirs
+from tests.support.runner_process import start_runner_process
 
 TOKEN = "restart-token"
-CLI = [sys.executable, "-m", "sandstream.server.cli", "runner", "--port", "0"]
-
-
-async def _start(nursery: trio.Nursery, data_dir: Path) -> tuple[trio.Process, str]:
-    """Start ``sandstream runner --data-dir``; return it and its URL."""
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-    env[TOKEN_ENV] = TOKEN
-    process = await trio.lowlevel.open_process(
-        [*CLI, "--data-dir", str(data_dir), "--container-stderr", "discard"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    stderr = bytearray()
-    bound = trio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        async with process.stderr:
-            while chunk := await process.stderr.receive_some():
-                stderr.extend(chunk)
-                if b"Running on http://" in stderr:
-                    bound.set()
-
-    nursery.start_soon(read_stderr)
-    with trio.fail_after(30):
-        await bound.wait()
-    match = re.search(rb"Running on (http://[\d.]+:\d+)", stderr)
-    assert match is not None
-    return process, match.group(1).decode()
 
 
 def _kids(process: trio.Process) -> list[psutil.Process]:
@@ -76,7 +41,7 @@ async def test_sigkill_and_restart_keeps_the_chunks_and_fails_running_sessions(
     first = second = None
     try:
         async with trio.open_nursery() as nursery:
-            first, url = await _start(nursery, data_dir)
+            first, url = await start_runner_process(nursery, data_dir, TOKEN)
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
                 workspace.config = scripted()
                 done_id = await create(client, workspace.mint_dispatch("done"))
@@ -99,7 +64,7 @@ async def test_sigkill_and_restart_keeps_the_chunks_and_fails_running_sessions(
             # Its run dirs lived in the sandbox's own /tmp: nothing is left on the host.
             assert remove_run_dirs() == []
 
-            second, url = await _start(nursery, data_dir)
+            second, url = await start_runner_process(nursery, data_dir, TOKEN)
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
                 status = await wait_state(client, running_id, "failed")
                 assert status["terminal"]["code"] == "runner_lost"
