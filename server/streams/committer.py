@@ -9,9 +9,9 @@ bytes are written, and :meth:`Committer.sync_now` (run every interval by the sto
 makes them durable.
 
 Each queued item carries a callback the committer runs on the event loop once the
-item is written: it publishes the append (the stream's tail moves), whether or not its
-caller is still waiting, so a cancelled caller never leaves the log and the stream
-disagreeing. A write that fails stops the committer: that batch and every later
+item is written (or failed): it publishes the append (the stream's tail moves), whether
+or not its caller is still waiting, so a cancelled caller never leaves the log and the
+stream disagreeing. A write that fails stops the committer: that batch and every later
 :meth:`commit` raise :class:`StreamStoreFailedError`.
 """
 
@@ -61,7 +61,9 @@ class SyncPolicy:
 class Commit:
     """Queued appends committed together; :meth:`wait` for the outcome."""
 
-    items: list[tuple[SegmentLog, bytes, Callable[[], None]]] = field(default_factory=list)
+    items: list[tuple[SegmentLog, bytes, Callable[[BaseException | None], None]]] = field(
+        default_factory=list
+    )
     done: trio.Event = field(default_factory=trio.Event)
     error: BaseException | None = None
 
@@ -95,12 +97,14 @@ class Committer:
         finally:
             self._fail(StreamStoreFailedError("the stream store is closed"))
 
-    def commit(self, log_: SegmentLog, record: bytes, published: Callable[[], None]) -> Commit:
-        """Queue ``record`` for ``log_``; ``published`` runs once it is written (and,
-        under the ``commit`` policy, synced). Raises :class:`StreamStoreFailedError`
-        once the store has stopped writing."""
+    def commit(
+        self, log_: SegmentLog, record: bytes, done: Callable[[BaseException | None], None]
+    ) -> Commit:
+        """Queue ``record`` for ``log_``; ``done(None)`` runs once it is written (and,
+        under the ``commit`` policy, synced), ``done(error)`` if it cannot be. Raises
+        :class:`StreamStoreFailedError` once the store has stopped writing."""
         self.check()
-        self._batch.items.append((log_, record, published))
+        self._batch.items.append((log_, record, done))
         self._wake.set()
         return self._batch
 
@@ -118,12 +122,9 @@ class Committer:
         except OSError as error:
             log.error("streams: a write failed, the store takes no more writes: %s", error)
             self._fail(error)
-            batch.error = error
-            batch.done.set()
+            _finish(batch, error)
             return
-        for _, _, published in batch.items:
-            published()
-        batch.done.set()
+        _finish(batch, None)
 
     def _write(self, by_log: dict[SegmentLog, list[bytes]]) -> None:
         for log_, records in by_log.items():
@@ -148,8 +149,14 @@ class Committer:
         if self._failed is None:
             self._failed = error
         batch, self._batch = self._batch, Commit()
-        batch.error = self._failed
-        batch.done.set()
+        _finish(batch, self._failed)
+
+
+def _finish(batch: Commit, error: BaseException | None) -> None:
+    batch.error = error
+    for _, _, done in batch.items:
+        done(error)
+    batch.done.set()
 
 
 def _sync_all(logs: set[SegmentLog]) -> None:

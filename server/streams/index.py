@@ -41,6 +41,7 @@ _SCHEMA: Final = (
         fork_sub_offset INTEGER NOT NULL DEFAULT 0,
         base INTEGER NOT NULL,
         checkpoint INTEGER NOT NULL,
+        start INTEGER NOT NULL,
         stream_seq TEXT,
         closed INTEGER NOT NULL DEFAULT 0,
         closed_by_id TEXT,
@@ -69,6 +70,7 @@ class Checkpoint:
     """A stream's state as of log position ``position``."""
 
     position: int
+    start: int
     stream_seq: str | None
     closed: bool
     closed_by: ProducerStamp | None
@@ -120,9 +122,9 @@ class StreamIndex:
             by = cp.closed_by
             cursor = conn.execute(
                 "INSERT INTO streams (path, content_type, ttl, expires_at, accessed_at,"
-                " source_key, fork_offset, fork_sub_offset, base, checkpoint, stream_seq,"
-                " closed, closed_by_id, closed_by_epoch, closed_by_seq)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " source_key, fork_offset, fork_sub_offset, base, checkpoint, start,"
+                " stream_seq, closed, closed_by_id, closed_by_epoch, closed_by_seq)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     row.path,
                     row.content_type,
@@ -134,6 +136,7 @@ class StreamIndex:
                     row.fork_sub_offset,
                     row.base,
                     cp.position,
+                    cp.start,
                     cp.stream_seq,
                     int(cp.closed),
                     by and by.id,
@@ -176,10 +179,12 @@ def _store_checkpoints(
     for key, accessed_at, cp in batch:
         by = cp.closed_by
         conn.execute(
-            "UPDATE streams SET checkpoint = ?, stream_seq = ?, closed = ?, closed_by_id = ?,"
-            " closed_by_epoch = ?, closed_by_seq = ?, accessed_at = ? WHERE key = ?",
+            "UPDATE streams SET checkpoint = ?, start = ?, stream_seq = ?, closed = ?,"
+            " closed_by_id = ?, closed_by_epoch = ?, closed_by_seq = ?, accessed_at = ?"
+            " WHERE key = ?",
             (
                 cp.position,
+                cp.start,
                 cp.stream_seq,
                 int(cp.closed),
                 by and by.id,
@@ -223,6 +228,7 @@ def _all_rows(conn: sqlite3.Connection) -> list[StreamRow]:
                 deleted=bool(r["deleted"]),
                 checkpoint=Checkpoint(
                     r["checkpoint"],
+                    r["start"],
                     r["stream_seq"],
                     bool(r["closed"]),
                     closed_by,

@@ -147,6 +147,12 @@ class SegmentLog:
         self._needs_directory_sync = False
         shutil.rmtree(self.directory, ignore_errors=True)
 
+    def drop_before(self, position: int) -> None:
+        """Delete the segments that end at or below ``position`` (never the last)."""
+        while len(self._bases) > 1 and self._bases[1] <= position:
+            (self.directory / _segment_name(self._bases[0])).unlink(missing_ok=True)
+            del self._bases[0]
+
     # -- reading -------------------------------------------------------------------
 
     @property

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -154,6 +156,7 @@ class StreamStore:
                 origin=origin,
                 tail_bytes=self._tail_bytes,
             )
+            stream.start = cp.start
             stream.stream_seq = cp.stream_seq
             stream.producers = dict(cp.producers)
             stream.closed = stream.closing = cp.closed
@@ -260,7 +263,7 @@ class StreamStore:
                 fork_sub_offset=config.fork_sub_offset,
                 base=base,
                 deleted=False,
-                checkpoint=Checkpoint(base, None, closed and not payload, None, {}),
+                checkpoint=Checkpoint(base, base, None, closed and not payload, None, {}),
             )
         )
         directory = self._log_dir(key)
@@ -381,8 +384,45 @@ class StreamStore:
             stream.closing = True
             stream.closed_by = producer
         stored = Record(start, stream.end, payload, producer, seq, close)
-        commit = self._committer.commit(stream.log, record, lambda: stream.publish(stored))
+        commit = self._committer.commit(stream.log, record, partial(_publish, stream, stored))
         await commit.wait()
+
+    def append_soon(
+        self, stream: Stream, payload: bytes, done: Callable[[Record | BaseException], None]
+    ) -> None:
+        """Append ``payload`` as the stream's owner (no producer, no seq, no checks of
+        content): queued at once, never waits. ``done`` gets the stored record once it is
+        published, or the exception that kept it from being stored. Raises
+        :class:`StreamStoreFailedError` or :class:`StreamClosedError` at once."""
+        self._committer.check()
+        if stream.closing:
+            raise StreamClosedError(stream.end)
+        record = encode(payload)
+        start = stream.end
+        stream.end = start + len(record)
+        stored = Record(start, stream.end, payload, None, None, False)
+
+        def finished(error: BaseException | None) -> None:
+            if error is not None:
+                done(error)
+                return
+            stream.publish(stored)
+            done(stored)
+
+        self._committer.commit(stream.log, record, finished)
+
+    def trim(self, stream: Stream, position: int) -> None:
+        """Retention: ``stream`` starts at ``position`` (a record boundary) from now on
+        (reads below it are gone); its segments that end at or below it are deleted in
+        the background."""
+        if position <= stream.start:
+            return
+        stream.start = position
+        stream.dirty = True
+        if self._nursery is not None:
+            self._nursery.start_soon(
+                self._committer.exclusive, partial(stream.log.drop_before, position)
+            )
 
     async def close(self, stream: Stream, producer: ProducerStamp | None) -> Appended:
         """Close ``stream`` without data (idempotent)."""
@@ -474,20 +514,32 @@ class StreamStore:
             return await self._read(
                 stream.origin.source, position, min(end, stream.base), max_bytes
             )
+        records = await self.read_records(stream, position, end, max_bytes)
+        return Chunk(b"".join(r.payload for r in records), records[-1].end)
+
+    async def read_records(
+        self, stream: Stream, position: int, end: int, max_bytes: int
+    ) -> list[Record]:
+        """The records of ``stream``'s own log from ``position`` (a record boundary) up
+        to ``end``: at least one, about ``max_bytes`` of payload, from memory when they
+        are recent. Raises :class:`StreamGoneError` below what is retained and
+        :class:`InvalidStreamRequestError` at a position that is no boundary."""
+        if position < stream.start:
+            raise StreamGoneError("the position is below what the stream retains")
         records = stream.recent_from(position, max_bytes)
         if records is None:
             records = await trio.to_thread.run_sync(stream.log.read, position, end, max_bytes)
         records = [r for r in records if r.end <= end]
         if not records:
             raise InvalidStreamRequestError("not an offset of this stream")
-        return Chunk(b"".join(r.payload for r in records), records[-1].end)
+        return records
 
     def first_position(self, stream: Stream) -> int:
         """The first position of ``stream`` still stored (where ``offset=-1`` reads)."""
         if stream.origin is not None:
             return self.first_position(stream.origin.source)
         first = stream.log.first
-        return stream.base if first is None else first
+        return max(stream.start, stream.base if first is None else first)
 
     async def wait(self, stream: Stream, position: int) -> None:
         """Wait until ``stream`` has data after ``position``, closes or is deleted."""
@@ -523,6 +575,7 @@ class StreamStore:
                     stream.accessed_at,
                     Checkpoint(
                         stream.tail,
+                        stream.start,
                         stream.stream_seq,
                         stream.closing,
                         stream.closed_by,
@@ -541,6 +594,11 @@ class StreamStore:
             for stream in list(self._streams.values()):
                 if stream.expired(now):
                     self._expire(stream)
+
+
+def _publish(stream: Stream, record: Record, error: BaseException | None) -> None:
+    if error is None:
+        stream.publish(record)
 
 
 def _effective(config: StreamConfig, source: Stream | None) -> StreamConfig:

@@ -76,6 +76,8 @@ class Stream:
         self.config = config
         self.log = log
         self.base = base
+        self.start = base
+        """The first position readers may read (retention moves it up)."""
         self.origin = origin
         self.accessed_at = accessed_at
         self.json = is_json(config.content_type)
