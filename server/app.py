@@ -34,13 +34,14 @@ from .runner.routes import install_runner
 from .runner.service import Runner
 from .runner.settings import RunnerSettings
 from .sessions import (
+    SESSION_STREAMS,
     SessionsCollector,
     SessionService,
     SessionSettings,
     get_sessions,
     install_sessions,
 )
-from .streams import StreamSettings, install_streams
+from .streams import Streams, StreamStore, install_streams
 from .web.routes import web_blueprint
 
 __all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
@@ -50,15 +51,14 @@ def create_runner_app(
     settings: RunnerSettings,
     *,
     sessions: SessionSettings | None = None,
-    streams: StreamSettings | None = None,
     launcher: ContainerLauncher | None = None,
     runner: Runner | None = None,
     metrics_route: bool = True,
 ) -> QuartTrio:
     """The runner's app: ``POST /stream``, ``GET /healthz``, ``GET /metrics`` (the
     runner token; not with ``metrics_route=False``), and with ``sessions`` the durable
-    sessions and the Durable Streams at ``/v1/stream/`` (``streams``; default: in
-    ``streams/`` of the sessions' data dir).
+    sessions and the Durable Streams at ``/v1/stream/`` (their store:
+    ``sessions.stream_settings``).
 
     Pass ``runner`` to share one with other code (it then wins over ``settings`` and
     ``launcher``); otherwise one is made from ``settings`` and ``launcher`` (default:
@@ -68,19 +68,14 @@ def create_runner_app(
     runner = runner or Runner(settings, launcher)
     app = _new_app()
     install_metrics(app)
-    _add_runner(app, runner, sessions, streams)
+    _add_runner(app, runner, sessions)
     if metrics_route:
         token = runner.settings.token
         mount_metrics_route(app, get_metrics(app), None if token is None else [token])
     return app
 
 
-def _add_runner(
-    app: QuartTrio,
-    runner: Runner,
-    sessions: SessionSettings | None,
-    streams: StreamSettings | None,
-) -> None:
+def _add_runner(app: QuartTrio, runner: Runner, sessions: SessionSettings | None) -> None:
     """The runner, and with ``sessions`` its durable sessions and Durable Streams, and
     their metrics."""
     registry = get_metrics(app).registry
@@ -88,18 +83,20 @@ def _add_runner(
     install_runner(app, runner)
     registry.register(RunnerCollector(runner))
     if sessions is not None:
-        service = SessionService(runner, sessions)
+        streams = sessions.stream_settings
+        store = StreamStore.from_settings(streams)
+        service = SessionService(runner, sessions, store)
         install_sessions(app, service)
         registry.register(SessionsCollector(service))
-        streams = streams or StreamSettings(directory=sessions.data_dir / "streams")
-        install_streams(app, streams, runner.settings.token)
+        install_streams(
+            app, Streams(streams, store, runner.settings.token, reserved=(SESSION_STREAMS,))
+        )
 
 
 def create_chat_app(
     service: ChatService,
     *,
     sessions: SessionSettings | None = None,
-    streams: StreamSettings | None = None,
     metrics_route: bool = True,
 ) -> QuartTrio:
     """The chat backend's app, with the web app, and the runner and its durable
@@ -115,7 +112,7 @@ def create_chat_app(
     if service.runner is not None:
         if sessions is None:
             raise ChatConfigError("the embedded runner needs durable sessions (a data dir)")
-        _add_runner(app, service.runner, sessions, streams)
+        _add_runner(app, service.runner, sessions)
         service.sessions = get_sessions(app)
         runner_token = service.runner.settings.token
     install_chat(app, service)

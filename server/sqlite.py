@@ -29,7 +29,7 @@ DEFAULT_BUSY_TIMEOUT_MS: Final = 10_000
 
 
 def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    conn = sqlite3.connect(  # a URI, so that ATTACH takes one too (``mode=ro``)
+    conn = sqlite3.connect(
         path.resolve().as_uri(),
         uri=True,
         isolation_level=None,
@@ -77,7 +77,6 @@ class SQLiteDatabase:
         self._migrate = migrate
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: sqlite3.Connection | None = None
-        self._attached: dict[Path, str] = {}
         self._write_lock = threading.Lock()
         self._write_limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(readers)
@@ -157,56 +156,6 @@ class SQLiteDatabase:
                 raise
             conn.execute("COMMIT")
             return result
-
-    async def attach_read_only(self, path: Path) -> str:
-        """Attach the database file at ``path`` to the writer connection, read-only, and
-        return its schema name (``attached_1``, …; the same for the same file, which is
-        attached once). Writes can then read it in SQL (``INSERT … SELECT … FROM
-        attached_1.t``) without a byte of it passing through Python.
-
-        Read-only matters: ``BEGIN IMMEDIATE`` takes a write lock on every attached
-        database that can be written, which would serialize this database's writes with
-        the other file's own writer; on a read-only one it only starts a read
-        transaction (a WAL snapshot, which blocks nobody).
-
-        Raises :class:`sqlite3.OperationalError` if the file cannot be opened (it must
-        exist). Waits for a write in progress; runs in a worker thread.
-        """
-        schema = self._attached.get(path)
-        if schema is not None:
-            return schema
-
-        def attach() -> str:
-            with self._write_lock:
-                conn = self._writer
-                if conn is None or self._closed:
-                    raise sqlite3.ProgrammingError("the database is closed")
-                schema = self._attached.get(path)
-                if schema is None:
-                    schema = f"attached_{len(self._attached) + 1}"
-                    uri = f"{path.resolve().as_uri()}?mode=ro"
-                    conn.execute(f"ATTACH ? AS {schema}", (uri,))
-                    self._attached[path] = schema
-                return schema
-
-        return await trio.to_thread.run_sync(attach, limiter=self._write_limiter)
-
-    async def detach_all(self) -> None:
-        """Detach every file :meth:`attach_read_only` attached, so that its own last
-        connection can checkpoint it and remove its WAL when it closes (a read-only
-        handle left open here keeps them on disk). A later :meth:`attach_read_only`
-        attaches again. Waits for a write in progress; runs in a worker thread; does
-        nothing once closed."""
-
-        def detach() -> None:
-            with self._write_lock:
-                conn = self._writer
-                if conn is not None and not self._closed:
-                    for schema in self._attached.values():
-                        conn.execute(f"DETACH {schema}")
-                self._attached.clear()
-
-        await trio.to_thread.run_sync(detach, limiter=self._write_limiter)
 
     def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._take_reader()

@@ -34,6 +34,7 @@ from sandstream.server.runner.network import (
     parse_endpoint,
 )
 from sandstream.server.sessions import SessionSettings
+from sandstream.server.streams import StreamSettings, SyncPolicy
 
 from .logs import LOG_FORMAT_ENV, LogFormat, parse_log_format
 
@@ -308,7 +309,8 @@ def launcher_from_args(
 
 
 def add_session_arguments(group: argparse._ActionsContainer) -> None:
-    """The flags that say how long the session buffer keeps chunks."""
+    """The flags that say how long the session buffer keeps chunks, and how its
+    stream store syncs."""
     group.add_argument(
         "--session-retain-chunks",
         type=int,
@@ -323,6 +325,14 @@ def add_session_arguments(group: argparse._ActionsContainer) -> None:
         metavar="SEC",
         help="delete a session this long after it ended (default: 7 days; 0: never)",
     )
+    group.add_argument(
+        "--streams-sync",
+        default="commit",
+        metavar="POLICY",
+        help="when appends to the Durable Streams (the sessions' included) are made "
+        "durable: 'commit' (default: fsync before the append is answered, shared by "
+        "concurrent appends) or SECONDS (answered once written, fsync every SECONDS)",
+    )
 
 
 def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSettings:
@@ -331,6 +341,9 @@ def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSetting
         data_dir=data_dir,
         retain_chunks=args.session_retain_chunks,
         ttl=args.session_ttl or None,
+        streams=StreamSettings(
+            directory=data_dir / "streams", sync=SyncPolicy.parse(args.streams_sync)
+        ),
     )
 
 

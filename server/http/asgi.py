@@ -5,12 +5,14 @@
 timers and ``Connection: close`` work; a disconnect before it (the client leaving
 mid-response) cancels the response at once. A request body still arriving
 ``body_timeout`` (Quart's ``BODY_TIMEOUT``) after the request started raises
-``RequestTimeout`` (408) in the route. Why: docs/architecture.md, "Connections".
+``RequestTimeout`` (408) in the route. Paths may have body limits of their own
+(:data:`BODY_LIMITS`). Why: docs/architecture.md, "Connections".
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, ASGISendEvent
@@ -20,7 +22,11 @@ from werkzeug.exceptions import RequestTimeout
 
 from .fanout import RAW_SEND_EXTENSION
 
-__all__ = ["HTTPConnection"]
+__all__ = ["BODY_LIMITS", "HTTPConnection"]
+
+BODY_LIMITS: Final = "SANDSTREAM_BODY_LIMITS"
+"""App config: ``{path prefix: bytes}``, a request body limit of their own for the
+paths under a prefix, instead of ``MAX_CONTENT_LENGTH`` (413 above it)."""
 
 
 class HTTPConnection(TrioASGIHTTPConnection):
@@ -70,6 +76,15 @@ class HTTPConnection(TrioASGIHTTPConnection):
         while (await receive())["type"] != "http.disconnect":
             pass  # the rest of a body nobody reads any more
         self._disconnected(nursery)
+
+    def _create_request_from_scope(self, send: ASGISendCallable) -> Request:
+        request = super()._create_request_from_scope(send)
+        limits: dict[str, int] = self.app.config.get(BODY_LIMITS) or {}
+        for prefix, limit in limits.items():
+            if request.path.startswith(prefix):
+                request.body = request.body_class(request.content_length, limit)
+                break
+        return request
 
     def _disconnected(self, nursery: trio.Nursery) -> None:
         if not self._response_complete:

@@ -1,8 +1,9 @@
 """The sessions role: durable sessions, runs that outlive their clients.
 
 :class:`SessionService` (:mod:`.service`: one nursery per session, restore, retire),
-:class:`SessionBuffer` (:mod:`.buffer`: chunks by cursor in SQLite; :class:`SessionRuns`
-lets another database copy them), :class:`Session` (:mod:`.session`: state, reads,
+:class:`SessionBuffer` (:mod:`.buffer`: chunks by cursor, each session's stored once in
+its Durable Stream at ``/v1/stream/sessions/{id}``; :class:`SessionRuns` lets another
+role copy them), :class:`Session` (:mod:`.session`: state, reads,
 message, interrupt, runs offered to :class:`LiveSubscriber`; the sessions never write a
 socket), :class:`Follow` (:mod:`.follow`: one reader), and ``/sessions``
 (:mod:`.routes`, framed by :mod:`.wire`; where a reader resumes: :mod:`.resume`, which
@@ -10,7 +11,7 @@ the chat's streams share); their metrics: :class:`SessionsCollector` (:mod:`.met
 on the counts of :mod:`.counts`).
 """
 
-from .buffer import AttachedRuns, Run, SessionBuffer, SessionRuns, split_chunks
+from .buffer import SESSION_STREAMS, Run, SessionBuffer, SessionRuns, split_chunks
 from .errors import (
     CursorGoneError,
     PermissionAnsweredError,
@@ -32,7 +33,7 @@ __all__ = [
     "PERMISSION_ANSWERED",
     "PERMISSION_NOT_FOUND",
     "RUNNER_LOST",
-    "AttachedRuns",
+    "SESSION_STREAMS",
     "CaughtUp",
     "Chunks",
     "CursorGoneError",

@@ -1,34 +1,44 @@
-"""The session buffer: every chunk of every session, in SQLite, by cursor.
+"""The session buffer: every session's chunks, stored once, in its Durable Stream.
 
-One file, ``sessions.sqlite3`` in the data dir (WAL, 32 KiB pages), driven through
-:class:`~sandstream.server.sqlite.SQLiteDatabase`: nothing runs on the event loop. A row of
-``chunks`` is a **run**, the whole lines of one append, its id ``key * 2**32`` plus the
-cursor of its first line (cursors are dense per session): a read after a cursor is one
-seek and one range scan. Runs are stored by the :mod:`.appender`'s thread; retention
-deletes whole runs from below. Another role's database copies runs through
-:class:`SessionRuns`: the file, schema and keys stay this module's.
+A session's output is the stream ``/v1/stream/sessions/{id}`` (``application/x-ndjson``)
+of the :class:`~sandstream.server.streams.StreamStore`: a **run** (the whole lines of one
+append) is one record of the stream's log, tagged with the cursor of its first line, so
+its bytes are on disk once and a Durable Streams client reads the same records.
+``sessions.sqlite3`` in the data dir keeps a row per session (state, times, terminal,
+its cursors once it ended), not its chunks. Cursors (dense per session) find their runs
+through an index in memory: kept as runs are stored, and built for a restored session
+by one scan of its log, on its first read. Retention moves the stream's start to a run
+and deletes the segments below it.
 
-Calls raise :class:`sqlite3.Error` when the database fails. Cancellation: a call that
-has started runs to completion in its thread (:mod:`sandstream.server.sqlite`).
+Calls raise :class:`sqlite3.Error` when the database fails and the stream store's
+errors when it does. Cancellation: a database call that has started runs to
+completion in its thread (:mod:`sandstream.server.sqlite`); an append handed over is
+stored and reported whether or not anyone still waits.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Final, Literal, TypeAlias
+
+import trio
 
 from sandstream.server.sqlite import SQLiteDatabase
-
-from .appender import Appender, Outcome, RunJob
+from sandstream.server.streams import StreamConfig, StreamError, StreamNotFoundError, StreamStore
+from sandstream.server.streams.records import Record
+from sandstream.server.streams.stream import Stream
 
 __all__ = [
     "BUFFER_FILE",
-    "CURSOR_SPAN",
-    "PAGE_SIZE",
-    "AttachedRuns",
+    "SESSION_CONTENT_TYPE",
+    "SESSION_STREAMS",
+    "Outcome",
     "Run",
     "SessionBuffer",
     "SessionRow",
@@ -38,20 +48,17 @@ __all__ = [
     "split_chunks",
 ]
 
+log = logging.getLogger("sandstream.sessions")
+
 BUFFER_FILE: Final = "sessions.sqlite3"
-PAGE_SIZE: Final = 32 * 1024
-"""The page size of a new buffer file (an existing one keeps its own)."""
-CURSOR_SPAN: Final = 1 << 32
-"""Cursors of one session are below this; a chunk's row id is ``key * CURSOR_SPAN + cursor``."""
+SESSION_STREAMS: Final = "/v1/stream/sessions/"
+"""Where the sessions' streams are: ``SESSION_STREAMS + session_id``."""
+SESSION_CONTENT_TYPE: Final = "application/x-ndjson"
+_SCAN_BYTES: Final = 4 * 1024 * 1024
 
 SessionState: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
-
-
-class AttachingDatabase(Protocol):
-    """A database that attaches another's file read-only (:class:`SQLiteDatabase`)."""
-
-    async def attach_read_only(self, path: Path) -> str: ...
-
+Outcome = int | Exception
+"""What a stored run reports: the session's first retained cursor, or why it failed."""
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -64,18 +71,7 @@ _SCHEMA: Final = (
         first_cursor INTEGER NOT NULL DEFAULT 1,
         last_cursor INTEGER NOT NULL DEFAULT 0
     )""",
-    """CREATE TABLE IF NOT EXISTS chunks (
-        id INTEGER PRIMARY KEY,
-        count INTEGER NOT NULL,
-        chunk BLOB NOT NULL,
-        created_at INTEGER NOT NULL
-    )""",
-    # A run's insert moves its session's last cursor: an append is one statement.
-    """CREATE TRIGGER IF NOT EXISTS chunks_move_last_cursor AFTER INSERT ON chunks
-    BEGIN
-        UPDATE sessions SET last_cursor = NEW.id - (NEW.id >> 32 << 32) + NEW.count - 1
-        WHERE key = NEW.id >> 32;
-    END""",
+    "DROP TRIGGER IF EXISTS chunks_move_last_cursor",
 )
 
 
@@ -144,96 +140,65 @@ def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
 
 
 class SessionRuns:
-    """One session's runs as the buffer stores them, for another role's database: a
-    SQLite one copies them inside SQLite (:meth:`attach` the buffer to it, then select
-    the runs in its own ``INSERT … SELECT``: :class:`AttachedRuns`), any other reads
-    their bytes (:meth:`read`). Handed out by :meth:`SessionBuffer.stored_runs`
-    (:attr:`Session.stored_runs <sandstream.server.sessions.Session.stored_runs>`):
-    the buffer's file, tables and keys stay the buffer's own."""
+    """One session's stored runs, for another role to copy (the chat's log mover):
+    handed out by :meth:`SessionBuffer.stored_runs` (:attr:`Session.stored_runs
+    <sandstream.server.sessions.Session.stored_runs>`)."""
 
-    __slots__ = ("_db", "_key")
+    __slots__ = ("_buffer", "_key")
 
-    def __init__(self, db: SQLiteDatabase, key: int) -> None:
-        self._db = db
+    def __init__(self, buffer: SessionBuffer, key: int) -> None:
+        self._buffer = buffer
         self._key = key
 
     async def read(self, after: int, upto: int) -> list[Run]:
         """The stored runs holding the chunks after cursor ``after`` up to ``upto``, in
         cursor order, the first one cut at ``after`` (a run ending past ``upto`` and
         runs retention deleted are not among them: the caller compares what it got
-        with what it asked for). Reads the buffer in a worker thread."""
-        low = self._key * CURSOR_SPAN
-
-        def run(conn: sqlite3.Connection) -> list[Run]:
-            (start,) = conn.execute(
-                "SELECT max(id) FROM chunks WHERE id > ? AND id <= ?", (low, low + after + 1)
-            ).fetchone()
-            if start is None:
-                return []
-            rows = conn.execute(
-                "SELECT id - ?, count, chunk FROM chunks WHERE id >= ? AND id <= ? "
-                "AND id - ? + count - 1 <= ? ORDER BY id",
-                (low, start, low + upto, low, upto),
-            ).fetchall()
-            return [Run(first, bytes(data), count).part(after, upto) for first, count, data in rows]
-
-        return await self._db.read(run)
-
-    async def attach(self, db: AttachingDatabase) -> AttachedRuns:
-        """Attach the buffer's file read-only to ``db``'s writer connection (once per
-        file: :meth:`~sandstream.server.sqlite.SQLiteDatabase.attach_read_only`, which
-        says why read-only) and return this session's runs there. Raises
-        :class:`sqlite3.OperationalError` if the file cannot be opened. Runs in a
-        worker thread; cancelled, it may have attached the file (harmless: a file is
-        attached once, and detached by ``db.detach_all``)."""
-        return AttachedRuns(await db.attach_read_only(self._db.path), self._key)
+        with what it asked for)."""
+        return await self._buffer.read(self._key, after, upto, 1 << 62, cut_end=False)
 
 
-class AttachedRuns:
-    """A session's runs in a buffer attached to another database's writer connection
-    (:meth:`SessionRuns.attach`). Its methods run in that connection's transaction
-    (``conn`` must be it), which sees a snapshot of the buffer; a cursor is never
-    formatted into SQL."""
+class _RunIndex:
+    """Where a session's runs are in its stream's log: one entry per stored run."""
 
-    __slots__ = ("_low", "_schema")
+    __slots__ = ("counts", "ends", "firsts", "starts")
 
-    def __init__(self, schema: str, key: int) -> None:
-        self._schema = schema
-        self._low = key * CURSOR_SPAN
+    def __init__(self) -> None:
+        self.firsts: list[int] = []
+        self.counts: list[int] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
 
-    def run_start(self, conn: sqlite3.Connection, cursor: int) -> int | None:
-        """The first cursor of the newest stored run that starts at or below ``cursor``
-        (the run holding it, if it is stored); None when none is retained (retention
-        deletes from below)."""
-        (start,) = conn.execute(
-            f"SELECT max(id) - ? FROM {self._schema}.chunks WHERE id > ? AND id <= ?",
-            (self._low, self._low, self._low + cursor),
-        ).fetchone()
-        return None if start is None else int(start)
+    def add(self, first: int, count: int, record: Record) -> None:
+        self.firsts.append(first)
+        self.counts.append(count)
+        self.starts.append(record.start)
+        self.ends.append(record.end)
 
-    def run(self, conn: sqlite3.Connection, first: int) -> Run | None:
-        """The stored run that starts at cursor ``first``, its bytes read into Python
-        (None if there is none)."""
-        row = conn.execute(
-            f"SELECT count, chunk FROM {self._schema}.chunks WHERE id = ?", (self._low + first,)
-        ).fetchone()
-        return None if row is None else Run(first, bytes(row[1]), int(row[0]))
+    def holding(self, cursor: int) -> int | None:
+        """The entry of the run that holds ``cursor`` (None: none does)."""
+        index = bisect.bisect_right(self.firsts, cursor) - 1
+        if index < 0 or cursor >= self.firsts[index] + self.counts[index]:
+            return None
+        return index
 
-    def select(self, after: int, upto: int) -> tuple[str, dict[str, int]]:
-        """A ``SELECT`` of the stored runs that start after cursor ``after`` and end by
-        ``upto``, in cursor order, as rows ``(first_cursor, last_cursor, chunks)``, and
-        its parameters (named ``runs_…``: the caller's own may stand beside them). Put
-        in an ``INSERT … SELECT``, the runs go from one file to the other inside SQLite.
-        A run that holds ``after + 1`` without starting there is not among them
-        (:meth:`run_start` finds it), nor are runs retention deleted: the caller
-        compares what it copied with what it asked for."""
-        sql = (
-            "SELECT id - :runs_low AS first_cursor, id - :runs_low + count - 1 AS last_cursor, "
-            f"chunk AS chunks FROM {self._schema}.chunks "
-            "WHERE id > :runs_low + :runs_after AND id <= :runs_low + :runs_upto "
-            "AND id - :runs_low + count - 1 <= :runs_upto ORDER BY id"
-        )
-        return sql, {"runs_low": self._low, "runs_after": after, "runs_upto": upto}
+    def drop_below(self, index: int) -> None:
+        for entries in (self.firsts, self.counts, self.starts, self.ends):
+            del entries[:index]
+
+    @property
+    def last(self) -> int:
+        """The cursor of the newest chunk (0: none)."""
+        return self.firsts[-1] + self.counts[-1] - 1 if self.firsts else 0
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A session the buffer knows: its stream and, once known, its run index."""
+
+    id: str
+    stream: Stream
+    index: _RunIndex | None
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -256,20 +221,27 @@ class SessionRow:
 
 
 class SessionBuffer:
-    """The sessions and their chunks; see the module docstring. Open with :meth:`open`."""
+    """The sessions and their chunks; see the module docstring. Open with :meth:`open`
+    on a running :class:`StreamStore`."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: SQLiteDatabase, store: StreamStore) -> None:
         self._db = db
-        self._appender = Appender(db)
+        self._store = store
+        self._entries: dict[int, _Entry] = {}
 
     @classmethod
-    async def open(cls, data_dir: Path, *, readers: int = 4) -> SessionBuffer:
-        """Open (or create) the buffer in ``data_dir``. Raises sqlite3.Error / OSError."""
-        db = await SQLiteDatabase.open(
-            data_dir / BUFFER_FILE, migrate=_migrate, readers=readers, page_size=PAGE_SIZE
-        )
-        buffer = cls(db)
-        buffer._appender.start()
+    async def open(cls, data_dir: Path, store: StreamStore, *, readers: int = 4) -> SessionBuffer:
+        """Open (or create) the buffer in ``data_dir``, its streams in ``store``. Chunks
+        an older buffer kept in SQLite move to the streams first. Raises sqlite3.Error /
+        OSError and the store's errors."""
+        db = await SQLiteDatabase.open(data_dir / BUFFER_FILE, migrate=_migrate, readers=readers)
+        buffer = cls(db, store)
+        try:
+            await buffer._move_old_chunks()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await db.close()
+            raise
         return buffer
 
     @property
@@ -278,20 +250,21 @@ class SessionBuffer:
         return self._db.path
 
     def stored_runs(self, key: int) -> SessionRuns:
-        """The runs of session ``key`` for another database to copy in SQL."""
-        return SessionRuns(self._db, key)
+        """The runs of session ``key``, for another role to copy."""
+        return SessionRuns(self, key)
+
+    def stream(self, key: int) -> Stream:
+        """The Durable Stream of session ``key``."""
+        return self._entries[key].stream
 
     async def close(self) -> None:
-        """Store and report the runs handed over, then close every connection. Idempotent."""
-        try:
-            await self._appender.close()
-        finally:
-            await self._db.close()
+        """Close the database (the streams are the store's). Idempotent."""
+        await self._db.close()
 
     # -- sessions ---------------------------------------------------------------------
 
     async def create(self, session_id: str, created_at: int) -> int:
-        """Store a new running session; return its key."""
+        """Store a new running session and create its stream; return its key."""
 
         def insert(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
@@ -302,10 +275,21 @@ class SessionBuffer:
             assert key is not None
             return key
 
-        return await self._db.write(insert)
+        key: int = await self._db.write(insert)
+        stream = await self._open_stream(session_id)
+        self._entries[key] = _Entry(session_id, stream, _RunIndex())
+        return key
+
+    async def _open_stream(self, session_id: str) -> Stream:
+        config = StreamConfig(SESSION_CONTENT_TYPE, None, None)
+        stream, _ = await self._store.create(
+            SESSION_STREAMS + session_id, config, b"", closed=False
+        )
+        return stream
 
     async def sessions(self) -> list[SessionRow]:
-        """Every stored session, oldest first."""
+        """Every stored session, oldest first; a session stored as running has its
+        cursors from its log (its run index is built: it may be written again)."""
 
         def select(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
@@ -314,36 +298,64 @@ class SessionBuffer:
             ).fetchall()
             return [SessionRow(*row) for row in rows]
 
-        return await self._db.read(select)
+        rows = await self._db.read(select)
+        out = []
+        for row in rows:
+            entry = self._entries.get(row.key)
+            if entry is None:
+                try:
+                    stream = self._store.get(SESSION_STREAMS + row.id)
+                except StreamNotFoundError:  # lost with its data dir's streams
+                    stream = await self._open_stream(row.id)
+                entry = self._entries[row.key] = _Entry(row.id, stream, None)
+            if row.state == "running":
+                index = await self._index(entry)
+                first = index.firsts[0] if index.firsts else 1
+                row = replace(row, first_cursor=first, last_cursor=index.last)
+            out.append(row)
+        return out
 
     async def finish(
-        self, key: int, state: SessionState, ended_at: int, terminal: bytes | None
+        self,
+        key: int,
+        state: SessionState,
+        ended_at: int,
+        terminal: bytes | None,
+        first_cursor: int,
+        last_cursor: int,
     ) -> None:
-        """Record how a session ended (its terminal line, ``None`` if it has none)."""
+        """Record how a session ended (its terminal line, ``None`` if it has none, and
+        its cursors) and close its stream (readers see its end)."""
         await self._db.write(
             lambda conn: conn.execute(
-                "UPDATE sessions SET state = ?, ended_at = ?, terminal = ? WHERE key = ?",
-                (state, ended_at, terminal, key),
+                "UPDATE sessions SET state = ?, ended_at = ?, terminal = ?, first_cursor = ?,"
+                " last_cursor = ? WHERE key = ?",
+                (state, ended_at, terminal, first_cursor, last_cursor, key),
             )
         )
+        entry = self._entries.get(key)
+        if entry is not None and not entry.stream.removed:
+            await self._store.close(entry.stream, None)
 
     async def delete_ended_before(self, ended_before: int) -> list[str]:
-        """Delete the sessions that ended before ``ended_before`` (ms); return their ids."""
+        """Delete the sessions that ended before ``ended_before`` (ms), streams too;
+        return their ids."""
 
-        def delete(conn: sqlite3.Connection) -> list[str]:
+        def delete(conn: sqlite3.Connection) -> list[tuple[int, str]]:
             rows = conn.execute(
                 "SELECT key, id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?",
                 (ended_before,),
             ).fetchall()
             for key, _ in rows:
-                conn.execute(
-                    "DELETE FROM chunks WHERE id > ? AND id < ?",
-                    (key * CURSOR_SPAN, (key + 1) * CURSOR_SPAN),
-                )
                 conn.execute("DELETE FROM sessions WHERE key = ?", (key,))
-            return [session_id for _, session_id in rows]
+            return [(int(key), str(session_id)) for key, session_id in rows]
 
-        return await self._db.write(delete)
+        deleted = await self._db.write(delete)
+        for key, session_id in deleted:
+            self._entries.pop(key, None)
+            with contextlib.suppress(StreamError):  # gone already
+                await self._store.delete(SESSION_STREAMS + session_id)
+        return [session_id for _, session_id in deleted]
 
     # -- chunks -----------------------------------------------------------------------
 
@@ -353,77 +365,141 @@ class SessionBuffer:
         after: int,
         data: bytes,
         count: int,
-        created_at: int,
         keep_from: int,
         report: Callable[[Outcome], object],
     ) -> None:
         """Hand ``data``, ``count`` whole lines (chunks at cursors ``after + 1``, …), to
-        the appender (:mod:`.appender`), which stores it as one run and then calls
-        ``report`` on the event loop with the session's first retained cursor, or with
-        the exception that kept it from being stored. Never blocks.
+        the session's stream as one run; once it is stored, ``report`` gets (on the event
+        loop) the session's first retained cursor, or the exception that kept it from
+        being stored. Never blocks.
 
-        Runs that hold only chunks below cursor ``keep_from`` (retention) are deleted in
-        the same transaction; a run that straddles it is kept whole, so slightly more
-        than asked may be retained. ``after`` must be the session's last cursor once
-        the runs handed over before are stored (the session is the only writer of its
-        rows). Raises :class:`ValueError` past the session's last possible cursor.
+        Runs that hold only chunks below cursor ``keep_from`` (retention) are dropped;
+        a run that straddles it is kept whole, so slightly more than asked may be
+        retained. ``after`` must be the session's last cursor once the runs handed over
+        before are stored (the session is the only writer of its stream).
         """
-        low = key * CURSOR_SPAN
-        if after + count >= CURSOR_SPAN:
-            raise ValueError(f"session {key} ran out of cursors")
-        row = (low + after + 1, count, data, created_at)
+        entry = self._entries[key]
+        index = entry.index
+        assert index is not None, "a session is written only once its index is known"
 
-        def store(conn: sqlite3.Connection) -> int:
-            conn.execute(  # its trigger moves the session's last_cursor
-                "INSERT INTO chunks (id, count, chunk, created_at) VALUES (?, ?, ?, ?)", row
-            )
-            if keep_from <= 1:  # nothing to drop
-                return 1
-            conn.execute(
-                "DELETE FROM chunks WHERE id > ? AND id < ? AND id + count <= ?",
-                (low, low + keep_from, low + keep_from),
-            )
-            (first_id,) = conn.execute(
-                "SELECT min(id) FROM chunks WHERE id > ? AND id < ?", (low, low + CURSOR_SPAN)
-            ).fetchone()
-            first = int(first_id) - low
-            conn.execute("UPDATE sessions SET first_cursor = ? WHERE key = ?", (first, key))
-            return first
+        def stored(outcome: Record | BaseException) -> None:
+            if isinstance(outcome, Exception):
+                report(outcome)
+            elif isinstance(outcome, BaseException):
+                report(RuntimeError(f"the run was not stored: {outcome!r}"))
+            else:
+                index.add(after + 1, count, outcome)
+                report(self._retain(entry, index, keep_from))
 
-        self._appender.submit(RunJob(key, after, store, report))
+        try:
+            self._store.append_soon(entry.stream, data, stored, tag=after + 1)
+        except StreamError as exc:
+            trio.lowlevel.current_trio_token().run_sync_soon(report, exc)
 
-    async def read(self, key: int, after: int, upto: int, max_bytes: int) -> list[Run]:
+    def _retain(self, entry: _Entry, index: _RunIndex, keep_from: int) -> int:
+        """Drop the runs below the one holding ``keep_from``; the first cursor kept."""
+        holding = index.holding(keep_from)
+        if holding:
+            self._store.trim(entry.stream, index.starts[holding])
+            index.drop_below(holding)
+        return index.firsts[0]
+
+    async def read(
+        self, key: int, after: int, upto: int, max_bytes: int, *, cut_end: bool = True
+    ) -> list[Run]:
         """The runs holding cursors ``after + 1`` … ``upto``, in order, cut to start
-        at ``after + 1`` and end by ``upto``: whole runs while they fit in ``max_bytes``,
-        always at least one when there is one. Empty when the chunk at ``after + 1`` is
-        no longer retained: callers compare with what they asked for.
+        at ``after + 1`` and to end by ``upto`` (``cut_end=False``: a run ending past
+        ``upto`` is left out): whole runs while they fit in ``max_bytes``, always at
+        least one when there is one. Empty when the chunk at ``after + 1`` is no
+        longer retained: callers compare with what they asked for.
         """
-        low = key * CURSOR_SPAN
-
-        def select(conn: sqlite3.Connection) -> list[Run]:
-            (start,) = conn.execute(  # the run holding cursor after + 1
-                "SELECT max(id) FROM chunks WHERE id > ? AND id <= ?", (low, low + after + 1)
-            ).fetchone()
-            if start is None:
+        entry = self._entries[key]
+        index = await self._index(entry)
+        first = index.holding(after + 1)
+        last = index.holding(upto)
+        if first is None or last is None or after + 1 > upto:
+            return []
+        if not cut_end and index.firsts[last] + index.counts[last] - 1 > upto:
+            last -= 1
+            if last < first:
                 return []
-            out: list[Run] = []
-            size = 0
-            cursor = after
-            for row_id, count, data in conn.execute(
-                "SELECT id, count, chunk FROM chunks WHERE id >= ? AND id <= ? ORDER BY id",
-                (start, low + upto),
-            ):
-                run = Run(row_id - low, data, count)
-                if run.first > cursor + 1:
-                    break  # a gap: deleted by retention
-                if run.last <= cursor:
-                    continue
-                if out and size + run.size > max_bytes:
-                    break
-                run = run.part(cursor, upto)
-                out.append(run)
-                size += run.size
-                cursor = run.last
-            return out
+        stream = entry.stream
+        try:
+            records = await self._store.read_records(
+                stream, index.starts[first], index.ends[last], max_bytes
+            )
+        except StreamError:  # retention moved the stream's start meanwhile
+            return []
+        runs = []
+        for record in records:
+            at = index.holding(record.tag if record.tag is not None else -1)
+            if at is None or index.starts[at] != record.start:
+                raise StreamError(f"session {entry.id}: its log and its run index disagree")
+            runs.append(Run(index.firsts[at], record.payload, index.counts[at]).part(after, upto))
+        return runs
 
-        return await self._db.read(select)
+    async def _index(self, entry: _Entry) -> _RunIndex:
+        """The session's run index, built from its log on first use."""
+        if entry.index is not None:
+            return entry.index
+        index = _RunIndex()
+        stream = entry.stream
+        position = self._store.first_position(stream)
+        end = stream.tail
+        while position < end:
+            for record in await self._store.read_records(stream, position, end, _SCAN_BYTES):
+                if record.tag is None:
+                    raise StreamError(f"session {entry.id}: a run of its log has no cursor")
+                index.add(record.tag, record.payload.count(b"\n"), record)
+                position = record.end
+        if entry.index is None:  # another reader may have built it meanwhile
+            entry.index = index
+        return entry.index
+
+    async def _move_old_chunks(self) -> None:
+        """Move the chunks an older buffer kept in SQLite (table ``chunks``) to the
+        sessions' streams, then drop that table."""
+
+        def old_sessions(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+            exists = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'"
+            ).fetchone()
+            if exists is None:
+                return []
+            return [tuple(row) for row in conn.execute("SELECT key, id, state FROM sessions")]
+
+        sessions = await self._db.read(old_sessions)
+        for key, session_id, state in sessions:
+            stream = await self._open_stream(session_id)
+            low = key << 32
+
+            def chunks(conn: sqlite3.Connection, low: int = low) -> list[tuple[int, bytes]]:
+                rows = conn.execute(
+                    "SELECT id - ?, chunk FROM chunks WHERE id > ? AND id < ? ORDER BY id",
+                    (low, low, low + (1 << 32)),
+                ).fetchall()
+                return [(int(first), bytes(data)) for first, data in rows]
+
+            if stream.tail == self._store.first_position(stream):
+                for first, data in await self._db.read(chunks):
+                    await _append_and_wait(self._store, stream, data, first)
+            if state != "running" and not stream.closing:
+                await self._store.close(stream, None)
+        if sessions:
+            await self._db.write(lambda conn: conn.execute("DROP TABLE chunks"))
+            log.info("sessions: moved the chunks of %d sessions to their streams", len(sessions))
+
+
+async def _append_and_wait(store: StreamStore, stream: Stream, data: bytes, tag: int) -> None:
+    done = trio.Event()
+    failure: list[BaseException] = []
+
+    def stored(outcome: Record | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            failure.append(outcome)
+        done.set()
+
+    store.append_soon(stream, data, stored, tag=tag)
+    await done.wait()
+    if failure:
+        raise failure[0]

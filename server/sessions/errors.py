@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from sandstream.server.errors import ServerError
 
 __all__ = [
     "CursorGoneError",
-    "EarlierAppendFailedError",
     "PermissionAnsweredError",
     "PermissionNotFoundError",
     "SessionEndedError",
@@ -55,7 +52,3 @@ class PermissionAnsweredError(SessionError):
 
 class SessionNotFoundError(SessionError, KeyError):
     """No session with this id (never created, or retired by retention)."""
-
-
-class EarlierAppendFailedError(SessionError, sqlite3.Error):
-    """A run was not stored because an earlier run of its session failed."""

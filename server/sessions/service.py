@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import msgspec
@@ -26,6 +27,7 @@ from sandstream.core import StreamProcessor
 from sandstream.core.schemas import Dispatch
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
+from sandstream.server.streams import StreamStore
 
 from .buffer import SessionBuffer, SessionRow, SessionState
 from .counts import SessionCounts
@@ -63,9 +65,13 @@ def terminal_state(line: bytes) -> SessionState | None:
 class SessionService:
     """Sessions of one runner; see the module docstring."""
 
-    def __init__(self, runner: Runner, settings: SessionSettings) -> None:
+    def __init__(
+        self, runner: Runner, settings: SessionSettings, store: StreamStore | None = None
+    ) -> None:
         self.runner = runner
         self.settings = settings
+        self.store = store or StreamStore.from_settings(settings.stream_settings)
+        """Where the sessions' output is: each session is a Durable Stream of it."""
         self.counts = SessionCounts()
         """Chunks and bytes stored, readers connected: the sessions' metrics."""
         self._sessions: dict[str, Session] = {}
@@ -93,30 +99,42 @@ class SessionService:
     # -- lifetime -------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Open the buffer, restore sessions, then own the session tasks until :meth:`close`.
+        """Open the stream store and the buffer, restore sessions, then own the session
+        tasks until :meth:`close` (then the store closes, after the sessions).
 
         Cancellation: every session's container is still stopped and reaped (the
         turn's teardown is shielded), but no terminal is appended; the next start
         marks those sessions ``runner_lost``.
         """
-        self._buffer = await SessionBuffer.open(
-            self.settings.data_dir, readers=self.settings.readers
-        )
         try:
-            await self._restore()
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                if self.settings.ttl is not None:
-                    nursery.start_soon(self._retire_expired, self.settings.ttl)
-                task_status.started()
-                await self._closing.wait()
-                await self._end_live()
-                nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as outer:
+                store = trio.CancelScope()
+                await outer.start(_run_in, store, self.store.run)
+                try:
+                    self._buffer = await SessionBuffer.open(
+                        self.settings.data_dir, self.store, readers=self.settings.readers
+                    )
+                    try:
+                        await self._serve(task_status)
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await self._buffer.close()
+                finally:
+                    store.cancel()
         finally:
             self._nursery = None
-            with trio.CancelScope(shield=True):
-                await self._buffer.close()
             self._closed.set()
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        await self._restore()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.settings.ttl is not None:
+                nursery.start_soon(self._retire_expired, self.settings.ttl)
+            task_status.started()
+            await self._closing.wait()
+            await self._end_live()
+            nursery.cancel_scope.cancel()
 
     async def close(self) -> None:
         """End every live session with ``error{code:"shutdown"}`` and close the buffer.
@@ -272,6 +290,16 @@ async def _last_chunk(session: Session) -> bytes | None:
         session.key, session.last_cursor - 1, session.last_cursor, 1 << 30
     )
     return runs[0].data if runs else None
+
+
+async def _run_in(
+    scope: trio.CancelScope,
+    run: Callable[..., Awaitable[None]],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """``run(task_status=...)`` inside ``scope``, so its owner can stop it."""
+    with scope:
+        await run(task_status=task_status)
 
 
 def _restored(

@@ -24,8 +24,7 @@ import trio
 from sandstream.core.schemas import PermissionAnswer, UserMessage
 from sandstream.server.runner.turn import TurnStream
 
-from .appender import Outcome
-from .buffer import Run, SessionBuffer, SessionRuns, SessionState, runs_after
+from .buffer import Outcome, Run, SessionBuffer, SessionRuns, SessionState, runs_after
 from .counts import SessionCounts
 from .errors import (
     CursorGoneError,
@@ -202,7 +201,7 @@ class Session:
         ``max_unstored`` bytes of this session wait to be stored: then it waits for
         room (the container meanwhile blocks on its pipe: memory stays bounded).
 
-        Raises the error that kept an earlier run from being stored (``sqlite3.Error``;
+        Raises the error that kept an earlier run from being stored (the stream store's;
         nothing after it is stored or published). Cancellation: while it waits for
         room, before ``data`` was handed over.
         """
@@ -223,7 +222,6 @@ class Session:
             after,
             data,
             count,
-            now_ms(),
             keep_from,
             functools.partial(self._publish, Run(after + 1, data, count), final),
         )
@@ -280,7 +278,9 @@ class Session:
         self._tail, self._tail_size = [], 0
         self._notify()
         self._wake_live(self.last_cursor)
-        await self.buffer.finish(self.key, state, self.ended_at, terminal)
+        await self.buffer.finish(
+            self.key, state, self.ended_at, terminal, self.first_cursor, self.last_cursor
+        )
 
     # -- readers ----------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandstream.server.streams import StreamSettings
+
 __all__ = ["SessionSettings"]
 
 
@@ -19,7 +21,8 @@ class SessionSettings:
     checked every ``sweep_interval``. ``tail_bytes``: newest chunks of a live session
     kept in memory for its readers. ``read_bytes``: the most a reader is handed per
     read. ``keepalive``: an idle reader gets a keep-alive after this long.
-    ``readers``: SQLite reader threads.
+    ``readers``: SQLite reader threads. ``streams``: the stream store that keeps the
+    sessions' output (default: in ``streams/`` of ``data_dir``, default settings).
     """
 
     data_dir: Path
@@ -30,6 +33,12 @@ class SessionSettings:
     read_bytes: int = 256 * 1024
     keepalive: float = 15.0
     readers: int = 4
+    streams: StreamSettings | None = None
+
+    @property
+    def stream_settings(self) -> StreamSettings:
+        """``streams``, or the default store in the data dir."""
+        return self.streams or StreamSettings(directory=self.data_dir / "streams")
 
     def __post_init__(self) -> None:
         if self.retain_chunks is not None and self.retain_chunks < 1:

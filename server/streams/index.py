@@ -30,7 +30,7 @@ INDEX_FILE: Final = "streams.sqlite3"
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS streams (
-        key INTEGER PRIMARY KEY,
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
         path TEXT NOT NULL UNIQUE,
         content_type TEXT NOT NULL,
         ttl INTEGER,

@@ -3,8 +3,10 @@
 A record is ``length:u32le crc:u32le body``, ``crc`` the CRC-32 of ``body``;
 ``body`` is ``flags:u8``, then the producer stamp when flag ``PRODUCER`` is set
 (``id_length:u16le id epoch:u64le seq:u64le``), the ``Stream-Seq`` when flag
-``STREAM_SEQ`` is set (``length:u16le bytes``), then the payload: the append's bytes in
-wire format. Flag ``CLOSE`` marks the append that closed the stream. So one write holds
+``STREAM_SEQ`` is set (``length:u16le bytes``), the owner's tag when flag ``TAG`` is
+set (``tag:u64le``, a number the stream's owner attaches: the sessions put the cursor
+of a run's first line there), then the payload: the append's bytes in wire format.
+Flag ``CLOSE`` marks the append that closed the stream. So one write holds
 the data and everything an append changes (producer state, seq, closure), and a crash
 can tear only the last record: :func:`scan` stops at the first record that is
 incomplete or fails its CRC, and recovery truncates the file there.
@@ -26,6 +28,7 @@ __all__ = [
     "HEADER",
     "PRODUCER",
     "STREAM_SEQ",
+    "TAG",
     "ProducerStamp",
     "Record",
     "encode",
@@ -36,10 +39,12 @@ __all__ = [
 PRODUCER: Final = 1
 STREAM_SEQ: Final = 2
 CLOSE: Final = 4
-_KNOWN: Final = PRODUCER | STREAM_SEQ | CLOSE
+TAG: Final = 8
+_KNOWN: Final = PRODUCER | STREAM_SEQ | CLOSE | TAG
 _HEAD: Final = struct.Struct("<II")
 _PRODUCER: Final = struct.Struct("<QQ")
 _LENGTH16: Final = struct.Struct("<H")
+_TAG: Final = struct.Struct("<Q")
 HEADER: Final = _HEAD.size
 """The bytes before a record's body."""
 MAX_FIELD: Final = 0xFFFF
@@ -65,6 +70,7 @@ class Record:
     producer: ProducerStamp | None
     stream_seq: str | None
     close: bool
+    tag: int | None = None
 
 
 def encode(
@@ -73,16 +79,20 @@ def encode(
     producer: ProducerStamp | None = None,
     stream_seq: str | None = None,
     close: bool = False,
+    tag: int | None = None,
 ) -> bytes:
     """The record of one append. Raises :class:`ValueError` for a producer id or seq
     longer than :data:`MAX_FIELD` bytes."""
     flags = (PRODUCER if producer else 0) | (STREAM_SEQ if stream_seq is not None else 0)
-    parts = [bytes((flags | (CLOSE if close else 0),))]
+    flags |= (CLOSE if close else 0) | (TAG if tag is not None else 0)
+    parts = [bytes((flags,))]
     if producer is not None:
         parts.append(_field(producer.id.encode()))
         parts.append(_PRODUCER.pack(producer.epoch, producer.seq))
     if stream_seq is not None:
         parts.append(_field(stream_seq.encode()))
+    if tag is not None:
+        parts.append(_TAG.pack(tag))
     parts.append(payload)
     body = b"".join(parts)
     return _HEAD.pack(len(body), zlib.crc32(body)) + body
@@ -125,6 +135,7 @@ def _decode(body: memoryview, start: int, end: int) -> Record | None:
     at = 1
     producer = None
     stream_seq = None
+    tag = None
     try:
         if flags & PRODUCER:
             (n,) = _LENGTH16.unpack_from(body, at)
@@ -137,11 +148,14 @@ def _decode(body: memoryview, start: int, end: int) -> Record | None:
             (n,) = _LENGTH16.unpack_from(body, at)
             stream_seq = bytes(body[at + 2 : at + 2 + n]).decode()
             at += 2 + n
+        if flags & TAG:
+            (tag,) = _TAG.unpack_from(body, at)
+            at += _TAG.size
     except (struct.error, UnicodeDecodeError):
         return None
     if at > len(body):
         return None
-    return Record(start, end, bytes(body[at:]), producer, stream_seq, bool(flags & CLOSE))
+    return Record(start, end, bytes(body[at:]), producer, stream_seq, bool(flags & CLOSE), tag)
 
 
 def payloads(data: bytes | memoryview, base: int) -> tuple[bytes, int]:

@@ -17,6 +17,7 @@ import trio
 from quart import Blueprint, Quart, Response, current_app, request
 from werkzeug.datastructures import Headers
 
+from sandstream.server.http.asgi import BODY_LIMITS
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import problem, unauthorized
@@ -83,17 +84,20 @@ streams_blueprint = Blueprint("streams", __name__)
 
 
 class Streams:
-    """What the blueprint serves: the store, its settings, the token."""
+    """What the blueprint serves: the store (run by its owner), its settings, the token,
+    and the path prefixes of streams only the server writes (``reserved``)."""
 
-    def __init__(self, settings: StreamSettings, token: str | None) -> None:
+    def __init__(
+        self,
+        settings: StreamSettings,
+        store: StreamStore,
+        token: str | None,
+        reserved: tuple[str, ...] = (),
+    ) -> None:
         self.settings = settings
+        self.store = store
         self.token = token
-        self.store = StreamStore(
-            settings.directory,
-            sync=settings.sync,
-            segment_bytes=settings.segment_bytes,
-            tail_bytes=settings.tail_bytes,
-        )
+        self.reserved = reserved
 
 
 def get_streams(app: Quart | None = None) -> Streams:
@@ -102,27 +106,12 @@ def get_streams(app: Quart | None = None) -> Streams:
     return streams
 
 
-def install_streams(app: Quart, settings: StreamSettings, token: str | None) -> Streams:
-    """Mount ``/v1/stream/`` on ``app``; the store runs in the app's nursery while it
-    serves (recovered before the first request, checkpointed and closed at shutdown)."""
-    streams = Streams(settings, token)
+def install_streams(app: Quart, streams: Streams) -> None:
+    """Mount ``/v1/stream/`` on ``app``, serving ``streams`` (whose store its owner runs:
+    the sessions)."""
     app.extensions[STREAMS_EXTENSION] = streams
+    app.config.setdefault(BODY_LIMITS, {})[STREAM_PREFIX] = streams.settings.max_append_bytes
     app.register_blueprint(streams_blueprint)
-    scope = trio.CancelScope()
-
-    async def run_store(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with scope:
-            await streams.store.run(task_status=task_status)
-
-    @app.before_serving
-    async def _start_streams() -> None:
-        await app.nursery.start(run_store)  # type: ignore[attr-defined]
-
-    @app.after_serving
-    async def _stop_streams() -> None:
-        scope.cancel()
-
-    return streams
 
 
 @streams_blueprint.after_request
@@ -189,6 +178,14 @@ async def stream_route(name: str) -> Response:
         )
     path = STREAM_PREFIX + name
     method = request.method
+    if method in ("PUT", "POST", "DELETE") and path.startswith(streams.reserved):
+        return problem(
+            405,
+            "Method not allowed",
+            "this stream is written by the server alone: read it",
+            type=_TYPE + "read-only",
+            headers={"Allow": "GET, HEAD, OPTIONS"},
+        )
     if method == "PUT":
         return await _create(streams, path)
     if method == "POST":

@@ -22,6 +22,7 @@ class StreamSettings:
     its last offset, which lets caches collapse readers). ``read_bytes``: the most
     bytes one read answers with. ``tail_bytes``: a stream's newest bytes kept in
     memory for live readers. ``segment_bytes``: the size of a log segment file.
+    ``max_append_bytes``: the largest body a create or append may send (413 above).
     """
 
     directory: Path
@@ -31,12 +32,13 @@ class StreamSettings:
     read_bytes: int = 1024 * 1024
     tail_bytes: int = 256 * 1024
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    max_append_bytes: int = 32 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for name in ("long_poll_timeout", "sse_reconnect"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        for name in ("read_bytes", "tail_bytes", "segment_bytes"):
+        for name in ("read_bytes", "tail_bytes", "segment_bytes", "max_append_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -39,6 +39,7 @@ from .jsonmode import is_json, json_messages, json_payload
 from .producers import Accept, Duplicate, ProducerState, check
 from .records import ProducerStamp, Record, encode
 from .segments import DEFAULT_SEGMENT_BYTES, SegmentLog
+from .settings import StreamSettings
 from .stream import ForkOrigin, Stream, StreamConfig
 
 __all__ = ["Appended", "Chunk", "StreamStore"]
@@ -93,6 +94,16 @@ class StreamStore:
         self._index: StreamIndex | None = None
         self._paths = trio.Lock()
         self._nursery: trio.Nursery | None = None
+
+    @classmethod
+    def from_settings(cls, settings: StreamSettings) -> StreamStore:
+        """The store :class:`StreamSettings` describe."""
+        return cls(
+            settings.directory,
+            sync=settings.sync,
+            segment_bytes=settings.segment_bytes,
+            tail_bytes=settings.tail_bytes,
+        )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -388,19 +399,25 @@ class StreamStore:
         await commit.wait()
 
     def append_soon(
-        self, stream: Stream, payload: bytes, done: Callable[[Record | BaseException], None]
+        self,
+        stream: Stream,
+        payload: bytes,
+        done: Callable[[Record | BaseException], None],
+        *,
+        tag: int | None = None,
     ) -> None:
         """Append ``payload`` as the stream's owner (no producer, no seq, no checks of
-        content): queued at once, never waits. ``done`` gets the stored record once it is
-        published, or the exception that kept it from being stored. Raises
-        :class:`StreamStoreFailedError` or :class:`StreamClosedError` at once."""
+        content), with the owner's ``tag`` (:mod:`.records`): queued at once, never
+        waits. ``done`` gets the stored record once it is published, or the exception
+        that kept it from being stored. Raises :class:`StreamStoreFailedError` or
+        :class:`StreamClosedError` at once."""
         self._committer.check()
         if stream.closing:
             raise StreamClosedError(stream.end)
-        record = encode(payload)
+        record = encode(payload, tag=tag)
         start = stream.end
         stream.end = start + len(record)
-        stored = Record(start, stream.end, payload, None, None, False)
+        stored = Record(start, stream.end, payload, None, None, False, tag)
 
         def finished(error: BaseException | None) -> None:
             if error is not None:

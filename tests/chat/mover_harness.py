@@ -16,7 +16,6 @@ import trio
 from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.store.database import Connection, Database
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
-from sandstream.server.sqlite import SQLiteDatabase
 from tests.chat.databases import open_database
 
 __all__ = [
@@ -76,28 +75,13 @@ class _RecordingDatabase:
         await self._db.close()
 
 
-class _RecordingSQLite(_RecordingDatabase):
-    """:class:`_RecordingDatabase` of a SQLite database, which attaches session buffers."""
-
-    def __init__(self, db: SQLiteDatabase, events: list[tuple[str, int, int, int]]) -> None:
-        super().__init__(db, events)
-        self._sqlite = db
-
-    async def attach_read_only(self, path: Path) -> str:
-        return await self._sqlite.attach_read_only(path)
-
-    async def detach_all(self) -> None:
-        await self._sqlite.detach_all()
-
-
 class RecordingSink(MovedChunks):
     """The real sink, which also records each of its writes that committed, in commit
     order: ``("fence", generation, 0, 0)`` and ``("move", generation, first, last)``."""
 
     def __init__(self, db: Database) -> None:
         self.events: list[tuple[str, int, int, int]] = []
-        recording = _RecordingSQLite if isinstance(db, SQLiteDatabase) else _RecordingDatabase
-        super().__init__(recording(db, self.events))  # type: ignore[arg-type]
+        super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
 
     async def fence(self, session_id: str, generation: int) -> None:
         token = _LABEL.set(("fence", generation, 0, 0))

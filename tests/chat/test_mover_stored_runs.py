@@ -1,19 +1,15 @@
-"""The sink copying an in-process session buffer's runs inside SQLite (``StoredRuns``):
-exactly the chunks asked for, once, whatever was moved before; refused when the buffer
-no longer (or not yet) holds them, or when fenced; and the buffer's own writer is never
-held up by the chat database's transactions (the attach is read-only:
-tests/sessions/test_stored_runs.py)."""
+"""The sink copying an in-process session buffer's runs (``StoredRuns``): exactly the
+chunks asked for, once, whatever was moved before; refused when the buffer no longer
+(or not yet) holds them, or when fenced."""
 
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +19,7 @@ from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRu
 from sandstream.server.sessions import SessionBuffer
 from tests.chat.mover_harness import open_chat_db
 from tests.sessions.test_buffer import append
+from tests.support.streams import open_buffer
 
 pytestmark = pytest.mark.usefixtures("chat_database")
 
@@ -38,13 +35,12 @@ class Stores:
 
 @pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[Stores]:
-    buffer = await SessionBuffer.open(tmp_path / "runner")
-    chat = await open_chat_db(tmp_path / "chat.sqlite3")
-    try:
-        yield Stores(buffer, chat, MovedChunks(chat))
-    finally:
-        await chat.close()
-        await buffer.close()
+    async with open_buffer(tmp_path / "runner") as buffer:
+        chat = await open_chat_db(tmp_path / "chat.sqlite3")
+        try:
+            yield Stores(buffer, chat, MovedChunks(chat))
+        finally:
+            await chat.close()
 
 
 async def store_runs(buffer: SessionBuffer, runs: list[list[bytes]], keep_from: int = 1) -> int:
@@ -54,7 +50,7 @@ async def store_runs(buffer: SessionBuffer, runs: list[list[bytes]], keep_from: 
     after = 0
     for index, run in enumerate(runs):
         keep = keep_from if index == len(runs) - 1 else 1
-        await append(buffer, key, after, b"".join(run), len(run), 0, keep)
+        await append(buffer, key, after, b"".join(run), len(run), keep)
         after += len(run)
     return key
 
@@ -78,23 +74,30 @@ async def test_stored_runs_are_moved_exactly_once_after_any_earlier_move(
         runs.append(everything[at : at + size])
         at += size
     before = data.draw(st.integers(min_value=0, max_value=len(everything)), label="moved before")
-    buffer = await SessionBuffer.open(tmp / "runner")
-    chat = await open_chat_db(tmp / "chat.sqlite3")
-    try:
-        sink = MovedChunks(chat)
-        key = await store_runs(buffer, runs)
-        if before:  # bytes from another source, which may end inside a stored run
-            await sink.move("ses_x", 1, Batch.of(1, everything[:before]))
-        first = data.draw(st.integers(min_value=1, max_value=before + 1), label="first")
-        await sink.move("ses_x", 1, StoredRuns(buffer.stored_runs(key), first, len(everything)))
-        await sink.move(
-            "ses_x", 1, StoredRuns(buffer.stored_runs(key), 1, len(everything))
-        )  # again
-        assert await sink.read("ses_x") == everything
-        assert await sink.last_chunk("ses_x") == (len(everything), everything[-1])
-    finally:
-        await chat.close()
-        await buffer.close()
+    async with open_buffer(tmp / "runner") as buffer:
+        chat = await open_chat_db(tmp / "chat.sqlite3")
+        try:
+            await _move_twice(buffer, MovedChunks(chat), runs, everything, before, data)
+        finally:
+            await chat.close()
+
+
+async def _move_twice(
+    buffer: SessionBuffer,
+    sink: MovedChunks,
+    runs: list[list[bytes]],
+    everything: list[bytes],
+    before: int,
+    data: st.DataObject,
+) -> None:
+    key = await store_runs(buffer, runs)
+    if before:  # bytes from another source, which may end inside a stored run
+        await sink.move("ses_x", 1, Batch.of(1, everything[:before]))
+    first = data.draw(st.integers(min_value=1, max_value=before + 1), label="first")
+    await sink.move("ses_x", 1, StoredRuns(buffer.stored_runs(key), first, len(everything)))
+    await sink.move("ses_x", 1, StoredRuns(buffer.stored_runs(key), 1, len(everything)))  # again
+    assert await sink.read("ses_x") == everything
+    assert await sink.last_chunk("ses_x") == (len(everything), everything[-1])
 
 
 async def test_stored_runs_are_kept_as_the_buffer_stored_them(stores: Stores) -> None:
@@ -132,48 +135,3 @@ async def test_a_fenced_writer_copies_nothing(stores: Stores) -> None:
     with pytest.raises(FencedError):
         await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 3))
     assert await stores.sink.read("ses_a") == []
-
-
-async def test_a_chat_transaction_does_not_hold_up_the_buffer_it_reads(stores: Stores) -> None:
-    """With the buffer attached, a chat write transaction held open must not lock the
-    buffer's file: the session's next append is stored meanwhile (a writable attach
-    would make ``BEGIN IMMEDIATE`` lock both files, and the append wait or fail)."""
-    key = await store_runs(stores.buffer, [lines(1)])
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 1, 1))  # attaches
-    entered, release = threading.Event(), threading.Event()
-
-    def hold(conn: object) -> None:
-        entered.set()
-        release.wait(30)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stores.chat.write, hold)
-        await trio.to_thread.run_sync(entered.wait)
-        try:
-            with trio.fail_after(5):  # ~ms; a lock would wait out the 10 s busy timeout
-                await append(stores.buffer, key, 1, lines(1, 2)[0], 1, 0, 1)
-        finally:
-            release.set()
-    await stores.sink.move("ses_a", 1, StoredRuns(stores.buffer.stored_runs(key), 2, 2))
-    assert await stores.sink.read("ses_a") == lines(2)
-
-
-async def test_a_released_buffer_closes_clean_and_is_attached_again_when_moved(
-    tmp_path: Path,
-) -> None:
-    buffer = await SessionBuffer.open(tmp_path / "runner")
-    chat = await open_chat_db(tmp_path / "chat.sqlite3")
-    try:
-        sink = MovedChunks(chat)
-        key = await store_runs(buffer, [lines(2)])
-        await sink.move("ses_a", 1, StoredRuns(buffer.stored_runs(key), 1, 2))
-        await sink.release_buffers()
-        await buffer.close()  # its last connection: checkpointed, the WAL removed
-        assert sorted(p.name for p in buffer.path.parent.iterdir()) == [buffer.path.name]
-        buffer = await SessionBuffer.open(tmp_path / "runner")
-        await append(buffer, key, 2, b"".join(lines(1, 3)), 1, 0, 1)
-        await sink.move("ses_a", 1, StoredRuns(buffer.stored_runs(key), 3, 3))
-        assert await sink.read("ses_a") == lines(3)
-    finally:
-        await chat.close()
-        await buffer.close()

@@ -178,20 +178,37 @@ async def test_errors_are_problem_json(
         assert done.headers["Session-Last-Chunk-Id"] == str(status["last_chunk_id"])
 
 
-async def test_the_buffer_is_sqlite_in_wal_mode_in_the_data_dir(
+async def test_a_sessions_chunks_are_its_durable_stream_stored_once(
     nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
 ) -> None:
     server = await start_sessions(nursery, tmp_path)
-    workspace.config = load(3)
+    workspace.config = load(30, rate=2000)  # several runs
     async with server.client() as client:
         session_id = await create(client, workspace.mint_dispatch("x"))
         status = await wait_state(client, session_id, "completed")
+        stream = await client.get(f"/v1/stream/sessions/{session_id}", params={"offset": "-1"})
+        refused = await client.post(
+            f"/v1/stream/sessions/{session_id}",
+            content=b"{}\n",
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+    whole = await read_all(server, session_id)
+    assert stream.status_code == 200 and stream.headers["Stream-Closed"] == "true"
+    assert stream.headers["Content-Type"] == "application/x-ndjson"
+    assert stream.content == b"".join(whole.chunks)
+    assert refused.status_code == 405
     with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        count = conn.execute("SELECT sum(count) FROM chunks").fetchone()[0]
-        assert count == status["last_chunk_id"]
-        state = conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        assert state == ("completed",)
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        assert "chunks" not in tables
+        row = conn.execute(
+            "SELECT state, last_cursor FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        assert row == ("completed", status["last_chunk_id"])
+    logs = [path for path in (tmp_path / "streams" / "logs").rglob("*.seg")]
+    on_disk = sum(path.stat().st_size for path in logs)
+    runs = on_disk - len(stream.content)
+    assert runs > 0 and runs % 17 == 0  # a 17-byte frame per run, nothing more
 
 
 async def test_idle_sse_readers_get_keep_alive_comments_that_make_no_event(

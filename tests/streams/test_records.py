@@ -19,16 +19,20 @@ stamps = st.one_of(
 )
 appends = st.lists(
     st.tuples(
-        st.binary(max_size=64), stamps, st.one_of(st.none(), st.text(max_size=10)), st.booleans()
+        st.binary(max_size=64),
+        stamps,
+        st.one_of(st.none(), st.text(max_size=10)),
+        st.booleans(),
+        st.one_of(st.none(), st.integers(0, 2**64 - 1)),
     ),
     max_size=12,
 )
 
 
-def _log(items: list[tuple[bytes, ProducerStamp | None, str | None, bool]]) -> bytes:
+def _log(items: list[tuple[bytes, ProducerStamp | None, str | None, bool, int | None]]) -> bytes:
     return b"".join(
-        encode(payload, producer=producer, stream_seq=seq, close=close)
-        for payload, producer, seq, close in items
+        encode(payload, producer=producer, stream_seq=seq, close=close, tag=tag)
+        for payload, producer, seq, close, tag in items
     )
 
 
@@ -36,7 +40,7 @@ def _log(items: list[tuple[bytes, ProducerStamp | None, str | None, bool]]) -> b
 def test_records_round_trip_from_any_base(items, base):
     data = _log(items)
     records = list(scan(data, base))
-    assert [(r.payload, r.producer, r.stream_seq, r.close) for r in records] == items
+    assert [(r.payload, r.producer, r.stream_seq, r.close, r.tag) for r in records] == items
     position = base
     for record in records:
         assert record.start == position

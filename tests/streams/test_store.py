@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from sandstream.server.streams import (
     StreamClosedError,
@@ -17,19 +16,9 @@ from sandstream.server.streams import (
     SyncPolicy,
 )
 from sandstream.server.streams.records import HEADER, ProducerStamp
+from tests.support.streams import running_store
 
 TEXT = StreamConfig("text/plain", None, None)
-
-
-async def _run(store: StreamStore, nursery: trio.Nursery) -> trio.CancelScope:
-    scope = trio.CancelScope()
-
-    async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with scope:
-            await store.run(task_status=task_status)
-
-    await nursery.start(run)
-    return scope
 
 
 async def _read_all(store: StreamStore, path: str) -> bytes:
@@ -50,52 +39,38 @@ async def _append(store: StreamStore, path: str, data: bytes, **kwargs) -> None:
 
 
 async def test_appends_survive_a_restart_with_their_producer_state(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         await store.create("/v1/stream/a", TEXT, b"zero ", closed=False)
         for seq, word in enumerate([b"one ", b"two "]):
             await _append(store, "/v1/stream/a", word, producer=ProducerStamp("p", 4, seq))
         await _append(store, "/v1/stream/a", b"end", stream_seq="b", close=True)
         tail = store.get("/v1/stream/a").tail
-        scope.cancel()
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         stream = store.get("/v1/stream/a")
         assert await _read_all(store, "/v1/stream/a") == b"zero one two end"
         assert (stream.tail, stream.closed, stream.stream_seq) == (tail, True, "b")
         assert stream.producers["p"].epoch == 4 and stream.producers["p"].last_seq == 1
         with pytest.raises(StreamClosedError):
             await _append(store, "/v1/stream/a", b"more")
-        scope.cancel()
 
 
 async def test_a_torn_last_record_is_cut_at_restart(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         await store.create("/v1/stream/t", TEXT, b"whole", closed=False)
         stream = store.get("/v1/stream/t")
         tail = stream.tail
         segment = next(stream.log.directory.iterdir())
-        scope.cancel()
     with segment.open("ab") as file:  # half a record: a write the crash interrupted
         file.write((100).to_bytes(4, "little") + b"\0\0\0\0" + b"torn")
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         assert store.get("/v1/stream/t").tail == tail
         assert segment.stat().st_size == tail
         await _append(store, "/v1/stream/t", b" again")
         assert await _read_all(store, "/v1/stream/t") == b"whole again"
-        scope.cancel()
 
 
 async def test_each_append_is_written_once_with_its_frame(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path, segment_bytes=1000)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path, segment_bytes=1000) as store:
         await store.create("/v1/stream/s", TEXT, b"", closed=False)
         for _ in range(40):
             await _append(store, "/v1/stream/s", b"x" * 100)
@@ -104,13 +79,10 @@ async def test_each_append_is_written_once_with_its_frame(tmp_path: Path) -> Non
         assert len(files) > 1  # rolled over into several segments
         assert sum(f.stat().st_size for f in files) == 40 * (100 + HEADER + 1)
         assert await _read_all(store, "/v1/stream/s") == b"x" * 4000
-        scope.cancel()
 
 
 async def test_forks_read_through_their_sources_and_outlive_them(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         await store.create("/v1/stream/src", TEXT, b"A", closed=False)
         await _append(store, "/v1/stream/src", b"B")
         middle = store.get("/v1/stream/src").tail
@@ -122,10 +94,7 @@ async def test_forks_read_through_their_sources_and_outlive_them(tmp_path: Path)
         with pytest.raises(StreamGoneError):
             store.get("/v1/stream/src")
         assert await _read_all(store, "/v1/stream/fork") == b"ABx"
-        scope.cancel()
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         assert await _read_all(store, "/v1/stream/fork") == b"ABx"
         source_dir = tmp_path / "logs" / str(store._streams["/v1/stream/src"].key)
         await store.delete("/v1/stream/fork")
@@ -133,22 +102,15 @@ async def test_forks_read_through_their_sources_and_outlive_them(tmp_path: Path)
             store.get("/v1/stream/src")
         assert not source_dir.exists()
         assert not any((tmp_path / "logs").iterdir())
-        scope.cancel()
 
 
 async def test_interval_sync_keeps_what_was_written(tmp_path: Path) -> None:
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path, sync=SyncPolicy.parse("0.05"))
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path, sync=SyncPolicy.parse("0.05")) as store:
         await store.create("/v1/stream/i", TEXT, b"a", closed=False)
         await _append(store, "/v1/stream/i", b"b", producer=ProducerStamp("p", 0, 0))
-        scope.cancel()
-    async with trio.open_nursery() as nursery:
-        store = StreamStore(tmp_path)
-        scope = await _run(store, nursery)
+    async with running_store(tmp_path) as store:
         assert await _read_all(store, "/v1/stream/i") == b"ab"
         assert store.get("/v1/stream/i").producers["p"].last_seq == 0
-        scope.cancel()
 
 
 def test_sync_policies_parse() -> None:

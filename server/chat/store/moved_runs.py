@@ -5,10 +5,9 @@ idempotent.
 (consecutive whole lines, concatenated), and its fence, ``session_fences.generation``:
 the newest lease generation that claimed or wrote. A batch is bytes (:class:`Batch`,
 from a remote runner) or the cursors of runs in this process's session buffer
-(:class:`StoredRuns`): on SQLite copied file to file inside SQLite through
-:class:`~sandstream.server.sessions.SessionRuns` (the one part of this module that is
-SQLite's own, :func:`_copy_attached`); on PostgreSQL read from the buffer and inserted
-as bytes, as a remote runner's batch is (:func:`_insert_runs`).
+(:class:`StoredRuns`), read from the session's stream through
+:class:`~sandstream.server.sessions.SessionRuns` and inserted as bytes, as a remote
+runner's batch is (:func:`_insert_runs`).
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`~MovedChunks.last_cursor`
@@ -17,13 +16,11 @@ makes harmless.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Final, Protocol, TypeVar, cast, runtime_checkable
+from typing import Final, TypeVar
 
-from sandstream.server.sessions import AttachedRuns, Run, SessionRuns, split_chunks
+from sandstream.server.sessions import Run, SessionRuns, split_chunks
 
 from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
 from .database import Connection, Database
@@ -31,7 +28,6 @@ from .database import Connection, Database
 T = TypeVar("T")
 
 __all__ = [
-    "AttachingDatabase",
     "Batch",
     "MovedChunks",
     "StoredRuns",
@@ -76,17 +72,6 @@ class StoredRuns:
     @property
     def count(self) -> int:
         return self.last - self.first + 1
-
-
-@runtime_checkable
-class AttachingDatabase(Protocol):
-    """A database that can attach the session buffer's file (SQLite's:
-    :class:`~sandstream.server.sqlite.SQLiteDatabase`), so that stored runs are copied
-    inside it; any other database is given their bytes."""
-
-    async def attach_read_only(self, path: Path) -> str: ...
-
-    async def detach_all(self) -> None: ...
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:
@@ -154,34 +139,6 @@ def _check_copied(conn: Connection, session_id: str, last: int, upto: int) -> No
         )
 
 
-def _copy_attached(
-    conn: sqlite3.Connection, session_id: str, runs: StoredRuns, last: int, stored: AttachedRuns
-) -> None:
-    """SQLite's: in the caller's transaction, store chunks ``last + 1`` … ``runs.last``
-    from the attached session buffer (``stored``), a row per stored run, as they are
-    stored there, without a byte of them passing through Python. A run there that holds
-    ``last + 1`` but starts below it (moved in part before, by a batch of another
-    source) has the rest of it stored as a row of its own. Raises
-    :class:`StoredRunsMissingError` unless all of them were there."""
-    start = stored.run_start(conn, last + 1)
-    if start is None:
-        raise StoredRunsMissingError(
-            f"session {session_id}: the session buffer does not hold chunk {last + 1}"
-        )
-    if start <= last:
-        run = stored.run(conn, start)
-        if run is not None and last < run.last <= runs.last:
-            _insert_runs(conn, session_id, last, [run])
-            last = run.last
-    if last < runs.last:
-        select, params = stored.select(last, runs.last)
-        conn.execute(
-            _INSERT_RUN + f"SELECT :session_id, first_cursor, last_cursor, chunks FROM ({select})",
-            {**params, "session_id": session_id},
-        )
-    _check_copied(conn, session_id, last, runs.last)
-
-
 def _last_cursor(conn: Connection, session_id: str) -> int:
     row = conn.execute(
         "SELECT last_cursor FROM moved_runs WHERE session_id = ? "
@@ -213,15 +170,11 @@ class MovedChunks:
         are stored, so a chunk moved twice is stored once. :class:`StoredRunsMissingError`:
         runs of a :class:`StoredRuns` are not (or no longer) in the buffer. A batch
         without chunks checks the fence only."""
-        attached: AttachedRuns | None = None
-        runs: list[Run] = []
-        if not isinstance(batch, StoredRuns):
+        if isinstance(batch, StoredRuns):
+            runs = await batch.runs.read(batch.first - 1, batch.last)
+        else:
             _check_batch(session_id, batch)
             runs = [Run(batch.first, batch.data, batch.count)]
-        elif isinstance(self.db, AttachingDatabase):
-            attached = await batch.runs.attach(self.db)
-        else:
-            runs = await batch.runs.read(batch.first - 1, batch.last)
 
         def run(conn: Connection) -> None:
             _raise_fence(conn, session_id, generation)
@@ -235,21 +188,11 @@ class MovedChunks:
                 )
             if batch.last <= last:
                 return  # all of it moved before
-            if attached is not None and isinstance(batch, StoredRuns):
-                _copy_attached(cast(sqlite3.Connection, conn), session_id, batch, last, attached)
-                return
             _insert_runs(conn, session_id, last, runs)
             if isinstance(batch, StoredRuns):
                 _check_copied(conn, session_id, last, batch.last)
 
         await self.db.write(run)
-
-    async def release_buffers(self) -> None:
-        """Let go of the session buffers :class:`StoredRuns` moves attached (once no
-        embedded session is left to move: the buffer's own close then removes its WAL).
-        A later move attaches its buffer again. Only SQLite attaches them."""
-        if isinstance(self.db, AttachingDatabase):
-            await self.db.detach_all()
 
     async def fold(self, session_id: str, fold: Callable[[Iterable[bytes]], T]) -> T:
         """``fold(runs)`` over the session's stored chunks in cursor order, in a worker

@@ -372,12 +372,8 @@ class ChatTurns:
             for session_id in embedded:
                 assert self.sessions is not None
                 EmbeddedSession(self.sessions.get(session_id)).end("the server is shutting down")
-            settled = [
+            for session_id in embedded:
                 await self.mover.wait_settled(session_id, self.settings.shutdown_timeout)
-                for session_id in embedded
-            ]
-            if all(settled):  # nothing embedded is left to move: the buffer may close clean
-                await self.mover.sink.release_buffers()
             with trio.move_on_after(END_GRACE):  # their viewers deliver the terminal
                 await self.viewers.wait_until_none(
                     lambda body: isinstance(body.session, EmbeddedSession)
