@@ -26,6 +26,7 @@ import trio
 
 from benchmarks.support.servers import http1_client
 from sandstream.server.sessions import SessionSettings
+from sandstream.server.streams import StreamSettings
 from tests.server.harness import TOKEN, start_runner
 from tests.streams.reference import start_reference_server
 
@@ -59,5 +60,7 @@ async def start_stream_server(
         timeout_ms = round(LONG_POLL_TIMEOUT * 1000)
         url = await start_reference_server(nursery, node, data_dir, long_poll_timeout_ms=timeout_ms)
         return StreamServer(name, url, None)
-    runner = await start_runner(nursery, sessions=SessionSettings(data_dir=data_dir))
+    streams = StreamSettings(directory=data_dir / "streams", long_poll_timeout=LONG_POLL_TIMEOUT)
+    sessions = SessionSettings(data_dir=data_dir)
+    runner = await start_runner(nursery, sessions=sessions, streams=streams)
     return StreamServer(name, runner.url, TOKEN)

@@ -4,7 +4,7 @@ the Node reference server passes, and at least as many cases in all.
 Both servers run side by side in the same run (:mod:`.servers`), each with its own
 data directory, and the suite (:mod:`.conformance`) runs against both at once. A
 failure lists the cases sandstream fails with their messages; the figures (cases
-passed, seconds) are printed either way.
+passed, seconds) and each server's failed cases are printed either way.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ async def test_sandstream_passes_every_case_the_reference_server_passes(
     for name, suite in runs.items():
         passed, total = len(suite.passed), len(suite.cases)
         print(f"{name}: {passed} of {total} cases passed in {suite.seconds:.1f} s")
+        print(suite.describe_failures())
     assert reference.passed, "the reference server passed no case: the harness is broken"
     regressions = [name for name in reference.passed if name not in sandstream.passed]
     assert not regressions and len(sandstream.passed) >= len(reference.passed), (
