@@ -45,7 +45,6 @@ from sandstream.server import (
 from sandstream.server.runner.bwrap import BwrapContainer, BwrapLauncher
 from sandstream.server.runner.procs import TURN_MARKER_ENV
 from sandstream.server.sessions import SessionSettings
-from sandstream.server.streams import StreamSettings
 from tests.support import processes
 from tests.support.container import alive
 
@@ -130,7 +129,6 @@ async def start_runner(
     *,
     runner_settings: RunnerSettings | None = None,
     sessions: SessionSettings | None = None,
-    streams: StreamSettings | None = None,
     launcher: ContainerLauncher | None = None,
     graceful_timeout: float = 5.0,
     backlog: int = 100,
@@ -145,7 +143,6 @@ async def start_runner(
     app = create_runner_app(
         runner_settings or settings(),
         sessions=sessions,
-        streams=streams,
         launcher=launcher or LocalSubprocessLauncher(stderr="discard"),
     )
     config = Config()

@@ -61,6 +61,6 @@ async def start_stream_server(
         url = await start_reference_server(nursery, node, data_dir, long_poll_timeout_ms=timeout_ms)
         return StreamServer(name, url, None)
     streams = StreamSettings(directory=data_dir / "streams", long_poll_timeout=LONG_POLL_TIMEOUT)
-    sessions = SessionSettings(data_dir=data_dir)
-    runner = await start_runner(nursery, sessions=sessions, streams=streams)
+    sessions = SessionSettings(data_dir=data_dir, streams=streams)
+    runner = await start_runner(nursery, sessions=sessions)
     return StreamServer(name, runner.url, TOKEN)
