@@ -3,6 +3,7 @@ from memory or from the log after a restart; retention drops whole runs."""
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -110,3 +111,44 @@ async def test_an_ended_session_is_closed_stream_and_deleted_with_it(tmp_path: P
         assert await buffer.delete_ended_before(11) == ["ses_a"]
         assert stream.removed
         assert not any((tmp_path / "streams" / "logs").iterdir())
+
+
+async def test_an_older_buffers_chunks_move_to_the_sessions_streams(tmp_path: Path) -> None:
+    """A data dir of a buffer that kept chunks in SQLite (table ``chunks``, a row per
+    run keyed ``session_key * 2**32 + first cursor``) opens with every session readable
+    from its stream, the ended ones closed, and the table gone."""
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        conn.execute(
+            "CREATE TABLE sessions (key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+            " state TEXT NOT NULL, created_at INTEGER NOT NULL, ended_at INTEGER,"
+            " terminal BLOB, first_cursor INTEGER NOT NULL DEFAULT 1,"
+            " last_cursor INTEGER NOT NULL DEFAULT 0)"
+        )
+        conn.execute(
+            "CREATE TABLE chunks (id INTEGER PRIMARY KEY, count INTEGER NOT NULL,"
+            " chunk BLOB NOT NULL, created_at INTEGER NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO sessions VALUES (1, 'ses_done', 'completed', 0, 5, ?, 1, 3)", (b"3\n",)
+        )
+        conn.execute("INSERT INTO sessions VALUES (2, 'ses_live', 'running', 0, NULL, NULL, 1, 1)")
+        for key, first, data in ((1, 1, b"1\n2\n"), (1, 3, b"3\n"), (2, 1, b"x\n")):
+            conn.execute(
+                "INSERT INTO chunks VALUES (?, ?, ?, 0)",
+                ((key << 32) + first, data.count(b"\n"), data),
+            )
+    async with open_buffer(tmp_path) as buffer:
+        done, live = await buffer.sessions()
+        assert (done.id, done.last_cursor, live.id, live.last_cursor) == (
+            "ses_done",
+            3,
+            "ses_live",
+            1,
+        )
+        assert _chunks(await buffer.read(done.key, 0, 3, 100)) == [b"1\n", b"2\n", b"3\n"]
+        assert buffer.stream(done.key).closed and not buffer.stream(live.key).closed
+        assert await append(buffer, live.key, 1, b"y\n", 1, 1) == 1
+        assert _chunks(await buffer.read(live.key, 0, 2, 100)) == [b"x\n", b"y\n"]
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "chunks" not in tables
