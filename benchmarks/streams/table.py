@@ -1,6 +1,7 @@
 """The stream benchmark's results as one Markdown table: a row per figure, a column per
 server, and sandstream ÷ reference when both ran (above 1: sandstream's figure is the
-larger, which is better for rates and worse for latencies and memory)."""
+larger, which is better for rates and worse for latencies and memory; none for the
+CPU rows, which say what limited a figure rather than being one)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def render(results: dict[str, Any], targets: list[str]) -> str:
         cells = [label] + [format(values[name], spec) if name in values else "" for name in targets]
         if both:
             base = values.get("reference")
-            ratio = values["sandstream"] / base if base else None
+            ratio = values["sandstream"] / base if base and "CPU" not in label else None
             cells.append(f"{ratio:.2f}" if ratio is not None else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -232,8 +232,10 @@ class SSESplitter:
     """A ``text/event-stream`` body, fed in pieces, cut into :class:`SSEEvent` s
     (comments and ``id:``/``retry:`` fields dropped, events without data too).
 
-    Lines must end in LF alone, as both servers measured write them: a CR raises
-    :class:`WireError` rather than being read wrong when a CRLF is split across feeds.
+    Lines must end in LF alone, as both servers measured write them (for the
+    ``text/plain`` streams the benchmark reads, whose payloads hold no line break): a
+    CR raises :class:`WireError` rather than being read wrong when a CRLF is split
+    across feeds.
     """
 
     def __init__(self) -> None:

@@ -23,7 +23,7 @@ from benchmarks.streams.wire import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGETS = ["reference"]
+TARGETS = ["reference", "sandstream"]
 
 
 def test_every_part_runs_against_every_server(node: Path) -> None:
@@ -54,7 +54,7 @@ def test_every_part_runs_against_every_server(node: Path) -> None:
         assert result["catchup"]["read"][name]["mb_per_s"] > 0
         assert result["memory"][name]["subscribers"] == 5
     table = render(result, TARGETS).splitlines()
-    assert table[0] == "| " + " | ".join(["measure", *TARGETS]) + " |"
+    assert table[0] == "| measure | reference | sandstream | sandstream ÷ reference |"
     assert any(line.startswith("| fan-out to 4 SSE subscribers: p99 ms |") for line in table)
 
 
