@@ -40,7 +40,7 @@ __all__ = ["main", "run"]
 
 
 class _Stream:
-    __slots__ = ("head", "index", "name", "parser", "sent", "sock", "status")
+    __slots__ = ("closing", "index", "name", "parser", "sent", "sock", "status")
 
     def __init__(self, server: Server, name: str, index: int) -> None:
         self.name = name
@@ -49,6 +49,7 @@ class _Stream:
         self.parser = ResponseParser()
         self.sent = 0  # appends sent; the last one may be unanswered
         self.status = 0
+        self.closing = False  # the server said it closes the connection after this answer
 
 
 def run(
@@ -111,7 +112,16 @@ def run(
             for event in events:
                 if isinstance(event, Head):
                     stream.status = event.status
+                    stream.closing = event.headers.get("connection", "").lower() == "close"
                 elif isinstance(event, End):
+                    if stream.closing:  # Hypercorn does after 1000 requests, by default
+                        poller.unregister(fd)
+                        del by_fd[fd]
+                        stream.sock.close()
+                        stream.sock = server.connect()
+                        stream.parser = ResponseParser()
+                        by_fd[stream.sock.fileno()] = stream
+                        poller.register(stream.sock.fileno(), select.EPOLLIN)
                     ok = (200,) if producer else (200, 204)
                     if stream.status not in ok:
                         fail(f"append {stream.sent - 1} to {stream.name}: {stream.status}")

@@ -41,31 +41,45 @@ async def _write(server: StreamServer, stream: str, count: int, rate: float, siz
     """``count`` appends at ``rate``/s at most (each sent once the one before is
     answered), each stamped with its send time; the seconds they took."""
     parts = urlsplit(server.url)
-    host = parts.hostname or "127.0.0.1"
-    sock = await trio.open_tcp_stream(host, parts.port or 80)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
     headers = {**server.headers, "Content-Type": "text/plain"}
-    async with sock:
-        started = trio.current_time()
+    sock: trio.SocketStream | None = None
+    started = trio.current_time()
+    try:
         for seq in range(count):
             await trio.sleep_until(started + seq / rate)
+            if sock is None:
+                sock = await trio.open_tcp_stream(host, port)
             sent_ns = time.monotonic_ns()
             body = payload(0, seq, size, sent_ns)
             await sock.send_all(request("POST", PREFIX + stream, parts.netloc, headers, body))
-            parser = ResponseParser()
-            status = 0
-            done = False
-            while not done:
-                data = await sock.receive_some(65536)
-                for event in parser.feed(data) if data else parser.eof():
-                    if isinstance(event, Head):
-                        status = event.status
-                    elif isinstance(event, End):
-                        done = True
-                if not data and not done:
-                    raise ProtocolError(f"{server.name} closed the writer's connection")
-            if status not in (200, 204):
-                raise ProtocolError(f"{server.name}: append {seq} to {stream}: {status}")
+            head = await _answer(sock)
+            if head is None:
+                raise ProtocolError(f"{server.name} closed the writer's connection")
+            if head.status not in (200, 204):
+                raise ProtocolError(f"{server.name}: append {seq} to {stream}: {head.status}")
+            if head.headers.get("connection", "").lower() == "close":
+                await sock.aclose()
+                sock = None
         return trio.current_time() - started
+    finally:
+        if sock is not None:
+            await sock.aclose()
+
+
+async def _answer(sock: trio.SocketStream) -> Head | None:
+    """The head of the response read whole off ``sock``; None if it closed first."""
+    parser = ResponseParser()
+    head = None
+    while True:
+        data = await sock.receive_some(65536)
+        for event in parser.feed(data) if data else parser.eof():
+            if isinstance(event, Head):
+                head = event
+            elif isinstance(event, End):
+                return head
+        if not data:
+            return None
 
 
 async def _level(
