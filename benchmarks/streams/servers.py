@@ -2,9 +2,9 @@
 free loopback port with a fresh data directory, and what they cost the machine.
 
 - ``reference``: the protocol's Node reference server, npm ``@durable-streams/server``
-  (file-backed: a log file per stream, LMDB for metadata), from tests/node's
-  packages (installed by .dev/setup.sh's ``node_packages`` if missing), started by
-  ``reference_server.mjs`` beside this file;
+  (file-backed: a log file per stream, LMDB for metadata;
+  :mod:`benchmarks.support.reference_server`, with tests/node's npm packages,
+  installed by .dev/setup.sh's ``node_packages`` if missing), with its own defaults;
 - ``sandstream``: ``sandstream runner --data-dir DIR`` (its streams at
   ``/v1/stream/{path}``, every request with the runner's bearer token);
 - ``reference-memory``: the reference server with its in-memory store (nothing on
@@ -15,15 +15,14 @@ path), so a client addresses them alike but for the headers. :func:`tree_rss` an
 :func:`tree_cpu` read the server's process and its children from ``/proc``.
 
 A server that does not start within 30 s raises; one that does not stop on SIGTERM
-within 10 s is killed.
+within 30 s is killed.
 """
 
 from __future__ import annotations
 
 import re
-import signal
+import shutil
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import psutil
 import trio
 
 from benchmarks.runner.support import TOKEN, start_runner_process
+from benchmarks.support.reference_server import start_reference_server
 
 __all__ = [
     "PREFIX",
@@ -45,8 +45,6 @@ __all__ = [
 ]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-NODE_PACKAGES: Final = ROOT / "tests" / "node" / "package.json"
-LAUNCHER: Final = Path(__file__).with_name("reference_server.mjs")
 PREFIX: Final = "/v1/stream/"
 TARGETS: Final = ("reference", "sandstream", "reference-memory")
 
@@ -81,49 +79,20 @@ async def start_server(nursery: trio.Nursery, name: str, data_dir: Path) -> Stre
     """Start the server ``name`` with ``data_dir`` (created) in ``nursery``."""
     data_dir.mkdir(parents=True)
     if name in ("reference", "reference-memory"):
-        return await _start_reference(nursery, name, data_dir if name == "reference" else None)
+        node = shutil.which("node")
+        if node is None:
+            raise RuntimeError("node is not installed (Debian: apt-get install nodejs)")
+        store = data_dir if name == "reference" else None
+        reference = await start_reference_server(
+            nursery, Path(node), store, long_poll_timeout_ms=None
+        )
+        pid = reference.process.pid
+        return StreamServer(name, reference.url, {}, pid, reference.stop)
     if name == "sandstream":
         runner = await start_runner_process(nursery, "--data-dir", str(data_dir))
         headers = {"Authorization": f"Bearer {TOKEN}"}
         return StreamServer(name, runner.url, headers, runner.process.pid, runner.stop)
     raise ValueError(f"no server {name!r}: one of {', '.join(TARGETS)}")
-
-
-async def _start_reference(nursery: trio.Nursery, name: str, data_dir: Path | None) -> StreamServer:
-    store = [str(data_dir)] if data_dir is not None else []
-    process = await trio.lowlevel.open_process(
-        ["node", str(LAUNCHER), str(NODE_PACKAGES), *store],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=sys.stderr.fileno(),
-    )
-    assert process.stdout is not None
-    stdout = process.stdout
-    seen = bytearray()
-    listening = trio.Event()
-
-    async def pump() -> None:  # its log lines, read so that it never blocks on them
-        async with stdout:
-            while chunk := await stdout.receive_some():
-                if not listening.is_set():
-                    seen.extend(chunk)
-                    if re.search(rb"listening http://\S+\n", seen):
-                        listening.set()
-
-    nursery.start_soon(pump)
-    with trio.fail_after(30):
-        await listening.wait()
-    match = re.search(rb"listening (http://\S+)\n", seen)
-    assert match is not None
-
-    async def stop() -> int:
-        process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(10):
-            return await process.wait()
-        process.kill()
-        return await process.wait()
-
-    return StreamServer(name, match.group(1).decode(), {}, process.pid, stop)
 
 
 def _tree(pid: int) -> list[int]:

@@ -8,6 +8,8 @@
 - :mod:`.session_client` — read a durable session over SSE, NDJSON or the WebSocket,
   stopping at any byte and resuming from its cursor;
 - :mod:`.redis_server` — a real ``redis-server`` on a free loopback port;
+- :mod:`.reference_server` — the Node reference server of Durable Streams
+  (``@durable-streams/server``, from tests/node's npm packages) on a free loopback port;
 - :mod:`.mover_process` — one ``LogMover`` in a process of its own (to be SIGKILLed);
 - :mod:`.namespaces` — the live processes of a PID namespace (a bwrap sandbox's);
 - :mod:`.model_server` — a stand-in model provider for the real agent programs,

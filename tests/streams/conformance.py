@@ -24,7 +24,7 @@ from typing import Final
 
 import trio
 
-from tests.streams.reference import NODE_DIR
+from benchmarks.support.reference_server import NODE_DIR
 
 __all__ = ["Case", "SuiteRun", "run_suite"]
 

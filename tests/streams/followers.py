@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 
 import trio
 
-from tests.streams.reference import NODE_DIR
+from benchmarks.support.reference_server import NODE_DIR
 
 __all__ = ["CLIENTS", "Follower", "start_follower"]
 

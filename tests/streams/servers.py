@@ -10,7 +10,7 @@ reference server to compare with.
 
 ``sandstream`` is the runner app (:func:`tests.server.harness.start_runner`) on a real
 Hypercorn with its data in the directory given, requiring the runner's bearer token;
-``reference`` is :func:`tests.streams.reference.start_reference_server`, which takes
+``reference`` is :func:`benchmarks.support.reference_server.start_reference_server`, which takes
 no token. Both answer a live long-poll with no data after half a second, as the
 reference's own conformance run does. Each runs until ``nursery`` is cancelled.
 """
@@ -24,11 +24,11 @@ from typing import Final, Literal
 import httpx
 import trio
 
+from benchmarks.support.reference_server import start_reference_server
 from benchmarks.support.servers import http1_client
 from sandstream.server.sessions import SessionSettings
 from sandstream.server.streams import StreamSettings
 from tests.server.harness import TOKEN, start_runner
-from tests.streams.reference import start_reference_server
 
 __all__ = ["SERVERS", "ServerName", "StreamServer", "start_stream_server"]
 
@@ -58,8 +58,10 @@ async def start_stream_server(
     """Start server ``name`` with its data in ``data_dir``."""
     if name == "reference":
         timeout_ms = round(LONG_POLL_TIMEOUT * 1000)
-        url = await start_reference_server(nursery, node, data_dir, long_poll_timeout_ms=timeout_ms)
-        return StreamServer(name, url, None)
+        reference = await start_reference_server(
+            nursery, node, data_dir, long_poll_timeout_ms=timeout_ms
+        )
+        return StreamServer(name, reference.url, None)
     streams = StreamSettings(directory=data_dir / "streams", long_poll_timeout=LONG_POLL_TIMEOUT)
     sessions = SessionSettings(data_dir=data_dir, streams=streams)
     runner = await start_runner(nursery, sessions=sessions)

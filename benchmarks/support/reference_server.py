@@ -1,14 +1,17 @@
-"""The Node reference server of Durable Streams (``@durable-streams/server``, file-backed)
-as a real subprocess on a free loopback port, for comparison with sandstream's.
+"""The Node reference server of Durable Streams (``@durable-streams/server``) as a real
+subprocess on a free loopback port, for comparison with sandstream's.
 
 ::
 
-    url = await start_reference_server(nursery, node, data_dir)   # http://127.0.0.1:PORT
+    server = await start_reference_server(nursery, node, data_dir)
+    server.url                                             # http://127.0.0.1:PORT
 
-The server is tests/node/durable_streams/reference_server.mjs. It runs until
-``nursery`` is cancelled, then stops: SIGTERM (it closes its live connections), SIGKILL
-after a grace period. Its output is drained as long as it runs (it logs to stdout) and
-shown in the error raised when it exits before it listens.
+The server is tests/node/durable_streams/reference_server.mjs (where tests/node's npm
+packages are), file-backed in ``data_dir``, or in memory without one. It runs until
+``nursery`` is cancelled or :meth:`ReferenceServer.stop`, then stops: SIGTERM (it
+closes its live connections), SIGKILL after a grace period. Its output is drained as
+long as it runs (it logs to stdout) and shown in the error raised when it exits before
+it listens.
 """
 
 from __future__ import annotations
@@ -16,30 +19,51 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import trio
 
-__all__ = ["NODE_DIR", "start_reference_server"]
+__all__ = ["NODE_DIR", "ReferenceServer", "start_reference_server"]
 
-NODE_DIR: Final = Path(__file__).resolve().parents[1] / "node"
+NODE_DIR: Final = Path(__file__).resolve().parents[2] / "tests" / "node"
 _SCRIPT: Final = NODE_DIR / "durable_streams" / "reference_server.mjs"
 _DEADLINE: Final = 30.0
 """Seconds to start or to stop, on a loaded CI machine."""
 
 
+@dataclass(frozen=True)
+class ReferenceServer:
+    """A running reference server: its base URL and its process."""
+
+    url: str
+    process: trio.Process
+
+    async def stop(self) -> None:
+        """Stop it now, rather than when its nursery is cancelled."""
+        await _stop(self.process)
+
+
 async def start_reference_server(
-    nursery: trio.Nursery, node: Path, data_dir: Path, *, long_poll_timeout_ms: int = 500
-) -> str:
-    """Serve the reference server with its data in ``data_dir`` as long as ``nursery``
-    runs; return its base URL once it listens.
+    nursery: trio.Nursery,
+    node: Path,
+    data_dir: Path | None,
+    *,
+    long_poll_timeout_ms: int | None = 500,
+) -> ReferenceServer:
+    """Serve the reference server with its data in ``data_dir`` (``None``: in memory) as
+    long as ``nursery`` runs; return it once it listens.
 
     ``long_poll_timeout_ms``: how long a live long-poll waits for data (the reference's
-    own conformance run uses 500 ms; its default is 30 s).
+    own conformance run uses 500 ms; ``None``: its default, 30 s).
     """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    options = {"dataDir": str(data_dir), "port": 0, "longPollTimeout": long_poll_timeout_ms}
+    options: dict[str, object] = {"port": 0}
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        options["dataDir"] = str(data_dir)
+    if long_poll_timeout_ms is not None:
+        options["longPollTimeout"] = long_poll_timeout_ms
     process = await trio.lowlevel.open_process(
         [str(node), str(_SCRIPT), json.dumps(options)],
         cwd=NODE_DIR,
@@ -74,7 +98,7 @@ async def start_reference_server(
     url = _announced_url(output)
     if not url:
         raise AssertionError(f"the reference server exited: {output.decode(errors='replace')}")
-    return url
+    return ReferenceServer(url, process)
 
 
 def _announced_url(output: bytearray) -> str:
