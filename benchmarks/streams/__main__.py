@@ -25,7 +25,8 @@ subscriber's bytes, must be every append, in order.
 Prints a Markdown table (a column per server, and sandstream ÷ reference) or, with
 ``--json``, everything measured; progress goes to stderr. A server that answers
 against the protocol, or a client that finds a byte out of place, stops the run with
-an error naming the server.
+an error naming the server. Stopped (an error, ^C), the client processes are killed,
+the servers stopped and the temp dir removed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ headers every request carries (:func:`add_server_arguments`); it prints ``ready`
 stdout once it is set up, waits for a line on stdin (:func:`wait_for_go`) before it
 starts measuring, and ends by printing one JSON object (:func:`report`). A failure
 (a wrong status, a byte out of place) ends it with a message on stderr and a non-zero
-exit, which the parent turns into an error naming the server.
+exit, which the parent turns into an error naming the server. A client process
+has no cancellation of its own: its parent kills it if it leaves early.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 create a stream, append, close it, read it whole to check it.
 
 Each raises :class:`ProtocolError` (naming the server, the stream and the status) on
-an answer the protocol does not allow; nothing is retried.
+an answer the protocol does not allow; nothing is retried. Cancelled, a call may
+leave a stream half written (in a data dir the run throws away).
 """
 
 from __future__ import annotations

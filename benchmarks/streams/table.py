@@ -1,7 +1,8 @@
 """The stream benchmark's results as one Markdown table: a row per figure, a column per
 server, and sandstream ÷ reference when both ran (above 1: sandstream's figure is the
 larger, which is better for rates and worse for latencies and memory; none for the
-CPU rows, which say what limited a figure rather than being one)."""
+CPU rows, which say what limited a figure rather than being one). Results missing a
+part leave its rows out; nothing here does I/O."""
 
 from __future__ import annotations
 
