@@ -21,7 +21,8 @@ p99 < 50 ms.
 MB/s served in total, first request to last byte.
 
 **append** — lines/s of the same load-mode container (``--lines`` unpaced lines)
-into the session buffer (first to last chunk, by the chunks' ``created_at``) and
+into the session buffer (first to last chunk, as a live reader of the session's
+Durable Stream reads them stored) and
 through ``POST /stream`` (first to last byte at the client), interleaved
 ``--repeat`` times; medians. Goal: sessions >= 70% of the attached rate.
 
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -202,16 +202,24 @@ async def catchup(chunks: int, clients: int, tmp: Path) -> dict[str, Any]:
 # -- append -----------------------------------------------------------------------------
 
 
-def _append_seconds(data_dir: Path, session_id: str) -> tuple[int, float]:
-    with sqlite3.connect(data_dir / "sessions.sqlite3") as conn:
-        key, last = conn.execute(
-            "SELECT key, last_cursor FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        first_ms, last_ms = conn.execute(
-            "SELECT min(created_at), max(created_at) FROM chunks WHERE id > ? AND id < ?",
-            (key << 32, (key + 1) << 32),
-        ).fetchone()
-    return last, (last_ms - first_ms) / 1000
+async def _follow_stored(client: httpx.AsyncClient, session_id: str) -> tuple[int, float]:
+    """Follow the session's Durable Stream live (long-poll) to its end: its lines, and
+    the seconds from the first stored byte read to the last (a reader sees a line
+    once it is stored)."""
+    offset = "-1"
+    lines = 0
+    first = last = 0.0
+    while True:
+        response = await client.get(
+            f"/v1/stream/sessions/{session_id}", params={"offset": offset, "live": "long-poll"}
+        )
+        if response.status_code == 200 and response.content:
+            last = time.perf_counter()
+            first = first or last
+            lines += response.content.count(b"\n")
+        offset = response.headers.get("Stream-Next-Offset", offset)
+        if response.headers.get("Stream-Closed") == "true":
+            return lines, last - first
 
 
 async def append(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, Any]:
@@ -234,10 +242,8 @@ async def append(lines: int, payload: int, repeat: int, tmp: Path) -> dict[str, 
                         count += chunk.count(b"\n")
                 attached.append(count / (time.perf_counter() - first))
                 session_id = await _create(client, workspace)
+                count, seconds = await _follow_stored(client, session_id)
                 await wait_state(client, session_id, "completed")
-                count, seconds = await trio.to_thread.run_sync(
-                    _append_seconds, data_dir, session_id
-                )
                 sessions.append(count / seconds)
                 print(
                     f"append: attached {attached[-1]:,.0f} lines/s, session "

@@ -24,7 +24,7 @@ from .fanout import RAW_SEND_EXTENSION
 
 __all__ = ["BODY_LIMITS", "HTTPConnection"]
 
-BODY_LIMITS: Final = "SANDSTREAM_BODY_LIMITS"
+BODY_LIMITS: Final = "sandstream.body_limits"
 """App config: ``{path prefix: bytes}``, a request body limit of their own for the
 paths under a prefix, instead of ``MAX_CONTENT_LENGTH`` (413 above it)."""
 
