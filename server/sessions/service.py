@@ -27,7 +27,7 @@ from sandstream.core import StreamProcessor
 from sandstream.core.schemas import Dispatch
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.turn import TurnStream
-from sandstream.server.streams import StreamStore
+from sandstream.server.streams import StreamError, StreamStore
 
 from .buffer import SessionBuffer, SessionRow, SessionState
 from .counts import SessionCounts
@@ -151,7 +151,8 @@ class SessionService:
         """Admit and start a session running ``dispatch``; return it (running).
 
         Raises :class:`~sandstream.server.runner.service.AtCapacityError` /
-        ``ShuttingDownError`` (the runner's admission) and :class:`sqlite3.Error`.
+        ``ShuttingDownError`` (the runner's admission), :class:`sqlite3.Error` and
+        :class:`~sandstream.server.streams.StreamError` (the buffer).
         Cancellation before it returns: nothing is started.
         """
         nursery = self._nursery
@@ -188,7 +189,7 @@ class SessionService:
         try:
             async with turn:
                 await _pump(session, turn)
-        except* sqlite3.Error as failed:
+        except* (sqlite3.Error, StreamError) as failed:
             log.error("session %s: the buffer failed, session ended: %r", session.id, failed)
         except* Exception:
             log.exception("session %s failed", session.id)
@@ -223,7 +224,7 @@ class SessionService:
             await trio.sleep(min(self.settings.sweep_interval, ttl))
             try:
                 gone = await self.buffer.delete_ended_before(now_ms() - int(ttl * 1000))
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, StreamError) as exc:
                 log.error("retiring expired sessions failed: %r", exc)
                 continue
             for session_id in gone:
@@ -266,7 +267,7 @@ async def _record_end(session: Session, last_line: bytes | None) -> None:
         state = "failed"
     try:
         await session.end(state, terminal)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, StreamError) as exc:
         log.error("session %s: recording its end failed: %r", session.id, exc)
 
 
