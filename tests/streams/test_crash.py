@@ -24,22 +24,24 @@ def _payload(writer: int, seq: int) -> bytes:
     return b"<w%d:%06d>" % (writer, seq) + FILLER + b"\n"
 
 
+async def _produce(client: httpx.AsyncClient, writer: int, seq: int) -> httpx.Response:
+    """Writer ``writer``'s append number ``seq``, as its idempotent producer (epoch 0)."""
+    headers = {
+        "Content-Type": "text/plain",
+        "Producer-Id": f"w{writer}",
+        "Producer-Epoch": "0",
+        "Producer-Seq": str(seq),
+    }
+    return await client.post(PATH, content=_payload(writer, seq), headers=headers)
+
+
 async def _producer(
     client: httpx.AsyncClient, writer: int, acked: list[int], enough: trio.Event
 ) -> None:
     seq = 0
     try:
         while True:
-            response = await client.post(
-                PATH,
-                content=_payload(writer, seq),
-                headers={
-                    "Content-Type": "text/plain",
-                    "Producer-Id": f"w{writer}",
-                    "Producer-Epoch": "0",
-                    "Producer-Seq": str(seq),
-                },
-            )
+            response = await _produce(client, writer, seq)
             assert response.status_code == 200, response.text
             acked.append(seq)
             seq += 1
@@ -101,16 +103,7 @@ async def test_sigkill_mid_append_loses_no_acknowledged_append(tmp_path: Path) -
                     # stored append is a duplicate, the next one is new.
                     last = seqs[-1]
                     for seq, status in ((last, 204), (last + 1, 200)):
-                        retry = await client.post(
-                            PATH,
-                            content=_payload(writer, seq),
-                            headers={
-                                "Content-Type": "text/plain",
-                                "Producer-Id": f"w{writer}",
-                                "Producer-Epoch": "0",
-                                "Producer-Seq": str(seq),
-                            },
-                        )
+                        retry = await _produce(client, writer, seq)
                         assert retry.status_code == status, retry.text
             second.send_signal(signal.SIGTERM)
             with trio.fail_after(30):
