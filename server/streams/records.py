@@ -93,9 +93,9 @@ def encode(
         parts.append(_field(stream_seq.encode()))
     if tag is not None:
         parts.append(_TAG.pack(tag))
-    parts.append(payload)
-    body = b"".join(parts)
-    return _HEAD.pack(len(body), zlib.crc32(body)) + body
+    prefix = b"".join(parts)
+    crc = zlib.crc32(payload, zlib.crc32(prefix))
+    return b"".join((_HEAD.pack(len(prefix) + len(payload), crc), prefix, payload))
 
 
 def _field(value: bytes) -> bytes:

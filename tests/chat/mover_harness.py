@@ -107,6 +107,7 @@ class CollectingFold:
 
     def __init__(self) -> None:
         self.fed: list[bytes] = []
+        self.needs_chunks = True
 
     def feed(self, data: bytes) -> None:
         self.fed.append(data)

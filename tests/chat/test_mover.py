@@ -72,9 +72,12 @@ class Settled:
     events: dict[str, trio.Event] = field(default_factory=dict)
     made: list[CollectingFold] = field(default_factory=list)
     """Every fold a mover started, in order."""
+    needs_chunks: bool = True
+    """What the folds say they need."""
 
     def new_fold(self, ref: LiveSessionRef) -> CollectingFold:
         self.made.append(CollectingFold())
+        self.made[-1].needs_chunks = self.needs_chunks
         return self.made[-1]
 
     async def __call__(self, ref: LiveSessionRef, generation: int, fold: CollectingFold) -> None:
@@ -347,6 +350,24 @@ async def test_without_keep_chunks_a_session_is_folded_whole_and_nothing_is_copi
     assert settled.folds[session_id].chunks == await output(runner, session_id)
     assert await stored_rows(db) == 0
     assert {event[0] for event in sink.events} == {"fence"}
+
+
+async def test_a_fold_that_needs_no_chunks_is_fed_none_and_the_end_is_still_found(
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
+) -> None:
+    """As the chat's fold shared with the embedded runner's core: the source reads
+    only where the chunks end, the mover settles at the terminal."""
+    session_id = await start_session(runner, workspace, 1500, rate=1000)
+    ref = LiveSessionRef(session_id)
+    sink, settled = RecordingSink(db), Settled(needs_chunks=False)
+    sources = SessionSources(embedded=session_service(runner))
+    the_mover = mover(DatabaseLease(db), sink, sources, "r", ref, settled, keep_chunks=False)
+    await nursery.start(the_mover.run)
+    with trio.fail_after(60):
+        await settled.event(session_id).wait()
+    assert settled.folds[session_id].fed == []
+    assert settled.calls == [(session_id, 1)]
+    assert session_service(runner).get(session_id).ended
 
 
 async def test_without_keep_chunks_a_new_owner_folds_from_the_first_chunk(

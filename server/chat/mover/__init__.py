@@ -36,7 +36,14 @@ from .mover import (
     OnTerminal,
     SourceFor,
 )
-from .sources import EmbeddedSource, LiveSessionRef, RemoteSource, SessionSources, Source
+from .sources import (
+    EmbeddedSource,
+    LiveSessionRef,
+    Passed,
+    RemoteSource,
+    SessionSources,
+    Source,
+)
 
 __all__ = [
     "SESSION_LOST",
@@ -52,6 +59,7 @@ __all__ = [
     "MoveOutcome",
     "NewFold",
     "OnTerminal",
+    "Passed",
     "RedisAuthError",
     "RedisConnectionError",
     "RedisLease",

@@ -31,7 +31,7 @@ from sandstream.server.sessions import terminal_state
 from ..errors import FencedError, RedisLeaseError, SourceError, SourceGoneError
 from ..store.moved_runs import Batch, MovedChunks
 from .lease import Lease
-from .sources import LiveSessionRef, Source
+from .sources import LiveSessionRef, Passed, Source
 
 __all__ = [
     "CLAIM_RESULTS",
@@ -66,6 +66,12 @@ another owner holds its lease; the lease was lost (or fenced off) while moving."
 
 class Fold(Protocol):
     """What a session's chunks are folded into while the mover follows it."""
+
+    @property
+    def needs_chunks(self) -> bool:
+        """Whether :meth:`feed` wants the chunks (False: a fold made elsewhere, fed
+        nothing; the mover then reads the chunks only to store a copy)."""
+        ...
 
     def feed(self, data: bytes) -> None:
         """Take the next chunks (whole lines, in cursor order). Called in a worker
@@ -340,9 +346,12 @@ class LogMover(Generic[F]):
             if stored is not None:
                 holding.moved, holding.last_line = stored
 
-        async def deliver(batch: Batch) -> None:
+        async def deliver(batch: Batch | Passed) -> None:
             if trio.current_time() >= holding.deadline:
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
+            if isinstance(batch, Passed):
+                holding.moved, holding.last_line = batch.last, batch.last_line
+                return
             if self.keep_chunks:
                 await self.sink.move(session_id, generation, batch)
             await trio.to_thread.run_sync(fold.feed, batch.data)
@@ -354,7 +363,8 @@ class LogMover(Generic[F]):
         holding.source = source
         ended_why = "the session's chunks ended without a terminal line"
         try:
-            await source.follow(session_id, holding.moved, deliver)
+            chunks = self.keep_chunks or fold.needs_chunks
+            await source.follow(session_id, holding.moved, deliver, chunks=chunks)
         except SourceGoneError as exc:
             log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
             ended_why = str(exc)

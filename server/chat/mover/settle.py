@@ -76,6 +76,11 @@ class TurnFold:
         return not self._own
 
     @property
+    def needs_chunks(self) -> bool:
+        """Whether :meth:`feed` wants the chunks (not when shared)."""
+        return self._own
+
+    @property
     def ended(self) -> bool:
         """Whether a terminal line (or a refused one) ended the turn."""
         return self._processor.ended

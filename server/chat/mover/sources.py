@@ -3,7 +3,8 @@
 A :class:`Source` follows one session from a cursor to its terminal line and hands
 batches of consecutive chunks to ``deliver`` one at a time (the next is read meanwhile,
 handed over after it returned). :class:`EmbeddedSource` reads the in-process session's
-stored runs; :class:`RemoteSource` reads
+stored runs (or, asked for no chunks, only where they end: :class:`Passed`);
+:class:`RemoteSource` reads
 ``GET /sessions/{id}/ws?batch=262144``, retrying from the last cursor with a backoff
 while the runner does not answer, answers 5xx or the connection drops.
 
@@ -40,6 +41,7 @@ __all__ = [
     "Deliver",
     "EmbeddedSource",
     "LiveSessionRef",
+    "Passed",
     "RemoteSource",
     "SessionSources",
     "Source",
@@ -47,7 +49,7 @@ __all__ = [
 
 log = logging.getLogger("sandstream.chat.mover")
 
-Deliver = Callable[[Batch], Awaitable[None]]
+Deliver = Callable[["Batch | Passed"], Awaitable[None]]
 """Takes one batch of chunks; the source waits for it before handing over the next."""
 
 _BATCH_BYTES: Final = 256 * 1024
@@ -66,10 +68,26 @@ class LiveSessionRef:
     runner_url: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """Chunks ``first`` … ``last`` of a session, followed without their bytes (the
+    follower asked for none), and the last of them, ``last_line``."""
+
+    first: int
+    last: int
+    last_line: bytes
+
+
 class Source(Protocol):
     """One session's chunks from a cursor to its end; see the module docstring."""
 
-    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None: ...
+    async def follow(
+        self, session_id: str, after: int, deliver: Deliver, *, chunks: bool = True
+    ) -> None:
+        """Hand ``deliver`` the chunks after ``after`` to the session's end, as
+        :class:`Batch` es; with ``chunks=False`` a source may hand :class:`Passed`
+        instead (where they end, without their bytes)."""
+        ...
 
     def published(self, session_id: str) -> int | None:
         """The cursor of the newest chunk of ``session_id`` this source knows of
@@ -91,10 +109,13 @@ class EmbeddedSource:
         except SessionNotFoundError:
             return None
 
-    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
+    async def follow(
+        self, session_id: str, after: int, deliver: Deliver, *, chunks: bool = True
+    ) -> None:
         """Every chunk after ``after`` to the session's end: all that the session stored
-        since the last delivery in one batch, at most one batch per ``linger`` s while
-        the session runs, at once when it ends. Raises
+        since the last delivery in one batch (with ``chunks=False``: :class:`Passed`,
+        only its last chunk read), at most one batch per ``linger`` s while the session
+        runs, at once when it ends. Raises
         :class:`SourceGoneError` (also when retention dropped chunks not moved yet),
         :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
         try:
@@ -112,7 +133,7 @@ class EmbeddedSource:
                 session.check_cursor(cursor)
                 last = session.last_cursor
                 if last > cursor:
-                    await deliver(await _stored(runs, cursor, last))
+                    await deliver(await (_stored if chunks else _passed)(runs, cursor, last))
                     cursor = last
                     await _linger(session, self.linger)
                 elif session.ended:
@@ -121,6 +142,15 @@ class EmbeddedSource:
                     await session.wait_beyond(cursor, math.inf)
         except CursorGoneError as exc:
             raise SourceGoneError(f"session {session_id}: {exc}") from None
+
+
+async def _passed(runs: SessionRuns, after: int, last: int) -> Passed:
+    """Where the stored chunks after cursor ``after`` up to ``last`` end. Raises
+    :class:`SourceGoneError` if retention dropped the last of them."""
+    held = await runs.read(last - 1, last)
+    if not held or held[-1].last != last:
+        raise SourceGoneError(f"the chunks after cursor {after} are no longer retained")
+    return Passed(after + 1, last, held[-1].data)  # cut to its last chunk
 
 
 async def _stored(runs: SessionRuns, after: int, last: int) -> Batch:
@@ -252,10 +282,13 @@ class RemoteSource:
         progress = self._following.get(session_id)
         return None if progress is None else progress.cursor
 
-    async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
+    async def follow(
+        self, session_id: str, after: int, deliver: Deliver, *, chunks: bool = True
+    ) -> None:
         """Every chunk after ``after`` to the session's end, in batches of what has
-        arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger). Reconnects
-        from the last cursor received when the connection drops. Raises
+        arrived meanwhile (see ``linger``; at most 256 KiB, unless one chunk is larger),
+        always with their bytes (``chunks`` is ignored). Reconnects from the last cursor
+        received when the connection drops. Raises
         :class:`SourceGoneError`, :class:`SourceRefusedError`."""
         send, receive = trio.open_memory_channel[Batch](self._read_ahead)
         failure: list[Exception] = []

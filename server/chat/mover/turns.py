@@ -28,6 +28,7 @@ from ..store.contract import ChatStore
 from ..store.moved_runs import Batch
 from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnFold, TurnSettler
+from .sources import Passed
 
 __all__ = ["LockKeepingLease", "TurnMover"]
 
@@ -181,7 +182,8 @@ class TurnMover:
         are no longer all there)."""
         fold = self.settler.new_fold()
 
-        async def deliver(batch: Batch) -> None:
+        async def deliver(batch: Batch | Passed) -> None:
+            assert isinstance(batch, Batch)  # chunks asked for
             await trio.to_thread.run_sync(fold.feed, batch.data)
 
         try:
