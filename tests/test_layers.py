@@ -79,6 +79,7 @@ for _part in (
     "ids",
     "agent_profile",
     "runner_answers",
+    "push",
 ):
     FORBIDDEN[f"sandstream.server.chat.{_part}"] = ("sandstream.server.chat.api",)
 

@@ -1,0 +1,57 @@
+"""The push senders' exception types, one root (:class:`PushError`) under
+:class:`~sandstream.server.chat.errors.ChatError`.
+
+What the caller does with each: :class:`PushSubscriptionGoneError` — remove the
+subscription (or device token); :class:`PushRejectedError` — the message or the
+server's credentials are wrong, sending it again will fail again;
+:class:`PushUnavailableError` — the push service could not take it now, a later try
+may succeed.
+"""
+
+from __future__ import annotations
+
+from ..errors import ChatError
+
+__all__ = [
+    "PushError",
+    "PushRejectedError",
+    "PushSubscriptionGoneError",
+    "PushUnavailableError",
+]
+
+
+class PushError(ChatError):
+    """Base class of the push senders' errors."""
+
+
+class PushSubscriptionGoneError(PushError):
+    """The push service answered 404 or 410: the subscription (or device token) is no
+    longer valid, and the caller removes it."""
+
+    def __init__(self, status: int, body: str = "") -> None:
+        super().__init__(f"the push service answered {status}: the subscription is gone")
+        self.status = status
+        self.body = body
+
+
+class PushRejectedError(PushError):
+    """The push service refused the message with a 4xx other than 404, 410 and 429
+    (payload too large, bad authorization, malformed request…): sending it again as it
+    is will not help. ``body`` is the start of the service's answer."""
+
+    def __init__(self, status: int, body: str = "") -> None:
+        detail = f": {body}" if body else ""
+        super().__init__(f"the push service refused the message with {status}{detail}")
+        self.status = status
+        self.body = body
+
+
+class PushUnavailableError(PushError):
+    """The push service could not be reached or answered 429 or 5xx until the retries
+    ran out (attempts or time). ``status`` is the last answer's status, ``None`` when
+    the last attempt failed in transport; ``attempts`` how many were made."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
