@@ -68,6 +68,7 @@ for _part in (
     "turns",
     "agents",
     "mover",
+    "push",
     "credentials",
     "service",
     "dispatching",
@@ -79,7 +80,6 @@ for _part in (
     "ids",
     "agent_profile",
     "runner_answers",
-    "push",
 ):
     FORBIDDEN[f"sandstream.server.chat.{_part}"] = ("sandstream.server.chat.api",)
 

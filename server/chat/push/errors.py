@@ -25,25 +25,28 @@ class PushError(ChatError):
 
 
 class PushSubscriptionGoneError(PushError):
-    """The push service answered 404 or 410: the subscription (or device token) is no
-    longer valid, and the caller removes it."""
+    """The subscription (or device token) is no longer valid — the push service answered
+    404 or 410, or named it unregistered or malformed — and the caller removes it.
+    ``status`` is the service's HTTP status (``None``: refused before sending),
+    ``reason`` its reason or the start of its answer."""
 
-    def __init__(self, status: int, body: str = "") -> None:
-        super().__init__(f"the push service answered {status}: the subscription is gone")
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        answered = "" if status is None else f"the push service answered {status}: "
+        super().__init__(f"{answered}the subscription is gone: {reason}")
         self.status = status
-        self.body = body
+        self.reason = reason
 
 
 class PushRejectedError(PushError):
     """The push service refused the message with a 4xx other than 404, 410 and 429
     (payload too large, bad authorization, malformed request…): sending it again as it
-    is will not help. ``body`` is the start of the service's answer."""
+    is will not help. ``reason`` is the service's reason or the start of its answer."""
 
-    def __init__(self, status: int, body: str = "") -> None:
-        detail = f": {body}" if body else ""
-        super().__init__(f"the push service refused the message with {status}{detail}")
+    def __init__(self, status: int, reason: str = "") -> None:
+        detail = f": {reason}" if reason else ""
+        super().__init__(f"the push service refused the message with HTTP {status}{detail}")
         self.status = status
-        self.body = body
+        self.reason = reason
 
 
 class PushUnavailableError(PushError):

@@ -4,8 +4,8 @@ RFC 8030 (the request: ``POST`` to the subscription's endpoint with ``TTL``, ``U
 and ``Topic``), RFC 8292 (VAPID: an ES256 JWT for the endpoint's origin in
 ``Authorization: vapid t=…, k=…``) and RFC 8291 (the payload encrypted to the
 browser's ``p256dh`` key and ``auth`` secret, ``Content-Encoding: aes128gcm`` of
-RFC 8188 in one record), written on ``cryptography``. :class:`WebPushSender` sends,
-retried by :func:`~.retry.send_with_retries` on 429, 5xx and transport errors, and
+RFC 8188 in one record), written on ``cryptography`` (the JWT signed by PyJWT).
+:class:`WebPushSender` sends, retried by :func:`~.retry.send_with_retries` on 429, 5xx and transport errors, and
 raises the errors of :mod:`.errors` for the caller to act on.
 
 Bad input raises before anything is sent: malformed subscription keys or endpoint
@@ -18,7 +18,6 @@ wait between tries; the push service may or may not have taken the message.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 import time
@@ -27,15 +26,15 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import httpx
-import msgspec
+import jwt
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .errors import PushError, PushRejectedError, PushSubscriptionGoneError
+from .notification import web_push_topic
 from .retry import RetryPolicy, send_with_retries
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "WebPushSubscriptionError",
     "encrypt_aes128gcm",
     "encrypt_message",
-    "topic_for",
 ]
 
 Urgency = Literal["very-low", "low", "normal", "high"]
@@ -70,7 +68,6 @@ the AEAD tag and the padding delimiter)."""
 MAX_TOKEN_LIFETIME = 24 * 3600
 """RFC 8292: a VAPID JWT's ``exp`` is at most 24 hours ahead."""
 
-_TOPIC_LENGTH = 32  # RFC 8030 section 5.4: at most 32 base64url characters
 _ERROR_BODY_LIMIT = 500  # characters of a refusal's body kept in the exception
 _CURVE = ec.SECP256R1()
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
@@ -179,14 +176,13 @@ class VapidKey:
         """The ``Authorization`` header value: ``vapid t=<JWT>, k=<public key>``, the JWT
         signed with ES256 over ``aud`` (the endpoint's origin), ``exp`` (Unix time)
         and ``sub`` (a ``mailto:`` or ``https:`` contact)."""
-        header = _b64url(msgspec.json.encode({"typ": "JWT", "alg": "ES256"}))
-        claims = _b64url(msgspec.json.encode({"aud": audience, "exp": expires_at, "sub": subject}))
-        signing_input = f"{header}.{claims}".encode("ascii")
-        r, s = decode_dss_signature(
-            self._private_key.sign(signing_input, ec.ECDSA(hashes.SHA256()))
+        token = jwt.encode(
+            {"aud": audience, "exp": expires_at, "sub": subject},
+            self._private_key,
+            algorithm="ES256",
+            headers={"typ": "JWT"},
         )
-        signature = _b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
-        return f"vapid t={header}.{claims}.{signature}, k={self.application_server_key}"
+        return f"vapid t={token}, k={self.application_server_key}"
 
 
 @dataclass(frozen=True)
@@ -278,14 +274,6 @@ def encrypt_message(plaintext: bytes, subscription: WebPushSubscription) -> byte
     )
 
 
-def topic_for(collapse_key: str) -> str:
-    """The ``Topic`` for ``collapse_key``: 32 base64url characters of its SHA-256, so
-    any key (long, or with characters a Topic may not hold) gives a valid one, the
-    same every time."""
-    digest = hashlib.sha256(collapse_key.encode("utf-8", "surrogatepass")).digest()
-    return _b64url(digest)[:_TOPIC_LENGTH]
-
-
 class WebPushSender:
     """Sends push messages signed with ``key``, naming ``contact`` (``mailto:`` or
     ``https:``) in the JWT, on ``client`` (its timeouts bound each request).
@@ -327,7 +315,7 @@ class WebPushSender:
         ``ttl``: seconds the push service keeps the message for a device that is
         offline (0: deliver now or never); ``urgency``: RFC 8030's; ``collapse_key``:
         a message with the same key replaces this one while it waits
-        (:func:`topic_for`).
+        (:func:`~.notification.web_push_topic`).
 
         Raises :class:`PushSubscriptionGoneError` (404/410: remove the subscription),
         :class:`PushRejectedError` (another 4xx),
@@ -351,7 +339,7 @@ class WebPushSender:
             "Urgency": urgency,
         }
         if collapse_key is not None:
-            headers["Topic"] = topic_for(collapse_key)
+            headers["Topic"] = web_push_topic(collapse_key)
 
         async def send_once() -> httpx.Response:
             return await self.client.post(subscription.endpoint, content=body, headers=headers)
@@ -361,5 +349,5 @@ class WebPushSender:
             return
         detail = response.text[:_ERROR_BODY_LIMIT]
         if response.status_code in (404, 410):
-            raise PushSubscriptionGoneError(response.status_code, detail)
+            raise PushSubscriptionGoneError(detail, status=response.status_code)
         raise PushRejectedError(response.status_code, detail)

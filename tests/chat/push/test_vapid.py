@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandstream.server.chat.push.webpush import VapidKey, VapidKeyError, topic_for
+from sandstream.server.chat.push.notification import web_push_topic
+from sandstream.server.chat.push.webpush import VapidKey, VapidKeyError
 
 # RFC 8291 section 5's application server key pair, raw private and public.
 RFC_AS_PRIVATE = "yfWPiYE-n46HLnH0KqZOF1fJJU3MYrct3AELtAQ-oRw"
@@ -108,12 +109,12 @@ def test_keys_that_are_not_p256_private_keys_are_refused(tmp_path: Path) -> None
 
 def test_a_long_collapse_key_gives_a_valid_stable_topic() -> None:
     collapse_key = "chat:01J9Z8Q4W6X3 turn/ended " * 20
-    topic = topic_for(collapse_key)
+    topic = web_push_topic(collapse_key)
     assert _TOPIC.fullmatch(topic)
-    assert topic == topic_for(collapse_key) == "GzSMDEmlvKKo9nflV7PikOtzApLAYoVa"
-    assert topic_for(collapse_key + "!") != topic
+    assert topic == web_push_topic(collapse_key) == "GzSMDEmlvKKo9nflV7PikOtzApLAYoVa"
+    assert web_push_topic(collapse_key + "!") != topic
 
 
 @given(st.text())
 def test_any_collapse_key_gives_a_valid_topic(collapse_key: str) -> None:
-    assert _TOPIC.fullmatch(topic_for(collapse_key))
+    assert _TOPIC.fullmatch(web_push_topic(collapse_key))

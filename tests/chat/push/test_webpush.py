@@ -16,6 +16,7 @@ from sandstream.server.chat.push.errors import (
     PushSubscriptionGoneError,
     PushUnavailableError,
 )
+from sandstream.server.chat.push.notification import web_push_topic
 from sandstream.server.chat.push.retry import RetryPolicy
 from sandstream.server.chat.push.webpush import (
     MAX_PAYLOAD,
@@ -24,7 +25,6 @@ from sandstream.server.chat.push.webpush import (
     WebPushSender,
     WebPushSubscription,
     encrypt_message,
-    topic_for,
 )
 from tests.chat.push.conftest import QUICK
 from tests.support.push_services import Delivery, LoopbackPushService
@@ -51,7 +51,7 @@ async def test_a_message_arrives_decrypted_with_its_headers(
             plaintext=payload,
             ttl=600,
             urgency="high",
-            topic=topic_for("chat c1, turn ended"),
+            topic=web_push_topic("chat c1, turn ended"),
         )
     ]
     assert push_service.attempts[browser.subscription.endpoint] == 1
@@ -145,7 +145,7 @@ async def test_another_4xx_is_rejected_without_a_retry(
     push_service.fail(browser, 413, 1)
     with pytest.raises(PushRejectedError) as caught:
         await _sender(client).send(browser.subscription, b"hello", ttl=60)
-    assert (caught.value.status, caught.value.body) == (413, "scripted failure")
+    assert (caught.value.status, caught.value.reason) == (413, "scripted failure")
     assert push_service.attempts[browser.subscription.endpoint] == 1
 
 
