@@ -12,8 +12,8 @@ each, the order alternating by round, and reads it as :mod:`benchmarks.chat.run`
 
 - *chat SSE*: step events/s from the first step frame to the last;
 - *to done*: step events/s from the first step frame to ``done`` (the turn stored);
-- *settle*: the seconds from the last step frame to ``done``: every chunk moved into
-  the chat database and folded into the stored message.
+- *settle*: the seconds from the last step frame to ``done``: the last chunks folded,
+  the message stored.
 
 Medians over ``--repeat`` rounds; PostgreSQL ÷ SQLite beside them. Each step says on
 stderr what it starts.

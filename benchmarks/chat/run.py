@@ -17,8 +17,8 @@ unpaced step lines of ``--payload``-byte results, then its result.
   every chunk into the stored message, once);
 - *disk*: the bytes the ``serve`` process wrote to disk over that chat turn (from its
   start to ``done``, and the stores' next checkpoint), per byte of the session's
-  chunks: each stored once in the session's stream, plus the chat's copy of them
-  (the log mover's) and the stored message.
+  chunks: each stored once in the session's stream, plus the stored message (the log
+  mover folds the chunks as they come; it keeps no copy of them by default).
 
 Interleaved ``--repeat`` times; medians. Goal: chat ≥ 80% of the runner's rate. Each
 step says on stderr what it starts; the figures are printed next to the published ones

@@ -4,24 +4,28 @@
 
 A runner with durable sessions is served by Hypercorn in this process (so that the
 embedded mover reads its :class:`SessionService` directly); the chat database is a
-fresh SQLite file per measure.
+fresh SQLite file per measure. Each mover folds the chunks into a chat turn's message
+(:class:`~sandstream.server.chat.TurnFold`, the chat's default limits), as the chat's
+mover does.
 
 **throughput** — one finished session of ``--lines`` load-mode lines (``--payload``
 bytes each), then, interleaved ``--repeat`` times (medians): the runner's own read of
 it to the end over NDJSON and over its WebSocket, a message per chunk and in the
 mover's batches of 256 KiB (the baselines: one reader, no storage), and one
-:class:`LogMover` moving it whole into a fresh chat database, from the in-process
-session (embedded) and over the WebSocket (batches). Chunks/s; each mover beside the
-read it depends on. With ``--postgres`` both movers also move it into a fresh database
-of a real PostgreSQL server (:mod:`benchmarks.support.postgres_server`), the chat
-store's ``--database-url`` backend.
+:class:`LogMover` following it to its end, from the in-process session (embedded) and
+over the WebSocket (batches): folding only (the default), and folding and keeping a
+copy of every chunk in a fresh chat database (``keep_chunks``). Chunks/s; each mover
+beside the read it depends on. With ``--postgres`` both movers also keep the copy in a
+fresh database of a real PostgreSQL server (:mod:`benchmarks.support.postgres_server`),
+the chat store's ``--database-url`` backend.
 
 **takeover** — for the SQLite lease and a real redis-server's: a mover in a process
 of its own (``.venv/bin/python -m benchmarks.support.mover_process``) moves a live session over
 the WebSocket; a second mover sweeps every ``--sweep`` s. The first is SIGKILLed
 (no release: its lease must expire); the time from the kill to the second mover's
-first moved batch, ``--repeat`` times, beside the lease's ``--ttl`` (renewed every
-``--heartbeat`` s), which bounds it: between ttl - heartbeat and ttl + sweep. The kill
+first moved batch (both keep the chunks), ``--repeat`` times, beside the lease's
+``--ttl`` (renewed every ``--heartbeat`` s), which bounds it: between ttl - heartbeat
+and ttl + sweep. The kill
 falls at a random phase of the first's heartbeat (seeded), so the median is expected
 near ttl - heartbeat / 2.
 """
@@ -56,6 +60,7 @@ from benchmarks.runner.support import (
     start_in_process,
     wait_state,
 )
+from benchmarks.support.mover_process import Folds
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
 from benchmarks.support.redis_server import open_redis_server
 from benchmarks.support.servers import http1_client
@@ -63,6 +68,7 @@ from benchmarks.support.session_client import Transport, read_session
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server import RunnerSettings
+from sandstream.server.chat import TurnFold
 from sandstream.server.chat.mover import (
     Lease,
     LiveSessionRef,
@@ -92,15 +98,27 @@ async def _no_sessions() -> list[LiveSessionRef]:
     return []
 
 
-async def _settled(ref: LiveSessionRef, generation: int) -> None:
-    return None
-
-
 def _mover(
-    lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, **times: float
-) -> LogMover:
+    lease: Lease,
+    sink: MovedChunks,
+    sources: SourceFor,
+    owner: str,
+    folds: Folds,
+    *,
+    keep_chunks: bool,
+    live_sessions: Callable[[], Awaitable[list[LiveSessionRef]]] = _no_sessions,
+    **times: float,
+) -> LogMover[TurnFold]:
     return LogMover(
-        lease, sink, sources, owner, live_sessions=_no_sessions, on_terminal=_settled, **times
+        lease,
+        sink,
+        sources,
+        owner,
+        live_sessions=live_sessions,
+        new_fold=folds.new,
+        on_terminal=folds.settle,
+        keep_chunks=keep_chunks,
+        **times,
     )
 
 
@@ -149,11 +167,13 @@ async def throughput(
         "runner read, WebSocket": [],
         "runner read, WebSocket batches": [],
         "mover, embedded": [],
+        "mover, embedded, keeping chunks": [],
         "mover, WebSocket": [],
+        "mover, WebSocket, keeping chunks": [],
     }
     if postgres is not None:
-        rates["mover, embedded, PostgreSQL"] = []
-        rates["mover, WebSocket, PostgreSQL"] = []
+        rates["mover, embedded, keeping chunks, PostgreSQL"] = []
+        rates["mover, WebSocket, keeping chunks, PostgreSQL"] = []
     async with trio.open_nursery() as nursery:
         workspace = await start_workspace(nursery, config=_load(lines, payload=payload))
         runner = await _start_runner(nursery, tmp / "runner")
@@ -177,8 +197,14 @@ async def throughput(
             return result.cursor
 
         async def move(
-            sources: SessionSources, url: str | None, name: str, on_postgres: bool = False
+            sources: SessionSources,
+            url: str | None,
+            name: str,
+            *,
+            keep_chunks: bool = False,
+            on_postgres: bool = False,
         ) -> int:
+            """Chunks the mover folded (and stored, with ``keep_chunks``)."""
             db: Database
             if on_postgres and postgres is not None:
                 database = await trio.to_thread.run_sync(postgres.create_database)
@@ -186,10 +212,15 @@ async def throughput(
             else:
                 db = await _chat_db(tmp / f"chat-{name}.sqlite3")
             try:
-                sink = MovedChunks(db)
+                sink, folds = MovedChunks(db), Folds()
                 ref = LiveSessionRef(session_id, url)
-                await _mover(DatabaseLease(db), sink, sources, "bench").move(ref)
-                return await sink.last_cursor(session_id)
+                the_mover = _mover(
+                    DatabaseLease(db), sink, sources, "bench", folds, keep_chunks=keep_chunks
+                )
+                await the_mover.move(ref)
+                folded = 0 if folds.settled is None else folds.settled.lines
+                stored = await sink.last_cursor(session_id)
+                return min(folded, stored) if keep_chunks else folded
             finally:
                 await db.close()
 
@@ -199,11 +230,21 @@ async def throughput(
                 "runner read, WebSocket": lambda: read("ws"),
                 "runner read, WebSocket batches": lambda: read("ws-batch"),
                 "mover, embedded": lambda n=round_: move(embedded, None, f"embedded-{n}"),
+                "mover, embedded, keeping chunks": lambda n=round_: move(
+                    embedded, None, f"embedded-kept-{n}", keep_chunks=True
+                ),
                 "mover, WebSocket": lambda n=round_: move(remote, runner.url, f"ws-{n}"),
+                "mover, WebSocket, keeping chunks": lambda n=round_: move(
+                    remote, runner.url, f"ws-kept-{n}", keep_chunks=True
+                ),
             }
             if postgres is not None:
-                jobs["mover, embedded, PostgreSQL"] = lambda: move(embedded, None, "", True)
-                jobs["mover, WebSocket, PostgreSQL"] = lambda: move(remote, runner.url, "", True)
+                jobs["mover, embedded, keeping chunks, PostgreSQL"] = lambda: move(
+                    embedded, None, "", keep_chunks=True, on_postgres=True
+                )
+                jobs["mover, WebSocket, keeping chunks, PostgreSQL"] = lambda: move(
+                    remote, runner.url, "", keep_chunks=True, on_postgres=True
+                )
             for name, job in jobs.items():
                 seconds, count = await _timed(job)
                 if count != total:
@@ -277,13 +318,14 @@ async def _one_takeover(
             sink.before = await sink.generation(session_id)  # the first's
             ref = LiveSessionRef(session_id, runner.url)
             source = RemoteSource(runner.url, TOKEN)
-            second = LogMover(
+            second = _mover(
                 lease,
                 sink,
                 lambda _: source,
                 "second",
+                Folds(),
+                keep_chunks=True,
                 live_sessions=lambda: _just(ref),
-                on_terminal=_settled,
                 ttl=ttl,
                 heartbeat=heartbeat,
                 sweep_interval=sweep,

@@ -2,11 +2,12 @@
 
 ``.venv/bin/python -m benchmarks.support.mover_process --db DB --runner-url URL --token TOKEN
 --session ID --owner NAME [--redis-url URL] [--ttl S] [--heartbeat S]`` moves one
-session of a remote runner over its WebSocket into the chat database ``DB`` (a SQLite
-file or a ``postgresql://`` URL; migrated if new) under a lease (in that database, or
-Redis with ``--redis-url``), as a replica
-would. It prints ``terminal <generation>`` when the session settles and ``outcome
-<outcome>`` when the move returns. The takeover tests and the mover benchmark kill it
+session of a remote runner over its WebSocket under a lease (in the chat database
+``DB``, a SQLite file or a ``postgresql://`` URL, migrated if new; or in Redis with
+``--redis-url``), as a replica would: it folds the chunks into a chat turn's message
+(:class:`Folds`) and keeps a copy of them in ``DB``. It prints ``terminal
+<generation>`` when the session settles and ``outcome <outcome>`` when the move
+returns. The takeover tests and the mover benchmark kill it
 mid-session.
 """
 
@@ -20,12 +21,32 @@ from pathlib import Path
 import psycopg
 import trio
 
+from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+from sandstream.server.chat import TurnFold
 from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
 from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import MovedChunks
 from sandstream.server.postgres import PostgresDatabase
 from sandstream.server.sqlite import SQLiteDatabase
+
+
+class Folds:
+    """Makes each session's fold (the chat's, with its default limits), and keeps the
+    one settled last."""
+
+    def __init__(self) -> None:
+        self.settled: TurnFold | None = None
+
+    def new(self, ref: LiveSessionRef) -> TurnFold:
+        return TurnFold(
+            max_steps=DEFAULT_MAX_STEPS,
+            max_step_bytes=DEFAULT_MAX_STEP_BYTES,
+            max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+        )
+
+    async def settle(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+        self.settled = fold
 
 
 async def _run_owner(args: argparse.Namespace) -> None:
@@ -43,7 +64,7 @@ async def _run_owner(args: argparse.Namespace) -> None:
             async def live() -> list[LiveSessionRef]:
                 return [ref]
 
-            async def settled(ref: LiveSessionRef, generation: int) -> None:
+            async def settled(ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
                 print(f"terminal {generation}", flush=True)
 
             mover = LogMover(
@@ -52,7 +73,9 @@ async def _run_owner(args: argparse.Namespace) -> None:
                 lambda _ref: source,
                 args.owner,
                 live_sessions=live,
+                new_fold=Folds().new,
                 on_terminal=settled,
+                keep_chunks=True,
                 ttl=args.ttl,
                 heartbeat=args.heartbeat,
             )

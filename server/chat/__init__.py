@@ -1,8 +1,9 @@
 """The chat backend on Quart-Trio: conversations, one-time tokens, each turn a runner session.
 
 - :class:`ChatService` starts turns (lock, user message, session and one-time tokens in
-  one transaction, then a runner session, embedded or remote); :class:`TurnMover` moves
-  each session's chunks into the store and :class:`TurnSettler` settles the turn;
+  one transaction, then a runner session, embedded or remote); :class:`TurnMover` follows
+  each session, folding its chunks into a :class:`TurnFold`, and :class:`TurnSettler`
+  settles the turn;
 - :class:`TurnStreamBody` is one viewer of a turn (SSE from a cursor);
   :class:`RelayBody` streams an Agents-block run, one nursery, settled once;
 - :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` its default
@@ -31,7 +32,7 @@ from .errors import (
     UploadError,
     UploadTooLargeError,
 )
-from .mover.settle import TurnSettler, fold_chunks
+from .mover.settle import TurnFold, TurnSettler, fold_chunks
 from .mover.turns import LockKeepingLease, TurnMover
 from .service import ChatService
 from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
@@ -68,6 +69,7 @@ __all__ = [
     "Target",
     "TargetError",
     "TokenRejectedError",
+    "TurnFold",
     "TurnMover",
     "TurnSettler",
     "TurnStreamBody",

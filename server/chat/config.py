@@ -42,7 +42,11 @@ class ChatSettings:
     ``lock_heartbeat``: how often the replica that moves a live turn's session (the
     owner of its log mover lease) renews that lease and the chat's lock; also the log
     mover's sweep interval. ``lease_ttl``: the log mover's lease (a replica that stops
-    renewing loses a session this long after its last renewal). ``redis_url``: the
+    renewing loses a session this long after its last renewal). ``keep_chunks``: the
+    log mover also stores a copy of each turn's chunks (``moved_runs``), so that a new
+    owner resumes from it and a turn settles even if its runner dropped the chunks
+    (``False``: the turn's message is folded as it runs, and only it is stored; a new
+    owner folds the session from its first chunk). ``redis_url``: the
     lease in Redis (scale-out; ``None``: in the chat database). ``database_url``: the
     chat store in PostgreSQL (``None``: SQLite in ``data_dir``). ``ping_interval``: an idle
     SSE stream gets ``: ping`` this often. ``stall_timeout``: a client that has not
@@ -71,6 +75,7 @@ class ChatSettings:
     lock_lease: float = 30.0
     lock_heartbeat: float = 10.0
     lease_ttl: float = 30.0
+    keep_chunks: bool = False
     redis_url: str | None = None
     database_url: str | None = None
     ping_interval: float = 15.0

@@ -27,7 +27,6 @@ __all__ = [
     "SourceGoneError",
     "SourceRefusedError",
     "StoreError",
-    "StoredRunsMissingError",
     "TargetError",
     "TokenRejectedError",
     "UnsupportedMediaTypeError",
@@ -177,11 +176,6 @@ class FencedError(ChatError):
 class ChunkGapError(ChatError, ValueError):
     """A batch does not follow the stored chunks (its first cursor is past the last
     stored one + 1, or below 1). Nothing of it was written."""
-
-
-class StoredRunsMissingError(ChunkGapError):
-    """The session buffer no longer holds (retention) or does not hold yet the chunks of
-    :class:`StoredRuns`. Nothing of them was written."""
 
 
 class ChunkShapeError(ChatError, ValueError):

@@ -171,6 +171,14 @@ def build_serve_parser(
         "($SANDSTREAM_DATABASE_URL; default: SQLite in the data dir)",
     )
     chat.add_argument(
+        "--keep-chunks",
+        action="store_true",
+        default=env.get("SANDSTREAM_KEEP_CHUNKS", "") not in ("", "0"),
+        help="also keep a copy of every chunk of a chat turn in the chat database (a turn "
+        "then settles even if its runner dropped its chunks before; default: only the "
+        "settled message, folded as the turn runs) ($SANDSTREAM_KEEP_CHUNKS=1)",
+    )
+    chat.add_argument(
         "--redis-url",
         default=env.get("SANDSTREAM_REDIS_URL") or None,
         metavar="URL",
@@ -308,6 +316,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         lock_lease=args.lock_lease,
         lock_heartbeat=args.lock_heartbeat,
         lease_ttl=args.lease_ttl,
+        keep_chunks=args.keep_chunks,
         redis_url=args.redis_url,
         database_url=_database_url(args.database_url),
         ping_interval=args.ping_interval,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -495,6 +496,28 @@ class ServeProcess:
         )
 
 
+_ACQUIRED: Final = re.compile(
+    r'^sandstream_mover_lease_claims_total\{result="acquired"\} (\S+)$', re.MULTILINE
+)
+
+
+async def lease_holder(
+    replicas: Sequence[ServeProcess], token: str
+) -> tuple[ServeProcess, ServeProcess]:
+    """Of two replicas running one turn, the one whose log mover claimed its session
+    (the one that started it, unless the other's sweep came first), and the other;
+    read from their metrics."""
+    with trio.fail_after(DEADLINE):
+        while True:
+            for index, replica in enumerate(replicas):
+                async with replica.client(token) as client:
+                    metrics = (await client.get("/metrics")).text
+                found = _ACQUIRED.search(metrics)
+                if found and float(found[1]) > 0:
+                    return replica, replicas[1 - index]
+            await trio.sleep(0.02)
+
+
 async def start_serve_process(
     nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
 ) -> ServeProcess:
@@ -646,6 +669,15 @@ async def runner_output(runner_url: str, session_id: str) -> list[bytes]:
     with trio.fail_after(DEADLINE):
         await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
     return chunks
+
+
+async def runner_position(runner_url: str, session_id: str) -> int:
+    """The cursor of a session's newest chunk now, as its runner's status says."""
+    auth = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
+    async with http1_client(runner_url, headers=auth) as client:
+        response = await client.get(f"/sessions/{session_id}/status")
+    response.raise_for_status()
+    return int(response.json()["last_chunk_id"])
 
 
 async def settled_assistant(store: SqlChatStore, start: dict[str, Any]) -> PersistedMessage:

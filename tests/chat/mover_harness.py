@@ -1,6 +1,7 @@
-"""Shared pieces of the log mover tests: Redis, the chat database, a cuttable proxy and
-a recording sink. A mover in a process of its own (to be SIGKILLed) is
-:mod:`benchmarks.support.mover_process`, which the mover benchmark runs too.
+"""Shared pieces of the log mover tests: Redis, the chat database, a cuttable proxy, a
+recording sink and a fold that keeps what it was fed. A mover in a process of its own
+(to be SIGKILLed) is :mod:`benchmarks.support.mover_process`, which the mover benchmark
+runs too.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import trio
 
 from benchmarks.support.redis_server import open_redis_server
 from sandstream.server.chat.store.database import Connection, Database
-from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
+from sandstream.server.sessions import split_chunks
 from tests.chat.databases import open_database
 
 __all__ = [
+    "CollectingFold",
     "LeaseKind",
     "Proxy",
     "RecordingSink",
@@ -83,20 +86,34 @@ class RecordingSink(MovedChunks):
         self.events: list[tuple[str, int, int, int]] = []
         super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
 
-    async def fence(self, session_id: str, generation: int) -> None:
+    async def fence(self, session_id: str, generation: int) -> int:
         token = _LABEL.set(("fence", generation, 0, 0))
         try:
-            await super().fence(session_id, generation)
+            return await super().fence(session_id, generation)
         finally:
             _LABEL.reset(token)
 
-    async def move(self, session_id: str, generation: int, batch: Batch | StoredRuns) -> None:
+    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
         label = ("move", generation, batch.first, batch.last) if batch.count else None
         token = _LABEL.set(label)
         try:
             await super().move(session_id, generation, batch)
         finally:
             _LABEL.reset(token)
+
+
+class CollectingFold:
+    """A fold that keeps the bytes it was fed, in order."""
+
+    def __init__(self) -> None:
+        self.fed: list[bytes] = []
+
+    def feed(self, data: bytes) -> None:
+        self.fed.append(data)
+
+    @property
+    def chunks(self) -> list[bytes]:
+        return split_chunks(b"".join(self.fed))
 
 
 class Proxy:

@@ -1,8 +1,9 @@
 """The log mover on real sessions: a real runner (in-process SessionService, and over
 its WebSocket through Hypercorn), real SQLite, a real redis-server.
 
-Every test checks the moved chunks against the session's own output, read from the
-runner over NDJSON: byte for byte, none lost, none twice.
+Every test checks what the settling owner folded, and the chunks it stored when it
+keeps them (``keep_chunks``, the default here), against the session's own output, read
+from the runner over NDJSON: byte for byte, none lost, none twice.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from sandstream.server.chat.mover import (
 from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.leases import DatabaseLease
-from sandstream.server.chat.store.moved_runs import Batch, MovedChunks, StoredRuns
+from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
 from tests.chat.databases import database_url
-from tests.chat.mover_harness import LeaseKind, RecordingSink, start_proxy
+from tests.chat.mover_harness import CollectingFold, LeaseKind, RecordingSink, start_proxy
 from tests.server.harness import RunnerServer, load
 from tests.sessions.harness import (
     TOKEN,
@@ -63,13 +64,22 @@ machine, and check the invariants that hold whatever the generations."""
 
 @dataclass
 class Settled:
-    """What ``on_terminal`` was called with, and an event per session."""
+    """What ``on_terminal`` was called with (the last fold per session), and an event
+    per session."""
 
     calls: list[tuple[str, int]] = field(default_factory=list)
+    folds: dict[str, CollectingFold] = field(default_factory=dict)
     events: dict[str, trio.Event] = field(default_factory=dict)
+    made: list[CollectingFold] = field(default_factory=list)
+    """Every fold a mover started, in order."""
 
-    async def __call__(self, ref: LiveSessionRef, generation: int) -> None:
+    def new_fold(self, ref: LiveSessionRef) -> CollectingFold:
+        self.made.append(CollectingFold())
+        return self.made[-1]
+
+    async def __call__(self, ref: LiveSessionRef, generation: int, fold: CollectingFold) -> None:
         self.calls.append((ref.session_id, generation))
+        self.folds[ref.session_id] = fold
         self.event(ref.session_id).set()
 
     def event(self, session_id: str) -> trio.Event:
@@ -111,8 +121,8 @@ async def wait_stored(sink: MovedChunks, session_id: str, count: int) -> None:
 
 def mover(
     lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, ref: LiveSessionRef,
-    settled: Settled, **options: float,
-) -> LogMover:  # fmt: skip
+    settled: Settled, *, keep_chunks: bool = True, **options: float,
+) -> LogMover[CollectingFold]:  # fmt: skip
     values = {"ttl": TTL, "heartbeat": HEARTBEAT, "sweep_interval": 0.05, **options}
     return LogMover(
         lease,
@@ -120,7 +130,9 @@ def mover(
         sources,
         owner,
         live_sessions=live(settled, ref),
+        new_fold=settled.new_fold,
         on_terminal=settled,
+        keep_chunks=keep_chunks,
         **values,
     )
 
@@ -161,6 +173,7 @@ async def test_an_embedded_session_is_moved_byte_for_byte(
     expected = await output(runner, session_id)
     assert len(expected) > 1500
     assert await sink.read(session_id) == expected
+    assert settled.folds[session_id].chunks == expected
     ((settled_id, generation),) = settled.calls  # 1, unless a stall lost the lease
     assert settled_id == session_id
     assert msgspec.json.decode(expected[-1])["type"] == "result"
@@ -174,10 +187,9 @@ async def test_the_embedded_source_batches_by_linger_and_ends_at_the_sessions_en
     linger short (an hour here: the follow would hang past the deadline otherwise)."""
     session_id = await start_session(runner, workspace, 1500, rate=1000)
     sink = MovedChunks(db)
-    batches: list[StoredRuns] = []
+    batches: list[Batch] = []
 
-    async def deliver(batch: Batch | StoredRuns) -> None:
-        assert isinstance(batch, StoredRuns)
+    async def deliver(batch: Batch) -> None:
         batches.append(batch)
         await sink.move(session_id, 1, batch)
 
@@ -208,7 +220,9 @@ async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
     with trio.fail_after(60):
         await settled.event(session_id).wait()
     assert source.reconnects >= 4
-    assert await sink.read(session_id) == await output(runner, session_id)
+    expected = await output(runner, session_id)
+    assert await sink.read(session_id) == expected
+    assert settled.folds[session_id].chunks == expected
     assert [call[0] for call in settled.calls] == [session_id]
 
 
@@ -271,6 +285,7 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     assert settled.calls == [(session_id, 1)]  # the first claim in the leases: generation 1
     assert [event[0] for event in sink.events] == ["move", "fence"]  # nothing moved again
     assert await sink.read(session_id) == expected
+    assert settled.folds[session_id].chunks == expected  # folded from the stored copy
 
 
 async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
@@ -282,6 +297,7 @@ async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
         outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(ref.session_id)
+        assert settled.folds[ref.session_id].chunks == [line]
         error = msgspec.json.decode(line)
         assert (error["type"], error["code"]) == ("error", SESSION_LOST)
         assert settled.calls[-1] == (ref.session_id, 1)
@@ -303,15 +319,76 @@ async def test_a_refused_read_raises_and_releases_the_lease(
         SessionSources()(LiveSessionRef(session_id))
 
 
+# -- folding without a copy -------------------------------------------------------------
+
+
+async def stored_rows(db: Database) -> int:
+    return int(
+        (await db.read(lambda c: c.execute("SELECT count(*) FROM moved_runs").fetchone()))[0]
+    )
+
+
+@pytest.mark.parametrize("where", ["embedded", "remote"])
+async def test_without_keep_chunks_a_session_is_folded_whole_and_nothing_is_copied(
+    where: str,
+    nursery: trio.Nursery,
+    runner: RunnerServer,
+    workspace: WorkspaceServer,
+    db: Database,
+) -> None:
+    session_id = await start_session(runner, workspace, 1500, rate=1000)
+    ref = LiveSessionRef(session_id, None if where == "embedded" else runner.url)
+    sink, settled = RecordingSink(db), Settled()
+    sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
+    the_mover = mover(DatabaseLease(db), sink, sources, "r", ref, settled, keep_chunks=False)
+    await nursery.start(the_mover.run)
+    with trio.fail_after(60):
+        await settled.event(session_id).wait()
+    assert settled.folds[session_id].chunks == await output(runner, session_id)
+    assert await stored_rows(db) == 0
+    assert {event[0] for event in sink.events} == {"fence"}
+
+
+async def test_without_keep_chunks_a_new_owner_folds_from_the_first_chunk(
+    nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
+) -> None:
+    session_id = await start_session(runner, workspace, 2500, rate=500)
+    ref = LiveSessionRef(session_id)
+    sources = SessionSources(embedded=session_service(runner))
+    sink, settled = RecordingSink(db), Settled()
+    first = mover(DatabaseLease(db), sink, sources, "replica-1", ref, settled, keep_chunks=False)
+    second = mover(DatabaseLease(db), sink, sources, "replica-2", ref, settled, keep_chunks=False)
+    async with trio.open_nursery() as owner:
+        await owner.start(first.run)
+        with trio.fail_after(60):
+            while not settled.made or len(settled.made[0].chunks) < 100:
+                await trio.sleep(0.01)
+        await nursery.start(second.run)  # its sweeps find the lease held
+        assert not session_service(runner).get(session_id).ended
+        owner.cancel_scope.cancel()  # the replica stops: its lease is released
+    with trio.fail_after(60):
+        await settled.event(session_id).wait()
+    expected = await output(runner, session_id)
+    assert settled.folds[session_id].chunks == expected
+    assert settled.folds[session_id] is not settled.made[0]
+    assert len(settled.made[0].chunks) < len(expected)  # the first stopped short
+    ((_, generation),) = settled.calls
+    assert generation >= 2 and second.takeovers >= 1
+    assert await stored_rows(db) == 0
+
+
 # -- takeover ---------------------------------------------------------------------------
 
 
 async def check_takeover(
     runner: RunnerServer, session_id: str, sink: RecordingSink, settled: Settled
 ) -> None:
-    """Another owner finished: the stored chunks are the session's, settled once by
-    the newest generation, and no write of a generation came after a newer one claimed."""
-    assert await sink.read(session_id) == await output(runner, session_id)
+    """Another owner finished: the stored chunks are the session's, and so is what it
+    folded, settled once by the newest generation, and no write of a generation came
+    after a newer one claimed."""
+    expected = await output(runner, session_id)
+    assert await sink.read(session_id) == expected
+    assert settled.folds[session_id].chunks == expected
     ((settled_id, generation),) = settled.calls
     assert settled_id == session_id and generation >= 2
     assert generation == max(e[1] for e in sink.events)
@@ -394,7 +471,8 @@ async def test_an_owner_process_that_dies_or_freezes_is_taken_over_after_the_ttl
     db: Database,
     tmp_path: Path,
 ) -> None:
-    session_id = await start_session(runner, workspace, 2500, rate=500)
+    # 10 s of lines: the owner process starts, moves and dies mid-session on a loaded machine
+    session_id = await start_session(runner, workspace, 5000, rate=500)
     ref = LiveSessionRef(session_id, runner.url)
     sink, settled = RecordingSink(db), Settled()
     async with open_kind(kind, db) as (lease, url):
@@ -485,6 +563,7 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
         outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
         (line,) = await sink.read(session_id)  # never a silent skip to the retained ones
+        assert settled.folds[session_id].chunks == [line]
         error = msgspec.json.decode(line)
         assert (error["type"], error["code"]) == ("error", SESSION_LOST)
         assert "retain" in error["message"] or "410" in error["message"], error

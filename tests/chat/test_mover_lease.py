@@ -227,7 +227,7 @@ def test_any_overlapping_moves_store_each_chunk_once_in_order(
 async def test_a_fenced_generation_writes_nothing(db: Database) -> None:
     sink = MovedChunks(db)
     await sink.move("ses_a", 1, chunks(1, 3))
-    await sink.fence("ses_a", 2)  # a new owner claimed
+    assert await sink.fence("ses_a", 2) == 1  # a new owner claimed
     with pytest.raises(FencedError) as fenced:
         await sink.move("ses_a", 1, chunks(4, 9))
     assert (fenced.value.generation, fenced.value.fence) == (1, 2)

@@ -1,10 +1,11 @@
 """Two ``sandstream serve`` replicas on one chat database and a remote runner: the
 replica that moves a running turn's session dies (SIGKILL) or stalls (SIGSTOP), the
 other takes it over under the log mover's lease (Redis, or the SQLite default), and
-the stored assistant message is what the session's full output folds to. The same
-holds when Redis is restarted mid-turn (it loses every lease) or tampered with (owner
-keys deleted, every generation counter at 2^63-1): the turn settles with every chunk
-once and its chat takes the next turn."""
+the stored assistant message is what the session's full output folds to (with
+``--keep-chunks``, the copy of the chunks is the session's output, every chunk once;
+without, there is no copy). The same holds when Redis is restarted mid-turn (it loses
+every lease) or tampered with (owner keys deleted, every generation counter at
+2^63-1): the turn settles and its chat takes the next turn."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ from tests.chat.harness import (
     WORKSPACE,
     EventReader,
     ServeProcess,
+    lease_holder,
     runner_output,
+    runner_position,
     running_step,
     settled_assistant,
     start_runner_process,
@@ -72,7 +75,8 @@ async def _replicas(
     nursery: trio.Nursery, tmp_path: Path, lease: list[str]
 ) -> tuple[str, ServeProcess, ServeProcess, Path]:
     """A runner process and two serve replicas without an embedded runner, sharing its
-    token and one data dir (the chat database), behind one public URL (a forwarder)."""
+    token and one data dir (the chat database), behind one public URL (a forwarder);
+    ``lease``: more serve flags (the lease's, ``--keep-chunks``)."""
     runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
     balancer = await start_forwarder(nursery)
     data_dir = tmp_path / "chat-data"
@@ -84,6 +88,13 @@ async def _replicas(
     second = await start_serve_process(nursery, data_dir, COUNTING, *flags)
     balancer.backends = [u.removeprefix("http://").rstrip("/") for u in (first.url, second.url)]
     return runner.url, first, second, data_dir
+
+
+async def _wait_claimed(store: SqlChatStore, session_id: str) -> None:
+    """Wait until a replica claimed the session (it raised the session's fence)."""
+    with trio.fail_after(DEADLINE):
+        while await store.moved_chunks.generation(session_id) == 0:
+            await trio.sleep(0.02)
 
 
 async def _start_turn(replica: ServeProcess, token: str) -> dict[str, Any]:
@@ -101,14 +112,15 @@ async def _start_turn(replica: ServeProcess, token: str) -> dict[str, Any]:
 
 
 async def _assert_stored_equals_the_session(
-    store: SqlChatStore, runner_url: str, start: dict[str, Any]
+    store: SqlChatStore, runner_url: str, start: dict[str, Any], *, kept: bool = False
 ) -> list[bytes]:
-    """Wait until the turn settled; check it against the runner's output (returned)."""
+    """Wait until the turn settled; check it against the runner's output (returned).
+    ``kept``: the replicas keep a copy of the chunks."""
     message = await settled_assistant(store, start)
     session_id = start["sessionId"]
     output = await runner_output(runner_url, session_id)
-    # Every chunk moved once, in order: none lost, none twice.
-    assert await store.moved_chunks.read(session_id) == output
+    # Every chunk copied once, in order (none lost, none twice), or none at all.
+    assert await store.moved_chunks.read(session_id) == (output if kept else [])
     expected = fold_chunks(
         output,
         message_id=message.id,
@@ -124,27 +136,27 @@ async def _assert_stored_equals_the_session(
     return output
 
 
-@pytest.mark.parametrize("lease", ["redis", "sqlite"])
+@pytest.mark.parametrize(("lease", "kept"), [("redis", False), ("sqlite", False), ("sqlite", True)])
 async def test_a_killed_replicas_turn_is_taken_over_and_stored_whole(
-    nursery: trio.Nursery, tmp_path: Path, lease: str
+    nursery: trio.Nursery, tmp_path: Path, lease: str, kept: bool
 ) -> None:
     async with _lease_flags(lease) as flags:
+        flags += ["--keep-chunks"] if kept else []
         runner_url, first, second, data_dir = await _replicas(nursery, tmp_path, flags)
         token = (data_dir / "api-token").read_text().strip()
         start = await _start_turn(first, token)
         store = await open_store(data_dir)
         try:
             sink = store.moved_chunks
-            with trio.fail_after(DEADLINE):  # the first replica moves it
-                while await sink.last_cursor(start["sessionId"]) == 0:
-                    await trio.sleep(0.02)
+            await _wait_claimed(store, start["sessionId"])
+            owner, other = await lease_holder((first, second), token)
             assert await sink.generation(start["sessionId"]) == 1
-            first.process.send_signal(signal.SIGKILL)
+            owner.process.send_signal(signal.SIGKILL)
             with trio.fail_after(DEADLINE):
-                await first.exited.wait()
-            moved_by_the_first = await sink.last_cursor(start["sessionId"])
-            output = await _assert_stored_equals_the_session(store, runner_url, start)
-            assert moved_by_the_first < len(output)  # the second replica moved the rest
+                await owner.exited.wait()
+            position = await runner_position(runner_url, start["sessionId"])
+            output = await _assert_stored_equals_the_session(store, runner_url, start, kept=kept)
+            assert position < len(output)  # the second replica moved the rest
             # The second replica claimed it under a newer generation, then settled it.
             assert await sink.generation(start["sessionId"]) >= 2
             chat = await store.get_chat(WORKSPACE, start["chatId"], now=0)
@@ -152,14 +164,14 @@ async def test_a_killed_replicas_turn_is_taken_over_and_stored_whole(
         finally:
             await store.close()
         # The chat takes the next turn on the surviving replica.
-        async with second.client(token) as client:
+        async with other.client(token) as client:
             body = {"workspaceId": WORKSPACE, "chatId": start["chatId"], "message": "again"}
             async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
                 assert response.status_code == 200
                 await response.aread()
-        second.process.send_signal(signal.SIGTERM)
+        other.process.send_signal(signal.SIGTERM)
         with trio.fail_after(DEADLINE):
-            await second.exited.wait()
+            await other.exited.wait()
 
 
 async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wakes(
@@ -173,22 +185,21 @@ async def test_a_stalled_replica_that_lost_its_lease_writes_nothing_when_it_wake
         store = await open_store(data_dir)
         try:
             sink = store.moved_chunks
-            with trio.fail_after(DEADLINE):
-                while await sink.last_cursor(session_id) == 0:
-                    await trio.sleep(0.02)
-            first.process.send_signal(signal.SIGSTOP)  # a long pause, a partition
+            await _wait_claimed(store, session_id)
+            owner, _ = await lease_holder((first, second), token)
+            owner.process.send_signal(signal.SIGSTOP)  # a long pause, a partition
             try:
                 await _assert_stored_equals_the_session(store, runner_url, start)
                 stored = await store.get_messages(WORKSPACE, start["chatId"])
                 moved = await sink.read(session_id)
             finally:
-                first.process.send_signal(signal.SIGCONT)
-            # Woken up, the first replica notices it lost the lease and stops.
+                owner.process.send_signal(signal.SIGCONT)
+            # Woken up, the owner notices it lost the lease and stops.
             with trio.fail_after(DEADLINE):
                 while not any(
                     session_id in line
                     and any(word in line for word in ("lost", "stopped moving", "no renewal"))
-                    for line in first.stderr
+                    for line in owner.stderr
                 ):
                     await trio.sleep(0.05)
             assert await sink.read(session_id) == moved
@@ -231,12 +242,10 @@ async def test_a_turn_settles_and_its_chat_unlocks_whatever_redis_loses_or_holds
         store = await open_store(data_dir)
         try:
             sink = store.moved_chunks
-            with trio.fail_after(DEADLINE):  # moving under the first claim
-                while await sink.last_cursor(session_id) == 0:
-                    await trio.sleep(0.02)
+            await _wait_claimed(store, session_id)  # moving under the first claim
             await trouble(redis)
-            # The turn settles: every chunk once (compared with the runner's), the
-            # message folded from them, the lock released.
+            # The turn settles: the message folded from every chunk once (compared
+            # with the runner's), the lock released.
             await _assert_stored_equals_the_session(store, runner_url, start)
             chat = await store.get_chat(WORKSPACE, start["chatId"], now=0)
             assert chat.active_message_id is None

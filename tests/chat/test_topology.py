@@ -2,8 +2,8 @@
 nothing but the chat database and Redis (with a password), a ``sandstream runner``
 process, and a forwarder in front of the replicas as the service's public URL. The
 replica that moves a running turn is killed (SIGKILL) mid-turn; a browser on the other
-replica resumes the turn and shows its answer; the stored message holds the result,
-every chunk of the session exactly once and the file the turn wrote.
+replica resumes the turn and shows its answer; the stored message is the fold of every chunk
+of the session exactly once, and holds the result and the file the turn wrote.
 
 On PostgreSQL the replicas have data dirs of their own; on SQLite (one machine) they
 share one, the database being a file in it.
@@ -31,7 +31,9 @@ from tests.chat.harness import (
     RUNNER_TOKEN,
     WORKSPACE,
     EventReader,
+    lease_holder,
     runner_output,
+    runner_position,
     running_step,
     settled_assistant,
     start_runner_process,
@@ -120,7 +122,8 @@ async def _run_the_topology(
         balancer.backends = [_hostport(first.url), _hostport(second.url)]
         token = "topology-api-token"
 
-        # The turn starts on the first replica, which claims its session and moves it.
+        # The turn starts on the first replica, which claims its session (unless the
+        # other's sweep comes first) and moves it.
         body = {"workspaceId": WORKSPACE, "message": "write the report, count the lines"}
         async with (
             first.client(token) as client,
@@ -134,25 +137,26 @@ async def _run_the_topology(
         try:
             session_id = start["sessionId"]
             with trio.fail_after(DEADLINE):
-                while await store.moved_chunks.last_cursor(session_id) == 0:
+                while await store.moved_chunks.generation(session_id) == 0:
                     await trio.sleep(0.02)
             assert await store.moved_chunks.generation(session_id) == 1
-            first.process.send_signal(signal.SIGKILL)
+            owner, other = await lease_holder((first, second), token)
+            owner.process.send_signal(signal.SIGKILL)
             with trio.fail_after(DEADLINE):
-                await first.exited.wait()
-            moved_by_the_first = await store.moved_chunks.last_cursor(session_id)
+                await owner.exited.wait()
+            at_the_kill = await runner_position(runner.url, session_id)
 
             # A browser on the other replica resumes the live turn to its answer.
             shown = await trio.to_thread.run_sync(
-                _browser_resumes, second.url.rstrip("/"), token, start["chatId"]
+                _browser_resumes, other.url.rstrip("/"), token, start["chatId"]
             )
             assert ANSWER in shown
 
-            # The other replica took the session over and stored it whole.
+            # The other replica took the session over and folded it whole.
             message = await settled_assistant(store, start)
             output = await runner_output(runner.url, session_id)
-            assert await store.moved_chunks.read(session_id) == output  # each chunk once
-            assert moved_by_the_first < len(output)
+            assert await store.moved_chunks.read(session_id) == []  # no copy of them
+            assert at_the_kill < len(output)
             assert await store.moved_chunks.generation(session_id) >= 2
             expected = fold_chunks(
                 output,
@@ -173,13 +177,13 @@ async def _run_the_topology(
             await store.close()
 
         # The written file downloads through the public URL, from the replica alive.
-        async with second.client(token) as client:
+        async with other.client(token) as client:
             download = await client.get(
                 f"{balancer.url}/api/assistant/chats/{start['chatId']}/files/"
                 f"{message.file_attachments[0].id}",
                 params={"workspaceId": WORKSPACE},
             )
         assert download.status_code == 200 and download.text == REPORT
-        second.process.send_signal(signal.SIGTERM)
+        other.process.send_signal(signal.SIGTERM)
         with trio.fail_after(DEADLINE):
-            await second.exited.wait()
+            await other.exited.wait()

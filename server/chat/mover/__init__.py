@@ -1,7 +1,8 @@
-"""The log mover: each live session's chunks moved into the chat database by exactly
-one replica, under a fenced lease. The chat database's tables are the store's: the
-mover writes the chunks through its ``MovedChunks`` (:mod:`..store.moved_runs`) and
-leases them with its ``DatabaseLease`` (:mod:`..store.leases`) or with Redis.
+"""The log mover: each live session followed and folded by exactly one replica, under
+a fenced lease. The chat database's tables are the store's: the mover writes the
+fences (and, if asked, a copy of the chunks) through its ``MovedChunks``
+(:mod:`..store.moved_runs`) and leases sessions with its ``DatabaseLease``
+(:mod:`..store.leases`) or with Redis.
 
 - :mod:`.lease`: :class:`Lease` — ``DatabaseLease`` (embedded default) and
   :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
@@ -9,7 +10,7 @@ leases them with its ``DatabaseLease`` (:mod:`..store.leases`) or with Redis.
   coredis client on trio that :class:`RedisLease` speaks;
 - :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
   :class:`RemoteSource` (a runner's WebSocket), chosen by :class:`SessionSources`;
-- :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, move and settle.
+- :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, fold, move and settle.
 """
 
 from ..errors import (
@@ -23,10 +24,18 @@ from ..errors import (
     SourceError,
     SourceGoneError,
     SourceRefusedError,
-    StoredRunsMissingError,
 )
 from .lease import Lease, RedisLease, open_lease
-from .mover import SESSION_LOST, LiveSessions, LogMover, MoveOutcome, OnTerminal, SourceFor
+from .mover import (
+    SESSION_LOST,
+    Fold,
+    LiveSessions,
+    LogMover,
+    MoveOutcome,
+    NewFold,
+    OnTerminal,
+    SourceFor,
+)
 from .sources import EmbeddedSource, LiveSessionRef, RemoteSource, SessionSources, Source
 
 __all__ = [
@@ -35,11 +44,13 @@ __all__ = [
     "ChunkShapeError",
     "EmbeddedSource",
     "FencedError",
+    "Fold",
     "Lease",
     "LiveSessionRef",
     "LiveSessions",
     "LogMover",
     "MoveOutcome",
+    "NewFold",
     "OnTerminal",
     "RedisAuthError",
     "RedisConnectionError",
@@ -53,6 +64,5 @@ __all__ = [
     "SourceFor",
     "SourceGoneError",
     "SourceRefusedError",
-    "StoredRunsMissingError",
     "open_lease",
 ]

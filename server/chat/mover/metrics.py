@@ -7,6 +7,7 @@ reads 0. Scraping reads attributes only: it never blocks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -19,7 +20,7 @@ class MoverCollector:
     """``sandstream_mover_*`` of the :class:`LogMover` that ``mover()`` returns
     (``None``: none runs now; docs/operations.md lists them)."""
 
-    def __init__(self, mover: Callable[[], LogMover | None]) -> None:
+    def __init__(self, mover: Callable[[], LogMover[Any] | None]) -> None:
         self.mover = mover
 
     def collect(self) -> Iterator[Metric]:

@@ -1,10 +1,13 @@
-"""The log mover: exactly one replica moves each live session's chunks
-into the chat database, under a lease, and settles it when it ends.
+"""The log mover: exactly one replica follows each live session, under a lease, folds
+its chunks as they come and settles it when it ends.
 
 :class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves each
 session it does not move yet (:meth:`~LogMover.move`); :meth:`LogMover.claim_now`
-starts one at once. A session whose source is gone, or whose chunks end without a
-terminal line, gets ``error{code:"session_lost"}`` (made by the core) as its last chunk.
+starts one at once. Each batch of chunks is fed to the session's :class:`Fold` (in a
+worker thread) and, with ``keep_chunks``, also stored in the chat database; a new owner
+folds from the first chunk again, or from the stored copy and on from its end. A
+session whose source is gone, or whose chunks end without a terminal line, gets
+``error{code:"session_lost"}`` (made by the core) as its last chunk.
 **Fencing**: a mover writes nothing more, and does not settle, once a renewal is refused,
 ``ttl`` passed since the last renewal that succeeded was sent, or a write was fenced off.
 The mover counts its claims by result, its failed renewals and its takeovers, and
@@ -17,8 +20,8 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal, get_args
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Final, Generic, Literal, Protocol, TypeVar, get_args
 
 import trio
 
@@ -26,7 +29,7 @@ from sandstream.core import StreamProcessor
 from sandstream.server.sessions import terminal_state
 
 from ..errors import FencedError, RedisLeaseError, SourceError, SourceGoneError
-from ..store.moved_runs import Batch, MovedChunks, StoredRuns
+from ..store.moved_runs import Batch, MovedChunks
 from .lease import Lease
 from .sources import LiveSessionRef, Source
 
@@ -34,9 +37,11 @@ __all__ = [
     "CLAIM_RESULTS",
     "SESSION_LOST",
     "ClaimResult",
+    "Fold",
     "LiveSessions",
     "LogMover",
     "MoveOutcome",
+    "NewFold",
     "OnTerminal",
     "SourceFor",
 ]
@@ -58,8 +63,24 @@ MoveOutcome = Literal["moved", "held_elsewhere", "lease_lost"]
 """How :meth:`LogMover.move` ended: the session was moved to its end and settled;
 another owner holds its lease; the lease was lost (or fenced off) while moving."""
 
-OnTerminal = Callable[[LiveSessionRef, int], Awaitable[None]]
-"""Called with the session and the lease generation once its terminal chunk is stored."""
+
+class Fold(Protocol):
+    """What a session's chunks are folded into while the mover follows it."""
+
+    def feed(self, data: bytes) -> None:
+        """Take the next chunks (whole lines, in cursor order). Called in a worker
+        thread, one call at a time."""
+        ...
+
+
+F = TypeVar("F", bound=Fold)
+
+NewFold = Callable[[LiveSessionRef], F]
+"""An empty fold for a session, made as its moving starts (again after a takeover)."""
+
+OnTerminal = Callable[[LiveSessionRef, int, F], Awaitable[None]]
+"""Called with the session, the lease generation and the fold once the terminal chunk
+was folded (and stored, with ``keep_chunks``)."""
 
 LiveSessions = Callable[[], Awaitable[Sequence[LiveSessionRef]]]
 """The sessions that should be moved (the chat's live turns)."""
@@ -85,11 +106,14 @@ class _Holding:
         self.source: Source | None = None
         self.moved = 0
         """The cursor of the last chunk moved (once the source is followed)."""
+        self.last_line = b""
+        """The last chunk moved."""
 
 
-class LogMover:
+class LogMover(Generic[F]):
     """Moves live sessions' chunks under a lease; see the module docstring.
 
+    ``sink`` holds the fences (and, with ``keep_chunks``, the copies of the chunks);
     ``owner_id`` names this replica in the leases (unique per process). Times are in
     seconds: ``heartbeat`` must be shorter than ``ttl`` (a third of it is a good value).
     ``on_terminal`` and ``live_sessions`` that raise are logged: the session is left
@@ -104,7 +128,9 @@ class LogMover:
         owner_id: str,
         *,
         live_sessions: LiveSessions,
-        on_terminal: OnTerminal,
+        new_fold: NewFold[F],
+        on_terminal: OnTerminal[F],
+        keep_chunks: bool = False,
         ttl: float = 30.0,
         heartbeat: float = 10.0,
         sweep_interval: float = 5.0,
@@ -127,7 +153,9 @@ class LogMover:
         self.ttl = ttl
         self.heartbeat = heartbeat
         self.sweep_interval = sweep_interval
+        self.keep_chunks = keep_chunks
         self._live_sessions = live_sessions
+        self._new_fold = new_fold
         self._on_terminal = on_terminal
         self._moving: set[str] = set()
         self._holding: dict[str, _Holding] = {}
@@ -138,7 +166,7 @@ class LogMover:
         """Renewals refused, failed or timed out since start."""
         self.takeovers = 0
         """Claims of a session whose moving an earlier lease had begun (its owner died,
-        stalled or failed) since start: the move resumes from its last moved chunk."""
+        stalled, failed or was stopped) since start."""
 
     @property
     def moving(self) -> frozenset[str]:
@@ -211,9 +239,11 @@ class LogMover:
     async def move(self, ref: LiveSessionRef) -> MoveOutcome:
         """Claim, move, settle and release one session: acquire the lease (None:
         another replica owns it) and raise the session's fence to the new generation;
-        follow its source from the stored cursor, one :meth:`MovedChunks.move` per
-        batch, the lease renewed every ``heartbeat`` s; after the terminal chunk call
-        ``on_terminal(ref, generation)``, still under the lease; release it.
+        follow its source from the first chunk (with ``keep_chunks``: fold the stored
+        copy, follow from its end and store each batch, one :meth:`MovedChunks.move`
+        each), folding each batch, the lease renewed every ``heartbeat`` s; after the
+        terminal chunk call ``on_terminal(ref, generation, fold)``, still under the
+        lease; release it.
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
         (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease or
@@ -292,7 +322,8 @@ class LogMover:
         ref, generation = holding.ref, holding.generation
         session_id = ref.session_id
         try:
-            await self.sink.fence(session_id, generation)
+            if await self.sink.fence(session_id, generation):
+                self.takeovers += 1
         except FencedError as exc:
             log.warning(
                 "session %s: the lease's generation %d is below the session's fence %d "
@@ -302,26 +333,37 @@ class LogMover:
                 exc.fence,
             )
             raise
+        fold = self._new_fold(ref)
+        if self.keep_chunks:
+            await self.sink.fold(session_id, lambda runs: _feed_all(fold, runs))
+            stored = await self.sink.last_chunk(session_id)
+            if stored is not None:
+                holding.moved, holding.last_line = stored
 
-        async def deliver(batch: Batch | StoredRuns) -> None:
+        async def deliver(batch: Batch) -> None:
             if trio.current_time() >= holding.deadline:
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
-            await self.sink.move(session_id, generation, batch)
-            holding.moved = max(holding.moved, batch.last)
+            if self.keep_chunks:
+                await self.sink.move(session_id, generation, batch)
+            await trio.to_thread.run_sync(fold.feed, batch.data)
+            if batch.count:
+                data = batch.data
+                holding.moved, holding.last_line = batch.last, data[data.rfind(b"\n", 0, -1) + 1 :]
 
-        after = await self.sink.last_cursor(session_id)
-        if after > 0:
-            self.takeovers += 1
         source = self.sources(ref)
-        holding.moved, holding.source = after, source
+        holding.source = source
         ended_why = "the session's chunks ended without a terminal line"
         try:
-            await source.follow(session_id, after, deliver)
+            await source.follow(session_id, holding.moved, deliver)
         except SourceGoneError as exc:
             log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
             ended_why = str(exc)
-        last = await self.sink.last_chunk(session_id)
-        if last is None or terminal_state(last[1]) is None:
+        if terminal_state(holding.last_line) is None:
             line = StreamProcessor("ndjson").fail(SESSION_LOST, ended_why)
-            await deliver(Batch((last[0] if last else 0) + 1, line, 1))
-        await self._on_terminal(ref, generation)
+            await deliver(Batch(holding.moved + 1, line, 1))
+        await self._on_terminal(ref, generation, fold)
+
+
+def _feed_all(fold: Fold, runs: Iterable[bytes]) -> None:
+    for run in runs:
+        fold.feed(run)

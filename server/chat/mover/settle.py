@@ -1,19 +1,27 @@
 """Settling a chat turn from its runner session's chunks: fold, write, release — once.
 
-:class:`TurnSettler` is the one place a chat turn is persisted: it folds the session's
-chunks with the core into the assistant message (bounded by ``max_turn_steps`` /
-``max_turn_bytes``) and writes it, with the files the run wrote back, the session
-settled and the chat's lock released, in **one** store transaction
-(:meth:`~..store.contract.ChatStore.settle_turn`). Idempotent: a settled turn is left as
-it is. Chunks without a terminal line are closed with ``error{code:"upstream_closed"}``.
+:class:`TurnFold` is a turn's assistant message in the making: the log mover feeds it
+the session's chunks as it follows them (bounded by ``max_turn_steps`` /
+``max_turn_bytes``), so no copy of the chunks is needed to settle. :class:`TurnSettler`
+is the one place a chat turn is persisted: it writes the fold's message, with the
+files the run wrote back, the session settled and the chat's lock released, in **one**
+store transaction (:meth:`~..store.contract.ChatStore.settle_turn`). Idempotent: a
+settled turn is left as it is. Chunks without a terminal line are closed with
+``error{code:"upstream_closed"}``.
+
+Bad input: lines the core refuses end the fold as the core ends a turn
+(``protocol_error``). Cancellation: a feed in progress runs to its end in its worker
+thread; nothing is written before the settling transaction.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Final
+
+import trio
 
 from sandstream.core import StreamProcessor
 from sandstream.core.envelope import LIVE_EXTENSION
@@ -22,20 +30,57 @@ from sandstream.core.persistence import PersistedMessage, assistant_message
 from ..ids import now_ms
 from ..store.contract import ChatStore
 
-__all__ = ["ChunkFolder", "TurnSettler", "fold_chunks"]
+__all__ = ["TurnFold", "TurnSettler", "fold_chunks"]
 
 log = logging.getLogger("sandstream.chat")
 
 _FEED_BYTES: Final = 64 * 1024
-"""Chunks are joined into feeds of the core of about this size (fewer calls)."""
+"""A feed is handed to the core in slices of this size."""
 _YIELD_SECONDS: Final = 1e-4
-"""The fold sleeps this long after each feed, giving the GIL up to the event loop
+"""The fold sleeps this long after each slice, giving the GIL up to the event loop
 (docs/chat.md, "Log mover")."""
 
-ChunkFolder = Callable[[Callable[[Iterable[bytes]], PersistedMessage]], Awaitable[PersistedMessage]]
-"""Runs a fold over a session's chunks and returns its result
-(:meth:`~..store.moved_runs.MovedChunks.fold` with the session id bound): the chunks
-need not all be in memory at once."""
+
+class TurnFold:
+    """The assistant message a session's chunks fold to, fed as they come.
+
+    :meth:`feed` takes whole NDJSON lines in cursor order; it is meant for a worker
+    thread (one feed at a time) and pauses after each slice (:data:`_YIELD_SECONDS`).
+    Lines after the terminal are ignored."""
+
+    def __init__(self, *, max_steps: int, max_step_bytes: int, max_line_bytes: int) -> None:
+        self._processor = StreamProcessor(
+            "ndjson",
+            max_line_bytes=max_line_bytes,
+            max_steps=max_steps,
+            max_step_bytes=max_step_bytes,
+            extensions=(LIVE_EXTENSION,),
+        )
+
+    @property
+    def ended(self) -> bool:
+        """Whether a terminal line (or a refused one) ended the turn."""
+        return self._processor.ended
+
+    @property
+    def lines(self) -> int:
+        """How many lines were folded so far."""
+        return self._processor.written
+
+    def feed(self, data: bytes) -> None:
+        """Fold ``data`` (one or more whole lines)."""
+        processor = self._processor
+        for start in range(0, len(data), _FEED_BYTES):
+            if processor.ended:
+                return
+            processor.feed(data[start : start + _FEED_BYTES])
+            time.sleep(_YIELD_SECONDS)
+
+    def message(self, *, message_id: str, created_at: int) -> PersistedMessage:
+        """The message as it stands, closed (a turn without a terminal fails with
+        ``upstream_closed``); no more feeds after this."""
+        self._processor.close("the session ended without a result or error")
+        return assistant_message(self._processor.turn, message_id=message_id, created_at=created_at)
 
 
 def fold_chunks(
@@ -47,31 +92,13 @@ def fold_chunks(
     max_step_bytes: int,
     max_line_bytes: int,
 ) -> PersistedMessage:
-    """The assistant message the chunks fold to: NDJSON in cursor order, each item
-    one or more whole lines (a chunk, or a run of them as the log mover stores them).
-    Meant for a worker thread: it pauses after each feed (:data:`_YIELD_SECONDS`)."""
-    processor = StreamProcessor(
-        "ndjson",
-        max_line_bytes=max_line_bytes,
-        max_steps=max_steps,
-        max_step_bytes=max_step_bytes,
-        extensions=(LIVE_EXTENSION,),
+    """The assistant message ``chunks`` (NDJSON in cursor order, each item one or more
+    whole lines) fold to, at once."""
+    fold = TurnFold(
+        max_steps=max_steps, max_step_bytes=max_step_bytes, max_line_bytes=max_line_bytes
     )
-    batch: list[bytes] = []
-    size = 0
-    for chunk in chunks:
-        batch.append(chunk)
-        size += len(chunk)
-        if size >= _FEED_BYTES:
-            processor.feed(b"".join(batch))
-            batch, size = [], 0
-            if processor.ended:
-                break
-            time.sleep(_YIELD_SECONDS)
-    if batch and not processor.ended:
-        processor.feed(b"".join(batch))
-    processor.close("the session ended without a result or error")
-    return assistant_message(processor.turn, message_id=message_id, created_at=created_at)
+    fold.feed(b"".join(chunks))
+    return fold.message(message_id=message_id, created_at=created_at)
 
 
 class TurnSettler:
@@ -87,28 +114,29 @@ class TurnSettler:
             "max_line_bytes": max_line_bytes,
         }
 
+    def new_fold(self) -> TurnFold:
+        """An empty fold, with the settler's limits."""
+        return TurnFold(**self._limits)
+
     async def settle(
-        self, session_id: str, fold_over: ChunkFolder, *, generation: int | None = None
+        self, session_id: str, fold: TurnFold, *, generation: int | None = None
     ) -> bool:
-        """Fold the session's chunks (``fold_over`` runs the fold over them) into the
-        assistant message of the turn whose runner session is ``session_id`` and settle
-        it (one transaction). Returns False (nothing
-        written) for a session that is no chat turn's, or a turn settled already.
-        With ``generation`` (the log mover's lease), the transaction raises
+        """Settle the turn whose runner session is ``session_id`` with the message
+        ``fold`` holds (one transaction). Returns False (nothing written) for a
+        session that is no chat turn's, or a turn settled already. With
+        ``generation`` (the log mover's lease), the transaction raises
         :class:`~..errors.FencedError` (nothing written) if a newer generation claimed
         the session meanwhile.
 
-        The fold runs where ``fold_over`` runs it (a worker thread). Raises the
-        store's errors. Cancellation:
-        before the write nothing is written; the write itself is not interrupted.
+        Raises the store's errors. Cancellation: before the write nothing is written;
+        the write itself is not interrupted.
         """
         turn = await self.store.get_turn(session_id)
         if turn is None or turn.state == "settled":
             return False
-        message = await fold_over(
-            lambda chunks: fold_chunks(
-                chunks, message_id=turn.assistant_message_id, created_at=now_ms(), **self._limits
-            )
+        message_id = turn.assistant_message_id
+        message = await trio.to_thread.run_sync(
+            lambda: fold.message(message_id=message_id, created_at=now_ms())
         )
         settled = await self.store.settle_turn(turn.id, message, now_ms(), generation=generation)
         if settled:

@@ -2,8 +2,8 @@
 
 A :class:`Source` follows one session from a cursor to its terminal line and hands
 batches of consecutive chunks to ``deliver`` one at a time (the next is read meanwhile,
-handed over after it returned). :class:`EmbeddedSource` hands cursors of the in-process
-session buffer (:class:`~..store.moved_runs.StoredRuns`); :class:`RemoteSource` reads
+handed over after it returned). :class:`EmbeddedSource` reads the in-process session's
+stored runs; :class:`RemoteSource` reads
 ``GET /sessions/{id}/ws?batch=262144``, retrying from the last cursor with a backoff
 while the runner does not answer, answers 5xx or the connection drops.
 
@@ -29,11 +29,12 @@ from sandstream.server.sessions import (
     CursorGoneError,
     Session,
     SessionNotFoundError,
+    SessionRuns,
     SessionService,
 )
 
-from ..errors import SourceError, SourceGoneError, SourceRefusedError, StoredRunsMissingError
-from ..store.moved_runs import Batch, StoredRuns
+from ..errors import SourceError, SourceGoneError, SourceRefusedError
+from ..store.moved_runs import Batch
 
 __all__ = [
     "Deliver",
@@ -46,7 +47,7 @@ __all__ = [
 
 log = logging.getLogger("sandstream.chat.mover")
 
-Deliver = Callable[[Batch | StoredRuns], Awaitable[None]]
+Deliver = Callable[[Batch], Awaitable[None]]
 """Takes one batch of chunks; the source waits for it before handing over the next."""
 
 _BATCH_BYTES: Final = 256 * 1024
@@ -91,10 +92,9 @@ class EmbeddedSource:
             return None
 
     async def follow(self, session_id: str, after: int, deliver: Deliver) -> None:
-        """Every chunk after ``after`` to the session's end, as :class:`StoredRuns`: all
-        that the session stored since the last delivery in one batch, at most one batch
-        per ``linger`` s while the session runs, at once when it ends (the sink copies
-        them from the session buffer inside SQLite). Raises
+        """Every chunk after ``after`` to the session's end: all that the session stored
+        since the last delivery in one batch, at most one batch per ``linger`` s while
+        the session runs, at once when it ends. Raises
         :class:`SourceGoneError` (also when retention dropped chunks not moved yet),
         :class:`SourceRefusedError` (``after`` is past the session's last chunk)."""
         try:
@@ -112,15 +112,25 @@ class EmbeddedSource:
                 session.check_cursor(cursor)
                 last = session.last_cursor
                 if last > cursor:
-                    await deliver(StoredRuns(runs, cursor + 1, last))
+                    await deliver(await _stored(runs, cursor, last))
                     cursor = last
                     await _linger(session, self.linger)
                 elif session.ended:
                     return
                 else:
                     await session.wait_beyond(cursor, math.inf)
-        except (CursorGoneError, StoredRunsMissingError) as exc:
+        except CursorGoneError as exc:
             raise SourceGoneError(f"session {session_id}: {exc}") from None
+
+
+async def _stored(runs: SessionRuns, after: int, last: int) -> Batch:
+    """The stored chunks after cursor ``after`` up to ``last`` (the last of a run), as
+    one batch. Raises :class:`SourceGoneError` if retention dropped some of them."""
+    held = await runs.read(after, last)
+    if not held or held[0].first != after + 1 or held[-1].last != last:
+        raise SourceGoneError(f"the chunks after cursor {after} are no longer retained")
+    data = held[0].data if len(held) == 1 else b"".join(run.data for run in held)
+    return Batch(after + 1, data, last - after)
 
 
 async def _linger(session: Session, seconds: float) -> None:

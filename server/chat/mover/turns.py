@@ -1,10 +1,11 @@
-"""The chat's log mover: each live chat turn's session moved by exactly one replica,
-and the turn settled from the moved chunks by that replica, under its fenced lease.
+"""The chat's log mover: each live chat turn's session followed by exactly one replica,
+and the turn settled from its chunks by that replica, under its fenced lease.
 
 :class:`TurnMover` runs one :class:`~.mover.LogMover` per process: its live sessions are
 the running ``chat_turns`` (every remote turn, and the embedded turns this process's
-runner has); at the terminal it folds the moved chunks and settles the turn
-(:meth:`TurnSettler.settle`, fenced by the generation); its lease is wrapped in
+runner has); it folds each session's chunks into a :class:`~.settle.TurnFold` as they
+come (a copy of them is stored only with ``keep_chunks``) and at the terminal settles
+the turn (:meth:`TurnSettler.settle`, fenced by the generation); its lease is wrapped in
 :class:`LockKeepingLease`, so the lease's owner holds and renews the chat's lock. A turn
 started here is claimed at once (:meth:`TurnMover.claim_now`), the sweep claims the rest.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
-from functools import partial
 
 import trio
 
@@ -26,7 +26,7 @@ from ..ids import now_ms
 from ..records import TurnRecord
 from ..store.contract import ChatStore
 from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
-from .settle import TurnSettler
+from .settle import TurnFold, TurnSettler
 
 __all__ = ["LockKeepingLease", "TurnMover"]
 
@@ -85,11 +85,11 @@ class TurnMover:
         self.owner_id = owner_id
         self.sink = store.moved_chunks
         self._embedded: SessionService | None = None
-        self._mover: LogMover | None = None
+        self._mover: LogMover[TurnFold] | None = None
         self._settled: dict[str, trio.Event] = {}
 
     @property
-    def log_mover(self) -> LogMover | None:
+    def log_mover(self) -> LogMover[TurnFold] | None:
         """The log mover, while :meth:`run` runs."""
         return self._mover
 
@@ -117,7 +117,9 @@ class TurnMover:
                 SessionSources(embedded=embedded, runner_token=settings.runner_token),
                 self.owner_id,
                 live_sessions=self._live_sessions,
+                new_fold=lambda ref: self.settler.new_fold(),
                 on_terminal=self._on_terminal,
+                keep_chunks=settings.keep_chunks,
                 ttl=settings.lease_ttl,
                 heartbeat=settings.lock_heartbeat,
                 sweep_interval=settings.lock_heartbeat,
@@ -167,10 +169,9 @@ class TurnMover:
             and (turn.runner_url is not None or self.embedded_here(turn.session_id))
         ]
 
-    async def _on_terminal(self, ref: LiveSessionRef, generation: int) -> None:
-        """Fold the moved chunks and settle the turn, fenced by ``generation``."""
-        fold_over = partial(self.sink.fold, ref.session_id)
-        await self.settler.settle(ref.session_id, fold_over, generation=generation)
+    async def _on_terminal(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+        """Settle the turn with ``fold``'s message, fenced by ``generation``."""
+        await self.settler.settle(ref.session_id, fold, generation=generation)
         event = self._settled.pop(ref.session_id, None)
         if event is not None:
             event.set()

@@ -1,13 +1,10 @@
-"""The chat database's moved runs: where the log mover puts a session's chunks, fenced,
+"""The chat database's fences and moved runs: what the log mover writes, fenced,
 idempotent.
 
-:class:`MovedChunks` keeps a session's chunks in ``moved_runs``, a row per moved batch
-(consecutive whole lines, concatenated), and its fence, ``session_fences.generation``:
-the newest lease generation that claimed or wrote. A batch is bytes (:class:`Batch`,
-from a remote runner) or the cursors of runs in this process's session buffer
-(:class:`StoredRuns`), read from the session's stream through
-:class:`~sandstream.server.sessions.SessionRuns` and inserted as bytes, as a remote
-runner's batch is (:func:`_insert_runs`).
+:class:`MovedChunks` keeps each session's fence, ``session_fences.generation``: the
+newest lease generation that claimed or wrote. With the mover's ``keep_chunks`` it also
+keeps a copy of the session's chunks in ``moved_runs``, a row per moved :class:`Batch`
+(consecutive whole lines, concatenated).
 
 Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`~MovedChunks.last_cursor`
@@ -18,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import TypeVar
 
-from sandstream.server.sessions import Run, SessionRuns, split_chunks
+from sandstream.server.sessions import split_chunks
 
-from ..errors import ChunkGapError, ChunkShapeError, FencedError, StoredRunsMissingError
+from ..errors import ChunkGapError, ChunkShapeError, FencedError
 from .database import Connection, Database
 
 T = TypeVar("T")
@@ -30,7 +27,6 @@ T = TypeVar("T")
 __all__ = [
     "Batch",
     "MovedChunks",
-    "StoredRuns",
     "check_fence",
 ]
 
@@ -55,23 +51,6 @@ class Batch:
     def last(self) -> int:
         """The cursor of the last chunk (``first - 1`` when there is none)."""
         return self.first + self.count - 1
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRuns:
-    """Chunks ``first`` … ``last`` of a session of this process's session buffer, whose
-    stored runs are ``runs`` (:attr:`Session.stored_runs
-    <sandstream.server.sessions.Session.stored_runs>`). :meth:`MovedChunks.move` stores
-    them in the chat database. ``last`` must be the last chunk of a stored run (a
-    session's published cursor always is)."""
-
-    runs: SessionRuns
-    first: int
-    last: int
-
-    @property
-    def count(self) -> int:
-        return self.last - self.first + 1
 
 
 def _check_batch(session_id: str, batch: Batch) -> None:
@@ -102,41 +81,24 @@ def check_fence(conn: Connection, session_id: str, generation: int) -> int:
     return fence
 
 
-def _raise_fence(conn: Connection, session_id: str, generation: int) -> None:
-    if check_fence(conn, session_id, generation) < generation:
+def _raise_fence(conn: Connection, session_id: str, generation: int) -> int:
+    """Raise the fence to ``generation``; the fence before (0: none)."""
+    fence = check_fence(conn, session_id, generation)
+    if fence < generation:
         conn.execute(
             "INSERT INTO session_fences (session_id, generation) VALUES (?, ?) "
             "ON CONFLICT (session_id) DO UPDATE SET generation = excluded.generation",
             (session_id, generation),
         )
-
-
-_INSERT_RUN: Final = "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+    return fence
 
 
 def _insert_run(conn: Connection, session_id: str, first: int, last: int, data: bytes) -> None:
-    conn.execute(_INSERT_RUN + "VALUES (?, ?, ?, ?)", (session_id, first, last, data))
-
-
-def _insert_runs(conn: Connection, session_id: str, last: int, runs: Sequence[Run]) -> None:
-    """In the caller's transaction: store the chunks of ``runs`` (consecutive) past
-    cursor ``last`` (the last stored), a row per run; the chunks up to ``last`` were
-    stored before and are skipped."""
-    for run in runs:
-        if run.last > last:
-            rest = run.part(last, run.last)
-            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
-            last = run.last
-
-
-def _check_copied(conn: Connection, session_id: str, last: int, upto: int) -> None:
-    """Raise :class:`StoredRunsMissingError` unless the stored chunks now end at ``upto``."""
-    copied = _last_cursor(conn, session_id)
-    if copied != upto:
-        raise StoredRunsMissingError(
-            f"session {session_id}: the session buffer holds its chunks up to {copied}, "
-            f"not all of {last + 1}…{upto}"
-        )
+    conn.execute(
+        "INSERT INTO moved_runs (session_id, first_cursor, last_cursor, chunks) "
+        "VALUES (?, ?, ?, ?)",
+        (session_id, first, last, data),
+    )
 
 
 def _last_cursor(conn: Connection, session_id: str) -> int:
@@ -148,6 +110,16 @@ def _last_cursor(conn: Connection, session_id: str) -> int:
     return 0 if row is None else int(row[0])
 
 
+def _after(batch: Batch, last: int) -> Batch:
+    """The part of ``batch`` after cursor ``last`` (itself when that is all of it)."""
+    if last < batch.first:
+        return batch
+    data, start = batch.data, 0
+    for _ in range(last - batch.first + 1):
+        start = data.index(b"\n", start) + 1
+    return Batch(last + 1, data[start:], batch.last - last)
+
+
 class MovedChunks:
     """The moved chunks and the fences, in the chat database (``moved_runs`` and
     ``session_fences``)."""
@@ -155,26 +127,22 @@ class MovedChunks:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def fence(self, session_id: str, generation: int) -> None:
+    async def fence(self, session_id: str, generation: int) -> int:
         """Raise the session's fence to ``generation`` (a new owner does it as it claims,
-        so the previous owner's next write is refused even before this one writes).
-        Raises :class:`FencedError` if a newer generation is there already."""
-        await self.db.write(lambda conn: _raise_fence(conn, session_id, generation))
+        so the previous owner's next write is refused even before this one writes);
+        returns the fence before (0: none). Raises :class:`FencedError` if a newer
+        generation is there already."""
+        return await self.db.write(lambda conn: _raise_fence(conn, session_id, generation))
 
-    async def move(self, session_id: str, generation: int, batch: Batch | StoredRuns) -> None:
+    async def move(self, session_id: str, generation: int, batch: Batch) -> None:
         """Store ``batch`` under ``generation``, in one transaction: refused with
         :class:`FencedError` (nothing written) below the session's fence, with
         :class:`ChunkGapError` if it would leave a hole after the stored chunks, with
         :class:`ChunkShapeError` if its data is not its count of whole lines; else the
         fence is raised to ``generation`` and the chunks past the last stored cursor
-        are stored, so a chunk moved twice is stored once. :class:`StoredRunsMissingError`:
-        runs of a :class:`StoredRuns` are not (or no longer) in the buffer. A batch
-        without chunks checks the fence only."""
-        if isinstance(batch, StoredRuns):
-            runs = await batch.runs.read(batch.first - 1, batch.last)
-        else:
-            _check_batch(session_id, batch)
-            runs = [Run(batch.first, batch.data, batch.count)]
+        are stored, so a chunk moved twice is stored once. A batch without chunks
+        checks the fence only."""
+        _check_batch(session_id, batch)
 
         def run(conn: Connection) -> None:
             _raise_fence(conn, session_id, generation)
@@ -188,9 +156,8 @@ class MovedChunks:
                 )
             if batch.last <= last:
                 return  # all of it moved before
-            _insert_runs(conn, session_id, last, runs)
-            if isinstance(batch, StoredRuns):
-                _check_copied(conn, session_id, last, batch.last)
+            rest = _after(batch, last)
+            _insert_run(conn, session_id, rest.first, rest.last, rest.data)
 
         await self.db.write(run)
 

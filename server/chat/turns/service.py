@@ -22,7 +22,7 @@ from sandstream.core.persistence import PersistedMessage, user_message
 from sandstream.core.schemas import PermissionAnswer
 from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.runner.turn import END_GRACE
-from sandstream.server.sessions import SessionService, terminal_state
+from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
 
 from ..config import ChatSettings
 from ..dispatching import Dispatcher
@@ -281,11 +281,18 @@ class ChatTurns:
     async def done_after_terminal(self, turn: StartedTurn, cursor: int) -> bytes:
         """The ``done`` frame for a viewer whose last frame was the turn's terminal, at
         ``cursor`` (its ``done`` was lost), once the turn settled; ``b""`` when the
-        moved chunk at ``cursor`` is no terminal (or not moved yet: the viewer then
-        follows the session as any other)."""
-        assert turn.record.session_id is not None
-        last = await self.mover.sink.last_chunk(turn.record.session_id)
-        if last is None or last[0] != cursor or (state := terminal_state(last[1])) is None:
+        session's chunk at ``cursor`` is no terminal, or cannot be read at once (the
+        viewer then follows the session as any other)."""
+        try:
+            async with turn.session.reader(cursor - 1, self.settings.ping_interval) as reader:
+                item = await reader.next()
+        except (CursorGoneError, RunnerSessionGoneError):
+            return b""
+        if item is None or isinstance(item, str) or item.last != cursor:
+            return b""
+        data = item.data
+        state = terminal_state(data[data.rfind(b"\n", 0, -1) + 1 :])
+        if state is None:
             return b""
         await self._settled(turn.record)
         return done_frame("result" if state == "completed" else "error", cursor)
