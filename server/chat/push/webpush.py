@@ -5,8 +5,8 @@ and ``Topic``), RFC 8292 (VAPID: an ES256 JWT for the endpoint's origin in
 ``Authorization: vapid t=…, k=…``) and RFC 8291 (the payload encrypted to the
 browser's ``p256dh`` key and ``auth`` secret, ``Content-Encoding: aes128gcm`` of
 RFC 8188 in one record), written on ``cryptography`` (the JWT signed by PyJWT).
-:class:`WebPushSender` sends, retried by :func:`~.retry.send_with_retries` on 429, 5xx and transport errors, and
-raises the errors of :mod:`.errors` for the caller to act on.
+:class:`WebPushSender` sends, retried by :func:`~.retry.send_with_retries` on 429, 5xx
+and transport errors, and raises the errors of :mod:`.errors` for the caller to act on.
 
 Bad input raises before anything is sent: malformed subscription keys or endpoint
 (:class:`WebPushSubscriptionError`), a payload over :data:`MAX_PAYLOAD`
