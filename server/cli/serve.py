@@ -54,6 +54,7 @@ from .options import (
     port,
     session_settings,
 )
+from .push_options import add_push_arguments, push_settings
 from .running import hypercorn_config, run_server, serve_with_metrics
 
 __all__ = [
@@ -257,6 +258,7 @@ def build_serve_parser(
         help="seconds live turns get to end on shutdown (10)",
     )
     parser.add_argument("--log-level", default="info", help="log level (info)")
+    add_push_arguments(parser, env)
     add_observability_arguments(parser, env)
     return parser
 
@@ -330,6 +332,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         shutdown_timeout=args.shutdown_timeout,
         cors_origins=frozenset(o.strip() for o in args.cors_origin),
         stream_token_ttl=args.stream_token_ttl,
+        push=push_settings(args),
     )
     runner_settings = None
     sessions = None

@@ -17,6 +17,7 @@ __all__ = [
     "PushRejectedError",
     "PushSubscriptionGoneError",
     "PushUnavailableError",
+    "VapidUnconfiguredError",
 ]
 
 
@@ -58,3 +59,10 @@ class PushUnavailableError(PushError):
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+
+
+class VapidUnconfiguredError(PushError):
+    """Web Push is not configured here: the server has no VAPID key."""
+
+    def __init__(self) -> None:
+        super().__init__("Web Push is not configured: the server has no VAPID key")
