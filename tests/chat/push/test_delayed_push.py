@@ -6,23 +6,31 @@ opened alert is dismissed on the other devices."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import msgspec
+import httpx
 import pytest
 import trio
 
 from sandstream.server.chat.push.notification import web_push_topic
 from sandstream.server.chat.push.settings import PushSettings
 from sandstream.server.chat.push.webpush import VapidKey
-from tests.chat.harness import DEADLINE, WORKSPACE, ChatServer, plans, sleeping, start_chat_server
-from tests.support.push_services import Browser, LoopbackPushService
+from tests.chat.harness import WORKSPACE, ChatServer, plans, sleeping, start_chat_server
+from tests.chat.push.devices import payloads, pushes_ended, subscribe, unwatched_turn
+from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
 
 DELAY = 0.5
 """The push delay of these tests' servers (seconds)."""
+
+
+@pytest.fixture
+async def api(server: ChatServer) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the server with the API token."""
+    async with server.client() as client:
+        yield client
 
 
 @pytest.fixture
@@ -35,85 +43,29 @@ async def server(nursery: trio.Nursery, tmp_path: Path) -> ChatServer:
     )
 
 
-async def subscribe(server: ChatServer, push_service: LoopbackPushService) -> tuple[Browser, str]:
-    """A new browser subscribed with the server's VAPID key and registered with it;
-    returns it and its subscription id."""
-    async with server.client() as client:
-        key = (await client.get("/api/assistant/push/vapid-public-key")).json()["publicKey"]
-        browser = push_service.subscribe(key)
-        subscription = browser.subscription
-        response = await client.post(
-            "/api/assistant/push/subscriptions",
-            json={
-                "workspaceId": WORKSPACE,
-                "webPush": {
-                    "endpoint": subscription.endpoint,
-                    "keys": {"p256dh": subscription.p256dh, "auth": subscription.auth},
-                },
-            },
-        )
-    assert response.status_code == 201, response.text
-    return browser, response.json()["id"]
-
-
-async def unwatched_turn(server: ChatServer, message: str, chat_id: str | None = None) -> str:
-    """Start a ``slow`` turn, leave as soon as it started, wait until it settled;
-    returns the chat id."""
-    body: dict[str, Any] = {"workspaceId": WORKSPACE, "message": f"slow {message}"}
-    if chat_id is not None:
-        body["chatId"] = chat_id
-    async with server.stream(body) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                chat_id = msgspec.json.decode(line[5:])["chatId"]
-                break
-    assert chat_id is not None
-    await server.wait_chat(chat_id, lambda chat: "activeMessageId" not in chat)
-    return chat_id
-
-
-async def pushes_ended(server: ChatServer, count: int) -> list[tuple[str, str]]:
-    """Wait until ``count`` pushes were recorded and none waits; their kinds and states."""
-
-    def read(conn: Any) -> list[tuple[str, str]]:
-        rows = conn.execute("SELECT kind, state FROM pending_pushes ORDER BY created_at, id")
-        return [(row[0], row[1]) for row in rows]
-
-    with trio.fail_after(DEADLINE):
-        while True:
-            rows = await server.store.db.read(read)
-            if len(rows) >= count and all(state != "pending" for _, state in rows):
-                return rows
-            await trio.sleep(0.05)
-
-
-def payload(push_service: LoopbackPushService, browser: Browser) -> list[dict[str, Any]]:
-    return [msgspec.json.decode(d.plaintext) for d in push_service.delivered_to(browser)]
-
-
 async def test_a_turn_a_viewer_saw_end_pushes_nobody(
-    server: ChatServer, push_service: LoopbackPushService
+    server: ChatServer, api: httpx.AsyncClient, push_service: LoopbackPushService
 ) -> None:
-    phone, _ = await subscribe(server, push_service)
-    laptop, _ = await subscribe(server, push_service)
+    phone, _ = await subscribe(api, push_service)
+    laptop, _ = await subscribe(api, push_service)
     run = await server.turn("hello")
     assert run.status == 200
-    assert await pushes_ended(server, 1) == [("alert", "dropped")]
+    assert await pushes_ended(server.store, 1) == [("alert", "dropped")]
     assert push_service.deliveries == []
     assert push_service.attempts[phone.subscription.endpoint] == 0
     assert push_service.attempts[laptop.subscription.endpoint] == 0
 
 
 async def test_a_turn_nobody_watched_pushes_every_device_once(
-    server: ChatServer, push_service: LoopbackPushService
+    server: ChatServer, api: httpx.AsyncClient, push_service: LoopbackPushService
 ) -> None:
-    phone, phone_id = await subscribe(server, push_service)
-    laptop, laptop_id = await subscribe(server, push_service)
-    chat_id = await unwatched_turn(server, "list the files")
-    assert await pushes_ended(server, 1) == [("alert", "sent")]
+    phone, phone_id = await subscribe(api, push_service)
+    laptop, laptop_id = await subscribe(api, push_service)
+    chat_id = await unwatched_turn(api, "slow list the files")
+    assert await pushes_ended(server.store, 1) == [("alert", "sent")]
     for browser, subscription_id in ((phone, phone_id), (laptop, laptop_id)):
         [delivery] = push_service.delivered_to(browser)
-        [shown] = payload(push_service, browser)
+        [shown] = payloads(push_service, browser)
         assert shown["title"] == "Done"
         assert shown["body"] == "slow list the files"
         assert shown["tag"] == f"chat-{chat_id}"
@@ -122,22 +74,22 @@ async def test_a_turn_nobody_watched_pushes_every_device_once(
         assert delivery.topic == web_push_topic(f"chat-{chat_id}")
         assert delivery.urgency == "high"
 
-    await unwatched_turn(server, "again", chat_id)
-    await pushes_ended(server, 2)
+    await unwatched_turn(api, "slow again", chat_id)
+    await pushes_ended(server.store, 2)
     for browser in (phone, laptop):
         first, second = push_service.delivered_to(browser)
         assert first.topic == second.topic
-        assert [p["tag"] for p in payload(push_service, browser)] == [f"chat-{chat_id}"] * 2
+        assert [p["tag"] for p in payloads(push_service, browser)] == [f"chat-{chat_id}"] * 2
 
 
 async def test_a_gone_subscription_is_removed(
-    server: ChatServer, push_service: LoopbackPushService
+    server: ChatServer, api: httpx.AsyncClient, push_service: LoopbackPushService
 ) -> None:
-    phone, phone_id = await subscribe(server, push_service)
-    laptop, laptop_id = await subscribe(server, push_service)
+    phone, phone_id = await subscribe(api, push_service)
+    laptop, laptop_id = await subscribe(api, push_service)
     push_service.unsubscribe(laptop)
-    await unwatched_turn(server, "work")
-    await pushes_ended(server, 1)
+    await unwatched_turn(api, "slow work")
+    await pushes_ended(server.store, 1)
     assert len(push_service.delivered_to(phone)) == 1
     assert push_service.attempts[laptop.subscription.endpoint] == 1
     async with server.client() as client:
@@ -149,13 +101,13 @@ async def test_a_gone_subscription_is_removed(
 
 
 async def test_an_opened_alert_is_dismissed_on_the_other_devices(
-    server: ChatServer, push_service: LoopbackPushService
+    server: ChatServer, api: httpx.AsyncClient, push_service: LoopbackPushService
 ) -> None:
-    phone, phone_id = await subscribe(server, push_service)
-    laptop, _ = await subscribe(server, push_service)
-    chat_id = await unwatched_turn(server, "work")
-    await pushes_ended(server, 1)
-    [alert] = payload(push_service, phone)
+    phone, phone_id = await subscribe(api, push_service)
+    laptop, _ = await subscribe(api, push_service)
+    chat_id = await unwatched_turn(api, "slow work")
+    await pushes_ended(server.store, 1)
+    [alert] = payloads(push_service, phone)
     data = alert["data"]
     async with server.client(auth=False) as client:  # a service worker has no API token
         response = await client.post(
@@ -175,9 +127,9 @@ async def test_an_opened_alert_is_dismissed_on_the_other_devices(
             json={"workspaceId": WORKSPACE, "chatId": chat_id, "pushId": data["pushId"]},
         )
         assert forged.status_code == 401
-    assert await pushes_ended(server, 2) == [("alert", "sent"), ("dismiss", "sent")]
+    assert await pushes_ended(server.store, 2) == [("alert", "sent"), ("dismiss", "sent")]
     assert len(push_service.delivered_to(phone)) == 1
-    alert_to_laptop, dismiss = payload(push_service, laptop)
+    alert_to_laptop, dismiss = payloads(push_service, laptop)
     assert dismiss["silent"] is True
     assert dismiss["tag"] == alert_to_laptop["tag"] == f"chat-{chat_id}"
     assert dismiss["data"]["kind"] == "dismiss"
