@@ -33,6 +33,7 @@ from sandstream.server.chat.credentials.api_token import (
 )
 from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.public_url import probe_public_url
+from sandstream.server.chat.push.senders import load_credentials
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
 from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
@@ -334,6 +335,7 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         stream_token_ttl=args.stream_token_ttl,
         push=push_settings(args),
     )
+    load_credentials(settings.push)  # unreadable push credentials: refused before listening
     runner_settings = None
     sessions = None
     launcher = None

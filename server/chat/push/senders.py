@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -26,10 +27,16 @@ from .errors import PushError, VapidUnconfiguredError
 from .fcm import FcmSender
 from .notification import Notification
 from .settings import PushSettings
-from .tokens import ApnsProviderTokens, load_apns_key, load_service_account
-from .webpush import VapidKey, WebPushSender, WebPushSubscription
+from .tokens import (
+    ApnsAuthKey,
+    ApnsProviderTokens,
+    ServiceAccount,
+    load_apns_key,
+    load_service_account,
+)
+from .webpush import VapidKey, VapidKeyError, WebPushSender, WebPushSubscription
 
-__all__ = ["PushSenders", "web_push_payload"]
+__all__ = ["PushCredentials", "PushSenders", "load_credentials", "web_push_payload"]
 
 
 def web_push_payload(notification: Notification) -> bytes:
@@ -52,6 +59,39 @@ def _read(path: Path, what: str) -> bytes:
         raise ChatConfigError(f"cannot read the {what} {path}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class PushCredentials:
+    """The keys :class:`PushSettings` names, read and checked (``None``: not given)."""
+
+    vapid: VapidKey | None
+    apns: ApnsAuthKey | None
+    fcm: ServiceAccount | None
+
+
+def load_credentials(settings: PushSettings) -> PushCredentials:
+    """Read and check the credential files of ``settings`` (blocking: call it at
+    start-up). Raises :class:`~..errors.ChatConfigError` for one that cannot be read or
+    is not a key of the right kind."""
+    vapid = apns = fcm = None
+    if settings.vapid_key_file is not None:
+        try:
+            vapid = VapidKey.from_pem(_read(settings.vapid_key_file, "VAPID key file"))
+        except VapidKeyError as exc:
+            raise ChatConfigError(f"the VAPID key file {settings.vapid_key_file}: {exc}") from None
+    if settings.apns_key_file is not None:
+        assert settings.apns_key_id is not None and settings.apns_team_id is not None
+        apns = load_apns_key(
+            _read(settings.apns_key_file, "APNs key file"),
+            key_id=settings.apns_key_id,
+            team_id=settings.apns_team_id,
+        )
+    if settings.fcm_service_account_file is not None:
+        fcm = load_service_account(
+            _read(settings.fcm_service_account_file, "FCM service account file")
+        )
+    return PushCredentials(vapid, apns, fcm)
+
+
 class PushSenders:
     """The senders :meth:`open` made from :class:`PushSettings` (``None``: that service
     is not configured)."""
@@ -69,33 +109,26 @@ class PushSenders:
     @classmethod
     @asynccontextmanager
     async def open(cls, settings: PushSettings) -> AsyncIterator[PushSenders]:
-        """The senders of ``settings``, open until the block is left."""
+        """The senders of ``settings``, open until the block is left (the credentials
+        read by :func:`load_credentials`)."""
+        credentials = load_credentials(settings)
         async with AsyncExitStack() as stack:
             webpush = apns = fcm = None
-            if settings.vapid_key_file is not None:
+            if credentials.vapid is not None:
                 client = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
-                key = VapidKey.from_pem(_read(settings.vapid_key_file, "VAPID key file"))
-                webpush = WebPushSender(client, key, settings.vapid_contact)
-            if settings.apns_key_file is not None:
-                assert settings.apns_key_id and settings.apns_team_id and settings.apns_topic
-                auth_key = load_apns_key(
-                    _read(settings.apns_key_file, "APNs key file"),
-                    key_id=settings.apns_key_id,
-                    team_id=settings.apns_team_id,
-                )
+                webpush = WebPushSender(client, credentials.vapid, settings.vapid_contact)
+            if credentials.apns is not None:
+                assert settings.apns_topic is not None
                 apns = await stack.enter_async_context(
                     ApnsSender(
-                        ApnsProviderTokens(auth_key),
+                        ApnsProviderTokens(credentials.apns),
                         topic=settings.apns_topic,
                         base_url=settings.apns_host,
                     )
                 )
-            if settings.fcm_service_account_file is not None:
-                account = load_service_account(
-                    _read(settings.fcm_service_account_file, "FCM service account file")
-                )
+            if credentials.fcm is not None:
                 fcm = await stack.enter_async_context(
-                    FcmSender(account, api_url=settings.fcm_api_url)
+                    FcmSender(credentials.fcm, api_url=settings.fcm_api_url)
                 )
             yield cls(webpush, apns, fcm)
 
