@@ -20,6 +20,7 @@ from sandstream.server.chat.records import PushSubscription
 from sandstream.server.chat.store.sql import SqlChatStore
 from sandstream.server.chat.store.sql.push import record_turn_push
 from tests.chat.databases import open_store
+from tests.support.apns_fcm_services import start_fcm_server
 from tests.support.push_services import Browser, LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
@@ -125,3 +126,29 @@ async def test_a_cancelled_replica_releases_its_push(
         assert await outbox(store, settings, opened, "b").send_due() == 1
     assert len(push_service.delivered_to(browser)) == 1
     assert await outbox(store, settings, opened, "b").send_due() == 0
+
+
+async def test_an_fcm_device_gets_the_alert_with_the_chats_collapse_key(
+    store: SqlChatStore, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    fcm = await start_fcm_server(nursery, project_id="sandstream-test")
+    account = tmp_path / "service-account.json"
+    account.write_text(fcm.service_account_json())
+    settings = PushSettings(fcm_service_account_file=account, fcm_api_url=fcm.url, delay=0.0)
+    token = "fcm-registration-token:APA91b" + "y" * 100
+    await store.add_push_subscription(
+        PushSubscription(
+            id="dev_fcm", workspace_id=WORKSPACE, kind="fcm", address=token, created_at=now_ms()
+        )
+    )
+    await turn_ended(store, 1)
+    [chat] = await store.list_chats(WORKSPACE, limit=1, now=now_ms())
+    async with PushSenders.open(settings) as opened:
+        assert await outbox(store, settings, opened, "a").send_due() == 1
+    [message] = fcm.deliveries
+    assert message["token"] == token
+    assert message["notification"] == {"title": "Done", "body": "task 0"}
+    assert message["android"]["collapse_key"] == f"chat-{chat.id}"
+    assert message["apns"]["headers"]["apns-collapse-id"] == f"chat-{chat.id}"
+    assert message["data"]["chatId"] == chat.id
+    assert message["data"]["subscriptionId"] == "dev_fcm"
