@@ -23,6 +23,7 @@ import math
 import sqlite3
 from typing import Final
 
+import psycopg
 import trio
 
 from ..credentials.stream_tokens import StreamTokens
@@ -67,12 +68,12 @@ class PushOutbox:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Claim and send due pushes every ``poll_interval`` s until cancelled; a failing
-        database is logged and tried again at the next poll."""
+        database (SQLite's, PostgreSQL's) is logged and tried again at the next poll."""
         task_status.started()
         while True:
             try:
                 await self.send_due()
-            except (sqlite3.Error, StoreError, OSError) as exc:
+            except (sqlite3.Error, psycopg.Error, StoreError, OSError) as exc:
                 log.warning("push: looking for due pushes failed: %r", exc)
             await trio.sleep(self.settings.poll_interval)
 
