@@ -149,6 +149,11 @@ class StreamProcessor:
         return self.turn.diagnostics
 
     @property
+    def max_line_bytes(self) -> int:
+        """The longest line accepted, in bytes (its ``\\n`` not counted)."""
+        return self._splitter.max_line_bytes
+
+    @property
     def ended(self) -> bool:
         """True once the turn has its terminal event."""
         return self.turn.terminal is not None

@@ -32,7 +32,8 @@ from typing import Any, Final
 import msgspec
 import trio
 
-from benchmarks.chat.run import _chat_rate, _config, _serve
+from benchmarks.chat.run import _chat_rate, _config
+from benchmarks.chat.serving import serve
 from benchmarks.runner.support import environment
 from benchmarks.support.ports import free_port
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
@@ -53,11 +54,11 @@ async def run(lines: int, payload: int, repeat: int, postgres: PostgresServer) -
             progress("starting sandstream serve on SQLite and on PostgreSQL")
             port = free_port()
             database = await trio.to_thread.run_sync(postgres.create_database)
-            urls = {"sqlite": (await _serve(nursery, Path(tmp) / "sqlite", agent_config)).url}
+            urls = {"sqlite": (await serve(nursery, Path(tmp) / "sqlite", agent_config)).url}
             flags = ["--database-url", database, "--port", str(port)]
             flags += ["--public-url", f"http://127.0.0.1:{port}"]
             on_postgres = Path(tmp) / "postgresql"
-            urls["postgresql"] = (await _serve(nursery, on_postgres, agent_config, *flags)).url
+            urls["postgresql"] = (await serve(nursery, on_postgres, agent_config, *flags)).url
             with trio.fail_after(repeat * 600):
                 for round_ in range(1, repeat + 1):
                     order = STORES if round_ % 2 else STORES[::-1]

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,13 +42,12 @@ import msgspec
 import psutil
 import trio
 
+from benchmarks.chat.serving import API_TOKEN, RUNNER_TOKEN, post, serve
 from benchmarks.runner.support import environment
 from benchmarks.support.report import Published, figure_line, goal_line, progress
 from benchmarks.support.workspace import start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 
-API_TOKEN: Final = "benchmark-api-token"
-RUNNER_TOKEN: Final = "benchmark-runner-token"
 GOAL_RATIO: Final = 0.8
 CHECKPOINT_WAIT: Final = 2.0
 """Seconds for the stores' background checkpoints to write what a turn left."""
@@ -77,80 +74,6 @@ def _config(lines: int, payload: int) -> ConfigResponse:
     return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
 
 
-@dataclass(frozen=True)
-class Served:
-    """A ``sandstream serve`` process: its URL and its pid."""
-
-    url: str
-    pid: int
-
-
-async def _serve(nursery: trio.Nursery, data_dir: Path, agent_config: Path, *flags: str) -> Served:
-    """``sandstream serve --port 0 [flags]`` as its own process, once it listens."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))},
-        "SANDSTREAM_API_TOKEN": API_TOKEN,
-        "SANDSTREAM_RUNNER_TOKEN": RUNNER_TOKEN,
-    }
-    argv = [
-        str(Path(sys.executable).parent / "sandstream"),
-        "serve",
-        "--port", "0",
-        "--data-dir", str(data_dir),
-        "--agent-config", str(agent_config),
-        "--log-level", "warning",
-        *flags,
-    ]  # fmt: skip
-    process = await trio.lowlevel.open_process(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    found = trio.Event()
-    url: list[str] = []
-
-    async def read() -> None:
-        assert process.stdout is not None
-        pending = b""
-        async for chunk in process.stdout:
-            pending += chunk
-            if not url and b"listening on " in pending:
-                line = pending.split(b"listening on ", 1)[1]
-                if b" " in line:
-                    url.append(line.split()[0].decode().rstrip("/"))
-                    found.set()
-
-    async def supervise() -> None:
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(read)
-                await process.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.terminate()
-                    await process.wait()
-
-    nursery.start_soon(supervise)
-    with trio.fail_after(60):
-        await found.wait()
-    return Served(url[0], process.pid)
-
-
-async def _post(url: str, path: str, token: str, body: Any) -> trio.SocketStream:
-    """A raw HTTP/1.1 ``POST`` (``Connection: close``: the response ends at EOF)."""
-    host, port = url.removeprefix("http://").split(":")
-    stream = await trio.open_tcp_stream(host, int(port))
-    payload = msgspec.json.encode(body)
-    await stream.send_all(
-        (
-            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode()
-        + payload
-    )
-    return stream
-
-
 async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, float, bytes]:
     """Occurrences of ``marker`` in the raw response, the times of the first and the
     last chunk holding one, and the response head."""
@@ -174,7 +97,7 @@ async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, 
 
 async def _runner_rate(url: str, dispatch: Any) -> tuple[int, float]:
     """Step lines and step lines/s of ``POST /stream`` (first step line → last)."""
-    stream = await _post(url, "/stream", RUNNER_TOKEN, dispatch)
+    stream = await post(url, "/stream", RUNNER_TOKEN, dispatch)
     steps, first, last, _ = await _count(stream, b'{"type":"step"')
     return steps, steps / (last - first)
 
@@ -195,7 +118,7 @@ class ChatRound:
 async def _chat_rate(url: str) -> ChatRound:
     """A chat turn on ``url``, read to its end (:class:`ChatRound`)."""
     body = {"workspaceId": "bench", "message": "load"}
-    stream = await _post(url, "/api/assistant/chat/stream", API_TOKEN, body)
+    stream = await post(url, "/api/assistant/chat/stream", API_TOKEN, body)
     steps, first, last, head = await _count(stream, b"event: step\n")
     done = time.perf_counter()
     session_id = head.split(b"x-session-id: ", 1)[1].split(b"\r\n", 1)[0].decode()
@@ -234,7 +157,7 @@ async def run(lines: int, payload: int, repeat: int) -> dict[str, Any]:
         async with trio.open_nursery() as nursery:
             workspace = await start_workspace(nursery, config=config)
             progress("starting sandstream serve")
-            served = await _serve(nursery, Path(tmp) / "data", agent_config)
+            served = await serve(nursery, Path(tmp) / "data", agent_config)
             url = served.url
             with trio.fail_after(repeat * 300):
                 for round_ in range(1, repeat + 1):

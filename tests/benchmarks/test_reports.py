@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.chat.load import PUBLISHED as CHAT_LOAD
 from benchmarks.chat.run import PUBLISHED as CHAT
 from benchmarks.core.run import PUBLISHED_VS_CEILING, PUBLISHED_VS_NAIVE
 from benchmarks.runner.run import PUBLISHED_RATIO
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / DOCS).read_text()
 ALL = {
     **{f"chat {key}": figure for key, figure in CHAT.items()},
+    **{f"chat load {key}": figure for key, figure in CHAT_LOAD.items()},
     "core vs naive": PUBLISHED_VS_NAIVE,
     "core vs ceiling": PUBLISHED_VS_CEILING,
     "runner ratio": PUBLISHED_RATIO,

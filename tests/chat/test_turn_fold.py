@@ -1,6 +1,7 @@
 """A turn's fold is the same message however its session's bytes come: cut anywhere,
 fed as they come, or at once (:func:`fold_chunks`); lines after the terminal and a
-session without one are folded as the chat stores them."""
+session without one are folded as the chat stores them; and the fold of a runner's
+core, shared, is the fold of what that core wrote."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.core import DEFAULT_MAX_LINE_BYTES
+from sandstream.core import DEFAULT_MAX_LINE_BYTES, StreamProcessor
+from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.server.chat import TurnFold, fold_chunks
 from tests.core.helpers import line, step
 
@@ -68,3 +70,55 @@ def test_lines_after_the_terminal_are_ignored() -> None:
     assert fold.ended
     fold.feed(line(type="error", code="late", message="ignored"))
     assert fold.message(message_id="m", created_at=1).status == "complete"
+
+
+def shared_and_refolded(raw: bytes, cuts: list[int]) -> tuple[bytes, bytes]:
+    """The message of a runner's core fed ``raw`` as cut (shared, as the log mover
+    takes it in the runner's process), and of a new fold of that core's output."""
+    runner = StreamProcessor(
+        "ndjson",
+        extensions=(LIVE_EXTENSION,),
+        max_steps=LIMITS["max_steps"],
+        max_step_bytes=LIMITS["max_step_bytes"],
+    )
+    output, at = [], 0
+    for cut in [*sorted(set(cuts)), len(raw)]:
+        output.append(runner.feed(raw[at:cut]))
+        at = cut
+    output.append(runner.close())
+    shared = TurnFold(**LIMITS, shared=runner)
+    assert shared.shared
+    again = fold_chunks(output, message_id="m", created_at=1, **LIMITS)
+    return (
+        msgspec.json.encode(shared.message(message_id="m", created_at=1)),
+        msgspec.json.encode(again),
+    )
+
+
+RAW_LINES = st.sampled_from(
+    [
+        line(type="log", level="info", message="hi"),
+        b'{ "type": "step", "id": "a", "status": "running", "name": "files/read" }\r\n',
+        step("a", "succeeded", result="x" * 300),
+        step("a", "running", name="renamed"),  # refused: its name changed
+        step("b", "running"),
+        step("b", "failed", error="no"),
+        *(step(f"c{n}", "running") for n in range(6)),  # past the bound of 5 steps
+        line(type="delta", target="text", text="Hel"),
+        line(type="delta", target="text", text="lo"),
+        b"not json\n",
+        b"\n",
+        line(type="result", message="done"),
+        line(type="error", code="boom", message="it broke"),
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(raw=st.lists(RAW_LINES, max_size=14), cuts=st.lists(st.floats(0, 1), max_size=6))
+def test_a_runners_shared_fold_is_the_fold_of_its_output(
+    raw: list[bytes], cuts: list[float]
+) -> None:
+    data = b"".join(raw)
+    shared, again = shared_and_refolded(data, [int(c * len(data)) for c in cuts])
+    assert shared == again

@@ -44,18 +44,36 @@ _YIELD_SECONDS: Final = 1e-4
 class TurnFold:
     """The assistant message a session's chunks fold to, fed as they come.
 
-    :meth:`feed` takes whole NDJSON lines in cursor order; it is meant for a worker
+    :meth:`feed` takes the session's NDJSON in cursor order; it is meant for a worker
     thread (one feed at a time) and pauses after each slice (:data:`_YIELD_SECONDS`).
-    Lines after the terminal are ignored."""
+    Lines after the terminal are ignored.
 
-    def __init__(self, *, max_steps: int, max_step_bytes: int, max_line_bytes: int) -> None:
-        self._processor = StreamProcessor(
+    ``shared``: the core of the runner that runs the same session in this process, when
+    it folds with these bounds: its turn is this fold, made once (the session's chunks
+    are that core's output, and fold to what it holds); feeds are then not needed and
+    are ignored."""
+
+    def __init__(
+        self,
+        *,
+        max_steps: int,
+        max_step_bytes: int,
+        max_line_bytes: int,
+        shared: StreamProcessor | None = None,
+    ) -> None:
+        self._own = shared is None
+        self._processor = shared or StreamProcessor(
             "ndjson",
             max_line_bytes=max_line_bytes,
             max_steps=max_steps,
             max_step_bytes=max_step_bytes,
             extensions=(LIVE_EXTENSION,),
         )
+
+    @property
+    def shared(self) -> bool:
+        """Whether this is a runner's fold, shared (see the class docstring)."""
+        return not self._own
 
     @property
     def ended(self) -> bool:
@@ -68,7 +86,9 @@ class TurnFold:
         return self._processor.written
 
     def feed(self, data: bytes) -> None:
-        """Fold ``data`` (one or more whole lines)."""
+        """Fold ``data`` (the next bytes of the session's NDJSON)."""
+        if not self._own:
+            return
         processor = self._processor
         for start in range(0, len(data), _FEED_BYTES):
             if processor.ended:
@@ -78,8 +98,10 @@ class TurnFold:
 
     def message(self, *, message_id: str, created_at: int) -> PersistedMessage:
         """The message as it stands, closed (a turn without a terminal fails with
-        ``upstream_closed``); no more feeds after this."""
-        self._processor.close("the session ended without a result or error")
+        ``upstream_closed``; a shared one is left as its runner left it); no more
+        feeds after this."""
+        if self._own:
+            self._processor.close("the session ended without a result or error")
         return assistant_message(self._processor.turn, message_id=message_id, created_at=created_at)
 
 
@@ -114,9 +136,23 @@ class TurnSettler:
             "max_line_bytes": max_line_bytes,
         }
 
-    def new_fold(self) -> TurnFold:
-        """An empty fold, with the settler's limits."""
-        return TurnFold(**self._limits)
+    def new_fold(self, runner: StreamProcessor | None = None) -> TurnFold:
+        """A fold with the settler's limits: ``runner``'s, shared, when that core (of
+        the runner running the session in this process) folds within the same bounds
+        (its lines no longer than this fold's); else an empty one."""
+        limits = self._limits
+        shared = (
+            runner is not None
+            and runner.turn.max_steps == limits["max_steps"]
+            and runner.turn.max_step_bytes == limits["max_step_bytes"]
+            and runner.max_line_bytes <= limits["max_line_bytes"]
+        )
+        return TurnFold(
+            max_steps=limits["max_steps"],
+            max_step_bytes=limits["max_step_bytes"],
+            max_line_bytes=limits["max_line_bytes"],
+            shared=runner if shared else None,
+        )
 
     async def settle(
         self, session_id: str, fold: TurnFold, *, generation: int | None = None

@@ -21,10 +21,11 @@ import trio
 from sandstream.server.sessions import SessionNotFoundError, SessionService
 
 from ..config import ChatSettings
-from ..errors import StoreError
+from ..errors import SourceGoneError, StoreError
 from ..ids import now_ms
 from ..records import TurnRecord
 from ..store.contract import ChatStore
+from ..store.moved_runs import Batch
 from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnFold, TurnSettler
 
@@ -86,6 +87,7 @@ class TurnMover:
         self.sink = store.moved_chunks
         self._embedded: SessionService | None = None
         self._mover: LogMover[TurnFold] | None = None
+        self._sources = SessionSources()
         self._settled: dict[str, trio.Event] = {}
 
     @property
@@ -111,13 +113,14 @@ class TurnMover:
         settings = self.settings
         self._embedded = embedded
         async with open_lease(settings.redis_url, self.store.lease.db) as lease:
+            self._sources = SessionSources(embedded=embedded, runner_token=settings.runner_token)
             self._mover = LogMover(
                 LockKeepingLease(lease, self.store, lock_lease=settings.lock_lease),
                 self.sink,
-                SessionSources(embedded=embedded, runner_token=settings.runner_token),
+                self._sources,
                 self.owner_id,
                 live_sessions=self._live_sessions,
-                new_fold=lambda ref: self.settler.new_fold(),
+                new_fold=self._new_fold,
                 on_terminal=self._on_terminal,
                 keep_chunks=settings.keep_chunks,
                 ttl=settings.lease_ttl,
@@ -161,6 +164,33 @@ class TurnMover:
                     await event.wait()
         return False
 
+    def _new_fold(self, ref: LiveSessionRef) -> TurnFold:
+        """The runner's own fold for a session this process runs from its start (still
+        running: its core is there), else a new one."""
+        runner = None
+        if ref.runner_url is None and self._embedded is not None:
+            try:
+                stream = self._embedded.get(ref.session_id).turn
+            except SessionNotFoundError:
+                stream = None
+            runner = None if stream is None else stream.processor
+        return self.settler.new_fold(runner)
+
+    async def _fold_stored(self, ref: LiveSessionRef, shared: TurnFold) -> TurnFold:
+        """A new fold of the session's chunks, read from its first (``shared`` if they
+        are no longer all there)."""
+        fold = self.settler.new_fold()
+
+        async def deliver(batch: Batch) -> None:
+            await trio.to_thread.run_sync(fold.feed, batch.data)
+
+        try:
+            await self._sources(ref).follow(ref.session_id, 0, deliver)
+        except SourceGoneError as exc:
+            log.warning("session %s: folding it again failed (%s)", ref.session_id, exc)
+            return shared
+        return fold
+
     async def _live_sessions(self) -> Sequence[LiveSessionRef]:
         return [
             LiveSessionRef(turn.session_id, turn.runner_url)
@@ -170,7 +200,12 @@ class TurnMover:
         ]
 
     async def _on_terminal(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
-        """Settle the turn with ``fold``'s message, fenced by ``generation``."""
+        """Settle the turn with ``fold``'s message, fenced by ``generation``. A shared
+        fold that did not see the session's end (its runner stopped before its core
+        made one: the session's last chunk was added after it) is replaced by a fold
+        of the session's chunks."""
+        if fold.shared and not fold.ended:
+            fold = await self._fold_stored(ref, fold)
         await self.settler.settle(ref.session_id, fold, generation=generation)
         event = self._settled.pop(ref.session_id, None)
         if event is not None:
