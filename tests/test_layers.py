@@ -68,6 +68,7 @@ for _part in (
     "turns",
     "agents",
     "mover",
+    "push",
     "credentials",
     "service",
     "dispatching",

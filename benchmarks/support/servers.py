@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,14 +14,20 @@ import trio
 __all__ = ["http1_client", "serve_app"]
 
 
-async def serve_app(nursery: trio.Nursery, app: Any, *, port: int = 0) -> str:
+async def serve_app(
+    nursery: trio.Nursery, app: Any, *, port: int = 0, tls: tuple[Path, Path] | None = None
+) -> str:
     """Start ``app`` with Hypercorn on ``127.0.0.1:port`` (0: a free one); return its
     base URL (no slash).
 
-    The server lives as long as ``nursery``; cancelling the nursery stops it.
+    ``tls`` (a certificate file and its key file) serves HTTPS, HTTP/2 or HTTP/1.1 as
+    the client's ALPN asks. The server lives as long as ``nursery``; cancelling the
+    nursery stops it.
     """
     config = hypercorn.config.Config()
     config.bind = [f"127.0.0.1:{port}"]
+    if tls is not None:
+        config.certfile, config.keyfile = map(str, tls)
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 0.1

@@ -19,6 +19,7 @@ from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
 from .errors import ChatConfigError, PublicUrlError
 from .mover.redis_url import parse_redis_url, tls_context
 from .public_url import normalize_public_url, replicas_configured
+from .push.settings import PushSettings
 from .records import Purpose
 from .targets import normalize_url
 
@@ -62,6 +63,7 @@ class ChatSettings:
 
     ``cors_origins``: browser origins allowed to call the API (``*``: any; empty:
     none). ``stream_token_ttl``: how long a stream token (``EventSource`` auth) lives.
+    ``push``: the push notifications' services and delay (:class:`PushSettings`).
     """
 
     data_dir: Path
@@ -98,6 +100,7 @@ class ChatSettings:
     shutdown_timeout: float = 10.0
     cors_origins: frozenset[str] = frozenset()
     stream_token_ttl: float = 300.0
+    push: PushSettings = field(default_factory=PushSettings)
 
     def __post_init__(self) -> None:
         if not self.api_token.strip():

@@ -23,7 +23,10 @@ __all__ = [
     "Environment",
     "NewBlob",
     "OnDisconnect",
+    "PendingPush",
     "Purpose",
+    "PushKind",
+    "PushSubscription",
     "TokenMint",
     "TurnFinish",
     "TurnRecord",
@@ -215,3 +218,43 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     on_disconnect: OnDisconnect
     state: TurnState
     created_at: int
+
+
+PushKind: TypeAlias = Literal["webpush", "apns", "fcm"]
+"""The push service a subscription is on: Web Push, Apple's APNs, Firebase's FCM."""
+
+
+class PushSubscription(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """A device's push endpoint in a workspace (``push_subscriptions``): a Web Push
+    subscription (``address`` its endpoint URL, with ``p256dh`` and ``auth``), an APNs
+    device token or an FCM registration token (``address``)."""
+
+    id: str
+    workspace_id: str
+    kind: PushKind
+    address: str
+    p256dh: str | None = None
+    auth: str | None = None
+    created_at: int
+
+
+class PendingPush(msgspec.Struct, frozen=True, kw_only=True):
+    """A push waiting out its delay, claimed by one replica (``pending_pushes``).
+
+    ``kind``: ``alert`` (a turn ended) or ``dismiss`` (a silent push telling the other
+    devices that one opened the alert of ``collapse_key``; not to
+    ``except_subscription``). ``seen_at``: when a device saw the event (a viewer had it,
+    or an ack): then nobody is pushed. ``generation``: the claim's fence.
+    """
+
+    id: str
+    workspace_id: str
+    chat_id: str
+    kind: Literal["alert", "dismiss"]
+    collapse_key: str
+    title: str
+    body: str
+    except_subscription: str | None
+    created_at: int
+    seen_at: int | None
+    generation: int

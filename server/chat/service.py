@@ -1,7 +1,8 @@
 """The chat backend's service: one object the routes reach, holding its parts.
 
 :class:`ChatService` composes the chat turns (:class:`~.turns.service.ChatTurns`), the
-Agents-block runs (:class:`~.agents.service.AgentsRuns`) and what they share: the
+Agents-block runs (:class:`~.agents.service.AgentsRuns`), the push notifications
+(:mod:`.push`) and what they share: the
 settings, the store, the blobs, the embedded runner and the :class:`~.dispatching.Dispatcher`.
 Routes are thin; the parts do the work. :meth:`ChatService.shutdown` refuses new work,
 then ends the turns, then the runs.
@@ -20,6 +21,8 @@ from .config import ChatSettings
 from .credentials.stream_tokens import StreamTokens
 from .dispatching import Dispatcher
 from .ids import new_id
+from .push.outbox import PushOutbox
+from .push.senders import PushSenders
 from .store.bag import BlobStore
 from .store.contract import ChatStore
 from .turns.service import ChatTurns
@@ -62,6 +65,8 @@ class ChatService:
             settings, store, self.dispatcher, runner, max_line_bytes=max_line_bytes
         )
         self.stream_tokens = StreamTokens(settings.api_token)
+        self.push_senders: PushSenders | None = None
+        """The open push senders, while :meth:`run` runs."""
 
     @property
     def sessions(self) -> SessionService | None:
@@ -87,8 +92,25 @@ class ChatService:
         return self.dispatcher.draining
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the log mover until cancelled."""
-        await self.turns.run(task_status=task_status)
+        """Run the log mover, and the push outbox if a push service is configured, until
+        cancelled (the push senders are open meanwhile: :attr:`push_senders`).
+
+        Raises :class:`~.errors.ChatConfigError` at once for unreadable push
+        credentials."""
+        push = self.settings.push
+        async with PushSenders.open(push) as senders, trio.open_nursery() as nursery:
+            self.push_senders = senders
+            try:
+                if push.enabled:
+                    outbox = PushOutbox(
+                        self.store, push, senders, self.stream_tokens, owner=self.instance_id
+                    )
+                    await nursery.start(outbox.run)
+                await nursery.start(self.turns.run)
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self.push_senders = None
 
     async def shutdown(self) -> None:
         """Refuse new work, end every live turn and wait for it to settle, then end every

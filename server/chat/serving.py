@@ -33,6 +33,7 @@ from .api.cors import install_cors
 from .api.guard import CHAT_EXTENSION, get_service
 from .api.multipart import PART_OVERHEAD
 from .api.problems import install_chat_error_handlers
+from .api.push import push_ack_blueprint, push_blueprint
 from .api.ui_stream import ui_blueprint
 from .service import ChatService
 
@@ -85,7 +86,14 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
     app.extensions[CHAT_EXTENSION] = service
     app.asgi_http_class = ChatAwareHTTPConnection
     install_chat_error_handlers(app)
-    api = (chat_blueprint, stream_blueprint, ui_blueprint, agents_blueprint)
+    api = (
+        chat_blueprint,
+        stream_blueprint,
+        ui_blueprint,
+        agents_blueprint,
+        push_blueprint,
+        push_ack_blueprint,
+    )
     install_cors(app, settings.cors_origins, api)
     for blueprint in (*api, callbacks_blueprint):
         app.register_blueprint(blueprint)

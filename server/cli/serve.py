@@ -33,6 +33,7 @@ from sandstream.server.chat.credentials.api_token import (
 )
 from sandstream.server.chat.errors import ChatConfigError, StoreError
 from sandstream.server.chat.public_url import probe_public_url
+from sandstream.server.chat.push.senders import load_credentials
 from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
 from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
@@ -54,6 +55,7 @@ from .options import (
     port,
     session_settings,
 )
+from .push_options import add_push_arguments, push_settings
 from .running import hypercorn_config, run_server, serve_with_metrics
 
 __all__ = [
@@ -257,6 +259,7 @@ def build_serve_parser(
         help="seconds live turns get to end on shutdown (10)",
     )
     parser.add_argument("--log-level", default="info", help="log level (info)")
+    add_push_arguments(parser, env)
     add_observability_arguments(parser, env)
     return parser
 
@@ -330,7 +333,9 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         shutdown_timeout=args.shutdown_timeout,
         cors_origins=frozenset(o.strip() for o in args.cors_origin),
         stream_token_ttl=args.stream_token_ttl,
+        push=push_settings(args),
     )
+    load_credentials(settings.push)  # unreadable push credentials: refused before listening
     runner_settings = None
     sessions = None
     launcher = None

@@ -6,7 +6,9 @@ disk. Every answer carries a strict Content-Security-Policy (scripts, styles and
 connections of this origin only; no inline code, no framing), ``nosniff`` and
 ``no-referrer``; files are revalidated on every load (``Cache-Control: no-cache``
 with a content ``ETag``, ``304`` on a match), so an upgraded server is never shown
-with stale modules. A name that is not one of the files is a ``404`` problem. No
+with stale modules. The service worker (``sw.js``, push notifications) is also served at
+``/sw.js``, so that its scope is the whole app. A name that is not one of the files is
+a ``404`` problem. No
 token is needed: the page holds no data; the API calls it makes carry the token.
 """
 
@@ -65,6 +67,12 @@ web_blueprint = Blueprint("web", __name__)
 async def index() -> Response:
     """The app's page."""
     return _serve(_FILES["index.html"])
+
+
+@web_blueprint.get("/sw.js")
+async def service_worker() -> Response:
+    """The service worker, at the root so that its scope is the whole app."""
+    return _serve(_FILES["sw.js"])
 
 
 @web_blueprint.get("/web/<name>")

@@ -1,5 +1,6 @@
 """Fixtures for the chat backend tests: a real chat server with the embedded runner,
-and the store's database (SQLite, or a real PostgreSQL server: :mod:`.databases`)."""
+the store's database (SQLite, or a real PostgreSQL server: :mod:`.databases`), and a
+throwaway TLS CA."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import trio
 
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
+from benchmarks.support.redis_server import TlsFiles, make_tls_files
 from sandstream.server.chat.store.database import Database
 from tests.chat import databases
 from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server
@@ -55,3 +57,9 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.close()
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """A throwaway CA and certificates it signed for 127.0.0.1, for the session."""
+    return make_tls_files(tmp_path_factory.mktemp("tls"))

@@ -14,7 +14,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.support.redis_server import TlsFiles, make_tls_files, open_redis_server
+from benchmarks.support.redis_server import TlsFiles, open_redis_server
 from sandstream.server.chat import ChatSettings
 from sandstream.server.chat.errors import (
     ChatConfigError,
@@ -29,13 +29,6 @@ from sandstream.server.chat.store.moved_runs import MovedChunks
 from sandstream.server.sqlite import SQLiteDatabase
 
 MAX_INT64 = 2**63 - 1
-
-
-@pytest.fixture
-async def tls_files(tmp_path: Path) -> TlsFiles:
-    directory = tmp_path / "tls"
-    directory.mkdir()
-    return await trio.to_thread.run_sync(make_tls_files, directory)
 
 
 async def claim_renew_release(lease: RedisLease) -> None:

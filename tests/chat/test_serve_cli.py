@@ -185,6 +185,30 @@ async def test_a_malformed_redis_url_is_one_line_at_start_up(
     assert b"listening" not in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--vapid-key-file", "/nonexistent/vapid.pem"], "cannot read the VAPID key file"),
+        (["--vapid-key-file", "{garbage}"], "not an unencrypted PEM private key"),
+        (["--apns-key-file", "{garbage}"], "APNs needs its key id, team id and topic"),
+        (["--vapid-key-file", "{garbage}", "--vapid-contact", "ops"], "mailto: or https:"),
+    ],
+)
+async def test_bad_push_credentials_are_one_line_at_start_up(
+    tmp_path: Path, flags: list[str], says: str
+) -> None:
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a key\n")
+    argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--port", "0"]
+    argv += ["--data-dir", str(tmp_path / "data")]
+    argv += [flag.format(garbage=garbage) for flag in flags]
+    result = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    assert result.returncode == 2
+    [line] = result.stderr.decode().splitlines()
+    assert says in line
+    assert b"listening" not in result.stdout
+
+
 async def test_a_port_already_in_use_is_one_line_and_a_failure(tmp_path: Path) -> None:
     argv = [str(Path(sys.executable).parent / "sandstream"), "serve", "--data-dir", str(tmp_path)]
     with socket.socket() as taken:

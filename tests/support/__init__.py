@@ -8,6 +8,8 @@ an app on loopback, the session readers, ``redis-server``) are in
 - :mod:`.fake_claude` — a fake ``claude`` CLI replaying ``transcripts/*.jsonl``;
 - :mod:`.container` — run the container as a subprocess, validate its stdout;
 - :mod:`.processes` — find processes by an environment marker, even orphaned, and kill them.
+- :mod:`.push_services` — a loopback Web Push service, and the browsers subscribed to it.
+- :mod:`.apns_fcm_services` — loopback APNs (HTTP/2, TLS) and FCM (OAuth) services.
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ from ..records import (
     DispatchRecord,
     Environment,
     NewBlob,
+    PendingPush,
     Purpose,
+    PushSubscription,
     TokenMint,
     TurnFinish,
     TurnRecord,
@@ -256,6 +258,72 @@ class ChatStore(Protocol):
 
     async def put_environment(self, environment: Environment) -> None:
         """Create or replace a workflow's named environment."""
+        ...
+
+    # -- push notifications --------------------------------------------------------------
+
+    async def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription:
+        """Store a device's subscription; the same address again in the workspace keeps
+        its id (its keys replaced). Returns the stored one."""
+        ...
+
+    async def list_push_subscriptions(self, workspace_id: str) -> list[PushSubscription]:
+        """The workspace's subscriptions, oldest first."""
+        ...
+
+    async def delete_push_subscription(self, workspace_id: str, subscription_id: str) -> bool:
+        """Delete a subscription of the workspace; False if there was none."""
+        ...
+
+    async def remove_gone_subscription(self, subscription_id: str) -> None:
+        """Delete a subscription its push service said is gone."""
+        ...
+
+    async def mark_push_seen(self, chat_id: str, now: int) -> int:
+        """A device saw the chat's latest events: its waiting alerts push nobody.
+        Returns how many were waiting."""
+        ...
+
+    async def ack_push(
+        self,
+        workspace_id: str,
+        push_id: str,
+        *,
+        subscription_id: str | None,
+        opened: bool,
+        now: int,
+    ) -> bool:
+        """A device acknowledged the alert ``push_id``: it is seen; ``opened`` (on the
+        device ``subscription_id``) also records a dismiss push to the workspace's
+        other devices if the alert was sent. False for an unknown alert."""
+        ...
+
+    async def claim_due_pushes(
+        self, owner: str, *, now: int, delay_ms: int, lease_ms: int, limit: int = 32
+    ) -> list[PendingPush]:
+        """Claim for ``lease_ms`` the waiting pushes older than ``delay_ms`` (dismisses
+        at once) that no live claim holds, each under a new generation."""
+        ...
+
+    async def push_targets(self, push: PendingPush) -> list[PushSubscription]:
+        """The subscriptions ``push`` goes to that it was not delivered to yet."""
+        ...
+
+    async def record_push_delivery(
+        self, push_id: str, subscription_id: str, *, generation: int, now: int
+    ) -> None:
+        """Record a delivery under the claim ``generation`` (:class:`FencedError` if it
+        was lost)."""
+        ...
+
+    async def end_push(self, push_id: str, *, generation: int, sent: bool, now: int) -> None:
+        """End a claimed push as sent or dropped (:class:`FencedError` if the claim was
+        lost)."""
+        ...
+
+    async def release_push(self, push_id: str, *, generation: int) -> None:
+        """Give up the claim ``generation`` of a push still waiting (another replica
+        takes it at once)."""
         ...
 
     async def close(self) -> None:

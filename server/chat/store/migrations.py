@@ -62,6 +62,49 @@ UPDATE messages SET replay = COALESCE((
 """
 """Version 2's backfill: :func:`sandstream.core.persistence.replay_text`, in SQL."""
 
+
+def _push_tables(integer: str) -> tuple[str, ...]:
+    """The push notification tables, with ``integer`` the 64-bit integer type: the
+    devices' subscriptions of a workspace, the pushes waiting out their delay (or sent,
+    or dropped) with their fenced claim, and each push's deliveries per subscription."""
+    return (
+        "CREATE TABLE push_subscriptions ("
+        " id TEXT PRIMARY KEY,"
+        " workspace_id TEXT NOT NULL,"
+        " kind TEXT NOT NULL CHECK (kind IN ('webpush', 'apns', 'fcm')),"
+        " address TEXT NOT NULL,"
+        " p256dh TEXT,"
+        " auth TEXT,"
+        f" created_at {integer} NOT NULL,"
+        " UNIQUE (workspace_id, kind, address))",
+        "CREATE TABLE pending_pushes ("
+        " id TEXT PRIMARY KEY,"
+        " workspace_id TEXT NOT NULL,"
+        " chat_id TEXT NOT NULL,"
+        " kind TEXT NOT NULL CHECK (kind IN ('alert', 'dismiss')),"
+        " collapse_key TEXT NOT NULL,"
+        " title TEXT NOT NULL,"
+        " body TEXT NOT NULL,"
+        " except_subscription TEXT,"
+        f" created_at {integer} NOT NULL,"
+        f" seen_at {integer},"
+        f" opened_at {integer},"
+        " state TEXT NOT NULL CHECK (state IN ('pending', 'sent', 'dropped')),"
+        " claim_owner TEXT,"
+        f" generation {integer} NOT NULL DEFAULT 0,"
+        f" claim_expires_at {integer} NOT NULL DEFAULT 0,"
+        f" done_at {integer})",
+        "CREATE INDEX pending_pushes_waiting ON pending_pushes (created_at)"
+        " WHERE state = 'pending'",
+        "CREATE INDEX pending_pushes_chat ON pending_pushes (chat_id)",
+        "CREATE TABLE push_deliveries ("
+        " push_id TEXT NOT NULL,"
+        " subscription_id TEXT NOT NULL,"
+        f" sent_at {integer} NOT NULL,"
+        " PRIMARY KEY (push_id, subscription_id))",
+    )
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         1,
@@ -239,6 +282,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "retried callback carrying it is answered again",
         ("ALTER TABLE tokens ADD COLUMN redeemed_with TEXT",),
     ),
+    Migration(
+        7,
+        "push notifications: push_subscriptions, pending_pushes, push_deliveries",
+        _push_tables("INTEGER"),
+    ),
 )
 
 
@@ -381,6 +429,11 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
             )
             """,
         ),
+    ),
+    Migration(
+        2,
+        "push notifications: push_subscriptions, pending_pushes, push_deliveries",
+        _push_tables("BIGINT"),
     ),
 )
 

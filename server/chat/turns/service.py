@@ -263,6 +263,8 @@ class ChatTurns:
 
         async def at_terminal() -> list[Any]:
             await self._settled(record)
+            if self.settings.push.enabled:  # a device saw the turn end: nobody is pushed
+                await self.store.mark_push_seen(record.chat_id, now_ms())
             return [f.attachment() for f in await self.store.turn_result_files(record.id)]
 
         return TurnStreamBody(

@@ -18,6 +18,10 @@ export const ROUTES = {
   interrupt: (chatId) => `/api/assistant/chats/${enc(chatId)}/interrupt`,
   followUp: (chatId) => `/api/assistant/chats/${enc(chatId)}/messages`,
   permission: (chatId, requestId) => `/api/assistant/chats/${enc(chatId)}/permissions/${enc(requestId)}`,
+  // Push notifications (notify.js, sw.js).
+  vapidPublicKey: () => "/api/assistant/push/vapid-public-key",
+  pushSubscriptions: () => "/api/assistant/push/subscriptions",
+  pushSubscription: (id) => `/api/assistant/push/subscriptions/${enc(id)}`,
 };
 
 /** A non-2xx answer: `status`, and the problem's `title`, `detail`, `type`. */

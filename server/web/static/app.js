@@ -14,6 +14,7 @@
 
 import { Api, ApiError, readFrames } from "./api.js";
 import { LiveTurn } from "./fold.js";
+import { setUpNotifyToggle } from "./notify.js";
 import { formatSize, renderMessage } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
@@ -38,6 +39,7 @@ async function signIn(token, workspace) {
   sessionStorage.setItem(TOKEN_KEY, token);
   sessionStorage.setItem(WORKSPACE_KEY, workspace);
   $("workspace-name").textContent = workspace;
+  setUpNotifyToggle($("notify"), api, fail).catch(fail);
   await refreshChats();
   await route();
   // Shown only now: a file attached before the first route ran would be dropped by it.

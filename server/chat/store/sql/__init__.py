@@ -7,7 +7,8 @@
 - :mod:`.turns`: chat turns, the single-flight lock, lost turns and their sweep;
 - :mod:`.dispatch`: dispatch records and one-time tokens;
 - :mod:`.bag_files`: the chat bag's metadata;
-- :mod:`.environments`: workflow environments.
+- :mod:`.environments`: workflow environments;
+- :mod:`.push`: push subscriptions, pending pushes and their deliveries.
 
 The log mover's tables of the same database are the store's too:
 :mod:`..moved_runs` and :mod:`..leases`.

@@ -1,6 +1,6 @@
 """The chat store: :class:`SqlChatStore`, the :class:`~..contract.ChatStore` composed
 of one part per concern (:mod:`.chats`, :mod:`.turns`, :mod:`.dispatch`,
-:mod:`.bag_files`, :mod:`.environments`), on either database:
+:mod:`.bag_files`, :mod:`.environments`, :mod:`.push`), on either database:
 
 - :class:`SQLiteChatStore`: one file, ``chat.sqlite3`` in the data dir, WAL mode; the
   bag's blobs are files beside it (:class:`~..bag.BlobStore`);
@@ -32,6 +32,7 @@ from .bag_files import BagFiles
 from .chats import Chats
 from .dispatch import Dispatches
 from .environments import Environments
+from .push import PushNotifications
 from .turns import Turns
 
 __all__ = ["DATABASE_NAME", "PostgresChatStore", "SQLiteChatStore", "SqlChatStore"]
@@ -42,7 +43,7 @@ PAGE_SIZE: Final = 32 * 1024
 docs/chat.md, "Storage")."""
 
 
-class SqlChatStore(Chats, Turns, Dispatches, BagFiles, Environments):
+class SqlChatStore(Chats, Turns, Dispatches, BagFiles, Environments, PushNotifications):
     """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there."""
 
     def __init__(self, db: Database) -> None:

@@ -38,6 +38,7 @@ from .chats import (
     touch_chat,
 )
 from .dispatch import insert_dispatch, insert_tokens, settle_dispatch
+from .push import record_turn_push
 
 __all__ = ["TURN_LOST", "Turns"]
 
@@ -135,6 +136,7 @@ def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
     _mark_turn_settled(conn, finish.session_id, finish.now)
     _release_lock(conn, finish.chat_id, finish.holder)
     touch_chat(conn, finish.chat_id, finish.now)
+    record_turn_push(conn, finish.chat_id, message.status, finish.now)
     return message
 
 

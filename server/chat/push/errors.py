@@ -1,0 +1,68 @@
+"""The push senders' exception types, one root (:class:`PushError`) under
+:class:`~sandstream.server.chat.errors.ChatError`.
+
+What the caller does with each: :class:`PushSubscriptionGoneError` — remove the
+subscription (or device token); :class:`PushRejectedError` — the message or the
+server's credentials are wrong, sending it again will fail again;
+:class:`PushUnavailableError` — the push service could not take it now, a later try
+may succeed.
+"""
+
+from __future__ import annotations
+
+from ..errors import ChatError
+
+__all__ = [
+    "PushError",
+    "PushRejectedError",
+    "PushSubscriptionGoneError",
+    "PushUnavailableError",
+    "VapidUnconfiguredError",
+]
+
+
+class PushError(ChatError):
+    """Base class of the push senders' errors."""
+
+
+class PushSubscriptionGoneError(PushError):
+    """The subscription (or device token) is no longer valid — the push service answered
+    404 or 410, or named it unregistered or malformed — and the caller removes it.
+    ``status`` is the service's HTTP status (``None``: refused before sending),
+    ``reason`` its reason or the start of its answer."""
+
+    def __init__(self, reason: str, *, status: int | None = None) -> None:
+        answered = "" if status is None else f"the push service answered {status}: "
+        super().__init__(f"{answered}the subscription is gone: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class PushRejectedError(PushError):
+    """The push service refused the message with a 4xx other than 404, 410 and 429
+    (payload too large, bad authorization, malformed request…): sending it again as it
+    is will not help. ``reason`` is the service's reason or the start of its answer."""
+
+    def __init__(self, status: int, reason: str = "") -> None:
+        detail = f": {reason}" if reason else ""
+        super().__init__(f"the push service refused the message with HTTP {status}{detail}")
+        self.status = status
+        self.reason = reason
+
+
+class PushUnavailableError(PushError):
+    """The push service could not be reached or answered 429 or 5xx until the retries
+    ran out (attempts or time). ``status`` is the last answer's status, ``None`` when
+    the last attempt failed in transport; ``attempts`` how many were made."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class VapidUnconfiguredError(PushError):
+    """Web Push is not configured here: the server has no VAPID key."""
+
+    def __init__(self) -> None:
+        super().__init__("Web Push is not configured: the server has no VAPID key")

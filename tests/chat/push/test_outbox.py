@@ -1,0 +1,154 @@
+"""The push outbox's claims on a real chat store (SQLite and PostgreSQL): replicas
+sending the same pushes at once send each once; a replica cancelled while it holds a
+push gives it up, and another sends it at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from sandstream.server.chat.credentials.stream_tokens import StreamTokens
+from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.push.outbox import PushOutbox
+from sandstream.server.chat.push.senders import PushSenders
+from sandstream.server.chat.push.settings import PushSettings
+from sandstream.server.chat.push.webpush import VapidKey
+from sandstream.server.chat.records import PushSubscription
+from sandstream.server.chat.store.sql import SqlChatStore
+from sandstream.server.chat.store.sql.push import record_turn_push
+from tests.chat.databases import open_store
+from tests.support.apns_fcm_services import start_fcm_server
+from tests.support.push_services import Browser, LoopbackPushService
+
+pytestmark = pytest.mark.usefixtures("chat_database")
+
+WORKSPACE = "ws_push"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlChatStore]:
+    opened = await open_store(tmp_path)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def senders(tmp_path: Path) -> AsyncIterator[tuple[PushSettings, PushSenders]]:
+    key_file = tmp_path / "vapid.pem"
+    key_file.write_bytes(VapidKey.generate().private_pem())
+    settings = PushSettings(vapid_key_file=key_file, delay=0.0, poll_interval=0.01)
+    async with PushSenders.open(settings) as opened:
+        yield settings, opened
+
+
+async def register(
+    store: SqlChatStore, push_service: LoopbackPushService, senders: PushSenders
+) -> Browser:
+    browser = push_service.subscribe(senders.vapid_public_key)
+    subscription = browser.subscription
+    await store.add_push_subscription(
+        PushSubscription(
+            id=f"dev_{subscription.endpoint.rsplit('/', 1)[1]}",
+            workspace_id=WORKSPACE,
+            kind="webpush",
+            address=subscription.endpoint,
+            p256dh=subscription.p256dh,
+            auth=subscription.auth,
+            created_at=now_ms(),
+        )
+    )
+    return browser
+
+
+async def turn_ended(store: SqlChatStore, count: int) -> None:
+    """``count`` chats whose turn ended: their alerts wait in the store."""
+    for n in range(count):
+        chat = await store.create_chat(
+            workspace_id=WORKSPACE, workflow_id=None, title=f"task {n}", now=now_ms()
+        )
+        await store.db.write(
+            lambda conn, c=chat.id: record_turn_push(conn, c, "complete", now_ms())
+        )
+
+
+def outbox(
+    store: SqlChatStore, settings: PushSettings, senders: PushSenders, owner: str
+) -> PushOutbox:
+    return PushOutbox(store, settings, senders, StreamTokens("token"), owner=owner)
+
+
+async def test_two_replicas_send_each_push_once(
+    store: SqlChatStore,
+    senders: tuple[PushSettings, PushSenders],
+    push_service: LoopbackPushService,
+    tmp_path: Path,
+) -> None:
+    settings, opened = senders
+    browsers = [await register(store, push_service, opened) for _ in range(3)]
+    await turn_ended(store, 8)
+    other = await open_store(tmp_path)  # the second replica's own connections
+    try:
+        replicas = [outbox(store, settings, opened, "a"), outbox(other, settings, opened, "b")]
+        with trio.fail_after(60):
+            while len(push_service.deliveries) < 8 * len(browsers):
+                async with trio.open_nursery() as nursery:
+                    for replica in replicas:
+                        nursery.start_soon(replica.send_due)
+    finally:
+        await other.close()
+    for browser in browsers:
+        tags = [d.topic for d in push_service.delivered_to(browser)]
+        assert len(tags) == len(set(tags)) == 8
+    assert sum(push_service.attempts.values()) == 8 * len(browsers)
+
+
+async def test_a_cancelled_replica_releases_its_push(
+    store: SqlChatStore,
+    senders: tuple[PushSettings, PushSenders],
+    push_service: LoopbackPushService,
+) -> None:
+    settings, opened = senders
+    browser = await register(store, push_service, opened)
+    push_service.fail(browser, 503, times=1, retry_after="60")  # the first try waits a minute
+    await turn_ended(store, 1)
+    first = outbox(store, settings, opened, "a")
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.send_due)
+            await push_service.wait_for_attempts(browser, 1)
+            nursery.cancel_scope.cancel()
+        assert push_service.deliveries == []
+        assert await outbox(store, settings, opened, "b").send_due() == 1
+    assert len(push_service.delivered_to(browser)) == 1
+    assert await outbox(store, settings, opened, "b").send_due() == 0
+
+
+async def test_an_fcm_device_gets_the_alert_with_the_chats_collapse_key(
+    store: SqlChatStore, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    fcm = await start_fcm_server(nursery, project_id="sandstream-test")
+    account = tmp_path / "service-account.json"
+    account.write_text(fcm.service_account_json())
+    settings = PushSettings(fcm_service_account_file=account, fcm_api_url=fcm.url, delay=0.0)
+    token = "fcm-registration-token:APA91b" + "y" * 100
+    await store.add_push_subscription(
+        PushSubscription(
+            id="dev_fcm", workspace_id=WORKSPACE, kind="fcm", address=token, created_at=now_ms()
+        )
+    )
+    await turn_ended(store, 1)
+    [chat] = await store.list_chats(WORKSPACE, limit=1, now=now_ms())
+    async with PushSenders.open(settings) as opened:
+        assert await outbox(store, settings, opened, "a").send_due() == 1
+    [message] = fcm.deliveries
+    assert message["token"] == token
+    assert message["notification"] == {"title": "Done", "body": "task 0"}
+    assert message["android"]["collapse_key"] == f"chat-{chat.id}"
+    assert message["apns"]["headers"]["apns-collapse-id"] == f"chat-{chat.id}"
+    assert message["data"]["chatId"] == chat.id
+    assert message["data"]["subscriptionId"] == "dev_fcm"
