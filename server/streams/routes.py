@@ -47,7 +47,8 @@ from .jsonmode import json_body
 from .offsets import BEGINNING, NOW, format_offset, parse_offset, parse_read_offset
 from .records import ProducerStamp
 from .settings import StreamSettings
-from .sse import control_event, data_event, sse_encoding
+from .sse import sse_encoding
+from .sse_body import SSEBody
 from .store import Appended, StreamStore
 from .stream import Stream, StreamConfig
 
@@ -408,7 +409,14 @@ async def _long_poll(streams: Streams, stream: Stream, position: int) -> Respons
 
 def _sse(streams: Streams, stream: Stream, position: int) -> Response:
     encoding = sse_encoding(stream.content_type)
-    body = _SSEBody(streams, stream, position, request.args.get("cursor"))
+    body = SSEBody(
+        streams.store,
+        streams.settings,
+        stream,
+        position,
+        request.args.get("cursor"),
+        request.scope,
+    )
     response = Response(body, status=200, content_type="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -416,50 +424,3 @@ def _sse(streams: Streams, stream: Stream, position: int) -> Response:
         response.headers["Stream-SSE-Data-Encoding"] = "base64"
     response.timeout = None
     return response
-
-
-class _SSEBody:
-    """One ``live=sse`` reader: data and control events until the stream closes, the
-    reader leaves, or the reconnect interval has passed (an async iterator of bytes)."""
-
-    def __init__(self, streams: Streams, stream: Stream, position: int, cursor: str | None) -> None:
-        self._streams = streams
-        self._stream = stream
-        self._position = position
-        self._cursor = cursor
-        self._encoding = sse_encoding(stream.content_type)
-        self._deadline = trio.current_time() + streams.settings.sse_reconnect
-        self._sent_control = False
-        self._done = False
-
-    def __aiter__(self) -> _SSEBody:
-        return self
-
-    async def __anext__(self) -> bytes:
-        stream = self._stream
-        store = self._streams.store
-        while not self._done:
-            if stream.removed or stream.deleted:
-                break
-            if self._position < stream.tail:
-                chunk = await store.read(stream, self._position, self._streams.settings.read_bytes)
-                self._position = chunk.next
-                return data_event(chunk.payload, self._encoding) + self._control()
-            if stream.closed or not self._sent_control:
-                return self._control()
-            with trio.move_on_at(self._deadline) as waiting:
-                await store.wait(stream, self._position)
-            if waiting.cancelled_caught:
-                break
-        raise StopAsyncIteration
-
-    def _control(self) -> bytes:
-        stream = self._stream
-        at_tail = self._position >= stream.tail
-        closed = stream.closed and at_tail
-        self._sent_control = True
-        self._done = closed
-        self._cursor = response_cursor(self._cursor)
-        return control_event(
-            format_offset(self._position), cursor=self._cursor, up_to_date=at_tail, closed=closed
-        )
