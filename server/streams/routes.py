@@ -4,8 +4,10 @@ Every request needs the runner token (``Authorization: Bearer <token>``). The pr
 is durable-streams' PROTOCOL.md: create (and fork) with PUT, append and close with
 POST (idempotent producers, ``Stream-Seq``), read with GET (catch-up, ``live=long-poll``,
 ``live=sse``), metadata with HEAD. Errors are problem JSON with the protocol's status and
-headers (:func:`_refusal`); every answer says ``X-Content-Type-Options: nosniff``. A
-live read ends when its client leaves, the stream is deleted, or the server shuts down.
+headers (:func:`.answers.refusal`); every answer says ``X-Content-Type-Options:
+nosniff``. A live read ends when its client leaves, the stream is deleted, or the
+server shuts down. Plain appends are answered below Quart (:mod:`.raw_append`); the
+ones it leaves (no ``Content-Length``, no token, ...) come here.
 """
 
 from __future__ import annotations
@@ -17,60 +19,42 @@ import trio
 from quart import Blueprint, Quart, Response, current_app, request
 from werkzeug.datastructures import Headers
 
-from sandstream.server.http.asgi import BODY_LIMITS
+from sandstream.server.http.asgi import BODY_LIMITS, RAW_ROUTES
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import problem, unauthorized
 
+from .answers import PROBLEM_TYPE, append, refusal, with_common_headers
 from .cursors import response_cursor
 from .errors import (
     InvalidStreamRequestError,
-    ProducerSequenceGapError,
-    StaleProducerEpochError,
-    StreamClosedError,
-    StreamConflictError,
     StreamError,
     StreamGoneError,
     StreamNotFoundError,
-    StreamStoreFailedError,
 )
 from .headers import (
     DEFAULT_CONTENT_TYPE,
     closed_flag,
     expires_at,
-    producer_stamp,
-    stream_seq,
     sub_offset,
     ttl_seconds,
 )
 from .jsonmode import json_body
 from .offsets import BEGINNING, NOW, format_offset, parse_offset, parse_read_offset
-from .records import ProducerStamp
+from .raw_append import RawAppends
 from .settings import StreamSettings
 from .sse import sse_encoding
 from .sse_body import SSEBody
-from .store import Appended, StreamStore
+from .store import StreamStore
 from .stream import Stream, StreamConfig
 
 __all__ = ["STREAMS_EXTENSION", "STREAM_PREFIX", "Streams", "get_streams", "install_streams"]
 
 STREAMS_EXTENSION: Final = "sandstream.streams"
 STREAM_PREFIX: Final = "/v1/stream/"
+_RULE: Final = STREAM_PREFIX + "<path:name>"
 _REALM: Final = "sandstream-runner"
-_TYPE: Final = "urn:sandstream:problem:stream-"
 _CACHEABLE: Final = "private, max-age=60, stale-while-revalidate=300"
-_COMMON_HEADERS: Final = {
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Resource-Policy": "cross-origin",
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Expose-Headers": (
-        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
-        "Stream-SSE-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, "
-        "Producer-Received-Seq, ETag, Location, Content-Type"
-    ),
-}
-"""On every answer: no MIME sniffing, and readable by a page of any origin (that still
-needs the token: no cookie ever authenticates here)."""
 _PREFLIGHT_HEADERS: Final = {
     "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": (
@@ -112,16 +96,20 @@ def install_streams(app: Quart, streams: Streams) -> None:
     the sessions)."""
     app.extensions[STREAMS_EXTENSION] = streams
     app.config.setdefault(BODY_LIMITS, {})[STREAM_PREFIX] = streams.settings.max_append_bytes
+    app.config.setdefault(RAW_ROUTES, {})[STREAM_PREFIX] = RawAppends(
+        streams.store,
+        streams.token,
+        streams.reserved,
+        STREAM_PREFIX,
+        streams.settings.max_append_bytes,
+        route=_RULE,
+    )
     app.register_blueprint(streams_blueprint)
 
 
 @streams_blueprint.after_request
 async def _common_headers(response: Response) -> Response:
-    for name, value in _COMMON_HEADERS.items():
-        response.headers[name] = value
-    if response.status_code in (204, 304):
-        del response.headers["Content-Type"]
-    return response
+    return with_common_headers(response)
 
 
 @streams_blueprint.errorhandler(BadRequestError)
@@ -131,36 +119,7 @@ async def _bad_request(error: BadRequestError) -> Response:
 
 @streams_blueprint.errorhandler(StreamError)
 async def _stream_error(error: StreamError) -> Response:
-    return _refusal(error)
-
-
-def _refusal(error: StreamError) -> Response:
-    """The protocol's answer to ``error``: status, headers, and a problem body."""
-    headers: dict[str, str] = {}
-    if isinstance(error, StreamClosedError):
-        status, name = 409, "closed"
-        headers = {"Stream-Closed": "true", "Stream-Next-Offset": format_offset(error.tail)}
-    elif isinstance(error, ProducerSequenceGapError):
-        status, name = 409, "producer-sequence-gap"
-        headers = {
-            "Producer-Expected-Seq": str(error.expected),
-            "Producer-Received-Seq": str(error.received),
-        }
-    elif isinstance(error, StaleProducerEpochError):
-        status, name = 403, "stale-producer-epoch"
-        headers = {"Producer-Epoch": str(error.current_epoch)}
-    elif isinstance(error, StreamConflictError):
-        status, name = 409, "conflict"
-    elif isinstance(error, StreamNotFoundError):
-        status, name = 404, "not-found"
-    elif isinstance(error, StreamGoneError):
-        status, name = 410, "gone"
-    elif isinstance(error, StreamStoreFailedError):
-        status, name = 503, "store-failed"
-    else:
-        status, name = 400, "invalid-request"
-    title = name.replace("-", " ").capitalize()
-    return problem(status, title, str(error), type=_TYPE + name, headers=headers)
+    return refusal(error)
 
 
 # -- the route -------------------------------------------------------------------------
@@ -184,7 +143,7 @@ async def stream_route(name: str) -> Response:
             405,
             "Method not allowed",
             "this stream is written by the server alone: read it",
-            type=_TYPE + "read-only",
+            type=PROBLEM_TYPE + "read-only",
             headers={"Allow": "GET, HEAD, OPTIONS"},
         )
     if method == "PUT":
@@ -200,7 +159,7 @@ async def stream_route(name: str) -> Response:
 
 
 streams_blueprint.add_url_rule(
-    "/v1/stream/<path:name>",
+    _RULE,
     view_func=stream_route,
     methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
     provide_automatic_options=False,
@@ -251,47 +210,8 @@ def _source_path(value: str) -> str:
 
 
 async def _append(streams: Streams, path: str) -> Response:
-    store = streams.store
-    stream = store.get(path)
-    headers = request.headers
-    close = closed_flag(headers.get("Stream-Closed"))
-    producer = producer_stamp(
-        headers.get("Producer-Id"), headers.get("Producer-Epoch"), headers.get("Producer-Seq")
-    )
-    seq = stream_seq(headers.get("Stream-Seq"))
     body = await request.get_data(cache=False, as_text=False, parse_form_data=False)
-    if not body:
-        if not close:
-            raise InvalidStreamRequestError("an append needs a body (or Stream-Closed: true)")
-        outcome = await store.close(stream, producer)
-    else:
-        content_type = headers.get("Content-Type")
-        if not content_type:
-            raise InvalidStreamRequestError("an append needs a Content-Type")
-        outcome = await store.append(
-            stream,
-            body,
-            content_type=content_type,
-            producer=producer,
-            stream_seq=seq,
-            close=close,
-        )
-    return _appended(outcome, producer, data=bool(body))
-
-
-def _appended(outcome: Appended, producer: ProducerStamp | None, *, data: bool) -> Response:
-    """200 for new data from a producer; 204 otherwise (plain appends, closes, retries)."""
-    fresh = data and producer is not None and not outcome.duplicate
-    response = Response(b"", status=200 if fresh else 204)
-    response.headers["Stream-Next-Offset"] = format_offset(outcome.tail)
-    if outcome.closed:
-        response.headers["Stream-Closed"] = "true"
-    if producer is not None:
-        response.headers["Producer-Epoch"] = str(producer.epoch)
-        response.headers["Producer-Seq"] = str(
-            producer.seq if outcome.producer_seq is None else outcome.producer_seq
-        )
-    return response
+    return await append(streams.store, path, request.headers, body)
 
 
 def _stream_headers(stream: Stream) -> Headers:
