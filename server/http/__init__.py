@@ -4,7 +4,7 @@
 - :mod:`.auth`: bearer tokens, compared in constant time;
 - :mod:`.requests`: bounded JSON bodies, query parameters, JSON answers;
 - :mod:`.asgi`: the ASGI connection every app uses: idle connections close, request
-  bodies have a deadline;
+  bodies have a deadline, a role may answer some requests below Quart;
 - :mod:`.connection`: cutting a client's connection whose write can never finish;
 - :mod:`.client_watch`: cutting off a client that stopped reading;
 - :mod:`.fanout`: live writes, a stream's new runs written straight to the sockets of

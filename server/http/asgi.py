@@ -6,27 +6,43 @@ timers and ``Connection: close`` work; a disconnect before it (the client leavin
 mid-response) cancels the response at once. A request body still arriving
 ``body_timeout`` (Quart's ``BODY_TIMEOUT``) after the request started raises
 ``RequestTimeout`` (408) in the route. Paths may have body limits of their own
-(:data:`BODY_LIMITS`). Why: docs/architecture.md, "Connections".
+(:data:`BODY_LIMITS`), and handlers that answer some of their requests below Quart
+(:data:`RAW_ROUTES`, :class:`RawRoute`). Why: docs/architecture.md, "Connections".
 """
 
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Final, Protocol
 
 import trio
-from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, ASGISendEvent
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, ASGISendEvent, HTTPScope
+from quart import Quart
 from quart.wrappers import Request
 from quart_trio.asgi import TrioASGIHTTPConnection
 from werkzeug.exceptions import RequestTimeout
 
 from .fanout import RAW_SEND_EXTENSION
 
-__all__ = ["BODY_LIMITS", "HTTPConnection"]
+__all__ = ["BODY_LIMITS", "RAW_ROUTES", "HTTPConnection", "RawRoute"]
 
 BODY_LIMITS: Final = "sandstream.body_limits"
 """App config: ``{path prefix: bytes}``, a request body limit of their own for the
 paths under a prefix, instead of ``MAX_CONTENT_LENGTH`` (413 above it)."""
+RAW_ROUTES: Final = "sandstream.raw_routes"
+"""App config: ``{path prefix: RawRoute}``, the handler offered each request under a
+prefix before Quart sees it."""
+
+
+class RawRoute(Protocol):
+    """Answers some requests below Quart, for the cost of Quart's request machinery."""
+
+    async def __call__(
+        self, app: Quart, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> bool:
+        """Answer the request of ``scope`` (True), or leave it to Quart (False), having
+        received nothing. Must not raise."""
+        ...
 
 
 class HTTPConnection(TrioASGIHTTPConnection):
@@ -41,6 +57,14 @@ class HTTPConnection(TrioASGIHTTPConnection):
     _response_complete = False
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        raw_routes: dict[str, RawRoute] | None = self.app.config.get(RAW_ROUTES)
+        if raw_routes:
+            path = self.scope["path"]
+            for prefix, route in raw_routes.items():
+                if path.startswith(prefix):
+                    if await route(self.app, self.scope, receive, send):
+                        return
+                    break
         # Hypercorn's own send, for the live writes beside ASGI (.fanout)
         self.scope.setdefault("extensions", {})[RAW_SEND_EXTENSION] = {"send": send}
 

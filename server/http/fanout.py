@@ -1,8 +1,9 @@
 """Live writes: a stream's new runs written straight to the sockets of its caught-up readers.
 
 The stream's writer offers each run to a reader's :class:`LiveConnection`: framed once
-per transport (:class:`LiveFraming`, one HTTP/1.1 chunk as h11 frames it), written with
-one non-blocking ``send``, waking no reader's task. Only an HTTP/1.1 response under
+per transport (:class:`RunFraming`, one HTTP/1.1 chunk as h11 frames it; a run is any
+object its frame function takes, :class:`LiveFraming` the sessions' runs of chunks),
+written with one non-blocking ``send``, waking no reader's task. Only an HTTP/1.1 response under
 Hypercorn's TCP server has one (:func:`live_connection`; else the ASGI path).
 **One writer per socket**: outside :func:`live_connection` only the ASGI body writes;
 inside, only ``offer``, until one is not taken whole; on leaving, its rest goes out
@@ -18,7 +19,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Final, Protocol, TypeAlias
+from typing import Final, Generic, Protocol, TypeAlias, TypeVar
 
 import trio
 from hypercorn.events import RawData
@@ -32,6 +33,7 @@ __all__ = [
     "LiveConnection",
     "LiveFraming",
     "Run",
+    "RunFraming",
     "http_chunk",
     "live_connection",
 ]
@@ -41,6 +43,8 @@ RAW_SEND_EXTENSION: Final = "sandstream.hypercorn_send"
 
 _SEND_FLAGS: Final = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
 _NOTHING: Final = memoryview(b"")
+
+R = TypeVar("R")
 
 Frame: TypeAlias = Callable[[int, bytes, int], bytes]
 """A transport's body bytes for ``count`` chunks at cursors ``first``, ``first + 1``, …
@@ -75,9 +79,11 @@ def http_chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
-class LiveFraming:
-    """One transport's framing for live writes: ``frame`` applied once per run, as
-    one HTTP/1.1 chunk, and those bytes shared by every connection of the transport.
+class RunFraming(Generic[R]):
+    """One transport's framing for live writes: ``frame(run)`` (a transport's body
+    bytes for a reader up to date with ``run``; ``b""``: nothing to write) applied once
+    per run, as one HTTP/1.1 chunk, and those bytes shared by every connection of the
+    transport.
 
     It keeps the newest run it framed (:attr:`run`) and its bytes (:attr:`payload`)
     until it frames the next one. ``frame`` must not raise: it runs in the stream's
@@ -86,21 +92,31 @@ class LiveFraming:
 
     __slots__ = ("_frame", "payload", "run")
 
-    def __init__(self, frame: Frame) -> None:
+    def __init__(self, frame: Callable[[R], bytes]) -> None:
         self._frame = frame
-        self.run: Run | None = None
+        self.run: R | None = None
         self.payload = b""
 
-    def frame_run(self, run: Run) -> bytes:
+    def frame_run(self, run: R) -> bytes:
         """Frame ``run``: it becomes :attr:`run`, and its frames as one HTTP/1.1 chunk
         (``b""``: nothing to write) :attr:`payload`, which is returned."""
-        framed = self._frame(run.first, run.data, run.count)
+        framed = self._frame(run)
         self.payload = http_chunk(framed) if framed else b""
         self.run = run
         return self.payload
 
 
-class LiveConnection:
+class LiveFraming(RunFraming[Run]):
+    """A :class:`RunFraming` of runs of chunks, framed by ``frame(first, data, count)``
+    (:data:`Frame`)."""
+
+    __slots__ = ()
+
+    def __init__(self, frame: Frame) -> None:
+        super().__init__(lambda run: frame(run.first, run.data, run.count))
+
+
+class LiveConnection(Generic[R]):
     """The socket under one caught-up reader's HTTP/1.1 response (see the module
     docstring); made by :func:`live_connection`.
 
@@ -115,7 +131,7 @@ class LiveConnection:
         fd: int,
         send_raw: Callable[[RawData], Awaitable[None]],
         lock: trio.Lock,
-        framing: LiveFraming,
+        framing: RunFraming[R],
     ) -> None:
         self._socket = socket.socket(fileno=os.dup(fd))
         self._socket.setblocking(False)
@@ -124,7 +140,7 @@ class LiveConnection:
         self._framing = framing
         self._rest = _NOTHING
 
-    def offer(self, run: Run) -> bool:
+    def offer(self, run: R) -> bool:
         """Write ``run`` (its transport's frames) with one non-blocking ``send``; True
         when the socket took all of it (or there was nothing to write). False: the
         rest is kept, to be finished as the reader leaves; offer nothing more.
@@ -164,8 +180,8 @@ class LiveConnection:
 
 @asynccontextmanager
 async def live_connection(
-    scope: Mapping[str, object], framing: LiveFraming, watch: ClientWatch | None = None
-) -> AsyncIterator[LiveConnection | None]:
+    scope: Mapping[str, object], framing: RunFraming[R], watch: ClientWatch | None = None
+) -> AsyncIterator[LiveConnection[R] | None]:
     """The :class:`LiveConnection` under the HTTP/1.1 response of ``scope``, written
     with ``framing``'s bytes while the caller is inside; ``None`` where there is none
     (see the module docstring).
@@ -186,7 +202,7 @@ async def live_connection(
         connection._socket.close()
 
 
-def _connect(scope: Mapping[str, object], framing: LiveFraming) -> LiveConnection | None:
+def _connect(scope: Mapping[str, object], framing: RunFraming[R]) -> LiveConnection[R] | None:
     """The connection under ``scope``'s response, or ``None``. Raises nothing.
 
     Found through Hypercorn's objects: the app's ``send`` (kept in the scope by

@@ -34,6 +34,7 @@ __all__ = [
     "SHUTTING_DOWN",
     "UNAUTHORIZED",
     "UNSUPPORTED_MEDIA_TYPE",
+    "http_problem",
     "install_problem_handlers",
     "invalid",
     "problem",
@@ -41,6 +42,7 @@ __all__ = [
     "status_type",
     "too_large",
     "unauthorized",
+    "unexpected_problem",
 ]
 
 PROBLEM_CONTENT_TYPE: Final = "application/problem+json"
@@ -123,20 +125,28 @@ def install_problem_handlers(app: Quart) -> None:
 
     @app.errorhandler(HTTPException)
     async def _http_error(error: HTTPException) -> Response:
-        status = error.code or 500
-        headers = {
-            name: value
-            for name, value in error.get_headers()
-            if name.lower() not in ("content-type", "content-length")
-        }
-        return problem(
-            status, error.name, error.description, type=status_type(status), headers=headers
-        )
+        return http_problem(error)
 
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:
-        app.logger.exception("unhandled error", exc_info=error)
-        return problem(500, "Internal Server Error", type=INTERNAL)
+        return unexpected_problem(app, error)
+
+
+def http_problem(error: HTTPException) -> Response:
+    """The problem of an HTTP error Quart or werkzeug raised (its status and headers)."""
+    status = error.code or 500
+    headers = {
+        name: value
+        for name, value in error.get_headers()
+        if name.lower() not in ("content-type", "content-length")
+    }
+    return problem(status, error.name, error.description, type=status_type(status), headers=headers)
+
+
+def unexpected_problem(app: Quart, error: Exception) -> Response:
+    """500 for an error nobody expected, logged on ``app``'s logger."""
+    app.logger.exception("unhandled error", exc_info=error)
+    return problem(500, "Internal Server Error", type=INTERNAL)
 
 
 def status_type(status: int) -> str:

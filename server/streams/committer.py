@@ -3,10 +3,13 @@
 Appends queue their records with :meth:`Committer.commit`; the committer's task takes
 all that are queued, writes them in a worker thread (each log's records in one write)
 and, under the ``commit`` sync policy, fdatasyncs every log it wrote before anyone is
-answered. Appends that arrive during a commit go into the next one, so a busy store
-makes few, large writes. Under an ``interval`` policy an append is answered once its
-bytes are written, and :meth:`Committer.sync_now` (run every interval by the store)
-makes them durable.
+answered, up to :data:`SYNC_THREADS` logs at once (concurrent syncs share the file
+system's journal commits, so a commit that wrote to many streams takes about as long
+as one that wrote to one). Appends that arrive during a commit go into the next one,
+so a busy store makes few, large writes. Under an ``interval`` policy an append is
+answered once its bytes are written, and :meth:`Committer.sync_now` (run every
+interval by the store) makes them durable. :meth:`Committer.close` stops the syncing
+threads once the store writes no more.
 
 Each queued item carries a callback the committer runs on the event loop once the
 item is written (or failed): it publishes the append (the stream's tail moves), whether
@@ -18,20 +21,24 @@ stream disagreeing. A write that fails stops the committer: that batch and every
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 import trio
 
 from .errors import StreamStoreFailedError
 from .segments import SegmentLog
 
-__all__ = ["Commit", "Committer", "SyncPolicy"]
+__all__ = ["SYNC_THREADS", "Commit", "Committer", "SyncPolicy"]
 
 T = TypeVar("T")
 
 log = logging.getLogger("sandstream.streams")
+
+SYNC_THREADS: Final = 8
+"""The most logs a commit fdatasyncs at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ class Committer:
         self._failed: BaseException | None = None
         self._unsynced: set[SegmentLog] = set()
         self._thread = trio.CapacityLimiter(1)
+        self._syncers: ThreadPoolExecutor | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Commit batches until cancelled (what is queued then fails)."""
@@ -130,16 +138,33 @@ class Committer:
         for log_, records in by_log.items():
             log_.write(b"".join(records))
         if self.policy.mode == "commit":
-            for log_ in by_log:
-                log_.sync()
+            self._sync(by_log.keys())
         else:
             self._unsynced.update(by_log)
+
+    def _sync(self, logs: Collection[SegmentLog]) -> None:
+        """fdatasync every log of ``logs``, up to :data:`SYNC_THREADS` at once (in the
+        committer's worker thread); raises the first failure."""
+        if len(logs) == 1:
+            for log_ in logs:
+                log_.sync()
+            return
+        if self._syncers is None:
+            self._syncers = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="streams-sync")
+        for _ in self._syncers.map(SegmentLog.sync, logs):
+            pass
 
     async def sync_now(self) -> None:
         """Make every write so far durable (the ``interval`` policy's tick)."""
         logs, self._unsynced = self._unsynced, set()
         if logs:
-            await trio.to_thread.run_sync(_sync_all, logs, limiter=self._thread)
+            await trio.to_thread.run_sync(self._sync, logs, limiter=self._thread)
+
+    async def close(self) -> None:
+        """Stop the threads that sync (once nothing is written any more)."""
+        syncers, self._syncers = self._syncers, None
+        if syncers is not None:
+            await trio.to_thread.run_sync(syncers.shutdown, limiter=self._thread)
 
     async def exclusive(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` in a worker thread while no commit writes (removing a log)."""
@@ -157,8 +182,3 @@ def _finish(batch: Commit, error: BaseException | None) -> None:
     for _, _, done in batch.items:
         done(error)
     batch.done.set()
-
-
-def _sync_all(logs: set[SegmentLog]) -> None:
-    for log_ in logs:
-        log_.sync()

@@ -4,8 +4,10 @@ Every request needs the runner token (``Authorization: Bearer <token>``). The pr
 is durable-streams' PROTOCOL.md: create (and fork) with PUT, append and close with
 POST (idempotent producers, ``Stream-Seq``), read with GET (catch-up, ``live=long-poll``,
 ``live=sse``), metadata with HEAD. Errors are problem JSON with the protocol's status and
-headers (:func:`_refusal`); every answer says ``X-Content-Type-Options: nosniff``. A
-live read ends when its client leaves, the stream is deleted, or the server shuts down.
+headers (:func:`.answers.refusal`); every answer says ``X-Content-Type-Options:
+nosniff``. A live read ends when its client leaves, the stream is deleted, or the
+server shuts down. Plain appends are answered below Quart (:mod:`.raw_append`); the
+ones it leaves (no ``Content-Length``, no token, ...) come here.
 """
 
 from __future__ import annotations
@@ -17,59 +19,42 @@ import trio
 from quart import Blueprint, Quart, Response, current_app, request
 from werkzeug.datastructures import Headers
 
-from sandstream.server.http.asgi import BODY_LIMITS
+from sandstream.server.http.asgi import BODY_LIMITS, RAW_ROUTES
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import problem, unauthorized
 
+from .answers import PROBLEM_TYPE, append, refusal, with_common_headers
 from .cursors import response_cursor
 from .errors import (
     InvalidStreamRequestError,
-    ProducerSequenceGapError,
-    StaleProducerEpochError,
-    StreamClosedError,
-    StreamConflictError,
     StreamError,
     StreamGoneError,
     StreamNotFoundError,
-    StreamStoreFailedError,
 )
 from .headers import (
     DEFAULT_CONTENT_TYPE,
     closed_flag,
     expires_at,
-    producer_stamp,
-    stream_seq,
     sub_offset,
     ttl_seconds,
 )
 from .jsonmode import json_body
 from .offsets import BEGINNING, NOW, format_offset, parse_offset, parse_read_offset
-from .records import ProducerStamp
+from .raw_append import RawAppends
 from .settings import StreamSettings
-from .sse import control_event, data_event, sse_encoding
-from .store import Appended, StreamStore
+from .sse import sse_encoding
+from .sse_body import SSEBody
+from .store import StreamStore
 from .stream import Stream, StreamConfig
 
 __all__ = ["STREAMS_EXTENSION", "STREAM_PREFIX", "Streams", "get_streams", "install_streams"]
 
 STREAMS_EXTENSION: Final = "sandstream.streams"
 STREAM_PREFIX: Final = "/v1/stream/"
+_RULE: Final = STREAM_PREFIX + "<path:name>"
 _REALM: Final = "sandstream-runner"
-_TYPE: Final = "urn:sandstream:problem:stream-"
 _CACHEABLE: Final = "private, max-age=60, stale-while-revalidate=300"
-_COMMON_HEADERS: Final = {
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Resource-Policy": "cross-origin",
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Expose-Headers": (
-        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, "
-        "Stream-SSE-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, "
-        "Producer-Received-Seq, ETag, Location, Content-Type"
-    ),
-}
-"""On every answer: no MIME sniffing, and readable by a page of any origin (that still
-needs the token: no cookie ever authenticates here)."""
 _PREFLIGHT_HEADERS: Final = {
     "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": (
@@ -111,16 +96,20 @@ def install_streams(app: Quart, streams: Streams) -> None:
     the sessions)."""
     app.extensions[STREAMS_EXTENSION] = streams
     app.config.setdefault(BODY_LIMITS, {})[STREAM_PREFIX] = streams.settings.max_append_bytes
+    app.config.setdefault(RAW_ROUTES, {})[STREAM_PREFIX] = RawAppends(
+        streams.store,
+        streams.token,
+        streams.reserved,
+        STREAM_PREFIX,
+        streams.settings.max_append_bytes,
+        route=_RULE,
+    )
     app.register_blueprint(streams_blueprint)
 
 
 @streams_blueprint.after_request
 async def _common_headers(response: Response) -> Response:
-    for name, value in _COMMON_HEADERS.items():
-        response.headers[name] = value
-    if response.status_code in (204, 304):
-        del response.headers["Content-Type"]
-    return response
+    return with_common_headers(response)
 
 
 @streams_blueprint.errorhandler(BadRequestError)
@@ -130,36 +119,7 @@ async def _bad_request(error: BadRequestError) -> Response:
 
 @streams_blueprint.errorhandler(StreamError)
 async def _stream_error(error: StreamError) -> Response:
-    return _refusal(error)
-
-
-def _refusal(error: StreamError) -> Response:
-    """The protocol's answer to ``error``: status, headers, and a problem body."""
-    headers: dict[str, str] = {}
-    if isinstance(error, StreamClosedError):
-        status, name = 409, "closed"
-        headers = {"Stream-Closed": "true", "Stream-Next-Offset": format_offset(error.tail)}
-    elif isinstance(error, ProducerSequenceGapError):
-        status, name = 409, "producer-sequence-gap"
-        headers = {
-            "Producer-Expected-Seq": str(error.expected),
-            "Producer-Received-Seq": str(error.received),
-        }
-    elif isinstance(error, StaleProducerEpochError):
-        status, name = 403, "stale-producer-epoch"
-        headers = {"Producer-Epoch": str(error.current_epoch)}
-    elif isinstance(error, StreamConflictError):
-        status, name = 409, "conflict"
-    elif isinstance(error, StreamNotFoundError):
-        status, name = 404, "not-found"
-    elif isinstance(error, StreamGoneError):
-        status, name = 410, "gone"
-    elif isinstance(error, StreamStoreFailedError):
-        status, name = 503, "store-failed"
-    else:
-        status, name = 400, "invalid-request"
-    title = name.replace("-", " ").capitalize()
-    return problem(status, title, str(error), type=_TYPE + name, headers=headers)
+    return refusal(error)
 
 
 # -- the route -------------------------------------------------------------------------
@@ -183,7 +143,7 @@ async def stream_route(name: str) -> Response:
             405,
             "Method not allowed",
             "this stream is written by the server alone: read it",
-            type=_TYPE + "read-only",
+            type=PROBLEM_TYPE + "read-only",
             headers={"Allow": "GET, HEAD, OPTIONS"},
         )
     if method == "PUT":
@@ -199,7 +159,7 @@ async def stream_route(name: str) -> Response:
 
 
 streams_blueprint.add_url_rule(
-    "/v1/stream/<path:name>",
+    _RULE,
     view_func=stream_route,
     methods=["GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS"],
     provide_automatic_options=False,
@@ -250,47 +210,8 @@ def _source_path(value: str) -> str:
 
 
 async def _append(streams: Streams, path: str) -> Response:
-    store = streams.store
-    stream = store.get(path)
-    headers = request.headers
-    close = closed_flag(headers.get("Stream-Closed"))
-    producer = producer_stamp(
-        headers.get("Producer-Id"), headers.get("Producer-Epoch"), headers.get("Producer-Seq")
-    )
-    seq = stream_seq(headers.get("Stream-Seq"))
     body = await request.get_data(cache=False, as_text=False, parse_form_data=False)
-    if not body:
-        if not close:
-            raise InvalidStreamRequestError("an append needs a body (or Stream-Closed: true)")
-        outcome = await store.close(stream, producer)
-    else:
-        content_type = headers.get("Content-Type")
-        if not content_type:
-            raise InvalidStreamRequestError("an append needs a Content-Type")
-        outcome = await store.append(
-            stream,
-            body,
-            content_type=content_type,
-            producer=producer,
-            stream_seq=seq,
-            close=close,
-        )
-    return _appended(outcome, producer, data=bool(body))
-
-
-def _appended(outcome: Appended, producer: ProducerStamp | None, *, data: bool) -> Response:
-    """200 for new data from a producer; 204 otherwise (plain appends, closes, retries)."""
-    fresh = data and producer is not None and not outcome.duplicate
-    response = Response(b"", status=200 if fresh else 204)
-    response.headers["Stream-Next-Offset"] = format_offset(outcome.tail)
-    if outcome.closed:
-        response.headers["Stream-Closed"] = "true"
-    if producer is not None:
-        response.headers["Producer-Epoch"] = str(producer.epoch)
-        response.headers["Producer-Seq"] = str(
-            producer.seq if outcome.producer_seq is None else outcome.producer_seq
-        )
-    return response
+    return await append(streams.store, path, request.headers, body)
 
 
 def _stream_headers(stream: Stream) -> Headers:
@@ -408,7 +329,14 @@ async def _long_poll(streams: Streams, stream: Stream, position: int) -> Respons
 
 def _sse(streams: Streams, stream: Stream, position: int) -> Response:
     encoding = sse_encoding(stream.content_type)
-    body = _SSEBody(streams, stream, position, request.args.get("cursor"))
+    body = SSEBody(
+        streams.store,
+        streams.settings,
+        stream,
+        position,
+        request.args.get("cursor"),
+        request.scope,
+    )
     response = Response(body, status=200, content_type="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
@@ -416,50 +344,3 @@ def _sse(streams: Streams, stream: Stream, position: int) -> Response:
         response.headers["Stream-SSE-Data-Encoding"] = "base64"
     response.timeout = None
     return response
-
-
-class _SSEBody:
-    """One ``live=sse`` reader: data and control events until the stream closes, the
-    reader leaves, or the reconnect interval has passed (an async iterator of bytes)."""
-
-    def __init__(self, streams: Streams, stream: Stream, position: int, cursor: str | None) -> None:
-        self._streams = streams
-        self._stream = stream
-        self._position = position
-        self._cursor = cursor
-        self._encoding = sse_encoding(stream.content_type)
-        self._deadline = trio.current_time() + streams.settings.sse_reconnect
-        self._sent_control = False
-        self._done = False
-
-    def __aiter__(self) -> _SSEBody:
-        return self
-
-    async def __anext__(self) -> bytes:
-        stream = self._stream
-        store = self._streams.store
-        while not self._done:
-            if stream.removed or stream.deleted:
-                break
-            if self._position < stream.tail:
-                chunk = await store.read(stream, self._position, self._streams.settings.read_bytes)
-                self._position = chunk.next
-                return data_event(chunk.payload, self._encoding) + self._control()
-            if stream.closed or not self._sent_control:
-                return self._control()
-            with trio.move_on_at(self._deadline) as waiting:
-                await store.wait(stream, self._position)
-            if waiting.cancelled_caught:
-                break
-        raise StopAsyncIteration
-
-    def _control(self) -> bytes:
-        stream = self._stream
-        at_tail = self._position >= stream.tail
-        closed = stream.closed and at_tail
-        self._sent_control = True
-        self._done = closed
-        self._cursor = response_cursor(self._cursor)
-        return control_event(
-            format_offset(self._position), cursor=self._cursor, up_to_date=at_tail, closed=closed
-        )

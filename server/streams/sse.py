@@ -5,7 +5,8 @@ per line of it (CR, LF and CRLF all end a line, so nothing in the payload can en
 event or start another; no space after the colon unless the line starts with one);
 JSON mode as its JSON array; any other content type base64 encoded (the response then
 says ``stream-sse-data-encoding: base64``). Every ``data`` event is followed by a
-``control`` event with the next offset and, while the stream is open, a cursor.
+``control`` event with the next offset and, while the stream is open, a cursor;
+:func:`live_events` are the two for an append offered to the live readers.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from .jsonmode import is_json, json_body
+from .live import LiveAppend
+from .offsets import format_offset
 
-__all__ = ["SseEncoding", "control_event", "data_event", "sse_encoding"]
+__all__ = ["SseEncoding", "control_event", "data_event", "live_events", "sse_encoding"]
 
 SseEncoding: TypeAlias = Literal["text", "json", "base64"]
 _LINE_BREAK: Final = re.compile(rb"\r\n|\r|\n")
@@ -64,3 +67,12 @@ def control_event(next_offset: str, *, cursor: str | None, up_to_date: bool, clo
         if up_to_date:
             fields["upToDate"] = True
     return b"event: control\ndata:" + _encode(fields) + b"\n\n"
+
+
+def live_events(append: LiveAppend, encoding: SseEncoding) -> bytes:
+    """The ``data`` event of ``append`` and the ``upToDate`` control after it: what a
+    live reader of an open stream gets for the append it is offered."""
+    record = append.record
+    return data_event(record.payload, encoding) + control_event(
+        format_offset(record.end), cursor=str(append.cursor), up_to_date=True, closed=False
+    )

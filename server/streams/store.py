@@ -125,6 +125,7 @@ class StreamStore:
                 try:
                     await self._checkpoint()
                 finally:
+                    await self._committer.close()
                     for stream in self._streams.values():
                         stream.log.close()
                     await index.close()

@@ -6,7 +6,9 @@ append is judged against it. What it **shows** (``tail``, ``closed``) moves when
 committer has written the append: readers never see a byte before it is stored. Its
 newest records stay in memory (``recent``, up to ``tail_bytes``) so that live readers
 are served without touching the disk; a reader that falls behind reads the same bytes
-from the log. :meth:`Stream.changed` wakes waiting readers once per change.
+from the log. :meth:`Stream.changed` wakes waiting readers once per change; caught-up
+readers in its live set (:mod:`.live`) are offered each append instead, except a
+close and an append over ``tail_bytes``, which wake them like any change.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import trio
 
 from .headers import media_type
 from .jsonmode import is_json
+from .live import LiveReader, LiveSet
 from .producers import ProducerState
 from .records import ProducerStamp, Record
 from .segments import SegmentLog
@@ -100,6 +103,7 @@ class Stream:
         self._recent_bytes = 0
         self._tail_bytes = tail_bytes
         self._changed = trio.Event()
+        self._live = LiveSet()
 
     @property
     def content_type(self) -> str:
@@ -121,7 +125,8 @@ class Stream:
     # -- what readers see ----------------------------------------------------------
 
     def publish(self, record: Record) -> None:
-        """The committer wrote ``record``: show it and wake readers."""
+        """The committer wrote ``record``: show it, offer it to the live readers (or
+        wake them), and wake waiting readers."""
         self.tail = record.end
         if record.close:
             self.closed = True
@@ -130,7 +135,11 @@ class Stream:
             self._remember(record)
         else:
             self._forget()
-        self.notify()
+        if record.close or len(record.payload) > self._tail_bytes:
+            self._live.wake()
+        else:
+            self._live.offer(record)
+        self._wake_waiting()
 
     def show_closed(self) -> None:
         """A close without data is stored: show it and wake readers."""
@@ -140,9 +149,31 @@ class Stream:
         self.notify()
 
     def notify(self) -> None:
-        """Wake every reader waiting in :meth:`changed`."""
+        """Wake every reader: those waiting in :meth:`changed` and the live ones."""
+        self._live.wake()
+        self._wake_waiting()
+
+    def _wake_waiting(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    def join_live(self, reader: LiveReader) -> bool:
+        """Add ``reader`` to the live set; False (not added) unless it holds everything
+        the stream shows and the stream is open. Leave with :meth:`leave_live`."""
+        if reader.position != self.tail or self.closed or self.deleted or self.removed:
+            return False
+        self._live.join(reader)
+        return True
+
+    def leave_live(self, reader: LiveReader) -> None:
+        """Take ``reader`` out of the live set, holding every append so far (nothing if
+        the stream took it out already)."""
+        self._live.leave(reader)
+
+    @property
+    def live_readers(self) -> int:
+        """How many caught-up readers the stream offers its appends to now."""
+        return len(self._live)
 
     async def changed(self) -> None:
         """Wait for the next change (new data, closure, deletion)."""

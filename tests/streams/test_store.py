@@ -3,9 +3,11 @@ fork chain, a deletion; what each write puts on disk."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
+import trio
 
 from sandstream.server.streams import (
     StreamClosedError,
@@ -111,6 +113,27 @@ async def test_interval_sync_keeps_what_was_written(tmp_path: Path) -> None:
     async with running_store(tmp_path) as store:
         assert await _read_all(store, "/v1/stream/i") == b"ab"
         assert store.get("/v1/stream/i").producers["p"].last_seq == 0
+
+
+def _syncing_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("streams-sync")]
+
+
+async def test_a_commit_syncs_many_logs_at_once_and_its_threads_stop_with_the_store(
+    tmp_path: Path,
+) -> None:
+    paths = [f"/v1/stream/m{i}" for i in range(20)]
+    async with running_store(tmp_path) as store:
+        for path in paths:
+            await store.create(path, TEXT, b"", closed=False)
+        async with trio.open_nursery() as nursery:
+            for path in paths:
+                nursery.start_soon(_append, store, path, path.encode())
+        assert _syncing_threads()  # the appends were committed together
+    assert not _syncing_threads()
+    async with running_store(tmp_path) as store:
+        for path in paths:
+            assert await _read_all(store, path) == path.encode()
 
 
 def test_sync_policies_parse() -> None:

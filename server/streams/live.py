@@ -1,0 +1,121 @@
+"""A stream's live set: its caught-up ``live=sse`` readers, offered each new append.
+
+A reader that holds everything its stream shows (at its tail, the stream open) may
+join the stream's :class:`LiveSet`; from then on the stream offers it each append as
+it publishes it (:meth:`LiveSet.offer`), as a :class:`LiveAppend`: the stored record
+and the ``Stream-Cursor`` of the control event after it, one for every reader of the
+set (the current interval, or the highest cursor a reader of the set was already
+given, so no reader's cursor goes back). A reader that does not take an append whole
+leaves the set woken, holding it; every reader does when the stream publishes what it
+does not offer, closes or is deleted (:meth:`LiveSet.wake`). A woken reader reads on
+as any reader, from the position it holds. Sans-IO: nothing here blocks or raises.
+Cancellation: a reader that stops waiting leaves with :meth:`LiveSet.leave`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import trio
+
+from .cursors import interval_cursor
+from .records import Record
+
+__all__ = ["LiveAppend", "LiveReader", "LiveSet", "LiveSubscriber"]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveAppend:
+    """What the live readers of a stream are offered: a published ``record`` (not a
+    close) and the ``cursor`` of the control event that follows its data."""
+
+    record: Record
+    cursor: int
+
+
+class LiveSubscriber(Protocol):
+    """How a caught-up reader takes a stream's appends without its task waking."""
+
+    def offer(self, append: LiveAppend) -> bool:
+        """Take ``append`` at once (never blocks, never raises): True when all of it
+        was taken; False when the reader must read on by itself (it leaves the live
+        set holding ``append``, and is offered nothing more)."""
+        ...
+
+
+class LiveReader:
+    """A caught-up reader in a live set.
+
+    ``subscriber`` takes the appends. ``position``: the stream position it holds,
+    ``cursor``: the highest ``Stream-Cursor`` it was given (both as of when it left
+    the set). ``woken``: set when the stream takes it out of the set.
+    """
+
+    __slots__ = ("cursor", "position", "subscriber", "woken")
+
+    def __init__(self, subscriber: LiveSubscriber, position: int, cursor: int) -> None:
+        self.subscriber = subscriber
+        self.position = position
+        self.cursor = cursor
+        self.woken = trio.Event()
+
+
+class LiveSet:
+    """One stream's live readers (see the module docstring); the stream decides who
+    may join and what is offered."""
+
+    __slots__ = ("_cursor", "_position", "_readers")
+
+    def __init__(self) -> None:
+        self._readers: dict[LiveReader, None] = {}
+        self._position = 0
+        """The position every reader of the set holds."""
+        self._cursor = 0
+        """The highest cursor a reader of the set was given."""
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def join(self, reader: LiveReader) -> None:
+        """Add ``reader``, which holds everything its stream shows."""
+        self._position = reader.position
+        self._cursor = max(self._cursor, reader.cursor)
+        self._readers[reader] = None
+
+    def leave(self, reader: LiveReader) -> None:
+        """Take ``reader`` out of the set, holding every append so far (nothing if it
+        was taken out already)."""
+        if reader in self._readers:
+            del self._readers[reader]
+            reader.position, reader.cursor = self._position, self._cursor
+            self._emptied()
+
+    def offer(self, record: Record) -> None:
+        """Offer ``record`` (the newest published) to every reader; wake the ones that
+        did not take all of it, holding it."""
+        if not self._readers:
+            return
+        self._cursor = max(self._cursor, interval_cursor())
+        self._position = record.end
+        append = LiveAppend(record, self._cursor)
+        behind = [reader for reader in self._readers if not reader.subscriber.offer(append)]
+        for reader in behind:
+            del self._readers[reader]
+        self._wake(behind)
+
+    def wake(self) -> None:
+        """Take every reader out of the set, holding what it was offered."""
+        readers, self._readers = list(self._readers), {}
+        self._wake(readers)
+
+    def _wake(self, readers: list[LiveReader]) -> None:
+        for reader in readers:
+            reader.position, reader.cursor = self._position, self._cursor
+            reader.woken.set()
+        self._emptied()
+
+    def _emptied(self) -> None:
+        """An empty set owes no reader a cursor."""
+        if not self._readers:
+            self._cursor = 0
