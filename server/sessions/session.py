@@ -265,22 +265,27 @@ class Session:
             self._offer_live(run)
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
-        """Record the end (buffer first), wake every reader, refuse further messages.
+        """Record the end (buffer first: its stream closed), then wake every reader and
+        refuse further messages.
 
         ``terminal`` is the last chunk when the session ended with one. A buffer that
-        fails here is logged by the caller; the session still ends in memory.
+        fails here is logged by the caller; the session still ends in memory (also when
+        cancelled meanwhile).
         """
-        self.state = state
-        self.ended_at = now_ms()
-        self.terminal = terminal
-        if self._messages is not None:
-            self._messages.close()
-        self._tail, self._tail_size = [], 0
-        self._notify()
-        self._wake_live(self.last_cursor)
-        await self.buffer.finish(
-            self.key, state, self.ended_at, terminal, self.first_cursor, self.last_cursor
-        )
+        ended_at = now_ms()
+        try:  # readers see the end once the session's stream is closed
+            await self.buffer.finish(
+                self.key, state, ended_at, terminal, self.first_cursor, self.last_cursor
+            )
+        finally:
+            self.state = state
+            self.ended_at = ended_at
+            self.terminal = terminal
+            if self._messages is not None:
+                self._messages.close()
+            self._tail, self._tail_size = [], 0
+            self._notify()
+            self._wake_live(self.last_cursor)
 
     # -- readers ----------------------------------------------------------------------
 
