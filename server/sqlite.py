@@ -3,11 +3,17 @@
 Shared by the chat store (:mod:`sandstream.server.chat.store.sql`) and the session
 buffer (:mod:`sandstream.server.sessions.buffer`); each brings its own schema.
 :class:`SQLiteDatabase` keeps one writer connection (``BEGIN IMMEDIATE``, one write at a
-time) and a pool of readers (WAL); no database call runs on the event loop.
+time) and a pool of readers (WAL); no database call runs on the event loop. Writes
+queued while one runs go to the writer's thread together and commit as one transaction,
+each in a savepoint of its own: a write that raises is rolled back alone, and the
+others see the database as if each had run by itself, in order. One hand-off to a
+thread and one commit serve them all, so writes keep up when threads wait long for a
+CPU.
 
-Cancellation: a call that has started runs to completion in its thread, and the caller
-sees :class:`trio.Cancelled` at its next checkpoint without learning the outcome; callers
-that must know it (a turn's start and settle) shield the call.
+Cancellation: a write cancelled while queued never runs. A call that has started runs
+to completion in its thread, and the caller sees :class:`trio.Cancelled` at its next
+checkpoint without learning the outcome; callers that must know it (a turn's start and
+settle) shield the call.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 import trio
 
@@ -45,6 +51,48 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
 
 Migrate = Callable[[sqlite3.Connection], object]
 """Brings a database's schema up to date, on the writer connection, outside a transaction."""
+
+
+class _Write(Generic[T]):
+    """One queued :meth:`SQLiteDatabase.write`: its function, then its outcome."""
+
+    __slots__ = ("batch", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
+        self.fn = fn
+        self.batch: trio.Event | None = None  # set once taken: its batch is done
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+
+def _transaction(conn: sqlite3.Connection, writes: list[_Write[Any]]) -> list[_Write[Any]]:
+    """Run ``writes`` in order in one transaction, each in a savepoint: one that raises
+    is rolled back alone. Returns the writes to run again in a new transaction: those
+    a failure that ends the whole transaction (SQLite ends it on a full disk, for one)
+    undid, and those after it."""
+    ran: list[_Write[Any]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for index, write in enumerate(writes):
+            conn.execute("SAVEPOINT write")
+            try:
+                write.result = write.fn(conn)
+            except BaseException as exc:
+                write.error = exc
+                if not conn.in_transaction:
+                    return ran + writes[index + 1 :]
+                conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
+            if write.error is None:
+                ran.append(write)
+        conn.execute("COMMIT")
+    except BaseException as exc:  # the transaction itself failed: so did every write in it
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        for write in writes:
+            if write.error is None:
+                write.result, write.error = None, exc
+    return []
 
 
 class SQLiteDatabase:
@@ -78,7 +126,8 @@ class SQLiteDatabase:
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: sqlite3.Connection | None = None
         self._write_lock = threading.Lock()
-        self._write_limiter = trio.CapacityLimiter(1)
+        self._queued: list[_Write[Any]] = []
+        self._running: trio.Event | None = None
         self._read_limiter = trio.CapacityLimiter(readers)
         self._idle_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
@@ -128,34 +177,57 @@ class SQLiteDatabase:
     # -- calls -----------------------------------------------------------------------
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, in a worker thread.
+        """Run ``fn(conn)`` in a ``BEGIN IMMEDIATE`` transaction, in a worker thread.
 
         Committed if ``fn`` returns, rolled back if it raises (the exception
-        propagates). Writes run one at a time.
+        propagates). Writes run one at a time, in the order they were called; those
+        queued while one runs go to the thread together, each in a savepoint of one
+        transaction (see the module docstring). ``fn`` may run more than once: a
+        write undone with its transaction by another's failure runs again.
         """
-        return await trio.to_thread.run_sync(self.write_blocking, fn, limiter=self._write_limiter)
+        write = _Write(fn)
+        self._queued.append(write)
+        try:
+            while write.batch is None:
+                running = self._running
+                if running is None:
+                    await self._run_queued()
+                else:
+                    await running.wait()
+        except BaseException:
+            if write.batch is None:  # cancelled before it was taken: it never runs
+                self._queued.remove(write)
+            raise
+        await write.batch.wait()
+        if write.error is not None:
+            raise write.error
+        return cast(T, write.result)
+
+    async def _run_queued(self) -> None:
+        """Take every queued write and run them in the writer's thread."""
+        writes, self._queued = self._queued, []
+        done = self._running = trio.Event()
+        for write in writes:
+            write.batch = done
+        try:
+            await trio.to_thread.run_sync(self._write_sync, writes)
+        finally:
+            self._running = None
+            done.set()
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
         return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
 
-    def write_blocking(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`write` for a thread of the caller's own: runs ``fn(conn)`` in one
-        ``BEGIN IMMEDIATE`` transaction in the calling thread, which it blocks. Never
-        call it on the event loop."""
+    def _write_sync(self, writes: list[_Write[Any]]) -> None:
         with self._write_lock:
             conn = self._writer
             if conn is None or self._closed:
-                raise sqlite3.ProgrammingError("the database is closed")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
+                for write in writes:
+                    write.error = sqlite3.ProgrammingError("the database is closed")
+                return
+            while writes:
+                writes = _transaction(conn, writes)
 
     def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._take_reader()

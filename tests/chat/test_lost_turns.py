@@ -6,6 +6,7 @@ mover and settled from its chunks (its steps kept); one without is settled as
 from __future__ import annotations
 
 import signal
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from sandstream.server.chat import SqlChatStore
 from sandstream.server.chat.credentials.one_time import mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.records import TurnRequest
+from sandstream.server.sessions.buffer import BUFFER_FILE
 from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
@@ -186,3 +188,34 @@ async def test_the_periodic_sweep_settles_a_lease_that_expires_while_serving(
                 await trio.sleep(0.1)
         chat = await server.store.get_chat(WORKSPACE, live["chatId"], now=now_ms())
         assert chat.active_message_id == live["assistantMessageId"]
+
+
+async def test_a_start_held_up_longer_than_the_lock_lease_is_not_taken_for_lost(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """A turn whose runner session takes longer to start than the chat lock's lease
+    (its session database locked by another process for a while) keeps its lock, and
+    runs and settles as usual: the sweeps in the meantime leave it be."""
+    server = await start_chat_server(
+        nursery, tmp_path, sweep_interval=0.2, lock_lease=1.0, lock_heartbeat=0.25
+    )
+    held = 4.0  # four leases, sixteen sweeps
+    other = sqlite3.connect(tmp_path / BUFFER_FILE, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+
+        async def release() -> None:
+            await trio.sleep(held)
+            other.execute("COMMIT")
+
+        async with trio.open_nursery() as holding:
+            holding.start_soon(release)
+            run = await server.turn("slow to start")
+    finally:
+        other.close()
+    assert run.status == 200 and run.kinds[-2:] == ["result", "done"]
+    chat = await server.chat(run.chat_id)
+    assert [(m["role"], m.get("status")) for m in chat["messages"]][-1] == (
+        "assistant",
+        "complete",
+    )

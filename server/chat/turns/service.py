@@ -25,12 +25,13 @@ from sandstream.server.runner.turn import END_GRACE
 from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
 
 from ..config import ChatSettings
+from ..credentials.one_time import MintedTokens
 from ..dispatching import Dispatcher
 from ..errors import ChatBusyError, NoLiveTurnError, RunnerSessionGoneError, StoreError
 from ..ids import new_id, now_ms
 from ..mover.settle import TurnSettler
 from ..mover.turns import TurnMover
-from ..records import TurnRecord, TurnRequest
+from ..records import TurnRecord, TurnRequest, TurnStart
 from ..requests import ChatStreamRequest
 from ..store.contract import ChatStore
 from .frames import done_frame
@@ -166,39 +167,12 @@ class ChatTurns:
         )
         with trio.CancelScope(shield=True):
             start = await self.store.begin_turn(request)
-            dispatch = self.dispatcher.dispatch(
-                turn_id,
-                tokens,
-                body.message,
-                start.session.conversation,
-                scope,
-                extensions=(LIVE_EXTENSION,),
-            )
-            try:
-                session = await start_runner_session(
-                    dispatch,
-                    embedded=self.sessions,
-                    runner_url=runner_url,
-                    token=settings.runner_token,
-                    connect_timeout=settings.remote_connect_timeout,
-                )
-            except BaseException:
-                await self.store.abort_turn(start)
-                raise
-            await self.store.attach_runner_session(turn_id, session.id)
-            record = TurnRecord(
-                id=turn_id,
-                chat_id=start.chat.id,
-                workspace_id=body.workspace_id,
-                session_id=session.id,
-                runner_url=runner_url,
-                assistant_message_id=request.assistant_message_id,
-                user_message_id=request.user_message_id,
-                on_disconnect=body.on_disconnect,
-                state="running",
-                created_at=now,
-            )
-            self.mover.claim_now(record)
+            async with trio.open_nursery() as keeping:
+                keeping.start_soon(self._keep_lock, start.chat.id, request.holder)
+                try:
+                    record, session = await self._start_session(body, request, tokens, start, scope)
+                finally:
+                    keeping.cancel_scope.cancel()
         log.info(
             "chat %s: turn %s -> session %s on %s",
             start.chat.id,
@@ -207,6 +181,70 @@ class ChatTurns:
             runner_url or "the embedded runner",
         )
         return StartedTurn(record, session, self._start_data(record, start.chat.conversation_id))
+
+    async def _start_session(
+        self,
+        body: ChatStreamRequest,
+        request: TurnRequest,
+        tokens: MintedTokens,
+        start: TurnStart,
+        scope: dict[str, Any],
+    ) -> tuple[TurnRecord, RunnerSession]:
+        """Start the runner session of a turn whose start is written, attach it and
+        hand it to the log mover; a session that cannot start undoes the turn's start."""
+        settings = self.settings
+        turn_id = request.session_id
+        dispatch = self.dispatcher.dispatch(
+            turn_id,
+            tokens,
+            body.message,
+            start.session.conversation,
+            scope,
+            extensions=(LIVE_EXTENSION,),
+        )
+        try:
+            session = await start_runner_session(
+                dispatch,
+                embedded=self.sessions,
+                runner_url=request.runner_url,
+                token=settings.runner_token,
+                connect_timeout=settings.remote_connect_timeout,
+            )
+        except BaseException:
+            await self.store.abort_turn(start)
+            raise
+        await self.store.attach_runner_session(turn_id, session.id)
+        record = TurnRecord(
+            id=turn_id,
+            chat_id=start.chat.id,
+            workspace_id=body.workspace_id,
+            session_id=session.id,
+            runner_url=request.runner_url,
+            assistant_message_id=request.assistant_message_id,
+            user_message_id=request.user_message_id,
+            on_disconnect=body.on_disconnect,
+            state="running",
+            created_at=request.now,
+        )
+        self.mover.claim_now(record)
+        return record, session
+
+    async def _keep_lock(self, chat_id: str, holder: str) -> None:
+        """Renew the chat's lock every ``lock_heartbeat`` s while its turn starts (until
+        cancelled), so that a start held up for longer than the lock's lease is not
+        taken for a dead one; the log mover holds the lock from then on. A failed
+        renewal is logged; the next one tries again."""
+        settings = self.settings
+        while True:
+            await trio.sleep(settings.lock_heartbeat)
+            try:
+                expires_at = now_ms() + int(settings.lock_lease * 1000)
+                if not await self.store.renew_lock(chat_id, holder, expires_at):
+                    return
+            except (sqlite3.Error, StoreError) as exc:
+                log.warning(
+                    "chat %s: renewing the lock of a starting turn failed: %r", chat_id, exc
+                )
 
     @staticmethod
     def _start_data(record: TurnRecord, conversation_id: str | None) -> dict[str, Any]:
