@@ -21,6 +21,13 @@ restarted while it was idle) is dropped and the next one tried.
 for (:class:`sandstream.server.chat.store.database.Connection`): ``?`` placeholders,
 rows read by name or position.
 
+Every connection waits at most ``lock_timeout_ms`` for a row lock another session holds
+(a replica stuck in a transaction): the write then fails with
+:class:`psycopg.errors.LockNotAvailable`, as SQLite's ``busy_timeout`` ends a wait for
+its write lock, instead of waiting forever; and the server ends a session of ours left
+idle inside a transaction for :data:`IDLE_IN_TRANSACTION_MS`, so that one can never
+hold its locks for longer.
+
 Bad input: a malformed URL raises :class:`psycopg.ProgrammingError`, a server that
 cannot be reached :class:`psycopg.OperationalError`, both from :meth:`PostgresDatabase.open`.
 Cancellation: a call that has started runs to completion in its thread; the caller
@@ -40,7 +47,16 @@ import trio
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
-__all__ = ["CONNECT_TIMEOUT", "WRITE_ATTEMPTS", "PgConnection", "PgRow", "PostgresDatabase"]
+from .sqlite import DEFAULT_BUSY_TIMEOUT_MS
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "IDLE_IN_TRANSACTION_MS",
+    "WRITE_ATTEMPTS",
+    "PgConnection",
+    "PgRow",
+    "PostgresDatabase",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +65,9 @@ WRITE_ATTEMPTS: Final = 20
 
 CONNECT_TIMEOUT: Final = 10
 """Seconds to wait for a connection (the server, or a connection of the pool)."""
+
+IDLE_IN_TRANSACTION_MS: Final = 60_000
+"""How long the server lets a session of ours sit idle inside a transaction."""
 
 _RETRIED: Final = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
@@ -126,18 +145,32 @@ Migrate = Callable[[PgConnection], object]
 class PostgresDatabase:
     """A PostgreSQL database, migrated to the current schema by ``migrate``; see the
     module docstring. Open it with :meth:`open`. ``connections`` bounds the pool (and so
-    the concurrent calls)."""
+    the concurrent calls); ``lock_timeout_ms`` the wait for a row lock."""
 
-    def __init__(self, url: str, *, migrate: Migrate, connections: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: Migrate,
+        connections: int = 8,
+        lock_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
         if connections < 1:
             raise ValueError(f"connections must be >= 1, got {connections}")
+        if lock_timeout_ms < 1:
+            raise ValueError(f"lock_timeout_ms must be >= 1, got {lock_timeout_ms}")
         self.url = url
         self._migrate = migrate
+        self._settings = (
+            f"SET lock_timeout = {int(lock_timeout_ms)}; "
+            f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}"
+        )
         self._pool: ConnectionPool[psycopg.Connection[PgRow]] = ConnectionPool(
             url,
             min_size=1,
             max_size=connections,
             kwargs={"autocommit": True, "row_factory": _pg_row},
+            configure=self._configure,
             open=False,
             timeout=CONNECT_TIMEOUT,
             name="sandstream-chat",
@@ -148,13 +181,20 @@ class PostgresDatabase:
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str, *, migrate: Migrate, connections: int = 8) -> PostgresDatabase:
+    async def open(
+        cls,
+        url: str,
+        *,
+        migrate: Migrate,
+        connections: int = 8,
+        lock_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> PostgresDatabase:
         """Connect to ``url`` and migrate the database, in a worker thread.
 
         Raises :class:`psycopg.ProgrammingError` for a malformed URL,
         :class:`psycopg.OperationalError` when the server cannot be reached or refuses
         the login, and what ``migrate`` raises."""
-        db = cls(url, migrate=migrate, connections=connections)
+        db = cls(url, migrate=migrate, connections=connections, lock_timeout_ms=lock_timeout_ms)
         await trio.to_thread.run_sync(db._open_sync)
         return db
 
@@ -164,8 +204,13 @@ class PostgresDatabase:
         with psycopg.connect(
             self.url, autocommit=True, row_factory=_pg_row, connect_timeout=CONNECT_TIMEOUT
         ) as conn:
+            self._configure(conn)
             self._migrate(PgConnection(conn))
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+
+    def _configure(self, conn: psycopg.Connection[PgRow]) -> None:
+        """The session settings of each new connection (see the module docstring)."""
+        conn.execute(self._settings)
 
     # -- calls -----------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from benchmarks.support.postgres_server import PostgresServer
 from sandstream.server.chat import ChatBusyError, PostgresChatStore, TokenRejectedError
 from sandstream.server.chat.ids import now_ms
 from sandstream.server.chat.store.database import Connection
-from sandstream.server.chat.store.migrations import POSTGRES_MIGRATIONS
+from sandstream.server.chat.store.migrations import POSTGRES_MIGRATIONS, migrate_postgres
+from sandstream.server.postgres import PostgresDatabase
 from tests.chat.test_store import WS, _finish, _request
 
 REPLICAS = 2
@@ -144,6 +145,40 @@ async def test_a_connection_lost_mid_transaction_writes_nothing(
         assert [c.id for c in await store.list_chats(WS, limit=5, now=4)] == [chat.id]
     finally:
         await store.close()
+
+
+async def test_a_write_waiting_for_a_row_lock_held_elsewhere_fails_after_the_lock_timeout(
+    database_url: str,
+) -> None:
+    """A session stuck inside a transaction holding a row lock (another replica) makes
+    a write that needs the row fail with a clear error after the lock timeout, not wait
+    forever; once it lets go, the write goes through."""
+    db = await PostgresDatabase.open(database_url, migrate=migrate_postgres, lock_timeout_ms=200)
+    try:
+        await db.write(
+            lambda conn: conn.execute(
+                "INSERT INTO leases (session_id, owner, generation, expires_at) "
+                "VALUES ('ses_locked', 'a', 1, 0)"
+            )
+        )
+        settings = await db.read(
+            lambda conn: conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0]
+        )
+        assert settings == "1min"
+
+        def renew(conn: Connection) -> int:
+            cursor = conn.execute(
+                "UPDATE leases SET expires_at = 1 WHERE session_id = 'ses_locked'"
+            )
+            return cursor.rowcount
+
+        with psycopg.connect(database_url) as other:  # a transaction, left open
+            other.execute("SELECT * FROM leases WHERE session_id = 'ses_locked' FOR UPDATE")
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                await db.write(renew)
+        assert await db.write(renew) == 1
+    finally:
+        await db.close()
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+import psycopg
 import trio
 
 from sandstream.core.envelope import LIVE_EXTENSION
@@ -241,7 +242,7 @@ class ChatTurns:
                 expires_at = now_ms() + int(settings.lock_lease * 1000)
                 if not await self.store.renew_lock(chat_id, holder, expires_at):
                     return
-            except (sqlite3.Error, StoreError) as exc:
+            except (sqlite3.Error, psycopg.Error, StoreError) as exc:
                 log.warning(
                     "chat %s: renewing the lock of a starting turn failed: %r", chat_id, exc
                 )
