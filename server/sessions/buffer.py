@@ -289,7 +289,9 @@ class SessionBuffer:
 
     async def sessions(self) -> list[SessionRow]:
         """Every stored session, oldest first; a session stored as running has its
-        cursors from its log (its run index is built: it may be written again)."""
+        cursors from its log (its run index is built: it may be written again). A
+        session stream without a session (the process stopped between deleting the
+        one and the other) is deleted."""
 
         def select(conn: sqlite3.Connection) -> list[SessionRow]:
             rows = conn.execute(
@@ -299,6 +301,11 @@ class SessionBuffer:
             return [SessionRow(*row) for row in rows]
 
         rows = await self._db.read(select)
+        stored = {SESSION_STREAMS + row.id for row in rows}
+        for path in self._store.paths(SESSION_STREAMS):
+            if path not in stored:
+                with contextlib.suppress(StreamError):  # deleted meanwhile
+                    await self._store.delete(path)
         out = []
         for row in rows:
             entry = self._entries.get(row.key)

@@ -203,6 +203,11 @@ class StreamStore:
             raise StreamGoneError(f"the stream at {path!r} was deleted")
         return stream
 
+    def paths(self, prefix: str) -> list[str]:
+        """The paths of the streams held now (deleted ones too, until removed) that
+        start with ``prefix``."""
+        return [path for path in self._streams if path.startswith(prefix)]
+
     def _expire(self, stream: Stream) -> None:
         if self._nursery is not None and not stream.deleted:
             stream.deleted = True

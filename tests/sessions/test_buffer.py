@@ -12,7 +12,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandstream.server.sessions.buffer import Outcome, Run, SessionBuffer
+from sandstream.server.sessions.buffer import BUFFER_FILE, Outcome, Run, SessionBuffer
 from sandstream.server.streams import StreamClosedError
 from tests.support.streams import open_buffer
 
@@ -111,6 +111,25 @@ async def test_an_ended_session_is_closed_stream_and_deleted_with_it(tmp_path: P
         assert await buffer.delete_ended_before(11) == ["ses_a"]
         assert stream.removed
         assert not any((tmp_path / "streams" / "logs").iterdir())
+
+
+async def test_a_stream_left_by_a_stop_between_deleting_its_session_and_it_is_deleted(
+    tmp_path: Path,
+) -> None:
+    async with open_buffer(tmp_path) as buffer:
+        for session_id in ("ses_kept", "ses_gone"):
+            key = await buffer.create(session_id, 5)
+            await append(buffer, key, 0, b"1\n", 1, 1)
+            await buffer.finish(key, "completed", 10, b"1\n", 1, 1)
+    with sqlite3.connect(tmp_path / BUFFER_FILE) as conn:  # the row deleted, then a stop
+        conn.execute("DELETE FROM sessions WHERE id = 'ses_gone'")
+    assert len(list((tmp_path / "streams" / "logs").iterdir())) == 2
+    async with open_buffer(tmp_path) as buffer:
+        rows = await buffer.sessions()
+        assert [row.id for row in rows] == ["ses_kept"]
+        assert len(list((tmp_path / "streams" / "logs").iterdir())) == 1
+        runs = await buffer.read(rows[0].key, 0, 1, 1024)
+        assert [run.data for run in runs] == [b"1\n"]
 
 
 async def test_an_older_buffers_chunks_move_to_the_sessions_streams(tmp_path: Path) -> None:
