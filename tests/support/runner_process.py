@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
@@ -23,14 +24,20 @@ _RUNNING = re.compile(rb"Running on (http://[\d.]+:\d+)")
 
 
 async def start_runner_process(
-    nursery: trio.Nursery, data_dir: Path, token: str, *options: str
+    nursery: trio.Nursery,
+    data_dir: Path,
+    token: str,
+    *options: str,
+    wrapper: Sequence[str] = (),
 ) -> tuple[trio.Process, str]:
     """Start ``sandstream runner --port 0 --data-dir data_dir`` with ``token`` (and
-    ``options``); return the process and its URL."""
+    ``options``), under the command ``wrapper`` if given (``prlimit --fsize=…``);
+    return the process and its URL."""
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     env[TOKEN_ENV] = token
     process = await trio.lowlevel.open_process(
         [
+            *wrapper,
             sys.executable,
             "-m",
             "sandstream.server.cli",
