@@ -18,6 +18,7 @@ settle) shield the call.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -88,7 +89,8 @@ def _transaction(conn: sqlite3.Connection, writes: list[_Write[Any]]) -> list[_W
         conn.execute("COMMIT")
     except BaseException as exc:  # the transaction itself failed: so did every write in it
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # the connection's own failure
+                conn.execute("ROLLBACK")
         for write in writes:
             if write.error is None:
                 write.result, write.error = None, exc
@@ -211,6 +213,11 @@ class SQLiteDatabase:
             write.batch = done
         try:
             await trio.to_thread.run_sync(self._write_sync, writes)
+        except BaseException as exc:  # none of them may pass for written
+            for write in writes:
+                if write.error is None:
+                    write.error = exc
+            raise
         finally:
             self._running = None
             done.set()
