@@ -120,11 +120,11 @@ class _SlowReaderBody:
             scope, framing = self._scope, self._framing
             async with live_connection(scope, framing, backlog_bytes=self._limit) as connection:
                 assert connection is not None
-                index = 0
-                while self._offer(connection, index) == "taken" and index < MAX_RUNS:
-                    index += 1
+                full = 0
+                while self._offer(connection, full) == "taken" and full < MAX_RUNS:
+                    full += 1
                 self._behind.set()
-                for index in range(index + 1, index + 1 + QUEUED_RUNS):  # no checkpoint
+                for index in range(full + 1, full + 1 + QUEUED_RUNS):  # no checkpoint
                     if self._offer(connection, index) == "refused":
                         break
             return TAIL

@@ -2,10 +2,10 @@
 
 Each append is framed once and written straight to the socket of every caught-up
 reader; a reader whose socket is full stays live while its own task writes the
-backlog, and reads on by itself only once that backlog would pass its bound. These tests drive that path
-over real sockets and parse every byte with h11 (chunked framing) and the SSE parser,
-then hold what each reader decoded against a catch-up read of the stream: a torn
-write, an append twice or a missing one fails them.
+backlog, and reads on by itself only once that backlog would pass its bound. These
+tests drive that path over real sockets and parse every byte with h11 (chunked
+framing) and the SSE parser, then hold what each reader decoded against a catch-up
+read of the stream: a torn write, an append twice or a missing one fails them.
 """
 
 from __future__ import annotations
