@@ -5,21 +5,30 @@ per transport (:class:`RunFraming`, one HTTP/1.1 chunk as h11 frames it; a run i
 object its frame function takes, :class:`LiveFraming` the sessions' runs of chunks),
 written with one non-blocking ``send``, waking no reader's task. Only an HTTP/1.1 response under
 Hypercorn's TCP server has one (:func:`live_connection`; else the ASGI path).
+A run the socket does not take whole starts a **backlog**: its rest and the runs
+offered after it are queued (the framed bytes, shared with the other connections of
+the transport), and the reader's task, woken, writes them through Hypercorn
+(:meth:`LiveConnection.write_backlog`) while the reader stays live; once it is
+written, offers go straight to the socket again. A run that would take the backlog
+over its bound is still queued, but refused: the reader leaves.
 **One writer per socket**: outside :func:`live_connection` only the ASGI body writes;
-inside, only ``offer``, until one is not taken whole; on leaving, its rest goes out
-through Hypercorn before the body writes again.
+inside, only ``offer`` while there is no backlog, then only the reader's task, which
+finishes the backlog as it leaves, before the body writes again.
 
-Cancellation: leaving by an exception writes nothing more. Bad input: a run framed to
-nothing is not written; ``offer`` never raises (a broken connection ends the response).
+Cancellation: leaving by an exception writes nothing more (a write under way through
+Hypercorn is shielded there, and ends first). Bad input: a run framed to nothing is
+not written; ``offer`` never raises (a broken connection is refused, and its write
+through Hypercorn ends the response).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import trio
 from hypercorn.events import RawData
@@ -28,10 +37,12 @@ from hypercorn.protocol.h11 import H11Protocol
 from .client_watch import ClientWatch
 
 __all__ = [
+    "DEFAULT_BACKLOG_BYTES",
     "RAW_SEND_EXTENSION",
     "Frame",
     "LiveConnection",
     "LiveFraming",
+    "Offered",
     "Run",
     "RunFraming",
     "http_chunk",
@@ -41,8 +52,11 @@ __all__ = [
 RAW_SEND_EXTENSION: Final = "sandstream.hypercorn_send"
 """The scope extension ``{"send": <the send callable Hypercorn gave the app>}``."""
 
+DEFAULT_BACKLOG_BYTES: Final = 4 * 1024 * 1024
+"""The bytes a live reader may have queued before it must leave the live set (the
+size Linux lets a TCP send buffer grow to by default; docs/architecture.md)."""
+
 _SEND_FLAGS: Final = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
-_NOTHING: Final = memoryview(b"")
 
 R = TypeVar("R")
 
@@ -50,6 +64,14 @@ Frame: TypeAlias = Callable[[int, bytes, int], bytes]
 """A transport's body bytes for ``count`` chunks at cursors ``first``, ``first + 1``, …
 given joined (each a ``\\n``-terminated line), for a reader that is up to date with
 them: ``frame(first, data, count)``; ``b""``: nothing to write."""
+
+
+Offered: TypeAlias = Literal["taken", "queued", "refused"]
+"""What a live reader did with an offered run: ``"taken"``, written (or queued behind
+a backlog its task was already woken for); ``"queued"``, it starts a backlog: wake the
+reader's task to write it, the reader stays live; ``"refused"``, it holds the run but
+must leave the live set (its backlog is full, or its connection broken) and is
+offered nothing more: its task writes the backlog as it leaves."""
 
 
 class Run(Protocol):
@@ -118,13 +140,23 @@ class LiveFraming(RunFraming[Run]):
 
 class LiveConnection(Generic[R]):
     """The socket under one caught-up reader's HTTP/1.1 response (see the module
-    docstring); made by :func:`live_connection`.
+    docstring); made by :func:`live_connection`. ``limit``: the bound of its backlog
+    in bytes; ``watch``, a stall watchdog, hears of each write of the backlog.
 
     Holds a duplicate of the socket's descriptor, so a closed connection can never
     turn into a write to another one.
     """
 
-    __slots__ = ("_framing", "_lock", "_rest", "_send_raw", "_socket")
+    __slots__ = (
+        "_backlog",
+        "_framing",
+        "_limit",
+        "_lock",
+        "_queued",
+        "_send_raw",
+        "_socket",
+        "_watch",
+    )
 
     def __init__(
         self,
@@ -132,77 +164,106 @@ class LiveConnection(Generic[R]):
         send_raw: Callable[[RawData], Awaitable[None]],
         lock: trio.Lock,
         framing: RunFraming[R],
+        limit: int,
+        watch: ClientWatch | None,
     ) -> None:
         self._socket = socket.socket(fileno=os.dup(fd))
         self._socket.setblocking(False)
         self._send_raw = send_raw
         self._lock = lock
         self._framing = framing
-        self._rest = _NOTHING
+        self._limit = limit
+        self._watch = watch
+        self._backlog: deque[bytes | memoryview] = deque()
+        """What is still to be written, in order (the rest of a run, whole runs)."""
+        self._queued = 0
+        """The bytes of the backlog, and of a write of it under way."""
 
-    def offer(self, run: R) -> bool:
-        """Write ``run`` (its transport's frames) with one non-blocking ``send``; True
-        when the socket took all of it (or there was nothing to write). False: the
-        rest is kept, to be finished as the reader leaves; offer nothing more.
+    def offer(self, run: R) -> Offered:
+        """Write ``run`` (its transport's frames) with one non-blocking ``send``, or
+        queue it behind the backlog (see :data:`Offered`). Never blocks or raises.
 
         The socket takes nothing while Hypercorn is writing to it, when its buffer is
-        full, or when the connection is broken (the write of the rest reports it).
+        full, or when the connection is broken (refused: the write of the backlog
+        through Hypercorn reports it).
         """
         framing = self._framing
         payload = framing.payload if run is framing.run else framing.frame_run(run)
         if not payload:
-            return True
+            return "taken"
+        if self._queued:
+            self._backlog.append(payload)
+            self._queued += len(payload)
+            return "taken" if self._queued <= self._limit else "refused"
         if self._lock.locked():
             sent = 0
         else:
             try:
                 sent = self._socket.send(payload, _SEND_FLAGS)
-            except OSError:  # BlockingIOError, or broken
+            except BlockingIOError:
                 sent = 0
+            except OSError:  # broken: leave, and let Hypercorn's write report it
+                sent = -1
         if sent == len(payload):
-            return True
-        self._rest = memoryview(payload)[sent:]
-        return False
+            return "taken"
+        rest = memoryview(payload)[max(sent, 0) :]
+        self._backlog.append(rest)
+        self._queued = len(rest)
+        return "queued" if sent >= 0 and self._queued <= self._limit else "refused"
 
-    async def _finish(self, watch: ClientWatch | None) -> None:
-        """Write the rest of an offer the socket did not take, through Hypercorn (its
-        lock, a shielded write; a broken connection ends the response)."""
-        rest, self._rest = self._rest, _NOTHING
-        if not rest:
-            return
-        if watch is not None:
-            watch.handed_out(trio.current_time())
-        # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
-        await self._send_raw(RawData(data=rest))  # type: ignore[arg-type]
-        if watch is not None:
-            watch.taken()
+    async def write_backlog(self) -> None:
+        """Write the backlog through Hypercorn (its lock, a shielded write; a broken
+        connection ends the response), runs offered meanwhile included, until none is
+        left: offers go straight to the socket again."""
+        backlog = self._backlog
+        watch = self._watch
+        while backlog:
+            data = backlog[0]  # taken off once written: a cancelled write begins none
+            if watch is not None:
+                watch.handed_out(trio.current_time())
+            # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
+            await self._send_raw(RawData(data=data))  # type: ignore[arg-type]
+            if watch is not None:
+                watch.taken()
+            backlog.popleft()
+            self._queued -= len(data)
 
 
 @asynccontextmanager
 async def live_connection(
-    scope: Mapping[str, object], framing: RunFraming[R], watch: ClientWatch | None = None
+    scope: Mapping[str, object],
+    framing: RunFraming[R],
+    watch: ClientWatch | None = None,
+    *,
+    backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
 ) -> AsyncIterator[LiveConnection[R] | None]:
     """The :class:`LiveConnection` under the HTTP/1.1 response of ``scope``, written
-    with ``framing``'s bytes while the caller is inside; ``None`` where there is none
-    (see the module docstring).
+    with ``framing``'s bytes while the caller is inside, its backlog bounded by
+    ``backlog_bytes``; ``None`` where there is none (see the module docstring).
 
     Enter only between two of the response body's ASGI sends, and send nothing
-    through ASGI until it is left. Leaving it normally finishes the rest of an offer
-    the socket did not take (``watch``, a stall watchdog, hears of that write);
-    leaving it by an exception writes nothing. Either way its descriptor is closed.
+    through ASGI until it is left. Leaving it normally writes the backlog
+    (:meth:`~LiveConnection.write_backlog`; ``watch``, a stall watchdog, hears of
+    those writes); leaving it by an exception writes nothing. Either way its
+    descriptor is closed.
     """
-    connection = _connect(scope, framing)
+    connection = _connect(scope, framing, backlog_bytes, watch)
     if connection is None:
         yield None
         return
     try:
         yield connection
-        await connection._finish(watch)
+        await connection.write_backlog()
     finally:
         connection._socket.close()
 
 
-def _connect(scope: Mapping[str, object], framing: RunFraming[R]) -> LiveConnection[R] | None:
+def _connect(
+    scope: Mapping[str, object],
+    framing: RunFraming[R],
+    limit: int,
+    watch: ClientWatch | None,
+) -> LiveConnection[R] | None:
     """The connection under ``scope``'s response, or ``None``. Raises nothing.
 
     Found through Hypercorn's objects: the app's ``send`` (kept in the scope by
@@ -227,6 +288,6 @@ def _connect(scope: Mapping[str, object], framing: RunFraming[R]) -> LiveConnect
     if not (isinstance(stream, trio.SocketStream) and isinstance(lock, trio.Lock)):
         return None
     try:
-        return LiveConnection(stream.socket.fileno(), send_raw, lock, framing)
+        return LiveConnection(stream.socket.fileno(), send_raw, lock, framing, limit, watch)
     except OSError:  # closed meanwhile, or out of descriptors
         return None

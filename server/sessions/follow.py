@@ -6,10 +6,12 @@
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-With ``subscribe`` a caught-up reader waits in the live set; the caller must have
-written each event before asking for the next (the subscriber writes the same socket).
+With ``subscribe`` a caught-up reader waits in the live set (writing, when woken
+for it, what its subscriber queued); the caller must have written each event before
+asking for the next (the subscriber writes the same socket).
 Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
-Cancellation: safe at any point; a live reader leaves the set, its untaken rest dropped.
+Cancellation: safe at any point; a live reader leaves the set, what its subscriber
+queued dropped.
 """
 
 from __future__ import annotations
@@ -82,8 +84,7 @@ ReadEvent = Chunks | CaughtUp | KeepAlive
 Subscribe: TypeAlias = Callable[[], AbstractAsyncContextManager[LiveSubscriber | None]]
 """Opens a :class:`~.session.LiveSubscriber` for one wait of a caught-up reader
 (``None``: the reader cannot be live now; it waits as usual). Leaving the context
-normally finishes a run the subscriber did not take whole; leaving it by an
-exception drops it."""
+normally writes what the subscriber queued; leaving it by an exception drops it."""
 
 
 class Follow:
@@ -130,7 +131,8 @@ class Follow:
                 return KeepAlive()
 
     async def _wait_live(self, subscribe: Subscribe) -> bool | None:
-        """Wait in the session's live set: True when woken, False after ``keepalive``
+        """Wait in the session's live set, writing what the subscriber queued when
+        woken for it: True when taken out of the set, False after ``keepalive``
         seconds with nothing offered, ``None`` if the reader cannot be live."""
         session = self.session
         async with subscribe() as subscriber:
@@ -140,7 +142,11 @@ class Follow:
             if not session.join_live(reader):
                 return True  # a chunk came, or the end
             try:
-                while not reader.woken.is_set():
+                while not reader.left:
+                    if reader.woken.is_set():  # its subscriber queued runs
+                        reader.woken = trio.Event()
+                        await subscriber.write_backlog()
+                        continue
                     quiet_since = max(reader.joined_at, session.offered_at)
                     if trio.current_time() >= quiet_since + self._keepalive:
                         return False

@@ -7,7 +7,8 @@ never visible before it is stored**. Readers ask for the chunks after their own 
 (:meth:`Session.read_runs`), from the tail or SQLite, one bounded batch at a time, and
 never skip one: a cursor retention dropped raises :class:`CursorGoneError`. Caught-up
 readers may join the live set (:meth:`Session.join_live`): each stored run is offered
-to their :class:`LiveSubscriber`, except the final run and one over ``max_write``.
+to their :class:`LiveSubscriber`, except the final run and one over ``max_write``; a
+reader whose subscriber queued a run for its task to write is woken and stays live.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import functools
 import math
 import secrets
 import time
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 import trio
@@ -32,6 +33,9 @@ from .errors import (
     PermissionNotFoundError,
     SessionEndedError,
 )
+
+if TYPE_CHECKING:
+    from sandstream.server.http.fanout import Offered
 
 __all__ = [
     "LiveReader",
@@ -61,10 +65,15 @@ class LiveSubscriber(Protocol):
     """How a caught-up reader takes the session's new runs without its task waking
     (see the module docstring)."""
 
-    def offer(self, run: Run) -> bool:
-        """Take ``run``, the newest stored, at once (never blocks, never raises): True
-        when all of it was taken; False when the reader must read on by itself (it
-        leaves the live set holding ``run``, and is offered nothing more)."""
+    def offer(self, run: Run) -> Offered:
+        """Take ``run``, the newest stored, at once (never blocks, never raises):
+        ``"taken"``; ``"queued"``, for the reader's task to write (it is woken, and
+        stays live); ``"refused"``, the reader must read on by itself (it leaves the
+        live set holding ``run``, and is offered nothing more)."""
+        ...
+
+    async def write_backlog(self) -> None:
+        """Write what it queued, in the reader's task (see :meth:`offer`)."""
         ...
 
 
@@ -72,15 +81,17 @@ class LiveReader:
     """A caught-up reader in the session's live set (see the module docstring).
 
     ``subscriber`` takes the new runs. ``cursor``: the last chunk it holds once it
-    left the live set. ``woken``: set when the session takes it out of the live set.
+    left the live set. ``left``: set when the session takes it out of the live set;
+    ``woken``: set then, or when its subscriber queued a run (the reader re-arms it).
     """
 
-    __slots__ = ("cursor", "joined_at", "subscriber", "woken")
+    __slots__ = ("cursor", "joined_at", "left", "subscriber", "woken")
 
     def __init__(self, subscriber: LiveSubscriber, cursor: int) -> None:
         self.subscriber = subscriber
         self.cursor = cursor
         self.joined_at = 0.0
+        self.left = False
         self.woken = trio.Event()
 
 
@@ -398,20 +409,28 @@ class Session:
         self._changed = trio.Event()
 
     def _offer_live(self, run: Run) -> None:
-        """Offer ``run`` (the newest) to every live reader; wake the ones that did not
-        take all of it, holding it."""
+        """Offer ``run`` (the newest) to every live reader; wake the ones that queued
+        it, and take out (woken) the ones that refused it, holding it."""
         if not self._live:
             return
         self.offered_at = trio.current_time()
-        behind = [reader for reader in self._live if not reader.subscriber.offer(run)]
-        for reader in behind:
+        refused = []
+        for reader in self._live:
+            offered = reader.subscriber.offer(run)
+            if offered == "queued":
+                reader.woken.set()
+            elif offered == "refused":
+                refused.append(reader)
+        for reader in refused:
             del self._live[reader]
             reader.cursor = self.last_cursor
+            reader.left = True
             reader.woken.set()
 
     def _wake_live(self, cursor: int) -> None:
         """Take every reader out of the live set, holding the chunks up to ``cursor``."""
         for reader in self._live:
             reader.cursor = cursor
+            reader.left = True
             reader.woken.set()
         self._live.clear()

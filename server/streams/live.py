@@ -5,22 +5,26 @@ join the stream's :class:`LiveSet`; from then on the stream offers it each appen
 it publishes it (:meth:`LiveSet.offer`), as a :class:`LiveAppend`: the stored record
 and the ``Stream-Cursor`` of the control event after it, one for every reader of the
 set (the current interval, or the highest cursor a reader of the set was already
-given, so no reader's cursor goes back). A reader that does not take an append whole
-leaves the set woken, holding it; every reader does when the stream publishes what it
-does not offer, closes or is deleted (:meth:`LiveSet.wake`). A woken reader reads on
-as any reader, from the position it holds. Sans-IO: nothing here blocks or raises.
-Cancellation: a reader that stops waiting leaves with :meth:`LiveSet.leave`.
+given, so no reader's cursor goes back). A reader whose subscriber queued an append
+for the reader's task to write is woken and stays in the set; one that refused an
+append leaves the set woken, holding it; every reader does when the stream publishes
+what it does not offer, closes or is deleted (:meth:`LiveSet.wake`). A reader that
+left reads on as any reader, from the position it holds. Sans-IO: nothing here blocks
+or raises. Cancellation: a reader that stops waiting leaves with :meth:`LiveSet.leave`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from .cursors import interval_cursor
 from .records import Record
+
+if TYPE_CHECKING:
+    from sandstream.server.http.fanout import Offered
 
 __all__ = ["LiveAppend", "LiveReader", "LiveSet", "LiveSubscriber"]
 
@@ -37,10 +41,15 @@ class LiveAppend:
 class LiveSubscriber(Protocol):
     """How a caught-up reader takes a stream's appends without its task waking."""
 
-    def offer(self, append: LiveAppend) -> bool:
-        """Take ``append`` at once (never blocks, never raises): True when all of it
-        was taken; False when the reader must read on by itself (it leaves the live
-        set holding ``append``, and is offered nothing more)."""
+    def offer(self, append: LiveAppend) -> Offered:
+        """Take ``append`` at once (never blocks, never raises): ``"taken"``;
+        ``"queued"``, for the reader's task to write (it is woken, and stays in the
+        set); ``"refused"``, the reader must read on by itself (it leaves the live set
+        holding ``append``, and is offered nothing more)."""
+        ...
+
+    async def write_backlog(self) -> None:
+        """Write what it queued, in the reader's task (see :meth:`offer`)."""
         ...
 
 
@@ -49,15 +58,17 @@ class LiveReader:
 
     ``subscriber`` takes the appends. ``position``: the stream position it holds,
     ``cursor``: the highest ``Stream-Cursor`` it was given (both as of when it left
-    the set). ``woken``: set when the stream takes it out of the set.
+    the set). ``left``: set when the stream takes it out of the set; ``woken``: set
+    then, or when its subscriber queued an append (the reader re-arms it).
     """
 
-    __slots__ = ("cursor", "position", "subscriber", "woken")
+    __slots__ = ("cursor", "left", "position", "subscriber", "woken")
 
     def __init__(self, subscriber: LiveSubscriber, position: int, cursor: int) -> None:
         self.subscriber = subscriber
         self.position = position
         self.cursor = cursor
+        self.left = False
         self.woken = trio.Event()
 
 
@@ -93,16 +104,23 @@ class LiveSet:
 
     def offer(self, record: Record) -> None:
         """Offer ``record`` (the newest published) to every reader; wake the ones that
-        did not take all of it, holding it."""
+        queued it, and take out (woken) the ones that refused it, holding it."""
         if not self._readers:
             return
         self._cursor = max(self._cursor, interval_cursor())
         self._position = record.end
         append = LiveAppend(record, self._cursor)
-        behind = [reader for reader in self._readers if not reader.subscriber.offer(append)]
-        for reader in behind:
-            del self._readers[reader]
-        self._wake(behind)
+        refused = []
+        for reader in self._readers:
+            offered = reader.subscriber.offer(append)
+            if offered == "queued":
+                reader.woken.set()
+            elif offered == "refused":
+                refused.append(reader)
+        if refused:
+            for reader in refused:
+                del self._readers[reader]
+            self._wake(refused)
 
     def wake(self) -> None:
         """Take every reader out of the set, holding what it was offered."""
@@ -112,6 +130,7 @@ class LiveSet:
     def _wake(self, readers: list[LiveReader]) -> None:
         for reader in readers:
             reader.position, reader.cursor = self._position, self._cursor
+            reader.left = True
             reader.woken.set()
         self._emptied()
 

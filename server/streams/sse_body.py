@@ -6,8 +6,10 @@ sends each batch as a ``data`` and a ``control`` event. Caught up over HTTP/1.1 
 fan-out, :mod:`sandstream.server.http.fanout`), it waits in the stream's live set
 (:mod:`.live`) instead: the stream offers it each append as it is published, framed
 once for every live reader of its encoding (:func:`.sse.live_events`) and written
-straight to its socket, waking no task; woken (it fell behind, the stream closed or
-was deleted, an append was too large to offer), it reads on from what it holds.
+straight to its socket, waking no task (its socket full, it is woken to write what
+its connection queued, and stays live); taken out of the set (its backlog overflowed,
+the stream closed or was deleted, an append was too large to offer), it reads on
+from what it holds.
 Elsewhere it waits for the stream's next change. Cancellation: a reader leaves the
 live set; the rest of a write its socket did not take is not sent.
 """
@@ -89,8 +91,9 @@ class SSEBody:
         raise StopAsyncIteration
 
     async def _wait_live(self) -> bool | None:
-        """Wait in the stream's live set: True when woken, False at the deadline,
-        ``None`` if the reader cannot be live (not HTTP/1.1 under Hypercorn)."""
+        """Wait in the stream's live set, writing what its connection queued when
+        woken for it: True when taken out of the set, False at the deadline, ``None``
+        if the reader cannot be live (not HTTP/1.1 under Hypercorn)."""
         stream = self._stream
         async with live_connection(self._scope, _LIVE[self._encoding]) as connection:
             if connection is None:
@@ -100,11 +103,15 @@ class SSEBody:
                 return True  # the stream changed
             try:
                 with trio.move_on_at(self._deadline):
-                    await reader.woken.wait()
+                    while not reader.left:
+                        await reader.woken.wait()
+                        if not reader.left:  # its connection queued appends
+                            reader.woken = trio.Event()
+                            await connection.write_backlog()
             finally:
                 stream.leave_live(reader)
                 self._position, self._cursor = reader.position, reader.cursor
-        return reader.woken.is_set()
+        return reader.left
 
     def _control(self) -> bytes:
         stream = self._stream

@@ -4,9 +4,10 @@ A caught-up viewer of a chat turn joins its session's live set: the session rend
 each new run as the chat's step frames and writes them straight to the viewer's
 socket. These tests read such a viewer over a real socket, parse every byte with h11
 (chunked framing) and the core's SSE parser, and check the frames against the
-session's own chunks: a torn write, a frame twice or a missing one fails them; and a
-viewer that stops reading while it is written to this way is still cut off by the
-chat's stall watchdog.
+session's own chunks: a torn write, a frame twice or a missing one fails them; a
+viewer that stops reading for a while stays live (its backlog written by its own
+task) and then gets every frame; and a viewer that stops reading for good is still
+cut off by the chat's stall watchdog.
 """
 
 from __future__ import annotations
@@ -94,16 +95,11 @@ async def _until_live(viewer: _Viewer, server: ChatServer) -> Session:
     return session
 
 
-async def test_a_caught_up_viewer_gets_every_frame_once_as_the_session_wrote_it(
-    nursery: trio.Nursery, tmp_path: Path
-) -> None:
-    server = await start_chat_server(nursery, tmp_path, agent=plans(paced=PACED))
-    viewer = await _Viewer.open(server, "paced please")
-    async with viewer.stream:
-        session = await _until_live(viewer, server)
-        with trio.fail_after(DEADLINE):
-            while not viewer.ended:
-                await viewer.read_some()
+async def _read_to_end(viewer: _Viewer, session: Session) -> None:
+    """Read the rest; every step frame is the session's step chunk, once, in order."""
+    with trio.fail_after(DEADLINE):
+        while not viewer.ended:
+            await viewer.read_some()
     chunks = [chunk for run in await session.read_runs(0, 1 << 30) for chunk in run.lines]
     steps = [c[:-1].decode() for c in chunks if c.startswith(b'{"type":"step"')]
     frames = [e for e in viewer.events if e.event == "step"]
@@ -111,6 +107,34 @@ async def test_a_caught_up_viewer_gets_every_frame_once_as_the_session_wrote_it(
     ids = [int(e.id) for e in viewer.events if e.id]
     assert ids == sorted(set(ids))
     assert [e.event for e in viewer.events[-2:]] == ["result", "done"]
+
+
+async def test_a_caught_up_viewer_gets_every_frame_once_as_the_session_wrote_it(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path, agent=plans(paced=PACED))
+    viewer = await _Viewer.open(server, "paced please")
+    async with viewer.stream:
+        session = await _until_live(viewer, server)
+        await _read_to_end(viewer, session)
+
+
+async def test_a_live_viewer_that_stalls_stays_live_and_then_gets_every_frame_once(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path, agent=plans(paced=PACED))
+    viewer = await _Viewer.open(server, "paced please")
+    async with viewer.stream:
+        session = await _until_live(viewer, server)
+        # It reads nothing while the session writes ~400 KB of steps: far more than its
+        # 4 KiB receive window lets the socket hold, less than the backlog's bound.
+        stalled_at = session.last_cursor
+        with trio.fail_after(DEADLINE):
+            while session.last_cursor < stalled_at + 200:
+                assert session.live_readers == 1
+                await trio.sleep(0.01)
+        assert session.live_readers == 1 and not session.ended
+        await _read_to_end(viewer, session)
 
 
 async def test_a_live_viewer_that_stops_reading_is_cut_off_and_the_turn_goes_on(

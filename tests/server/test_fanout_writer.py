@@ -1,11 +1,12 @@
 """The fan-out writer (server/http/fanout.py): its bytes, and one writer per socket.
 
 A live connection is written beside ASGI, so its bytes must be HTTP/1.1 chunks exactly
-as h11 frames them, and the rest of a write a slow reader's socket did not take must
-be on the wire before the response's body writes anything else. The latter is driven
-on a real Hypercorn (127.0.0.1:0) with a reader that does not read until the writer
-is behind, and every byte it gets is parsed with h11: a torn or reordered write
-fails it.
+as h11 frames them, and the backlog of a slow reader (the rest of a write its socket
+did not take, the runs offered after it) must be on the wire, in order, before the
+response's body writes anything else; a backlog over its bound refuses the run that
+overflows it. The latter is driven on a real Hypercorn (127.0.0.1:0) with a reader
+that does not read until the writer is behind, and every byte it gets is parsed with
+h11: a torn, lost or reordered write fails it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from quart_trio import QuartTrio
 
 from benchmarks.support.servers import serve_app
 from sandstream.server.http.asgi import HTTPConnection
-from sandstream.server.http.fanout import LiveFraming, http_chunk, live_connection
+from sandstream.server.http.fanout import LiveFraming, Offered, http_chunk, live_connection
 from tests.support.raw_http import url_address
 
 HEAD: Final = b"written through ASGI before\n"
@@ -30,6 +31,8 @@ TAIL: Final = b"written through ASGI after\n"
 LINE: Final = b'{"type":"log","level":"info","message":"' + b"x" * 1000 + b'"}\n'
 LINES_PER_RUN: Final = 16  # ~16 KB a run
 MAX_RUNS: Final = 4096  # ~67 MB: far more than any socket buffer takes
+QUEUED_RUNS: Final = 64  # ~1 MB offered once the socket is full
+RUN_BYTES: Final = len(LINE) * LINES_PER_RUN
 DEADLINE: Final = 30.0
 
 
@@ -43,6 +46,11 @@ class _Run:
 def _numbered(first: int, data: bytes, count: int) -> bytes:
     """A frame function that shows which run its bytes came from."""
     return b"run %d\n%b" % (first, data)
+
+
+def _payload(run: _Run) -> bytes:
+    """What a live connection writes for ``run``."""
+    return http_chunk(_numbered(run.first, run.data, run.count))
 
 
 @pytest.mark.parametrize("data", [b"x", b"a line\n", b"\x00" * 70_000])
@@ -77,50 +85,65 @@ def test_a_transport_frames_each_run_once_for_all_its_connections() -> None:
 
 
 class _SlowReaderBody:
-    """``HEAD`` through ASGI; then, inside :func:`live_connection`, runs offered until
-    the socket does not take one whole (``behind`` is set then: its rest is still to
-    be written); then ``TAIL`` through ASGI."""
+    """``HEAD`` through ASGI; then, inside :func:`live_connection` (its backlog bound
+    ``limit``), runs offered until the socket does not take one whole (``behind`` is
+    set then); then up to ``QUEUED_RUNS`` more while it is full, until one is refused;
+    its backlog is written as it leaves; then ``TAIL`` through ASGI. ``offers``: what
+    became of each run offered."""
 
-    def __init__(self, scope: dict[str, Any], offered: list[_Run], behind: trio.Event) -> None:
+    def __init__(
+        self, scope: dict[str, Any], limit: int, offered: list[_Run], behind: trio.Event
+    ) -> None:
         self._scope = scope
+        self._limit = limit
         self._framing = LiveFraming(_numbered)
         self._step = 0
-        self._offered = offered
+        self.offered = offered
+        self.offers: list[Offered] = []
         self._behind = behind
 
     def __aiter__(self) -> _SlowReaderBody:
         return self
+
+    def _offer(self, connection: Any, index: int) -> Offered:
+        run = _Run(index * LINES_PER_RUN + 1, LINE * LINES_PER_RUN, LINES_PER_RUN)
+        self.offered.append(run)
+        offered: Offered = connection.offer(run)
+        self.offers.append(offered)
+        return offered
 
     async def __anext__(self) -> bytes:
         self._step += 1
         if self._step == 1:
             return HEAD
         if self._step == 2:
-            async with live_connection(self._scope, self._framing) as connection:
+            scope, framing = self._scope, self._framing
+            async with live_connection(scope, framing, backlog_bytes=self._limit) as connection:
                 assert connection is not None
-                for index in range(MAX_RUNS):
-                    run = _Run(index * LINES_PER_RUN + 1, LINE * LINES_PER_RUN, LINES_PER_RUN)
-                    self._offered.append(run)
-                    if not connection.offer(run):
-                        self._behind.set()
+                full = 0
+                while self._offer(connection, full) == "taken" and full < MAX_RUNS:
+                    full += 1
+                self._behind.set()
+                for index in range(full + 1, full + 1 + QUEUED_RUNS):  # no checkpoint
+                    if self._offer(connection, index) == "refused":
                         break
             return TAIL
         raise StopAsyncIteration
 
 
-async def test_a_slow_readers_rest_is_on_the_wire_before_the_body_writes_again(
-    nursery: trio.Nursery,
-) -> None:
+async def _read_slowly(limit: int, nursery: trio.Nursery) -> tuple[_SlowReaderBody, bytes]:
+    """Serve a :class:`_SlowReaderBody`, read nothing until it is behind, then all of
+    it; its body as h11 parsed it."""
     offered: list[_Run] = []
     behind = trio.Event()
+    bodies: list[_SlowReaderBody] = []
     app = QuartTrio(__name__)
     app.asgi_http_class = HTTPConnection  # type: ignore[assignment]
 
     @app.get("/live")
     async def live_route() -> Response:
-        response = Response(
-            _SlowReaderBody(request.scope, offered, behind), content_type="application/x-ndjson"
-        )
+        bodies.append(_SlowReaderBody(request.scope, limit, offered, behind))
+        response = Response(bodies[0], content_type="application/x-ndjson")
         response.timeout = None
         return response
 
@@ -149,6 +172,30 @@ async def test_a_slow_readers_rest_is_on_the_wire_before_the_body_writes_again(
                         assert isinstance(event, h11.EndOfMessage), event
                         ended = True
                         break
-    assert len(offered) < MAX_RUNS  # the last offer was taken only in part
     live = b"".join(_numbered(run.first, run.data, run.count) for run in offered)
     assert body == HEAD + live + TAIL
+    return bodies[0], body
+
+
+async def test_a_slow_readers_backlog_is_on_the_wire_in_order_before_the_body_writes_again(
+    nursery: trio.Nursery,
+) -> None:
+    body, _ = await _read_slowly(64 * 1024 * 1024, nursery)
+    # the socket filled at one run, and every run offered after it was queued
+    full = body.offers.index("queued")
+    assert full < MAX_RUNS
+    assert body.offers[full + 1 :] == ["taken"] * QUEUED_RUNS
+
+
+async def test_a_run_that_overflows_the_backlog_is_refused_and_still_written(
+    nursery: trio.Nursery,
+) -> None:
+    limit = 8 * RUN_BYTES
+    body, _ = await _read_slowly(limit, nursery)
+    full = body.offers.index("queued")
+    *taken, refused = body.offers[full + 1 :]
+    assert taken == ["taken"] * len(taken) and refused == "refused"
+    sizes = [len(_payload(run)) for run in body.offered[full:]]
+    # the rest of the run that filled the socket (1 byte or more of it) and the runs
+    # after it fit the bound; with the refused one they do not
+    assert 1 + sum(sizes[1:-1]) <= limit < sum(sizes)

@@ -66,3 +66,17 @@ async def start_stream_server(
     sessions = SessionSettings(data_dir=data_dir, streams=streams)
     runner = await start_runner(nursery, sessions=sessions)
     return StreamServer(name, runner.url, TOKEN)
+
+
+async def read_stream(client: httpx.AsyncClient, path: str) -> bytes:
+    """The whole of the stream at ``path``, read from its start one response at a time
+    until one says it is up to date."""
+    parts = []
+    offset = "-1"
+    while True:
+        response = await client.get(path, params={"offset": offset})
+        assert response.status_code == 200, response.text
+        parts.append(response.content)
+        offset = response.headers["Stream-Next-Offset"]
+        if response.headers.get("Stream-Up-To-Date") == "true":
+            return b"".join(parts)

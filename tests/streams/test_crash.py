@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tests.streams.servers import read_stream
 from tests.support.runner_process import start_runner_process
 
 TOKEN = "crash-token"
@@ -51,18 +52,6 @@ async def _producer(
         return  # the runner died under it
 
 
-async def _read_all(client: httpx.AsyncClient) -> bytes:
-    parts = []
-    offset = "-1"
-    while True:
-        response = await client.get(PATH, params={"offset": offset})
-        assert response.status_code == 200, response.text
-        parts.append(response.content)
-        offset = response.headers["Stream-Next-Offset"]
-        if response.headers.get("Stream-Up-To-Date") == "true":
-            return b"".join(parts)
-
-
 async def test_sigkill_mid_append_loses_no_acknowledged_append(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -87,7 +76,7 @@ async def test_sigkill_mid_append_loses_no_acknowledged_append(tmp_path: Path) -
             second, url = await start_runner_process(nursery, data_dir, TOKEN)
             processes.append(second)
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-                content = await _read_all(client)
+                content = await read_stream(client, PATH)
                 tokens = TOKEN_PATTERN.findall(content)
                 assert b"".join(_payload(int(w), int(s)) for w, s in tokens) == content, (
                     "a torn or foreign byte in the log"

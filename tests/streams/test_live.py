@@ -1,10 +1,11 @@
 """Caught-up ``live=sse`` readers written to by the stream itself (server/streams/live.py).
 
 Each append is framed once and written straight to the socket of every caught-up
-reader; a reader whose socket is full reads on by itself. These tests drive that path
-over real sockets and parse every byte with h11 (chunked framing) and the SSE parser,
-then hold what each reader decoded against a catch-up read of the stream: a torn
-write, an append twice or a missing one fails them.
+reader; a reader whose socket is full stays live while its own task writes the
+backlog, and reads on by itself only once that backlog would pass its bound. These
+tests drive that path over real sockets and parse every byte with h11 (chunked
+framing) and the SSE parser, then hold what each reader decoded against a catch-up
+read of the stream: a torn write, an append twice or a missing one fails them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sandstream.server.streams import Stream, get_streams
 from sandstream.server.streams.cursors import interval_cursor
 from tests.server.harness import RunnerServer
 from tests.sessions.harness import TOKEN, start_sessions
+from tests.streams.servers import read_stream
 from tests.support.raw_http import url_address
 
 BIG = 300 * 1024
@@ -162,7 +164,32 @@ async def test_live_readers_get_every_append_as_a_catch_up_read_has_it(
     assert int(readers[1].controls[0]["streamCursor"]) > ahead
 
 
-async def test_a_live_reader_that_falls_behind_reads_on_and_gets_the_same_bytes(
+async def test_a_live_reader_that_stalls_stays_live_and_then_gets_every_append_once(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    line = b"x" * 16_000
+    async with server.client() as client:
+        stream = await _stream(server, client, "stall", "text/plain")
+        stalled = await _Reader.open(server, "/v1/stream/stall", "offset=-1&live=sse")
+        await _until_live([stalled], stream)
+        # ~2 MiB while it reads nothing: far more than its 4 KiB receive window lets
+        # the socket hold, less than the backlog's bound: it stays in the live set.
+        for appended in range(128):
+            await _append(client, "stall", b"%d %b" % (appended, line), "text/plain")
+            assert stream.live_readers == 1
+        with trio.fail_after(60):
+            while len(stalled.data) < 128:
+                await stalled.read_some()
+        assert stream.live_readers == 1
+        await client.post("/v1/stream/stall", headers={"Stream-Closed": "true"})
+        await stalled.read_to_end()
+        whole = await read_stream(client, "/v1/stream/stall")
+    assert whole.count(line) == 128
+    assert "".join(stalled.data).encode() == whole
+
+
+async def test_a_live_reader_whose_backlog_overflows_reads_on_and_gets_the_same_bytes(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     server = await start_sessions(nursery, tmp_path)
@@ -171,8 +198,8 @@ async def test_a_live_reader_that_falls_behind_reads_on_and_gets_the_same_bytes(
         stream = await _stream(server, client, "slow", "text/plain")
         stalled = await _Reader.open(server, "/v1/stream/slow", "offset=-1&live=sse")
         await _until_live([stalled], stream)
-        # Its socket fills: it leaves the live set holding the rest of a write, and
-        # then reads what follows by itself.
+        # Its socket fills, then its backlog: it leaves the live set holding the
+        # append that overflowed it, and then reads what follows by itself.
         appended = 0
         with trio.fail_after(60):
             while stream.live_readers:
@@ -183,9 +210,31 @@ async def test_a_live_reader_that_falls_behind_reads_on_and_gets_the_same_bytes(
             appended += 1
         await client.post("/v1/stream/slow", headers={"Stream-Closed": "true"})
         await stalled.read_to_end()
-        whole = (await client.get("/v1/stream/slow", params={"offset": "-1"})).content
+        whole = await read_stream(client, "/v1/stream/slow")
+    assert appended * len(line) > 4 * 1024 * 1024  # the backlog's bound
     assert whole.count(line) == appended
     assert "".join(stalled.data).encode() == whole
+
+
+async def test_a_live_reader_that_disconnects_with_a_backlog_leaves_the_live_set(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    line = b"x" * 16_000
+    async with server.client() as client:
+        stream = await _stream(server, client, "gone", "text/plain")
+        gone = await _Reader.open(server, "/v1/stream/gone", "offset=-1&live=sse")
+        await _until_live([gone], stream)
+        for appended in range(64):  # ~1 MiB unread: a backlog its task is writing
+            await _append(client, "gone", b"%d %b" % (appended, line), "text/plain")
+        assert stream.live_readers == 1
+        await gone.stream.aclose()
+        with trio.fail_after(30):
+            while stream.live_readers:
+                await _append(client, "gone", b"after", "text/plain")
+                await trio.sleep(0.01)
+        # its task ended: the server's nursery, torn down after the test, waits for it
+        await client.post("/v1/stream/gone", headers={"Stream-Closed": "true"})
 
 
 async def test_a_live_reader_that_leaves_is_taken_out_and_the_others_go_on(
