@@ -53,12 +53,21 @@ class PushRejectedError(PushError):
 class PushUnavailableError(PushError):
     """The push service could not be reached or answered 429 or 5xx until the retries
     ran out (attempts or time). ``status`` is the last answer's status, ``None`` when
-    the last attempt failed in transport; ``attempts`` how many were made."""
+    the last attempt failed in transport; ``attempts`` how many were made;
+    ``retry_after`` the seconds the last answer's ``Retry-After`` asked to wait."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 0,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+        self.retry_after = retry_after
 
 
 class VapidUnconfiguredError(PushError):

@@ -8,7 +8,8 @@ each time, at most ``max_delay``, its upper half random so that many senders do 
 come back together), and never less than the answer's ``Retry-After`` (seconds or an
 HTTP date). Bounded: at most ``attempts`` tries within ``total`` seconds, the tries
 themselves included; a wait that would end past ``total`` gives up at once. Giving up
-raises :class:`PushUnavailableError`.
+raises :class:`PushUnavailableError` (with the last ``Retry-After``, for a later try).
+:meth:`RetryPolicy.backoff` also spaces the push outbox's later attempts.
 
 Cancellation stops it at once, in a try or in a wait; nothing is left to undo. A policy
 with impossible bounds raises :class:`ValueError` when it is made.
@@ -109,6 +110,7 @@ async def send_with_retries(
                 f"for another within {policy.total:g} s (the next in {wait:.1f} s)",
                 status=status,
                 attempts=attempt,
+                retry_after=asked,
             )
         log.info("push: the push service %s; attempt %d in %.1f s", failure, attempt + 1, wait)
         await trio.sleep(wait)
@@ -116,6 +118,7 @@ async def send_with_retries(
         f"the push service {failure} after {policy.attempts} attempts",
         status=status,
         attempts=policy.attempts,
+        retry_after=asked,
     )
 
 
