@@ -221,9 +221,10 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: int
 
 
-DeliveryOutcome: TypeAlias = Literal["sent", "retry", "failed"]
+DeliveryOutcome: TypeAlias = Literal["sent", "retry", "failed", "unknown"]
 """How a push's send to one device ended: taken; to be tried again at the push's next
-attempt; refused, or the device is gone."""
+attempt; refused, or the device is gone; the service may have taken it (never sent
+again)."""
 
 PushKind: TypeAlias = Literal["webpush", "apns", "fcm"]
 """The push service a subscription is on: Web Push, Apple's APNs, Firebase's FCM."""

@@ -9,8 +9,9 @@ alert a device has seen (a viewer had its event, or an ack) is ended unsent, els
 goes to every subscription of the workspace not tried yet or to try again: each send
 is recorded before it is made (renewing the claim) and after, under the claim's
 generation. A subscription the service says is gone is removed; a push a service
-refuses is logged; one a service could not take after the send's retries is tried
-again later (``settings.later``, never sooner than its ``Retry-After``) and given up,
+refuses is logged; one whose answer was lost after the service may have taken it is
+logged and not sent again; one a service could not take after the send's retries is
+tried again later (``settings.later``, never sooner than its ``Retry-After``) and given up,
 logged, past the policy's attempts or age. The others still go. A replica that lost
 its claim (it stalled past the lease) writes nothing more
 (:class:`~..errors.FencedError`), and a send it made is not made again.
@@ -35,7 +36,12 @@ from ..errors import FencedError, StoreError
 from ..ids import now_ms
 from ..records import DeliveryOutcome, PendingPush, PushSubscription
 from ..store.contract import ChatStore
-from .errors import PushError, PushSubscriptionGoneError, PushUnavailableError
+from .errors import (
+    PushError,
+    PushInDoubtError,
+    PushSubscriptionGoneError,
+    PushUnavailableError,
+)
 from .notification import Notification
 from .senders import PushSenders
 from .settings import PushSettings
@@ -142,6 +148,9 @@ class PushOutbox:
             log.info("push %s to %s: not taken now: %s", push.id, subscription.id, exc)
             later.append(exc)
             return "retry"
+        except PushInDoubtError as exc:
+            log.warning("push %s to %s: %s; not sent again", push.id, subscription.id, exc)
+            return "unknown"
         except PushError as exc:
             log.warning("push %s to %s failed: %s", push.id, subscription.id, exc)
             return "failed"

@@ -1,7 +1,8 @@
 """The push outbox's claims on a real chat store (SQLite and PostgreSQL): replicas
 sending the same pushes at once send each once; a replica cancelled while it sends a
 push gives it up, and another sends it at once to the devices it had not reached (not
-to the one it was sending to); a push a service could not take is sent later, once,
+to the one it was sending to); a push whose answer never came is not sent again to
+that device; a push a service could not take is sent later, once,
 whichever replica tries again, and given up after its attempts, with a log line."""
 
 from __future__ import annotations
@@ -177,6 +178,28 @@ async def test_a_replica_cancelled_while_it_sends_releases_the_push_and_never_re
     assert await outbox(store, settings, opened, "b").send_due() == 0
 
 
+async def test_a_push_whose_answer_never_came_is_not_sent_again(
+    store: SqlChatStore, push_service: LoopbackPushService, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "vapid.pem"
+    key_file.write_bytes(VapidKey.generate().private_pem())
+    # a send's retries: within half a second, then its request is cut
+    settings = PushSettings(vapid_key_file=key_file, delay=0.0, claim_lease=1.5)
+    async with PushSenders.open(settings) as opened:
+        phone = await register(store, push_service, opened)
+        laptop = await register(store, push_service, opened)
+        push_service.hold(phone)  # the phone has it; its answer never comes
+        await turn_ended(store, 1)
+        with trio.fail_after(30):
+            assert await outbox(store, settings, opened, "a").send_due() == 1
+    [push] = await push_rows(store)
+    assert push["state"] == "sent"
+    assert sorted(push["deliveries"].values()) == ["sent", "unknown"]
+    assert len(push_service.delivered_to(phone)) == 1
+    assert push_service.attempts[phone.subscription.endpoint] == 1
+    assert len(push_service.delivered_to(laptop)) == 1
+
+
 async def test_a_push_a_service_could_not_take_is_sent_later_once(
     store: SqlChatStore, push_service: LoopbackPushService, tmp_path: Path
 ) -> None:
@@ -186,7 +209,7 @@ async def test_a_push_a_service_could_not_take_is_sent_later_once(
         vapid_key_file=key_file,
         delay=0.0,
         poll_interval=0.01,
-        claim_lease=1.0,  # a send's retries: within a third of a second
+        claim_lease=3.0,  # a send's retries: within a second
         later=RetryPolicy(attempts=5, first_delay=0.05, max_delay=0.1, total=60.0),
     )
     async with PushSenders.open(settings) as opened:
@@ -228,7 +251,7 @@ async def test_a_push_that_never_gets_through_is_given_up_with_a_log_line(
         vapid_key_file=key_file,
         delay=0.0,
         poll_interval=0.01,
-        claim_lease=0.3,
+        claim_lease=1.5,
         later=RetryPolicy(attempts=3, first_delay=0.05, max_delay=0.1, total=60.0),
     )
     async with PushSenders.open(settings) as opened:

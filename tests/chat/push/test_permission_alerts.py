@@ -74,16 +74,21 @@ async def running_turn(store: SqlChatStore, *, lock_ms: int = 60_000) -> TurnRec
 
 
 async def pushes(store: SqlChatStore) -> list[dict[str, Any]]:
-    """Every push, oldest first."""
+    """Every push: the questions' alerts by request id, then the others oldest first
+    (two written in one millisecond have no order of their own)."""
 
     def read(conn: Any) -> list[dict[str, Any]]:
         rows = conn.execute(
-            "SELECT id, kind, collapse_key, title, body, permission_id, state, seen_at "
-            "FROM pending_pushes ORDER BY created_at, id"
+            "SELECT id, kind, collapse_key, title, body, permission_id, state, seen_at, "
+            "created_at FROM pending_pushes"
         ).fetchall()
         return [dict(zip(row.keys(), row, strict=True)) for row in rows]
 
-    return await store.db.read(read)
+    rows = await store.db.read(read)
+    return sorted(
+        rows,
+        key=lambda r: (r["permission_id"] is None, r["permission_id"] or "", r["created_at"]),
+    )
 
 
 async def ask(
