@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Final
 
@@ -29,6 +30,7 @@ from quart.wrappers.response import ResponseBody
 from sandstream.core.sse import PING
 from sandstream.server.http.client_watch import ClientWatch
 from sandstream.server.http.fanout import LiveConnection, Run, RunFraming, live_connection
+from sandstream.server.sessions import Subscribe
 
 from ..errors import RunnerSessionGoneError
 from .frames import TurnFrames, done_frame, files_frame, start_frame
@@ -154,7 +156,10 @@ class TurnStreamBody(ResponseBody):
         self.client = ClientWatch(abort_client)
         self._on_asked = on_asked
         self._live_scope = live_scope
-        self._subscribe = None if live_scope is None else self._live
+        self._subscribe: Subscribe | None = None
+        if live_scope is not None:  # with no one to tell, the connection itself takes runs
+            plain = partial(live_connection, live_scope, _LIVE, self.client)
+            self._subscribe = plain if on_asked is None else self._live
 
     async def __aenter__(self) -> TurnStreamBody:
         stack = self._stack
@@ -214,11 +219,11 @@ class TurnStreamBody(ResponseBody):
     @asynccontextmanager
     async def _live(self) -> AsyncIterator[_AskWatch | None]:
         """One wait's live subscriber; then the permission requests it wrote are passed on."""
-        assert self._live_scope is not None
+        assert self._live_scope is not None and self._on_asked is not None
         async with live_connection(self._live_scope, _LIVE, self.client) as connection:
             watch = None if connection is None else _AskWatch(connection)
             yield watch
-        if watch is not None and watch.asked and self._on_asked is not None:
+        if watch is not None and watch.asked:
             await self._on_asked(watch.asked)
 
     def __aiter__(self) -> TurnStreamBody:
