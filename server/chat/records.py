@@ -18,6 +18,7 @@ __all__ = [
     "BagFile",
     "BagSource",
     "Chat",
+    "DeliveryOutcome",
     "DispatchKind",
     "DispatchRecord",
     "Environment",
@@ -220,6 +221,11 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: int
 
 
+DeliveryOutcome: TypeAlias = Literal["sent", "retry", "failed", "unknown"]
+"""How a push's send to one device ended: taken; to be tried again at the push's next
+attempt; refused, or the device is gone; the service may have taken it (never sent
+again)."""
+
 PushKind: TypeAlias = Literal["webpush", "apns", "fcm"]
 """The push service a subscription is on: Web Push, Apple's APNs, Firebase's FCM."""
 
@@ -241,10 +247,12 @@ class PushSubscription(msgspec.Struct, rename="camel", omit_defaults=True, kw_on
 class PendingPush(msgspec.Struct, frozen=True, kw_only=True):
     """A push waiting out its delay, claimed by one replica (``pending_pushes``).
 
-    ``kind``: ``alert`` (a turn ended) or ``dismiss`` (a silent push telling the other
-    devices that one opened the alert of ``collapse_key``; not to
+    ``kind``: ``alert`` (a turn ended, or, with ``permission_id``, the agent asks the
+    user) or ``dismiss`` (a silent push telling the devices to close the alert of
+    ``collapse_key``: one opened it, or its question was answered; not to
     ``except_subscription``). ``seen_at``: when a device saw the event (a viewer had it,
-    or an ack): then nobody is pushed. ``generation``: the claim's fence.
+    or an ack): then nobody is pushed. ``attempts``: the earlier rounds that left a
+    device to try again. ``generation``: the claim's fence.
     """
 
     id: str
@@ -257,4 +265,6 @@ class PendingPush(msgspec.Struct, frozen=True, kw_only=True):
     except_subscription: str | None
     created_at: int
     seen_at: int | None
+    permission_id: str | None = None
+    attempts: int = 0
     generation: int

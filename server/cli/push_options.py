@@ -30,6 +30,14 @@ def add_push_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) 
         "pushed ($SANDSTREAM_PUSH_DELAY, 4)",
     )
     push.add_argument(
+        "--push-claim-lease",
+        type=float,
+        default=float(env.get("SANDSTREAM_PUSH_CLAIM_LEASE") or 30),
+        help="seconds a replica holds a due notification while it sends it, renewed at "
+        "each device: another replica takes over a dead one's after it "
+        "($SANDSTREAM_PUSH_CLAIM_LEASE, 30)",
+    )
+    push.add_argument(
         "--vapid-key-file",
         default=env.get("SANDSTREAM_VAPID_KEY_FILE"),
         help="the Web Push VAPID private key, PEM on P-256; turns Web Push on "
@@ -84,6 +92,7 @@ def push_settings(args: argparse.Namespace) -> PushSettings:
     """The push settings of parsed ``args``."""
     return PushSettings(
         delay=args.push_delay,
+        claim_lease=args.push_claim_lease,
         vapid_key_file=_path(args.vapid_key_file),
         vapid_contact=args.vapid_contact,
         apns_key_file=_path(args.apns_key_file),

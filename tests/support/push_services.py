@@ -17,9 +17,11 @@
 
 Then it hands the message to the subscribed :class:`Browser`, which decrypts it with
 its own private key and auth secret (RFC 8291), records a :class:`Delivery` and
-answers ``201``. A body the browser cannot decrypt is answered ``400`` (a real push
-service cannot tell, but a test must fail). The service checks with libraries of its
-own, not the sender's code: PyJWT for the JWT and ``http_ece`` for the decryption.
+answers ``201`` (or, told to :meth:`~LoopbackPushService.hold` the next answer to a
+browser, never answers: the sender cannot know the browser had it). A body the
+browser cannot decrypt is answered ``400`` (a real push service cannot tell, but a
+test must fail). The service checks with libraries of its own, not the sender's code:
+PyJWT for the JWT and ``http_ece`` for the decryption.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class LoopbackPushService:
     _failures: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _arrivals: trio.lowlevel.ParkingLot = field(default_factory=trio.lowlevel.ParkingLot)
+    _held: dict[str, trio.Event] = field(default_factory=dict)
 
     def subscribe(self, application_server_key: str) -> Browser:
         """A new browser subscribed with ``application_server_key``."""
@@ -133,6 +136,12 @@ class LoopbackPushService:
         scripted = self._failures.setdefault(browser.subscription.endpoint, [])
         scripted += [(status, retry_after)] * times
 
+    def hold(self, browser: Browser) -> trio.Event:
+        """Deliver the next message to ``browser`` but never answer it; the event is
+        set once it was delivered."""
+        held = self._held[browser.subscription.endpoint] = trio.Event()
+        return held
+
     def delivered_to(self, browser: Browser) -> list[Delivery]:
         """The deliveries to ``browser``, oldest first."""
         return [d for d in self.deliveries if d.endpoint == browser.subscription.endpoint]
@@ -153,7 +162,11 @@ class LoopbackPushService:
             self.attempts[endpoint] += 1
             self._arrivals.unpark_all()
             body = await request.get_data()
-            return self._take(endpoint, body)
+            answer = self._take(endpoint, body)
+            if answer.status_code == 201 and endpoint in self._held:
+                self._held.pop(endpoint).set()
+                await trio.sleep_forever()  # until the sender leaves or the service stops
+            return answer
 
         return app
 

@@ -4,10 +4,11 @@ its chunks as they come and settles it when it ends.
 :class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves each
 session it does not move yet (:meth:`~LogMover.move`); :meth:`LogMover.claim_now`
 starts one at once. Each batch of chunks is fed to the session's :class:`Fold` (in a
-worker thread) and, with ``keep_chunks``, also stored in the chat database; a new owner
-folds from the first chunk again, or from the stored copy and on from its end. A
-session whose source is gone, or whose chunks end without a terminal line, gets
-``error{code:"session_lost"}`` (made by the core) as its last chunk.
+worker thread; then ``on_progress`` looks at the fold) and, with ``keep_chunks``, also
+stored in the chat database; a new owner folds from the first chunk again, or from the
+stored copy and on from its end. A session whose source is gone, or whose chunks end
+without a terminal line, gets ``error{code:"session_lost"}`` (made by the core) as its
+last chunk.
 **Fencing**: a mover writes nothing more, and does not settle, once a renewal is refused,
 ``ttl`` passed since the last renewal that succeeded was sent, or a write was fenced off.
 The mover counts its claims by result, its failed renewals and its takeovers, and
@@ -42,6 +43,7 @@ __all__ = [
     "LogMover",
     "MoveOutcome",
     "NewFold",
+    "OnProgress",
     "OnTerminal",
     "SourceFor",
 ]
@@ -88,6 +90,10 @@ OnTerminal = Callable[[LiveSessionRef, int, F], Awaitable[None]]
 """Called with the session, the lease generation and the fold once the terminal chunk
 was folded (and stored, with ``keep_chunks``)."""
 
+OnProgress = Callable[[LiveSessionRef, int, F], Awaitable[None]]
+"""Called with the session, the lease generation and the fold after each batch was
+folded (or, for a fold made elsewhere, passed), still under the lease."""
+
 LiveSessions = Callable[[], Awaitable[Sequence[LiveSessionRef]]]
 """The sessions that should be moved (the chat's live turns)."""
 
@@ -122,8 +128,8 @@ class LogMover(Generic[F]):
     ``sink`` holds the fences (and, with ``keep_chunks``, the copies of the chunks);
     ``owner_id`` names this replica in the leases (unique per process). Times are in
     seconds: ``heartbeat`` must be shorter than ``ttl`` (a third of it is a good value).
-    ``on_terminal`` and ``live_sessions`` that raise are logged: the session is left
-    for the next sweep.
+    ``on_terminal``, ``on_progress`` and ``live_sessions`` that raise are logged: the
+    session is left for the next sweep.
     """
 
     def __init__(
@@ -136,6 +142,7 @@ class LogMover(Generic[F]):
         live_sessions: LiveSessions,
         new_fold: NewFold[F],
         on_terminal: OnTerminal[F],
+        on_progress: OnProgress[F] | None = None,
         keep_chunks: bool = False,
         ttl: float = 30.0,
         heartbeat: float = 10.0,
@@ -163,6 +170,7 @@ class LogMover(Generic[F]):
         self._live_sessions = live_sessions
         self._new_fold = new_fold
         self._on_terminal = on_terminal
+        self._on_progress = on_progress
         self._moving: set[str] = set()
         self._holding: dict[str, _Holding] = {}
         self._nursery: trio.Nursery | None = None
@@ -247,14 +255,14 @@ class LogMover(Generic[F]):
         another replica owns it) and raise the session's fence to the new generation;
         follow its source from the first chunk (with ``keep_chunks``: fold the stored
         copy, follow from its end and store each batch, one :meth:`MovedChunks.move`
-        each), folding each batch, the lease renewed every ``heartbeat`` s; after the
-        terminal chunk call ``on_terminal(ref, generation, fold)``, still under the
-        lease; release it.
+        each), folding each batch (then ``on_progress``), the lease renewed every
+        ``heartbeat`` s; after the terminal chunk call ``on_terminal(ref, generation,
+        fold)``, still under the lease; release it.
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
-        (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease or
-        ``on_terminal`` raise; the lease is released first. Cancellation: stops at
-        once and releases the lease.
+        (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease,
+        ``on_progress`` or ``on_terminal`` raise; the lease is released first.
+        Cancellation: stops at once and releases the lease.
         """
         started = trio.current_time()
         try:
@@ -351,13 +359,16 @@ class LogMover(Generic[F]):
                 raise _LeaseLost(f"the lease of generation {generation} ran out")
             if isinstance(batch, Passed):
                 holding.moved, holding.last_line = batch.last, batch.last_line
-                return
-            if self.keep_chunks:
-                await self.sink.move(session_id, generation, batch)
-            await trio.to_thread.run_sync(fold.feed, batch.data)
-            if batch.count:
-                data = batch.data
-                holding.moved, holding.last_line = batch.last, data[data.rfind(b"\n", 0, -1) + 1 :]
+            else:
+                if self.keep_chunks:
+                    await self.sink.move(session_id, generation, batch)
+                await trio.to_thread.run_sync(fold.feed, batch.data)
+                if batch.count:
+                    data = batch.data
+                    last_line = data[data.rfind(b"\n", 0, -1) + 1 :]
+                    holding.moved, holding.last_line = batch.last, last_line
+            if self._on_progress is not None:
+                await self._on_progress(ref, generation, fold)
 
         source = self.sources(ref)
         holding.source = source

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import trio
 
 from sandstream.core import StreamProcessor
 from sandstream.core.envelope import LIVE_EXTENSION
+from sandstream.core.live import PermissionRow
 from sandstream.core.persistence import PersistedMessage, assistant_message
 
 from ..ids import now_ms
 from ..store.contract import ChatStore
+from .permissions import PermissionWatch
 
 __all__ = ["TurnFold", "TurnSettler", "fold_chunks"]
 
@@ -51,7 +53,11 @@ class TurnFold:
     ``shared``: the core of the runner that runs the same session in this process, when
     it folds with these bounds: its turn is this fold, made once (the session's chunks
     are that core's output, and fold to what it holds); feeds are then not needed and
-    are ignored."""
+    are ignored.
+
+    ``watch`` follows its permission requests for the push alerts
+    (:mod:`.permissions`), shared or not: a runner's core folds them as the session's
+    own fold would."""
 
     def __init__(
         self,
@@ -69,6 +75,7 @@ class TurnFold:
             max_step_bytes=max_step_bytes,
             extensions=(LIVE_EXTENSION,),
         )
+        self.watch = PermissionWatch()
 
     @property
     def shared(self) -> bool:
@@ -84,6 +91,11 @@ class TurnFold:
     def ended(self) -> bool:
         """Whether a terminal line (or a refused one) ended the turn."""
         return self._processor.ended
+
+    @property
+    def permissions(self) -> Mapping[str, PermissionRow]:
+        """The turn's permission requests so far, by id (read it between feeds)."""
+        return self._processor.turn.permissions
 
     @property
     def lines(self) -> int:

@@ -5,8 +5,10 @@ and the turn settled from its chunks by that replica, under its fenced lease.
 the running ``chat_turns`` (every remote turn, and the embedded turns this process's
 runner has); it folds each session's chunks into a :class:`~.settle.TurnFold` as they
 come (a copy of them is stored only with ``keep_chunks``) and at the terminal settles
-the turn (:meth:`TurnSettler.settle`, fenced by the generation); its lease is wrapped in
-:class:`LockKeepingLease`, so the lease's owner holds and renews the chat's lock. A turn
+the turn (:meth:`TurnSettler.settle`, fenced by the generation); with push on, after each
+batch it records the alerts of the permission requests the fold has news of (fenced
+too); its lease is wrapped in :class:`LockKeepingLease`, so the lease's owner holds and
+renews the chat's lock. A turn
 started here is claimed at once (:meth:`TurnMover.claim_now`), the sweep claims the rest.
 """
 
@@ -16,6 +18,7 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
+import psycopg
 import trio
 
 from sandstream.server.sessions import SessionNotFoundError, SessionService
@@ -123,6 +126,7 @@ class TurnMover:
                 live_sessions=self._live_sessions,
                 new_fold=self._new_fold,
                 on_terminal=self._on_terminal,
+                on_progress=self._on_progress if settings.push.enabled else None,
                 keep_chunks=settings.keep_chunks,
                 ttl=settings.lease_ttl,
                 heartbeat=settings.lock_heartbeat,
@@ -200,6 +204,28 @@ class TurnMover:
             if turn.session_id is not None
             and (turn.runner_url is not None or self.embedded_here(turn.session_id))
         ]
+
+    async def _on_progress(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+        """Record the push alerts of the permission requests the fold has news of,
+        fenced by ``generation``; a failed write is logged and tried again after the
+        next batch (a fenced one ends the moving)."""
+        news = fold.watch.news(fold.permissions)
+        if news is None:
+            return
+        try:
+            await self.store.record_permission_news(
+                ref.session_id,
+                generation=generation,
+                asked=news.newest,
+                resolved=news.resolved,
+                now=now_ms(),
+            )
+        except (sqlite3.Error, psycopg.Error, StoreError) as exc:
+            log.warning(
+                "session %s: recording its permission alerts failed: %r", ref.session_id, exc
+            )
+            return
+        fold.watch.reported(news)
 
     async def _on_terminal(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
         """Settle the turn with ``fold``'s message, fenced by ``generation``. A shared

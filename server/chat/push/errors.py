@@ -5,7 +5,8 @@ What the caller does with each: :class:`PushSubscriptionGoneError` — remove th
 subscription (or device token); :class:`PushRejectedError` — the message or the
 server's credentials are wrong, sending it again will fail again;
 :class:`PushUnavailableError` — the push service could not take it now, a later try
-may succeed.
+may succeed; :class:`PushInDoubtError` — the service may have taken it, and another
+try could show it twice.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..errors import ChatError
 
 __all__ = [
     "PushError",
+    "PushInDoubtError",
     "PushRejectedError",
     "PushSubscriptionGoneError",
     "PushUnavailableError",
@@ -53,12 +55,27 @@ class PushRejectedError(PushError):
 class PushUnavailableError(PushError):
     """The push service could not be reached or answered 429 or 5xx until the retries
     ran out (attempts or time). ``status`` is the last answer's status, ``None`` when
-    the last attempt failed in transport; ``attempts`` how many were made."""
+    the last attempt failed in transport; ``attempts`` how many were made;
+    ``retry_after`` the seconds the last answer's ``Retry-After`` asked to wait."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 0,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.attempts = attempts
+        self.retry_after = retry_after
+
+
+class PushInDoubtError(PushError):
+    """The request may have reached the push service (it was sent whole) and its answer
+    never came: a read failed or timed out. The service may have taken the push, so
+    it is not sent again."""
 
 
 class VapidUnconfiguredError(PushError):

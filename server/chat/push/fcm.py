@@ -31,7 +31,12 @@ import trio
 
 from .apns import apns_request
 from .client import OwnedClient
-from .errors import PushRejectedError, PushSubscriptionGoneError
+from .errors import (
+    PushInDoubtError,
+    PushRejectedError,
+    PushSubscriptionGoneError,
+    PushUnavailableError,
+)
 from .notification import Notification, web_push_topic
 from .retry import RetryPolicy, send_with_retries
 from .tokens import ServiceAccount, google_assertion
@@ -95,7 +100,10 @@ class GoogleAccessTokens:
         async def post() -> httpx.Response:
             return await self._client.post(self._token_uri, data=form)
 
-        response = await self._send(post)
+        try:
+            response = await self._send(post)
+        except PushInDoubtError as exc:  # only the token was asked for: no push went out
+            raise PushUnavailableError(f"the token endpoint: {exc}") from None
         answer = _json_object(response)
         token, lifetime = answer.get("access_token"), answer.get("expires_in")
         if response.status_code != 200 or not isinstance(token, str) or not token:

@@ -1,19 +1,24 @@
-"""The push outbox: the task that sends the pushes the store holds, once each.
+"""The push outbox: the task that sends the pushes the store holds, at most once to
+each device.
 
 :class:`PushOutbox` runs in the chat service's nursery on every replica. Every
 ``poll_interval`` it claims the due pushes (an alert ``delay`` seconds after its event,
-a dismiss at once) under a lease and a new generation
-(:meth:`~..store.contract.ChatStore.claim_due_pushes`); for each, an alert a device has
-seen (a viewer had its turn's end, or an ack) is dropped, else it goes to every
-subscription of the workspace it has not reached yet, each delivery recorded under the
-claim's generation, and the push is ended as sent. A subscription the service says is
-gone is removed; a push a service refuses or cannot take (after its retries) is logged,
-and the others still go. A replica that lost its claim (it stalled past the lease)
-writes nothing more (:class:`~..errors.FencedError`).
+a dismiss at once, a push tried before when its next attempt is due) under a lease and
+a new generation (:meth:`~..store.contract.ChatStore.claim_due_pushes`); for each, an
+alert a device has seen (a viewer had its event, or an ack) is ended unsent, else it
+goes to every subscription of the workspace not tried yet or to try again: each send
+is recorded before it is made (renewing the claim) and after, under the claim's
+generation. A subscription the service says is gone is removed; a push a service
+refuses is logged; one whose answer was lost after the service may have taken it is
+logged and not sent again; one a service could not take after the send's retries is
+tried again later (``settings.later``, never sooner than its ``Retry-After``) and given up,
+logged, past the policy's attempts or age. The others still go. A replica that lost
+its claim (it stalled past the lease) writes nothing more
+(:class:`~..errors.FencedError`), and a send it made is not made again.
 
 Cancellation: the pushes claimed and not ended are released (shielded), so another
-replica, or this one after a restart, takes them at once; a delivery in flight when
-the process dies may be sent again by the next owner (its record was not written).
+replica, or this one after a restart, takes them at once; a send under way then (or
+when the process dies) is never made again: the device may have had it.
 """
 
 from __future__ import annotations
@@ -29,9 +34,14 @@ import trio
 from ..credentials.stream_tokens import StreamTokens
 from ..errors import FencedError, StoreError
 from ..ids import now_ms
-from ..records import PendingPush, PushSubscription
+from ..records import DeliveryOutcome, PendingPush, PushSubscription
 from ..store.contract import ChatStore
-from .errors import PushError, PushSubscriptionGoneError
+from .errors import (
+    PushError,
+    PushInDoubtError,
+    PushSubscriptionGoneError,
+    PushUnavailableError,
+)
 from .notification import Notification
 from .senders import PushSenders
 from .settings import PushSettings
@@ -101,30 +111,77 @@ class PushOutbox:
         try:
             if push.kind == "alert" and push.seen_at is not None:
                 log.info("push %s: seen on a device, nobody is pushed", push.id)
-                await self.store.end_push(push.id, generation=generation, sent=False, now=now_ms())
+                await self.store.end_push(push.id, generation=generation, now=now_ms())
                 return
+            later: list[PushUnavailableError] = []
+            lease_ms = math.ceil(self.settings.claim_lease * 1000)
             for subscription in await self.store.push_targets(push):
                 if not self.senders.accepts(subscription.kind):
                     continue
-                if await self._send(push, subscription):
-                    await self.store.record_push_delivery(
-                        push.id, subscription.id, generation=generation, now=now_ms()
-                    )
-            await self.store.end_push(push.id, generation=generation, sent=True, now=now_ms())
+                await self.store.begin_push_delivery(
+                    push.id, subscription.id, generation=generation, now=now_ms(), lease_ms=lease_ms
+                )
+                outcome = await self._send(push, subscription, later)
+                await self.store.finish_push_delivery(
+                    push.id, subscription.id, outcome, generation=generation
+                )
+            if later and await self._postpone(push, later):
+                return
+            await self.store.end_push(push.id, generation=generation, now=now_ms())
         except FencedError as exc:
-            log.warning("push %s: the claim was lost (%s); its new owner sends it", push.id, exc)
+            log.warning(
+                "push %s: the claim was lost (%s); this replica stops sending it", push.id, exc
+            )
 
-    async def _send(self, push: PendingPush, subscription: PushSubscription) -> bool:
-        """Deliver ``push`` to one subscription; False if it did not take it."""
+    async def _send(
+        self, push: PendingPush, subscription: PushSubscription, later: list[PushUnavailableError]
+    ) -> DeliveryOutcome:
+        """Deliver ``push`` to one subscription; how it ended (a push the service could
+        not take now is added to ``later``)."""
         try:
             await self.senders.send(subscription, self.notification(push, subscription))
         except PushSubscriptionGoneError as exc:
             log.info("push: subscription %s is gone (%s); removed", subscription.id, exc)
             await self.store.remove_gone_subscription(subscription.id)
-            return False
+            return "failed"
+        except PushUnavailableError as exc:
+            log.info("push %s to %s: not taken now: %s", push.id, subscription.id, exc)
+            later.append(exc)
+            return "retry"
+        except PushInDoubtError as exc:
+            log.warning("push %s to %s: %s; not sent again", push.id, subscription.id, exc)
+            return "unknown"
         except PushError as exc:
             log.warning("push %s to %s failed: %s", push.id, subscription.id, exc)
+            return "failed"
+        return "sent"
+
+    async def _postpone(self, push: PendingPush, later: list[PushUnavailableError]) -> bool:
+        """Leave ``push`` waiting for its next attempt (``settings.later``), the devices
+        in ``later`` to try again; False (and a log line) when its attempts or its age
+        are used up."""
+        policy = self.settings.later
+        attempt = push.attempts + 1
+        asked = max(exc.retry_after or 0.0 for exc in later)
+        wait = max(policy.backoff(attempt), asked)
+        due = now_ms() + math.ceil(wait * 1000)
+        if attempt >= policy.attempts or due > push.created_at + policy.total * 1000:
+            log.warning(
+                "push %s: %d device(s) could not take it after %d attempt(s) over %.0f s; given up",
+                push.id,
+                len(later),
+                attempt,
+                (now_ms() - push.created_at) / 1000,
+            )
             return False
+        await self.store.postpone_push(push.id, generation=push.generation, next_attempt_at=due)
+        log.info(
+            "push %s: %d device(s) could not take it; attempt %d in %.1f s",
+            push.id,
+            len(later),
+            attempt + 1,
+            wait,
+        )
         return True
 
     def notification(self, push: PendingPush, subscription: PushSubscription) -> Notification:
@@ -137,6 +194,8 @@ class PushOutbox:
             "workspaceId": push.workspace_id,
             "subscriptionId": subscription.id,
         }
+        if push.permission_id is not None:
+            data["permissionId"] = push.permission_id
         if push.kind == "dismiss":
             return Notification(
                 silent=True, collapse_key=push.collapse_key, data=data, ttl=DISMISS_TTL

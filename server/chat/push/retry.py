@@ -1,14 +1,18 @@
 """Retries of one push request with exponential backoff, shared by the push senders.
 
 :func:`send_with_retries` calls a sender's "send once" coroutine until its answer is
-not worth another try: a 429 or 5xx answer, or an :class:`httpx.TransportError`
-(connect, read, timeout…), is tried again; any other answer is returned as it is, for
-the sender to read. The wait before try *n* + 1 is the backoff (``first_delay`` doubled
+not worth another try: a 429 or 5xx answer, or a transport error before the request
+reached the service whole (connect, pool, write), is tried again; any other answer is
+returned as it is, for the sender to read. A request that may have reached the
+service and got no answer (a read that failed or timed out, the total time running
+out during it) is not sent again: :class:`PushInDoubtError`, since a push must not be
+shown twice. The wait before try *n* + 1 is the backoff (``first_delay`` doubled
 each time, at most ``max_delay``, its upper half random so that many senders do not
 come back together), and never less than the answer's ``Retry-After`` (seconds or an
 HTTP date). Bounded: at most ``attempts`` tries within ``total`` seconds, the tries
 themselves included; a wait that would end past ``total`` gives up at once. Giving up
-raises :class:`PushUnavailableError`.
+raises :class:`PushUnavailableError` (with the last ``Retry-After``, for a later try).
+:meth:`RetryPolicy.backoff` also spaces the push outbox's later attempts.
 
 Cancellation stops it at once, in a try or in a wait; nothing is left to undo. A policy
 with impossible bounds raises :class:`ValueError` when it is made.
@@ -26,11 +30,16 @@ from email.utils import parsedate_to_datetime
 import httpx
 import trio
 
-from .errors import PushUnavailableError
+from .errors import PushInDoubtError, PushUnavailableError
 
 __all__ = ["RetryPolicy", "is_retryable", "retry_after", "send_with_retries"]
 
 log = logging.getLogger("sandstream.chat.push")
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError)
+"""Transport errors of a request that did not reach the push service whole: safe to send
+again. Any other (a read that failed or timed out, a broken answer) may have followed a
+push the service took."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +95,14 @@ async def send_with_retries(
     ``send_once`` sends the request once and returns the whole response (its body
     read); it may raise :class:`httpx.TransportError`. Raises
     :class:`PushUnavailableError` when the attempts or the total time of ``policy``
-    (default :class:`RetryPolicy`) run out on retryable answers or transport errors.
+    (default :class:`RetryPolicy`) run out on retryable answers or errors before the
+    request was sent whole, and :class:`PushInDoubtError` at once when a request may
+    have reached the service and no answer came.
     """
     policy = policy or RetryPolicy()
     deadline = trio.current_time() + policy.total
     for attempt in range(1, policy.attempts + 1):
-        outcome = await _attempt(send_once, deadline)
+        outcome = await _attempt(send_once, deadline, attempt)
         if isinstance(outcome, httpx.Response):
             if not is_retryable(outcome.status_code):
                 return outcome
@@ -109,6 +120,7 @@ async def send_with_retries(
                 f"for another within {policy.total:g} s (the next in {wait:.1f} s)",
                 status=status,
                 attempts=attempt,
+                retry_after=asked,
             )
         log.info("push: the push service %s; attempt %d in %.1f s", failure, attempt + 1, wait)
         await trio.sleep(wait)
@@ -116,16 +128,25 @@ async def send_with_retries(
         f"the push service {failure} after {policy.attempts} attempts",
         status=status,
         attempts=policy.attempts,
+        retry_after=asked,
     )
 
 
 async def _attempt(
-    send_once: Callable[[], Awaitable[httpx.Response]], deadline: float
+    send_once: Callable[[], Awaitable[httpx.Response]], deadline: float, attempt: int
 ) -> httpx.Response | str:
-    """``send_once``'s answer, or what went wrong (as text), by ``deadline``."""
+    """``send_once``'s answer by ``deadline``, or what kept the request from the service
+    (as text); raises :class:`PushInDoubtError` when it may have reached it."""
     with trio.move_on_at(deadline):
         try:
             return await send_once()
-        except httpx.TransportError as error:
+        except _NOT_SENT as error:
             return f"could not be reached ({type(error).__name__}: {error})"
-    return "did not answer in time"
+        except httpx.TransportError as error:
+            raise PushInDoubtError(
+                f"the push service's answer was lost ({type(error).__name__}: {error}) "
+                f"at attempt {attempt}: it may have taken the push"
+            ) from None
+    raise PushInDoubtError(
+        f"the push service did not answer in time (attempt {attempt}): it may have taken the push"
+    )

@@ -110,13 +110,17 @@ class PushSenders:
     @asynccontextmanager
     async def open(cls, settings: PushSettings) -> AsyncIterator[PushSenders]:
         """The senders of ``settings``, open until the block is left (the credentials
-        read by :func:`load_credentials`)."""
+        read by :func:`load_credentials`; each send retried within
+        ``settings.send_retries``)."""
         credentials = load_credentials(settings)
+        policy = settings.send_retries
         async with AsyncExitStack() as stack:
             webpush = apns = fcm = None
             if credentials.vapid is not None:
                 client = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
-                webpush = WebPushSender(client, credentials.vapid, settings.vapid_contact)
+                webpush = WebPushSender(
+                    client, credentials.vapid, settings.vapid_contact, policy=policy
+                )
             if credentials.apns is not None:
                 assert settings.apns_topic is not None
                 apns = await stack.enter_async_context(
@@ -124,11 +128,12 @@ class PushSenders:
                         ApnsProviderTokens(credentials.apns),
                         topic=settings.apns_topic,
                         base_url=settings.apns_host,
+                        policy=policy,
                     )
                 )
             if credentials.fcm is not None:
                 fcm = await stack.enter_async_context(
-                    FcmSender(credentials.fcm, api_url=settings.fcm_api_url)
+                    FcmSender(credentials.fcm, api_url=settings.fcm_api_url, policy=policy)
                 )
             yield cls(webpush, apns, fcm)
 

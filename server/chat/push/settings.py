@@ -9,12 +9,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from ..errors import ChatConfigError
 from .apns import APNS_PRODUCTION
 from .fcm import FCM_API
+from .retry import RetryPolicy
 
-__all__ = ["PushSettings"]
+__all__ = ["LATER", "PushSettings"]
+
+LATER: Final = RetryPolicy(attempts=8, first_delay=30.0, max_delay=600.0, total=3600.0)
+"""The default later attempts of a push: 8 rounds over at most an hour from its event."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,8 +30,12 @@ class PushSettings:
     the ``.p8`` auth key, its key id, the team id, the app's bundle id (``topic``) and
     the host (production or development). ``fcm_service_account_file``: a Google
     service account's JSON key; ``fcm_api_url`` the FCM API. ``claim_lease``: seconds a
-    replica holds a due push while it sends it (a replica that dies holding it loses
-    it this long after). ``poll_interval``: how often due pushes are looked for."""
+    replica holds a due push, renewed at each device it sends to (a replica that dies
+    holding it loses it this long after); one send's retries fit in a third of it
+    (:attr:`send_retries`). ``later``: the push's later attempts when a push service
+    could not take it (``attempts`` rounds, the first after ``first_delay`` s, doubling
+    to ``max_delay``, never past ``total`` s after its event; then it is given up).
+    ``poll_interval``: how often due pushes are looked for."""
 
     delay: float = 4.0
     vapid_key_file: Path | None = None
@@ -39,6 +48,7 @@ class PushSettings:
     fcm_service_account_file: Path | None = None
     fcm_api_url: str = FCM_API
     claim_lease: float = 30.0
+    later: RetryPolicy = LATER
     poll_interval: float = 0.25
 
     def __post_init__(self) -> None:
@@ -53,6 +63,16 @@ class PushSettings:
         apns = (self.apns_key_id, self.apns_team_id, self.apns_topic)
         if self.apns_key_file is not None and not all(apns):
             raise ChatConfigError("APNs needs its key id, team id and topic with its .p8 key")
+
+    @property
+    def send_retries(self) -> RetryPolicy:
+        """The retries within one request to a push service: within a third of the
+        claim lease, so that a send (FCM's may fetch an access token first) ends while
+        its claim holds; beyond it, :attr:`later` tries again."""
+        total = self.claim_lease / 3
+        return RetryPolicy(
+            attempts=5, first_delay=min(1.0, total / 8), max_delay=total / 4, total=total
+        )
 
     @property
     def enabled(self) -> bool:

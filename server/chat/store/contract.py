@@ -13,7 +13,7 @@ callers that must know the outcome (the turn's start and settle) shield the call
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from sandstream.core.persistence import PersistedMessage
 from ..records import (
     BagFile,
     Chat,
+    DeliveryOutcome,
     DispatchRecord,
     Environment,
     NewBlob,
@@ -284,6 +285,33 @@ class ChatStore(Protocol):
         Returns how many were waiting."""
         ...
 
+    async def mark_permissions_seen(
+        self, turn_id: str, permission_ids: Sequence[str], now: int
+    ) -> None:
+        """A viewer handed out the permission requests ``permission_ids`` of the running
+        turn ``turn_id``: their alerts, recorded or still to be, push nobody."""
+        ...
+
+    async def record_permission_news(
+        self,
+        session_id: str,
+        *,
+        generation: int,
+        asked: str | None,
+        resolved: Sequence[str],
+        now: int,
+    ) -> None:
+        """The log mover folded permission requests of the running turn of runner
+        session ``session_id``: those ``resolved`` are moot (a waiting alert dropped, a
+        delivered one dismissed); ``asked``, the newest still pending, gets an alert
+        (once), which replaces the chat's permission alert still waiting. Under the
+        mover's lease ``generation`` (:class:`FencedError` if a newer one fenced it)."""
+        ...
+
+    async def permission_answered(self, turn_id: str, permission_id: str, now: int) -> None:
+        """The user answered the permission request: its alert is moot."""
+        ...
+
     async def ack_push(
         self,
         workspace_id: str,
@@ -295,30 +323,45 @@ class ChatStore(Protocol):
     ) -> bool:
         """A device acknowledged the alert ``push_id``: it is seen; ``opened`` (on the
         device ``subscription_id``) also records a dismiss push to the workspace's
-        other devices if the alert was sent. False for an unknown alert."""
+        other devices if a device had the alert. False for an unknown alert."""
         ...
 
     async def claim_due_pushes(
         self, owner: str, *, now: int, delay_ms: int, lease_ms: int, limit: int = 32
     ) -> list[PendingPush]:
         """Claim for ``lease_ms`` the waiting pushes older than ``delay_ms`` (dismisses
-        at once) that no live claim holds, each under a new generation."""
+        at once) whose next attempt is due and that no live claim holds, each under a
+        new generation; a device whose send was under way when the claim before ended
+        is never sent to again."""
         ...
 
     async def push_targets(self, push: PendingPush) -> list[PushSubscription]:
-        """The subscriptions ``push`` goes to that it was not delivered to yet."""
+        """The subscriptions ``push`` goes to now: not tried yet, or to try again."""
         ...
 
-    async def record_push_delivery(
-        self, push_id: str, subscription_id: str, *, generation: int, now: int
+    async def begin_push_delivery(
+        self, push_id: str, subscription_id: str, *, generation: int, now: int, lease_ms: int
     ) -> None:
-        """Record a delivery under the claim ``generation`` (:class:`FencedError` if it
+        """Record, before it is made, the send of a claimed push to a device, and hold
+        the claim ``lease_ms`` more (:class:`FencedError` if it was lost)."""
+        ...
+
+    async def finish_push_delivery(
+        self, push_id: str, subscription_id: str, outcome: DeliveryOutcome, *, generation: int
+    ) -> None:
+        """Record how the send to a device ended (:class:`FencedError` if the claim
         was lost)."""
         ...
 
-    async def end_push(self, push_id: str, *, generation: int, sent: bool, now: int) -> None:
-        """End a claimed push as sent or dropped (:class:`FencedError` if the claim was
-        lost)."""
+    async def postpone_push(self, push_id: str, *, generation: int, next_attempt_at: int) -> None:
+        """Count an attempt of a claimed push and leave it waiting until
+        ``next_attempt_at`` (:class:`FencedError` if the claim was lost)."""
+        ...
+
+    async def end_push(self, push_id: str, *, generation: int, now: int) -> str:
+        """End a claimed push: ``sent`` if a device had it (or may have), else
+        ``dropped``, which is returned; devices left to try again are given up
+        (:class:`FencedError` if the claim was lost)."""
         ...
 
     async def release_push(self, push_id: str, *, generation: int) -> None:

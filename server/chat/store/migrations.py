@@ -105,6 +105,28 @@ def _push_tables(integer: str) -> tuple[str, ...]:
     )
 
 
+def _push_retries_and_permissions(integer: str) -> tuple[str, ...]:
+    """What a push's later attempts, a permission's alert and its seen marks add, with
+    ``integer`` the 64-bit integer type: the turn and permission request an alert is
+    about (one alert per request), the attempts made and when the next is due; each
+    delivery's state (``sending`` is written before the send: a send whose answer was
+    never recorded is not made again); the permission requests a viewer handed out."""
+    return (
+        "ALTER TABLE pending_pushes ADD COLUMN turn_id TEXT",
+        "ALTER TABLE pending_pushes ADD COLUMN permission_id TEXT",
+        f"ALTER TABLE pending_pushes ADD COLUMN attempts {integer} NOT NULL DEFAULT 0",
+        f"ALTER TABLE pending_pushes ADD COLUMN next_attempt_at {integer} NOT NULL DEFAULT 0",
+        "CREATE UNIQUE INDEX pending_pushes_permission ON pending_pushes (turn_id, permission_id)",
+        "ALTER TABLE push_deliveries ADD COLUMN state TEXT NOT NULL DEFAULT 'sent'"
+        " CHECK (state IN ('sending', 'sent', 'retry', 'failed', 'unknown'))",
+        "CREATE TABLE seen_permissions ("
+        " turn_id TEXT NOT NULL,"
+        " permission_id TEXT NOT NULL,"
+        f" seen_at {integer} NOT NULL,"
+        " PRIMARY KEY (turn_id, permission_id))",
+    )
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         1,
@@ -287,6 +309,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "push notifications: push_subscriptions, pending_pushes, push_deliveries",
         _push_tables("INTEGER"),
     ),
+    Migration(
+        8,
+        "push notifications: later attempts, at most one send per device, the alerts of "
+        "permission requests and seen_permissions",
+        _push_retries_and_permissions("INTEGER"),
+    ),
 )
 
 
@@ -434,6 +462,12 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
         2,
         "push notifications: push_subscriptions, pending_pushes, push_deliveries",
         _push_tables("BIGINT"),
+    ),
+    Migration(
+        3,
+        "push notifications: later attempts, at most one send per device, the alerts of "
+        "permission requests and seen_permissions",
+        _push_retries_and_permissions("BIGINT"),
     ),
 )
 

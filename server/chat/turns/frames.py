@@ -63,7 +63,13 @@ class _Kind(msgspec.Struct):
     type: str
 
 
+class _Request(msgspec.Struct):
+    id: str
+    status: str
+
+
 _kind: Final = msgspec.json.Decoder(_Kind).decode
+_request: Final = msgspec.json.Decoder(_Request).decode
 
 
 def _head(line: bytes) -> bytes | None:
@@ -84,15 +90,18 @@ class TurnFrames:
 
     Once the terminal line is met, ``terminal`` is ``"result"`` or ``"error"`` and its
     frame is kept in ``terminal_frame`` instead of being returned (the caller puts the
-    ``files`` frame before it); nothing after it is rendered.
+    ``files`` frame before it); nothing after it is rendered. ``asked``: the ids of the
+    pending permission requests rendered so far (the caller empties it when it has
+    taken them).
     """
 
-    __slots__ = ("terminal", "terminal_cursor", "terminal_frame")
+    __slots__ = ("asked", "terminal", "terminal_cursor", "terminal_frame")
 
     def __init__(self) -> None:
         self.terminal: str | None = None
         self.terminal_cursor = 0
         self.terminal_frame = b""
+        self.asked: list[str] = []
 
     def render_run(self, first: int, data: bytes, count: int) -> bytes:
         """The frames of ``count`` chunks (``\\n``-terminated lines at cursors
@@ -114,6 +123,8 @@ class TurnFrames:
                 frame = b"id: %d\n%b%b\n" % (cursor, head, data_fields(line))
             else:
                 frame = SINGLE_LINE_FRAME % (cursor, head, line)
+            if head is _PERMISSION:
+                self._note(line)
             if head not in _TERMINAL_HEADS:
                 parts.append(frame)
             else:
@@ -121,6 +132,15 @@ class TurnFrames:
                 self.terminal_cursor = cursor
                 self.terminal_frame = frame
         return b"".join(parts)
+
+    def _note(self, line: bytes) -> None:
+        """Add a pending permission request's id to ``asked``."""
+        try:
+            request = _request(line)
+        except msgspec.DecodeError:  # the runner stores envelope lines only
+            return
+        if request.status == "pending":
+            self.asked.append(request.id)
 
 
 def _steps_only(data: bytes, count: int) -> bool:

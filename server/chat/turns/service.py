@@ -306,6 +306,14 @@ class ChatTurns:
                 await self.store.mark_push_seen(record.chat_id, now_ms())
             return [f.attachment() for f in await self.store.turn_result_files(record.id)]
 
+        async def on_asked(permission_ids: list[str]) -> None:
+            """A device saw these questions: their alerts push nobody (a failed write is
+            logged: the viewer goes on)."""
+            try:
+                await self.store.mark_permissions_seen(record.id, permission_ids, now_ms())
+            except (sqlite3.Error, psycopg.Error, StoreError) as exc:
+                log.warning("chat %s: marking its questions seen failed: %r", record.chat_id, exc)
+
         return TurnStreamBody(
             turn.session,
             after=after,
@@ -317,6 +325,7 @@ class ChatTurns:
             live_scope=scope if live_writes else None,
             interrupt_on_disconnect=interrupt_on_disconnect,
             registry=self.viewers,
+            on_asked=on_asked if self.settings.push.enabled else None,
         )
 
     async def done_after_terminal(self, turn: StartedTurn, cursor: int) -> bytes:
@@ -386,7 +395,9 @@ class ChatTurns:
     ) -> None:
         """Give the user's answer to a permission request of the chat's running turn.
 
-        The turn's runner session takes the first answer (also across replicas): raises
+        The turn's runner session takes the first answer (also across replicas); the
+        request's push alert is then moot (dropped if it waits, dismissed if sent; the log
+        mover, folding the request's ``resolved`` line, does it too). Raises
         ``PermissionNotFoundError`` (the turn never asked it), ``PermissionAnsweredError``
         (answered or resolved before), :class:`NoLiveTurnError` (nothing runs, or it
         ended meanwhile), ``ChatNotFoundError``, ``RemoteRunnerError``.
@@ -398,6 +409,11 @@ class ChatTurns:
             await turn.session.answer_permission(answer)
         except (SessionEndedError, RunnerSessionGoneError):
             raise NoLiveTurnError(chat_id) from None
+        if self.settings.push.enabled:  # answered: its alert is moot
+            try:
+                await self.store.permission_answered(turn.record.id, answer.id, now_ms())
+            except (sqlite3.Error, psycopg.Error, StoreError) as exc:  # the mover sees it too
+                log.warning("chat %s: dropping an answered alert failed: %r", chat_id, exc)
 
     async def shutdown(self) -> None:
         """End every live turn and wait for them to settle (at most

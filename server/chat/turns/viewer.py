@@ -6,6 +6,10 @@ renders frames (:mod:`.frames`): ``start`` from the beginning, the session's fra
 then, once the turn has settled, the ``files``, the terminal and ``done``; ``: ping``
 when quiet for ``ping_interval``. The turn itself is never touched.
 
+The pending permission requests a viewer hands out, written by its task or live, are
+passed to ``on_asked`` once written (a device saw them: their push alerts push
+nobody); a live run that holds one sends the viewer's task on to do that.
+
 Cancellation: a viewer that leaves (closed, or cut after ``stall_timeout`` s without
 taking a chunk) ends only its body; with ``onDisconnect: "cancel"`` it first interrupts
 the session, shielded. :meth:`~TurnStreamBody.close` (shutdown) ends it without a terminal.
@@ -14,8 +18,8 @@ the session, shielded. :meth:`~TurnStreamBody.close` (shutdown) ends it without 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from types import TracebackType
 from typing import Any, Final
@@ -25,20 +29,61 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
 from sandstream.server.http.client_watch import ClientWatch
-from sandstream.server.http.fanout import LiveFraming, live_connection
+from sandstream.server.http.fanout import LiveConnection, Run, RunFraming, live_connection
+from sandstream.server.sessions import Subscribe
 
 from ..errors import RunnerSessionGoneError
-from .frames import TurnFrames, done_frame, files_frame, live_frames, start_frame
+from .frames import TurnFrames, done_frame, files_frame, start_frame
 from .runner_link import KEEPALIVE, RunnerSession, SessionReader
 
-__all__ = ["TurnStreamBody", "Viewers"]
+__all__ = ["OnAsked", "TurnStreamBody", "Viewers"]
 
 log = logging.getLogger("sandstream.chat")
 
 END_WAIT: Final = 30.0
 """Seconds a viewer that leaves with ``onDisconnect: "cancel"`` waits for the interrupt."""
-_STEPS_LIVE: Final = LiveFraming(live_frames)
-"""A caught-up viewer's live writes: a run's step frames."""
+
+OnAsked = Callable[[list[str]], Awaitable[None]]
+"""Told the ids of the pending permission requests a viewer has written to its client."""
+
+
+class _LiveFraming(RunFraming[Run]):
+    """A caught-up viewer's live writes, framed once per run for every viewer: the
+    run's frames, and in :attr:`asked` the pending permission requests among them."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self) -> None:
+        super().__init__(self._render)
+        self.asked: list[str] = []
+
+    def _render(self, run: Run) -> bytes:
+        frames = TurnFrames()
+        out = frames.render_run(run.first, run.data, run.count)
+        self.asked = frames.asked
+        return out
+
+
+_LIVE: Final = _LiveFraming()
+
+
+class _AskWatch:
+    """A viewer's live subscriber: its connection, noting the permission requests it
+    wrote; a run that holds one is taken as not taken whole, so the viewer's task
+    reads on (after it has passed them on)."""
+
+    __slots__ = ("_connection", "asked")
+
+    def __init__(self, connection: LiveConnection[Run]) -> None:
+        self._connection = connection
+        self.asked: list[str] = []
+
+    def offer(self, run: Run) -> bool:
+        taken = self._connection.offer(run)
+        if _LIVE.run is not run or not _LIVE.asked:
+            return taken
+        self.asked += _LIVE.asked
+        return False
 
 
 class Viewers:
@@ -76,7 +121,8 @@ class TurnStreamBody(ResponseBody):
     to settle and returns the files the run wrote back. ``live_scope``: the ASGI
     scope of the response, for an embedded session's new runs to be written to its
     connection as step frames while this viewer is caught up (no task step per run:
-    :mod:`sandstream.server.http.fanout`); ``None``: no live writes.
+    :mod:`sandstream.server.http.fanout`); ``None``: no live writes. ``on_asked``:
+    told the pending permission requests this viewer wrote (see the module docstring).
     """
 
     def __init__(
@@ -92,6 +138,7 @@ class TurnStreamBody(ResponseBody):
         live_scope: Mapping[str, Any] | None = None,
         interrupt_on_disconnect: bool = False,
         registry: Viewers | None = None,
+        on_asked: OnAsked | None = None,
     ) -> None:
         self.session = session
         self._after = after if after is not None else 0
@@ -107,11 +154,12 @@ class TurnStreamBody(ResponseBody):
         self._stack = AsyncExitStack()
         self._nursery: trio.Nursery | None = None
         self.client = ClientWatch(abort_client)
-        self._subscribe = (
-            None
-            if live_scope is None
-            else partial(live_connection, live_scope, _STEPS_LIVE, self.client)
-        )
+        self._on_asked = on_asked
+        self._live_scope = live_scope
+        self._subscribe: Subscribe | None = None
+        if live_scope is not None:  # with no one to tell, the connection itself takes runs
+            plain = partial(live_connection, live_scope, _LIVE, self.client)
+            self._subscribe = plain if on_asked is None else self._live
 
     async def __aenter__(self) -> TurnStreamBody:
         stack = self._stack
@@ -168,16 +216,30 @@ class TurnStreamBody(ResponseBody):
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
+    @asynccontextmanager
+    async def _live(self) -> AsyncIterator[_AskWatch | None]:
+        """One wait's live subscriber; then the permission requests it wrote are passed on."""
+        assert self._live_scope is not None and self._on_asked is not None
+        async with live_connection(self._live_scope, _LIVE, self.client) as connection:
+            watch = None if connection is None else _AskWatch(connection)
+            yield watch
+        if watch is not None and watch.asked:
+            await self._on_asked(watch.asked)
+
     def __aiter__(self) -> TurnStreamBody:
         return self
 
     async def __anext__(self) -> bytes:
         self.client.taken()
+        frames = self._frames
+        if frames.asked:  # the frames handed out last were written: pass their requests on
+            asked, frames.asked = frames.asked, []
+            if self._on_asked is not None:
+                await self._on_asked(asked)
         if self._pending:
             out, self._pending = self._pending, b""
             return self._hand_out(out)
         reader = self._reader
-        frames = self._frames
         while not self._finished and reader is not None:
             if frames.terminal is not None:  # its steps went out: settle, then the end
                 self._finished = True

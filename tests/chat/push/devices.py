@@ -1,6 +1,6 @@
 """The push tests' devices and turns, over a chat server's HTTP API: a browser
-subscribed with the server's VAPID key and registered, a turn nobody watches to its
-end, and the store's pushes once none waits."""
+subscribed with the server's VAPID key and registered, a turn nobody watches (to its
+end, or left running), the store's pushes once none waits, and what a browser received."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sandstream.server.chat.store.sql import SqlChatStore
 from tests.chat.harness import DEADLINE, WORKSPACE
 from tests.support.push_services import Browser, LoopbackPushService
 
-__all__ = ["payloads", "pushes_ended", "subscribe", "unwatched_turn"]
+__all__ = ["left_turn", "payloads", "pushes_ended", "received", "subscribe", "unwatched_turn"]
 
 
 async def subscribe(
@@ -39,11 +39,8 @@ async def subscribe(
     return browser, response.json()["id"]
 
 
-async def unwatched_turn(
-    client: httpx.AsyncClient, message: str, chat_id: str | None = None
-) -> str:
-    """Start a turn, leave as soon as it started, wait until it settled; returns the
-    chat id."""
+async def left_turn(client: httpx.AsyncClient, message: str, chat_id: str | None = None) -> str:
+    """Start a turn and leave as soon as it started (it runs on); returns the chat id."""
     body: dict[str, Any] = {"workspaceId": WORKSPACE, "message": message}
     if chat_id is not None:
         body["chatId"] = chat_id
@@ -53,6 +50,15 @@ async def unwatched_turn(
                 chat_id = msgspec.json.decode(line[5:])["chatId"]
                 break
     assert chat_id is not None
+    return chat_id
+
+
+async def unwatched_turn(
+    client: httpx.AsyncClient, message: str, chat_id: str | None = None
+) -> str:
+    """Start a turn, leave as soon as it started, wait until it settled; returns the
+    chat id."""
+    chat_id = await left_turn(client, message, chat_id)
     with trio.fail_after(DEADLINE):
         while True:
             chat = await client.get(
@@ -81,3 +87,13 @@ async def pushes_ended(store: SqlChatStore, count: int) -> list[tuple[str, str]]
 def payloads(push_service: LoopbackPushService, browser: Browser) -> list[dict[str, Any]]:
     """The JSON of each push message ``browser`` received, oldest first."""
     return [msgspec.json.decode(d.plaintext) for d in push_service.delivered_to(browser)]
+
+
+async def received(
+    push_service: LoopbackPushService, browser: Browser, count: int
+) -> list[dict[str, Any]]:
+    """Wait until ``browser`` received ``count`` push messages; their JSON."""
+    with trio.fail_after(DEADLINE):
+        while len(push_service.delivered_to(browser)) < count:
+            await trio.sleep(0.05)
+    return payloads(push_service, browser)

@@ -1,8 +1,9 @@
 """The delayed push, end to end: a real chat server with the embedded runner, push
 subscriptions registered over its API, the loopback Web Push service as the browsers'
 push service. A turn whose end a viewer saw pushes nobody; one nobody watched pushes
-every device once, with the chat's collapse key; a gone subscription is removed; an
-opened alert is dismissed on the other devices."""
+every device once, with the chat's collapse key; a turn whose server died, settled by
+the lost-turn sweep, pushes as a failed one; a gone subscription is removed; an opened
+alert is dismissed on the other devices."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 import trio
 
+from sandstream.server.chat.credentials.one_time import mint_tokens
+from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.push.notification import web_push_topic
 from sandstream.server.chat.push.settings import PushSettings
 from sandstream.server.chat.push.webpush import VapidKey
+from sandstream.server.chat.records import TurnRequest
 from tests.chat.harness import WORKSPACE, ChatServer, plans, sleeping, start_chat_server
 from tests.chat.push.devices import payloads, pushes_ended, subscribe, unwatched_turn
 from tests.support.push_services import LoopbackPushService
@@ -39,7 +44,11 @@ async def server(nursery: trio.Nursery, tmp_path: Path) -> ChatServer:
     key_file.write_bytes(VapidKey.generate().private_pem())
     settings = PushSettings(vapid_key_file=key_file, delay=DELAY, poll_interval=0.05)
     return await start_chat_server(
-        nursery, tmp_path / "data", agent=plans(slow=sleeping(0.5)), push=settings
+        nursery,
+        tmp_path / "data",
+        agent=plans(slow=sleeping(0.5)),
+        push=settings,
+        sweep_interval=0.2,  # the lost-turn sweep
     )
 
 
@@ -80,6 +89,38 @@ async def test_a_turn_nobody_watched_pushes_every_device_once(
         first, second = push_service.delivered_to(browser)
         assert first.topic == second.topic
         assert [p["tag"] for p in payloads(push_service, browser)] == [f"chat-{chat_id}"] * 2
+
+
+async def test_a_turn_its_server_lost_pushes_as_a_failed_one(
+    server: ChatServer, api: httpx.AsyncClient, push_service: LoopbackPushService
+) -> None:
+    phone, _ = await subscribe(api, push_service)
+    # A turn of a server that died: its lock expires at once and nobody renews it.
+    now = now_ms()
+    session_id = new_id("sess")
+    dead = await server.store.begin_turn(
+        TurnRequest(
+            workspace_id=WORKSPACE,
+            chat_id=None,
+            workflow_id=None,
+            text="lost in a crash",
+            attachment_ids=[],
+            user_message_id=new_id("msg"),
+            assistant_message_id=new_id("msg"),
+            session_id=session_id,
+            holder=f"srv_dead:{session_id}",
+            lease_expires_at=now + 200,
+            tokens=list(mint_tokens(now).stored),
+            now=now,
+            replay_limit=20,
+        )
+    )
+    assert await pushes_ended(server.store, 1) == [("alert", "sent")]
+    [alert] = payloads(push_service, phone)
+    assert (alert["title"], alert["body"]) == ("Failed", "lost in a crash")
+    assert alert["tag"] == f"chat-{dead.chat.id}"
+    lost = (await server.store.get_messages(WORKSPACE, dead.chat.id))[-1]
+    assert (lost.status, msgspec.to_builtins(lost.content[-1])["code"]) == ("failed", "turn_lost")
 
 
 async def test_a_gone_subscription_is_removed(

@@ -1,5 +1,6 @@
 """The push senders' retries: which answers are retried, ``Retry-After`` in both its
-forms, transport errors against a port nobody listens on, and the policy's bounds."""
+forms, transport errors against a port nobody listens on, a request a server took and
+never answered (not sent again), and the policy's bounds."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from functools import partial
 
 import httpx
 import pytest
+import trio
 
-from sandstream.server.chat.push.errors import PushUnavailableError
+from sandstream.server.chat.push.errors import PushInDoubtError, PushUnavailableError
 from sandstream.server.chat.push.retry import (
     RetryPolicy,
     is_retryable,
@@ -67,6 +70,42 @@ async def test_transport_errors_are_retried_until_the_attempts_run_out(closed_po
         with pytest.raises(PushUnavailableError, match="could not be reached") as caught:
             await send_with_retries(send_once, QUICK)
     assert (caught.value.status, caught.value.attempts, calls) == (None, QUICK.attempts, 3)
+
+
+async def silent_server(nursery: trio.Nursery) -> tuple[int, list[bytes]]:
+    """A loopback server that reads every request and never answers; its port, and
+    what it read."""
+    read: list[bytes] = []
+
+    async def take(stream: trio.SocketStream) -> None:
+        async for data in stream:
+            read.append(data)
+
+    listeners = await nursery.start(partial(trio.serve_tcp, take, 0, host="127.0.0.1"))
+    return listeners[0].socket.getsockname()[1], read
+
+
+@pytest.mark.parametrize(
+    ("timeout", "total", "why"),
+    [(0.2, 30.0, "answer was lost \\(ReadTimeout"), (30.0, 0.3, "did not answer in time")],
+)
+async def test_a_request_that_got_no_answer_is_not_sent_again(
+    nursery: trio.Nursery, timeout: float, total: float, why: str
+) -> None:
+    port, read = await silent_server(nursery)
+    policy = RetryPolicy(attempts=3, first_delay=0.01, max_delay=0.02, total=total)
+    calls = 0
+    async with httpx.AsyncClient(timeout=timeout) as client:
+
+        async def send_once() -> httpx.Response:
+            nonlocal calls
+            calls += 1
+            return await client.post(f"http://127.0.0.1:{port}/push/x", content=b"x")
+
+        with pytest.raises(PushInDoubtError, match=why):
+            await send_with_retries(send_once, policy)
+    assert calls == 1
+    assert b"POST /push/x" in b"".join(read)
 
 
 async def test_a_final_answer_is_returned_as_it_is() -> None:

@@ -8,7 +8,8 @@
 - :mod:`.dispatch`: dispatch records and one-time tokens;
 - :mod:`.bag_files`: the chat bag's metadata;
 - :mod:`.environments`: workflow environments;
-- :mod:`.push`: push subscriptions, pending pushes and their deliveries.
+- :mod:`.push`: push subscriptions, the alerts events record, seen and moot ones;
+- :mod:`.push_claims`: the push outbox's claims and each device's delivery.
 
 The log mover's tables of the same database are the store's too:
 :mod:`..moved_runs` and :mod:`..leases`.

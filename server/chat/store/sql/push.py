@@ -1,30 +1,42 @@
 """Push notifications in the chat store: the devices' subscriptions
-(``push_subscriptions``), the pushes waiting out their delay (``pending_pushes``) and
-what each push delivered (``push_deliveries``).
+(``push_subscriptions``), the events that record an alert (``pending_pushes``), and
+what makes an alert moot or seen (``seen_permissions``, acks).
 
-A turn that settles records its alert in the settling transaction
-(:func:`record_turn_push`, only for a workspace with subscriptions). A device that saw
-the turn end marks it seen (:meth:`PushNotifications.mark_push_seen`, an ack); a replica
-claims what is due (:meth:`~PushNotifications.claim_due_pushes`: a claim with a lease
-and a generation, as the log mover's), records each delivery and ends the push under
-that generation, so a push is sent once whichever replica, before or after a restart,
-holds it. Bad input: an unknown subscription or push is ``False`` / ``None``; a write
-under a lost claim raises :class:`~...errors.FencedError` (nothing written).
-Cancellation: a call that started runs to completion in its worker thread.
+Alerts are recorded in the transaction of their event: a turn that settles
+(:func:`record_turn_push`, also a turn the lost-turn sweep settles), and a permission
+request the log mover folds (:meth:`PushNotifications.record_permission_news`, under
+the mover's fence). Only a workspace with subscriptions gets them. A newer alert of a
+chat's collapse key replaces one still waiting; a permission request answered or
+resolved, or whose turn ended, drops its waiting alert and dismisses a delivered one.
+A viewer that hands out a turn's end or a permission request marks it seen, in the
+database, so a replica's outbox drops it (:mod:`.push_claims` sends). Dropping a
+waiting push raises its generation, so an outbox sending it writes nothing more.
+
+Bad input: an unknown subscription, push or turn is ``False`` / ``None`` / nothing
+written; a write under a lost mover lease raises :class:`~...errors.FencedError`
+(nothing written). Cancellation: a call that started runs to completion in its worker
+thread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
-import msgspec
-
-from ...errors import FencedError
 from ...ids import new_id
-from ...records import PendingPush, PushSubscription
+from ...records import PushSubscription
 from ..database import Connection, Database
+from ..moved_runs import check_fence
 
-__all__ = ["OUTCOME_TITLES", "PushNotifications", "collapse_key", "record_turn_push"]
+__all__ = [
+    "OUTCOME_TITLES",
+    "PERMISSION_TITLE",
+    "PushNotifications",
+    "collapse_key",
+    "moot_turn_permissions",
+    "permission_collapse_key",
+    "record_turn_push",
+]
 
 OUTCOME_TITLES: Final = {
     "complete": "Done",
@@ -33,51 +45,113 @@ OUTCOME_TITLES: Final = {
     "cancelled": "Cancelled",
 }
 """A settled turn's alert title, by the assistant message's status."""
+PERMISSION_TITLE: Final = "Waiting for your answer"
+"""The alert title of a permission request (its body: the chat's title)."""
 
 _SUBSCRIPTION_COLUMNS: Final = "id, workspace_id, kind, address, p256dh, auth, created_at"
-_PUSH_COLUMNS: Final = (
-    "id, workspace_id, chat_id, kind, collapse_key, title, body, except_subscription, "
-    "created_at, seen_at, generation"
-)
+_DELIVERED: Final = "('sending', 'sent', 'unknown')"
+"""Delivery states of a device that has (or may have) had the push."""
 
 
 def collapse_key(chat_id: str) -> str:
-    """The collapse key of a chat's pushes: a newer one replaces an older one."""
+    """The collapse key of a chat's turn alerts: a newer one replaces an older one."""
     return f"chat-{chat_id}"
+
+
+def permission_collapse_key(chat_id: str) -> str:
+    """The collapse key of a chat's permission alerts, their own: a newer request
+    replaces an older one, and a turn's end does not replace a question."""
+    return f"permission-{chat_id}"
 
 
 def _row(row: Any) -> dict[str, Any]:
     return dict(zip(row.keys(), row, strict=True))
 
 
-def record_turn_push(conn: Connection, chat_id: str, status: str | None, now: int) -> None:
-    """In the settling transaction: the alert of the chat's turn that ended with
-    ``status``, if its workspace has a push subscription (else nothing)."""
+def _record_alert(
+    conn: Connection,
+    chat_id: str,
+    key: str,
+    title: str,
+    now: int,
+    *,
+    turn_id: str | None,
+    permission_id: str | None = None,
+    seen_at: int | None = None,
+) -> None:
+    """An alert of the chat (body: its title) if its workspace has a subscription;
+    it replaces the chat's alert of ``key`` still waiting."""
+    _drop_waiting(conn, "chat_id = ? AND collapse_key = ?", (chat_id, key), now)
     conn.execute(
         "INSERT INTO pending_pushes (id, workspace_id, chat_id, kind, collapse_key, title, "
-        "body, created_at, state) "
-        "SELECT ?, c.workspace_id, c.id, 'alert', ?, ?, COALESCE(c.title, ''), ?, 'pending' "
-        "FROM chats AS c WHERE c.id = ? AND EXISTS "
-        "(SELECT 1 FROM push_subscriptions AS s WHERE s.workspace_id = c.workspace_id)",
-        (
-            new_id("push"),
-            collapse_key(chat_id),
-            OUTCOME_TITLES.get(status or "", "Finished"),
-            now,
-            chat_id,
-        ),
+        "body, created_at, seen_at, state, turn_id, permission_id) "
+        "SELECT ?, c.workspace_id, c.id, 'alert', ?, ?, COALESCE(c.title, ''), ?, ?, "
+        "'pending', ?, ? FROM chats AS c WHERE c.id = ? AND EXISTS "
+        "(SELECT 1 FROM push_subscriptions AS s WHERE s.workspace_id = c.workspace_id) "
+        "ON CONFLICT (turn_id, permission_id) DO NOTHING",
+        (new_id("push"), key, title, now, seen_at, turn_id, permission_id, chat_id),
     )
 
 
-def _check_claim(conn: Connection, push_id: str, generation: int) -> None:
-    row = conn.execute("SELECT generation FROM pending_pushes WHERE id = ?", (push_id,)).fetchone()
-    fence = 0 if row is None else int(row[0])
-    if fence != generation:
-        raise FencedError(push_id, generation, fence)
+def _drop_waiting(conn: Connection, condition: str, params: tuple[Any, ...], now: int) -> None:
+    """Drop the waiting alerts that match ``condition``, fencing off a claim on them."""
+    conn.execute(
+        "UPDATE pending_pushes SET state = 'dropped', done_at = ?, claim_owner = NULL, "
+        f"generation = generation + 1 WHERE kind = 'alert' AND state = 'pending' AND {condition}",
+        (now, *params),
+    )
+
+
+def _dismiss_delivered(
+    conn: Connection,
+    condition: str,
+    params: tuple[Any, ...],
+    now: int,
+    except_subscription: str | None = None,
+) -> None:
+    """A dismiss of each alert matching ``condition`` that a device has (or may have)
+    had, to the workspace's devices but ``except_subscription`` (once per alert)."""
+    conn.execute(
+        "INSERT INTO pending_pushes (id, workspace_id, chat_id, kind, collapse_key, title, "
+        "body, except_subscription, created_at, state) "
+        "SELECT p.id || '.dismiss', p.workspace_id, p.chat_id, 'dismiss', p.collapse_key, "
+        "'', '', ?, ?, 'pending' FROM pending_pushes AS p "
+        f"WHERE p.kind = 'alert' AND {condition} AND EXISTS (SELECT 1 FROM push_deliveries "
+        f"AS d WHERE d.push_id = p.id AND d.state IN {_DELIVERED}) "
+        "ON CONFLICT (id) DO NOTHING",
+        (except_subscription, now, *params),
+    )
+
+
+def _moot_permissions(conn: Connection, condition: str, params: tuple[Any, ...], now: int) -> None:
+    """The permission alerts matching ``condition`` are moot: dismissed where a device
+    had them, dropped where they wait."""
+    condition = f"permission_id IS NOT NULL AND {condition}"
+    _dismiss_delivered(conn, condition, params, now)
+    _drop_waiting(conn, condition, params, now)
+
+
+def moot_turn_permissions(conn: Connection, turn_id: str, now: int) -> None:
+    """In the transaction that settles the turn ``turn_id``: its permission alerts are
+    moot, its seen marks gone."""
+    _moot_permissions(conn, "turn_id = ?", (turn_id,), now)
+    conn.execute("DELETE FROM seen_permissions WHERE turn_id = ?", (turn_id,))
+
+
+def record_turn_push(
+    conn: Connection, chat_id: str, turn_id: str | None, status: str | None, now: int
+) -> None:
+    """In the settling transaction: the alert of the chat's turn ``turn_id`` that ended
+    with ``status``, if its workspace has a push subscription; its permission alerts
+    are moot."""
+    if turn_id is not None:
+        moot_turn_permissions(conn, turn_id, now)
+    title = OUTCOME_TITLES.get(status or "", "Finished")
+    _record_alert(conn, chat_id, collapse_key(chat_id), title, now, turn_id=turn_id)
 
 
 class PushNotifications:
-    """The :class:`~..contract.ChatStore` methods on push notifications."""
+    """The :class:`~..contract.ChatStore` methods on push subscriptions and alerts."""
 
     db: Database
 
@@ -145,6 +219,81 @@ class PushNotifications:
 
         return await self.db.write(run)
 
+    async def mark_permissions_seen(
+        self, turn_id: str, permission_ids: Sequence[str], now: int
+    ) -> None:
+        def run(conn: Connection) -> None:
+            for permission_id in permission_ids:
+                conn.execute(
+                    "INSERT INTO seen_permissions (turn_id, permission_id, seen_at) "
+                    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM chat_turns "
+                    "WHERE id = ? AND state != 'settled') "
+                    "ON CONFLICT (turn_id, permission_id) DO NOTHING",
+                    (turn_id, permission_id, now, turn_id),
+                )
+                conn.execute(
+                    "UPDATE pending_pushes SET seen_at = COALESCE(seen_at, ?) "
+                    "WHERE turn_id = ? AND permission_id = ? AND state = 'pending'",
+                    (now, turn_id, permission_id),
+                )
+
+        await self.db.write(run)
+
+    async def record_permission_news(
+        self,
+        session_id: str,
+        *,
+        generation: int,
+        asked: str | None,
+        resolved: Sequence[str],
+        now: int,
+    ) -> None:
+        def run(conn: Connection) -> None:
+            turn = conn.execute(
+                "SELECT id, chat_id FROM chat_turns WHERE session_id = ? AND state = 'running'",
+                (session_id,),
+            ).fetchone()
+            if turn is None:
+                return
+            check_fence(conn, session_id, generation)
+            turn_id, chat_id = turn["id"], turn["chat_id"]
+            for permission_id in resolved:
+                _moot_permissions(
+                    conn, "turn_id = ? AND permission_id = ?", (turn_id, permission_id), now
+                )
+            if (
+                asked is None
+                or conn.execute(
+                    "SELECT 1 FROM pending_pushes WHERE turn_id = ? AND permission_id = ?",
+                    (turn_id, asked),
+                ).fetchone()
+            ):
+                return  # no request, or one recorded before (a takeover folds it again)
+            seen = conn.execute(
+                "SELECT seen_at FROM seen_permissions WHERE turn_id = ? AND permission_id = ?",
+                (turn_id, asked),
+            ).fetchone()
+            _record_alert(
+                conn,
+                chat_id,
+                permission_collapse_key(chat_id),
+                PERMISSION_TITLE,
+                now,
+                turn_id=turn_id,
+                permission_id=asked,
+                seen_at=None if seen is None else seen[0],
+            )
+
+        await self.db.write(run)
+
+    async def permission_answered(self, turn_id: str, permission_id: str, now: int) -> None:
+        def run(conn: Connection) -> None:
+            _moot_permissions(
+                conn, "turn_id = ? AND permission_id = ?", (turn_id, permission_id), now
+            )
+
+        await self.db.write(run)
+
     async def ack_push(
         self,
         workspace_id: str,
@@ -156,8 +305,8 @@ class PushNotifications:
     ) -> bool:
         def run(conn: Connection) -> bool:
             row = conn.execute(
-                f"SELECT {_PUSH_COLUMNS} FROM pending_pushes "
-                "WHERE id = ? AND workspace_id = ? AND kind = 'alert'",
+                "SELECT id FROM pending_pushes WHERE id = ? AND workspace_id = ? "
+                "AND kind = 'alert'",
                 (push_id, workspace_id),
             ).fetchone()
             if row is None:
@@ -171,85 +320,7 @@ class PushNotifications:
                     "UPDATE pending_pushes SET opened_at = COALESCE(opened_at, ?) WHERE id = ?",
                     (now, push_id),
                 )
-                conn.execute(
-                    "INSERT INTO pending_pushes (id, workspace_id, chat_id, kind, collapse_key, "
-                    "title, body, except_subscription, created_at, state) "
-                    "SELECT ?, workspace_id, chat_id, 'dismiss', collapse_key, '', '', ?, ?, "
-                    "'pending' FROM pending_pushes WHERE id = ? AND state = 'sent' "
-                    "ON CONFLICT (id) DO NOTHING",
-                    (f"{push_id}.dismiss", subscription_id, now, push_id),
-                )
+                _dismiss_delivered(conn, "id = ?", (push_id,), now, subscription_id)
             return True
 
         return await self.db.write(run)
-
-    async def claim_due_pushes(
-        self, owner: str, *, now: int, delay_ms: int, lease_ms: int, limit: int = 32
-    ) -> list[PendingPush]:
-        def run(conn: Connection) -> list[PendingPush]:
-            rows = conn.execute(
-                f"SELECT {_PUSH_COLUMNS} FROM pending_pushes WHERE state = 'pending' "
-                "AND (kind = 'dismiss' OR created_at <= ?) AND claim_expires_at <= ? "
-                "ORDER BY created_at, id LIMIT ?",
-                (now - delay_ms, now, limit),
-            ).fetchall()
-            claimed: list[PendingPush] = []
-            for row in rows:
-                generation = int(row["generation"]) + 1
-                conn.execute(
-                    "UPDATE pending_pushes SET claim_owner = ?, generation = ?, "
-                    "claim_expires_at = ? WHERE id = ?",
-                    (owner, generation, now + lease_ms, row["id"]),
-                )
-                claimed.append(
-                    msgspec.convert({**_row(row), "generation": generation}, PendingPush)
-                )
-            return claimed
-
-        return await self.db.write(run)
-
-    async def push_targets(self, push: PendingPush) -> list[PushSubscription]:
-        def run(conn: Connection) -> list[PushSubscription]:
-            rows = conn.execute(
-                f"SELECT {_SUBSCRIPTION_COLUMNS} FROM push_subscriptions AS s "
-                "WHERE workspace_id = ? AND id != COALESCE(?, '') AND NOT EXISTS "
-                "(SELECT 1 FROM push_deliveries AS d WHERE d.push_id = ? "
-                "AND d.subscription_id = s.id) ORDER BY created_at, id",
-                (push.workspace_id, push.except_subscription, push.id),
-            ).fetchall()
-            return [PushSubscription(**_row(row)) for row in rows]
-
-        return await self.db.read(run)
-
-    async def record_push_delivery(
-        self, push_id: str, subscription_id: str, *, generation: int, now: int
-    ) -> None:
-        def run(conn: Connection) -> None:
-            _check_claim(conn, push_id, generation)
-            conn.execute(
-                "INSERT INTO push_deliveries (push_id, subscription_id, sent_at) "
-                "VALUES (?, ?, ?) ON CONFLICT (push_id, subscription_id) DO NOTHING",
-                (push_id, subscription_id, now),
-            )
-
-        await self.db.write(run)
-
-    async def end_push(self, push_id: str, *, generation: int, sent: bool, now: int) -> None:
-        def run(conn: Connection) -> None:
-            _check_claim(conn, push_id, generation)
-            conn.execute(
-                "UPDATE pending_pushes SET state = ?, done_at = ?, claim_owner = NULL WHERE id = ?",
-                ("sent" if sent else "dropped", now, push_id),
-            )
-
-        await self.db.write(run)
-
-    async def release_push(self, push_id: str, *, generation: int) -> None:
-        def run(conn: Connection) -> None:
-            conn.execute(
-                "UPDATE pending_pushes SET claim_owner = NULL, claim_expires_at = 0 "
-                "WHERE id = ? AND generation = ? AND state = 'pending'",
-                (push_id, generation),
-            )
-
-        await self.db.write(run)

@@ -2,10 +2,12 @@
 the lock columns of ``chats``.
 
 A turn begins in one transaction (chat, lock, user message, dispatch and tokens, turn
-row) and settles in one (assistant message and files, dispatch settled, lock released).
-An expired lock is taken over, its turn recovered as lost (``failed``/``turn_lost``) if
-its session cannot be running. :class:`Turns` holds the :class:`~..contract.ChatStore`
-methods on turns. Bad input: :class:`~...errors.ChatNotFoundError`,
+row) and settles in one (assistant message and files, dispatch settled, lock released,
+its push alert recorded). An expired lock is taken over, its turn recovered as lost
+(``failed``/``turn_lost``) if its session cannot be running; one the sweep recovers
+records its alert as a failed turn does (not one a new turn of its chat recovers: its
+user is there). :class:`Turns` holds the :class:`~..contract.ChatStore` methods on
+turns. Bad input: :class:`~...errors.ChatNotFoundError`,
 :class:`~...errors.ChatBusyError`, :class:`~...errors.AttachmentError`,
 :class:`~...errors.FencedError`: nothing written. Cancellation: a call that started
 runs to completion in its worker thread: callers that must know the outcome shield it.
@@ -38,7 +40,7 @@ from .chats import (
     touch_chat,
 )
 from .dispatch import insert_dispatch, insert_tokens, settle_dispatch
-from .push import record_turn_push
+from .push import moot_turn_permissions, record_turn_push
 
 __all__ = ["TURN_LOST", "Turns"]
 
@@ -91,6 +93,7 @@ def _recover_lost_turn(conn: Connection, row: Any, now: int) -> str | None:
     if session_id is not None:
         settle_dispatch(conn, session_id, now)
         _mark_turn_settled(conn, session_id, now)
+        moot_turn_permissions(conn, session_id, now)
     if message_id is None or has_message(conn, message_id):
         return None
     files = [] if session_id is None else claim_results(conn, session_id, message_id)
@@ -136,7 +139,7 @@ def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
     _mark_turn_settled(conn, finish.session_id, finish.now)
     _release_lock(conn, finish.chat_id, finish.holder)
     touch_chat(conn, finish.chat_id, finish.now)
-    record_turn_push(conn, finish.chat_id, message.status, finish.now)
+    record_turn_push(conn, finish.chat_id, finish.session_id, message.status, finish.now)
     return message
 
 
@@ -356,7 +359,8 @@ class Turns:
             for row in rows:
                 if row["lock_session_id"] in spare:
                     continue
-                _recover_lost_turn(conn, row, now)
+                if _recover_lost_turn(conn, row, now) is not None:  # its owner is away
+                    record_turn_push(conn, row["id"], row["lock_session_id"], "failed", now)
                 _release_lock(conn, row["id"], row["lock_holder"])
                 touch_chat(conn, row["id"], now)
                 settled.append(row["id"])
