@@ -29,7 +29,13 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.core.sse import PING
 from sandstream.server.http.client_watch import ClientWatch
-from sandstream.server.http.fanout import LiveConnection, Run, RunFraming, live_connection
+from sandstream.server.http.fanout import (
+    LiveConnection,
+    Offered,
+    Run,
+    RunFraming,
+    live_connection,
+)
 from sandstream.server.sessions import Subscribe
 
 from ..errors import RunnerSessionGoneError
@@ -69,8 +75,8 @@ _LIVE: Final = _LiveFraming()
 
 class _AskWatch:
     """A viewer's live subscriber: its connection, noting the permission requests it
-    wrote; a run that holds one is taken as not taken whole, so the viewer's task
-    reads on (after it has passed them on)."""
+    wrote; a run that holds one is refused once offered (written or queued), so the
+    viewer's task reads on (after it has passed them on)."""
 
     __slots__ = ("_connection", "asked")
 
@@ -78,12 +84,15 @@ class _AskWatch:
         self._connection = connection
         self.asked: list[str] = []
 
-    def offer(self, run: Run) -> bool:
-        taken = self._connection.offer(run)
+    def offer(self, run: Run) -> Offered:
+        offered = self._connection.offer(run)
         if _LIVE.run is not run or not _LIVE.asked:
-            return taken
+            return offered
         self.asked += _LIVE.asked
-        return False
+        return "refused"
+
+    async def write_backlog(self) -> None:
+        await self._connection.write_backlog()
 
 
 class Viewers:
