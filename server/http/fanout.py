@@ -52,9 +52,10 @@ __all__ = [
 RAW_SEND_EXTENSION: Final = "sandstream.hypercorn_send"
 """The scope extension ``{"send": <the send callable Hypercorn gave the app>}``."""
 
-DEFAULT_BACKLOG_BYTES: Final = 4 * 1024 * 1024
-"""The bytes a live reader may have queued before it must leave the live set (the
-size Linux lets a TCP send buffer grow to by default; docs/architecture.md)."""
+DEFAULT_BACKLOG_BYTES: Final = 8 * 1024 * 1024
+"""The bytes a live reader may have queued before it must leave the live set: at least
+one group commit of a session's runs beyond the lag a session holds its writer back
+for (docs/architecture.md)."""
 
 _SEND_FLAGS: Final = socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL
 
@@ -210,6 +211,11 @@ class LiveConnection(Generic[R]):
         self._backlog.append(rest)
         self._queued = len(rest)
         return "queued" if sent >= 0 and self._queued <= self._limit else "refused"
+
+    @property
+    def queued(self) -> int:
+        """Bytes offered and not yet written (its backlog)."""
+        return self._queued
 
     async def write_backlog(self) -> None:
         """Write the backlog through Hypercorn (its lock, a shielded write; a broken

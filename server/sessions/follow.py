@@ -146,6 +146,7 @@ class Follow:
                     if reader.woken.is_set():  # its subscriber queued runs
                         reader.woken = trio.Event()
                         await subscriber.write_backlog()
+                        session.live_drained()
                         continue
                     quiet_since = max(reader.joined_at, session.offered_at)
                     if trio.current_time() >= quiet_since + self._keepalive:

@@ -9,6 +9,9 @@ never skip one: a cursor retention dropped raises :class:`CursorGoneError`. Caug
 readers may join the live set (:meth:`Session.join_live`): each stored run is offered
 to their :class:`LiveSubscriber`, except the final run and one over ``max_write``; a
 reader whose subscriber queued a run for its task to write is woken and stays live.
+The writer waits, at most ``live_hold`` s, before handing over a new run while a live
+reader is more than :data:`LIVE_LAG_BYTES` behind; one still behind then leaves the
+live set and reads on by itself.
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ __all__ = [
 DEFAULT_TAIL_BYTES: Final = 1024 * 1024
 DEFAULT_MAX_WRITE: Final = 256 * 1024
 DEFAULT_MAX_UNSTORED: Final = 4 * 1024 * 1024
+LIVE_LAG_BYTES: Final = 1024 * 1024
+"""How far (bytes offered, not yet written) a live reader may fall behind before the
+writer waits for it."""
+DEFAULT_LIVE_HOLD: Final = 0.25
+"""Seconds the writer waits at most for live readers that fell behind."""
 
 
 def new_session_id() -> str:
@@ -70,6 +78,11 @@ class LiveSubscriber(Protocol):
         ``"taken"``; ``"queued"``, for the reader's task to write (it is woken, and
         stays live); ``"refused"``, the reader must read on by itself (it leaves the
         live set holding ``run``, and is offered nothing more)."""
+        ...
+
+    @property
+    def queued(self) -> int:
+        """Bytes it was offered and has not written yet."""
         ...
 
     async def write_backlog(self) -> None:
@@ -136,6 +149,7 @@ class Session:
         tail_bytes: int = DEFAULT_TAIL_BYTES,
         max_write: int = DEFAULT_MAX_WRITE,
         max_unstored: int = DEFAULT_MAX_UNSTORED,
+        live_hold: float = DEFAULT_LIVE_HOLD,
     ) -> None:
         self.buffer = buffer
         self.key = key
@@ -168,6 +182,8 @@ class Session:
         self._tail_size = 0
         self._changed = trio.Event()
         self._live: dict[LiveReader, None] = {}
+        self._live_hold = live_hold
+        self._live_drained = trio.Event()
         self.offered_at = -math.inf
         """When (trio time) the writer last offered a run to the live readers."""
         self.closed = trio.Event()
@@ -210,7 +226,8 @@ class Session:
         knows) to the buffer as one run; once it
         is stored it is published (:meth:`_publish`). Returns at once unless more than
         ``max_unstored`` bytes of this session wait to be stored: then it waits for
-        room (the container meanwhile blocks on its pipe: memory stays bounded).
+        room (the container meanwhile blocks on its pipe: memory stays bounded); or
+        while a live reader is behind (see the module docstring).
 
         Raises the error that kept an earlier run from being stored (the stream store's;
         nothing after it is stored or published). Cancellation: while it waits for
@@ -222,6 +239,8 @@ class Session:
             raise self._failure
         if not data:
             return
+        if self._live:
+            await self._wait_for_live()
         if count is None:
             count = data.count(b"\n")
         after = self._submitted
@@ -340,6 +359,7 @@ class Session:
         if reader in self._live:
             del self._live[reader]
             reader.cursor = self.last_cursor
+            self.live_drained()
 
     async def wait_beyond(self, cursor: int, timeout: float) -> bool:
         """Wait until there is a chunk after ``cursor`` or the session ended.
@@ -408,6 +428,38 @@ class Session:
         self._changed.set()
         self._changed = trio.Event()
 
+    def live_drained(self) -> None:
+        """A live reader wrote what it was offered (or left): the writer, if it waits
+        for readers behind, looks again."""
+        self._live_drained.set()
+        self._live_drained = trio.Event()
+
+    async def _wait_for_live(self) -> None:
+        """Wait, at most ``live_hold`` s, while live readers are more than
+        :data:`LIVE_LAG_BYTES` behind (their client paused: the container then waits on
+        its pipe, as an attached client holds it back); then take out those still
+        behind: they read on by themselves, and a stalled reader holds the writer back
+        once, not at every run."""
+
+        def behind() -> list[LiveReader]:
+            return [r for r in self._live if r.subscriber.queued > LIVE_LAG_BYTES]
+
+        if not behind():
+            return
+        with trio.move_on_after(self._live_hold):
+            while behind():
+                await self._live_drained.wait()
+            return
+        for reader in behind():
+            self._take_out(reader)
+
+    def _take_out(self, reader: LiveReader) -> None:
+        """Take ``reader`` out of the live set, holding every chunk offered so far."""
+        del self._live[reader]
+        reader.cursor = self.last_cursor
+        reader.left = True
+        reader.woken.set()
+
     def _offer_live(self, run: Run) -> None:
         """Offer ``run`` (the newest) to every live reader; wake the ones that queued
         it, and take out (woken) the ones that refused it, holding it."""
@@ -422,10 +474,7 @@ class Session:
             elif offered == "refused":
                 refused.append(reader)
         for reader in refused:
-            del self._live[reader]
-            reader.cursor = self.last_cursor
-            reader.left = True
-            reader.woken.set()
+            self._take_out(reader)
 
     def _wake_live(self, cursor: int) -> None:
         """Take every reader out of the live set, holding the chunks up to ``cursor``."""

@@ -23,6 +23,7 @@ import pytest
 import trio
 
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
+from sandstream.server.http.fanout import DEFAULT_BACKLOG_BYTES
 from sandstream.server.streams import Stream, get_streams
 from sandstream.server.streams.cursors import interval_cursor
 from tests.server.harness import RunnerServer
@@ -211,7 +212,7 @@ async def test_a_live_reader_whose_backlog_overflows_reads_on_and_gets_the_same_
         await client.post("/v1/stream/slow", headers={"Stream-Closed": "true"})
         await stalled.read_to_end()
         whole = await read_stream(client, "/v1/stream/slow")
-    assert appended * len(line) > 4 * 1024 * 1024  # the backlog's bound
+    assert appended * len(line) > DEFAULT_BACKLOG_BYTES  # the backlog's bound
     assert whole.count(line) == appended
     assert "".join(stalled.data).encode() == whole
 

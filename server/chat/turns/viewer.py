@@ -91,6 +91,10 @@ class _AskWatch:
         self.asked += _LIVE.asked
         return "refused"
 
+    @property
+    def queued(self) -> int:
+        return self._connection.queued
+
     async def write_backlog(self) -> None:
         await self._connection.write_backlog()
 
