@@ -58,8 +58,10 @@ from sandstream.server.chat import (
     SqlChatStore,
     serve_chat,
 )
+from sandstream.server.chat.credentials.one_time import mint_tokens
+from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.mover import RemoteSource
-from sandstream.server.chat.records import DispatchRecord
+from sandstream.server.chat.records import DispatchRecord, TurnRequest, TurnStart
 from sandstream.server.chat.store.bag import PostgresBlobStore
 from sandstream.server.chat.store.moved_runs import Batch
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV
@@ -654,6 +656,30 @@ async def start_runner_process(
     with trio.fail_after(DEADLINE):
         await listening.wait()
     return runner
+
+
+async def begin_dead_turn(store: SqlChatStore, text: str, *, lease_ms: int) -> TurnStart:
+    """A turn as a server that died left it: begun on a new chat, its lock expiring
+    ``lease_ms`` from now and renewed by nobody, no runner session."""
+    now = now_ms()
+    session_id = new_id("sess")
+    return await store.begin_turn(
+        TurnRequest(
+            workspace_id=WORKSPACE,
+            chat_id=None,
+            workflow_id=None,
+            text=text,
+            attachment_ids=[],
+            user_message_id=new_id("msg"),
+            assistant_message_id=new_id("msg"),
+            session_id=session_id,
+            holder=f"srv_dead:{session_id}",
+            lease_expires_at=now + lease_ms,
+            tokens=list(mint_tokens(now).stored),
+            now=now,
+            replay_limit=20,
+        )
+    )
 
 
 # -- what a scale-out test reads back -------------------------------------------------------

@@ -15,15 +15,14 @@ import pytest
 import trio
 
 from sandstream.server.chat import SqlChatStore
-from sandstream.server.chat.credentials.one_time import mint_tokens
-from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.records import TurnRequest
+from sandstream.server.chat.ids import now_ms
 from sandstream.server.sessions.buffer import BUFFER_FILE
 from tests.chat.databases import open_store
 from tests.chat.harness import (
     DEADLINE,
     WORKSPACE,
     EventReader,
+    begin_dead_turn,
     descendants,
     kill_and_wait,
     plans,
@@ -152,24 +151,8 @@ async def test_the_periodic_sweep_settles_a_lease_that_expires_while_serving(
     )
     # A turn of a server that died: its lock expires in 0.5 s and nobody renews it.
     now = now_ms()
-    session_id = new_id("sess")
-    dead = await server.store.begin_turn(
-        TurnRequest(
-            workspace_id=WORKSPACE,
-            chat_id=None,
-            workflow_id=None,
-            text="lost in a crash",
-            attachment_ids=[],
-            user_message_id=new_id("msg"),
-            assistant_message_id=new_id("msg"),
-            session_id=session_id,
-            holder=f"srv_dead:{session_id}",
-            lease_expires_at=now + 500,
-            tokens=list(mint_tokens(now).stored),
-            now=now,
-            replay_limit=20,
-        )
-    )
+    dead = await begin_dead_turn(server.store, "lost in a crash", lease_ms=500)
+    session_id = dead.session.id
     # A live turn alongside, whose heartbeat keeps its lease: the sweep leaves it be.
     async with server.stream({"workspaceId": WORKSPACE, "message": "slow one"}) as response:
         reader = EventReader(response)

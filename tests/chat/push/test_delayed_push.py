@@ -15,13 +15,17 @@ import msgspec
 import pytest
 import trio
 
-from sandstream.server.chat.credentials.one_time import mint_tokens
-from sandstream.server.chat.ids import new_id, now_ms
 from sandstream.server.chat.push.notification import web_push_topic
 from sandstream.server.chat.push.settings import PushSettings
 from sandstream.server.chat.push.webpush import VapidKey
-from sandstream.server.chat.records import TurnRequest
-from tests.chat.harness import WORKSPACE, ChatServer, plans, sleeping, start_chat_server
+from tests.chat.harness import (
+    WORKSPACE,
+    ChatServer,
+    begin_dead_turn,
+    plans,
+    sleeping,
+    start_chat_server,
+)
 from tests.chat.push.devices import payloads, pushes_ended, subscribe, unwatched_turn
 from tests.support.push_services import LoopbackPushService
 
@@ -96,25 +100,7 @@ async def test_a_turn_its_server_lost_pushes_as_a_failed_one(
 ) -> None:
     phone, _ = await subscribe(api, push_service)
     # A turn of a server that died: its lock expires at once and nobody renews it.
-    now = now_ms()
-    session_id = new_id("sess")
-    dead = await server.store.begin_turn(
-        TurnRequest(
-            workspace_id=WORKSPACE,
-            chat_id=None,
-            workflow_id=None,
-            text="lost in a crash",
-            attachment_ids=[],
-            user_message_id=new_id("msg"),
-            assistant_message_id=new_id("msg"),
-            session_id=session_id,
-            holder=f"srv_dead:{session_id}",
-            lease_expires_at=now + 200,
-            tokens=list(mint_tokens(now).stored),
-            now=now,
-            replay_limit=20,
-        )
-    )
+    dead = await begin_dead_turn(server.store, "lost in a crash", lease_ms=200)
     assert await pushes_ended(server.store, 1) == [("alert", "sent")]
     [alert] = payloads(push_service, phone)
     assert (alert["title"], alert["body"]) == ("Failed", "lost in a crash")
