@@ -3,7 +3,11 @@ DevTools protocol (``ServiceWorker.deliverPushMessage``, as the browser's push s
 would) shows one notification with the chat's collapse key as its tag, a newer alert
 of the same chat replaces it, and a dismiss push closes it. The "Notify me" toggle shows
 when the server has a VAPID key. (Subscribing itself needs the browser's push service,
-which a headless Chromium offline has not.)"""
+which a headless Chromium offline has not.)
+
+Chromium forgets a notification that is being shown while ``getNotifications`` runs, so
+the test reads the notifications only once the worker's ``showNotification`` has resolved:
+it counts them from inside the worker."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, CDPSession, Page
+from playwright.sync_api import BrowserContext, CDPSession, Page, Worker
 
 from sandstream.server.chat.push.notification import Notification
 from sandstream.server.chat.push.senders import web_push_payload
@@ -26,6 +30,15 @@ SHOWN = """async () => (await (await navigator.serviceWorker.ready).getNotificat
 REGISTER = """async () => {
     await navigator.serviceWorker.register("/sw.js", { scope: "/" });
     return (await navigator.serviceWorker.ready).scope;
+}"""
+COUNT_SHOWN = """() => {
+    const registration = self.registration;
+    const show = registration.showNotification;
+    self.shownCount = 0;
+    registration.showNotification = async (...args) => {
+        await show.apply(registration, args);
+        self.shownCount += 1;
+    };
 }"""
 
 
@@ -48,9 +61,49 @@ def dismiss(chat_id: str) -> str:
     ).decode()
 
 
-def worker(context: BrowserContext, server: ServerThread) -> tuple[Page, CDPSession, str]:
-    """A page of the app with the service worker registered and active; the page, a
-    DevTools session and the worker's registration id."""
+class Pushed:
+    """A page of the app with its service worker registered and active, counting the
+    notifications it has shown; pushes are delivered through the DevTools protocol."""
+
+    def __init__(
+        self, origin: str, page: Page, cdp: CDPSession, registration: str, worker: Worker
+    ) -> None:
+        self.origin = origin
+        self.page = page
+        self.cdp = cdp
+        self.registration = registration
+        self.worker = worker
+        self.pushed_shows = 0
+
+    def deliver(self, data: str) -> None:
+        self.cdp.send(
+            "ServiceWorker.deliverPushMessage",
+            {"origin": self.origin, "registrationId": self.registration, "data": data},
+        )
+
+    def show(self, data: str) -> list[dict[str, str]]:
+        """Deliver an alert; the notifications shown once the worker has shown it."""
+        self.deliver(data)
+        self.pushed_shows += 1
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while self.worker.evaluate("self.shownCount") < self.pushed_shows:
+            assert time.monotonic() < deadline, "the worker never showed the alert"
+        result: list[dict[str, str]] = self.page.evaluate(SHOWN)
+        return result
+
+    def shown_after(self, count: int) -> list[dict[str, str]]:
+        """The notifications shown, once there are ``count`` of them."""
+        self.page.wait_for_function(
+            f"async () => (await (await navigator.serviceWorker.ready).getNotifications())"
+            f".length === {count}"
+        )
+        result: list[dict[str, str]] = self.page.evaluate(SHOWN)
+        return result
+
+
+def worker(context: BrowserContext, server: ServerThread) -> Pushed:
+    """A page of the app with the service worker registered, active and counting its
+    notifications."""
     context.grant_permissions(["notifications"], origin=server.url)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
@@ -69,44 +122,25 @@ def worker(context: BrowserContext, server: ServerThread) -> tuple[Page, CDPSess
         assert time.monotonic() < deadline, registrations
         page.evaluate("0")  # a round trip: Playwright dispatches the DevTools events meanwhile
     assert len(ids) == 1, registrations
-    return page, cdp, ids.pop()
-
-
-def deliver(cdp: CDPSession, server: ServerThread, registration: str, data: str) -> None:
-    cdp.send(
-        "ServiceWorker.deliverPushMessage",
-        {"origin": server.url, "registrationId": registration, "data": data},
-    )
-
-
-def shown_after(page: Page, count: int) -> list[dict[str, str]]:
-    """The notifications shown, once there are ``count`` of them."""
-    page.wait_for_function(
-        f"async () => (await (await navigator.serviceWorker.ready).getNotifications())"
-        f".length === {count}"
-    )
-    result: list[dict[str, str]] = page.evaluate(SHOWN)
-    return result
+    (service_worker,) = [w for w in context.service_workers if w.url == server.url + "/sw.js"]
+    service_worker.evaluate(COUNT_SHOWN)
+    return Pushed(server.url, page, cdp, ids.pop(), service_worker)
 
 
 def test_a_push_shows_one_notification_and_a_dismiss_closes_it(
     context: BrowserContext, server: ServerThread
 ) -> None:
-    page, cdp, registration = worker(context, server)
-    deliver(cdp, server, registration, alert("c1", "Done", "list the files"))
-    assert shown_after(page, 1) == [{"tag": "chat-c1", "title": "Done", "body": "list the files"}]
+    pushed = worker(context, server)
+    first = {"tag": "chat-c1", "title": "Done", "body": "list the files"}
+    assert pushed.show(alert("c1", "Done", "list the files")) == [first]
 
-    deliver(cdp, server, registration, alert("c1", "Failed", "list the files"))
-    page.wait_for_function(
-        "async () => (await (await navigator.serviceWorker.ready).getNotifications())"
-        ".some((n) => n.title === 'Failed')"
-    )
-    assert shown_after(page, 1) == [{"tag": "chat-c1", "title": "Failed", "body": "list the files"}]
+    failed = {"tag": "chat-c1", "title": "Failed", "body": "list the files"}
+    assert pushed.show(alert("c1", "Failed", "list the files")) == [failed]
 
-    deliver(cdp, server, registration, alert("c2", "Done", "another chat"))
-    assert len(shown_after(page, 2)) == 2
-    deliver(cdp, server, registration, dismiss("c1"))
-    assert shown_after(page, 1) == [{"tag": "chat-c2", "title": "Done", "body": "another chat"}]
+    other = {"tag": "chat-c2", "title": "Done", "body": "another chat"}
+    assert sorted(pushed.show(alert("c2", "Done", "another chat")), key=str) == [failed, other]
+    pushed.deliver(dismiss("c1"))
+    assert pushed.shown_after(1) == [other]
 
 
 def test_the_notify_toggle_shows_when_web_push_is_configured(

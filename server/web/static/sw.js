@@ -7,7 +7,9 @@
 // that alert) closes the notifications of its tag. A click opens the chat (focusing a
 // window of the app if one is open) and acks the alert as opened, with the ack token
 // it carries (this worker has no API token), so the other devices are told to dismiss
-// it. A message that is not JSON is ignored.
+// it. A message that is not JSON is ignored. Push messages are handled one at a time,
+// in the order they came: Chromium forgets a notification being shown while
+// getNotifications runs, so a dismiss must not look while an alert is being shown.
 
 self.addEventListener("install", () => self.skipWaiting());
 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
@@ -19,8 +21,16 @@ self.addEventListener("push", (event) => {
   } catch {
     return;
   }
-  if (message && typeof message === "object") event.waitUntil(handle(message));
+  if (message && typeof message === "object") event.waitUntil(inOrder(() => handle(message)));
 });
+
+let handling = Promise.resolve();
+
+function inOrder(task) {
+  const run = handling.then(task);
+  handling = run.catch(() => {});
+  return run;
+}
 
 async function handle(message) {
   const tag = typeof message.tag === "string" ? message.tag : undefined;
