@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
+import re
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +36,7 @@ import httpx
 import trio
 
 from benchmarks.support.report import progress
+from benchmarks.support.server_process import ServerProcess
 from benchmarks.support.workspace import WorkspaceServer, start_workspace
 from sandstream.core.schemas import ConfigResponse, LoadSpec, ScriptedAgent
 from sandstream.server import BwrapLauncher, RunnerSettings
@@ -53,7 +54,7 @@ SERVER: Final = r"""
 import socket, sys
 size, chunk = int(sys.argv[1]), b"\0" * (1 << 20)
 listener = socket.create_server(("127.0.0.1", 0))
-print(listener.getsockname()[1], flush=True)
+print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}", flush=True)
 while True:
     conn, _ = listener.accept()
     with conn:
@@ -89,26 +90,16 @@ print(json.dumps({"type": "result", "message": json.dumps([received, elapsed])})
 ``[bytes, seconds]`` (headers included, first byte → EOF) in its ``result``."""
 
 
-@asynccontextmanager
-async def _download_server(size: int) -> AsyncIterator[int]:
-    """The download server in a process of its own; its port. Killed at the end."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-c", SERVER, str(size)], stdout=subprocess.PIPE
+async def _download_server(nursery: trio.Nursery, size: int) -> int:
+    """The download server in a process of its own, killed with ``nursery``; its port."""
+    server = await ServerProcess.start(
+        nursery,
+        [sys.executable, "-c", SERVER, str(size)],
+        listening=re.compile(r"listening on (http://\S+)"),
+        capture="both",
+        stop_signal=signal.SIGKILL,
     )
-    try:
-        assert process.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            data = await process.stdout.receive_some(64)
-            if not data:
-                raise RuntimeError("the download server did not start")
-            line += data
-        yield int(line)
-    finally:
-        process.kill()
-        await process.wait()
-        if process.stdout is not None:
-            await process.stdout.aclose()
+    return int(server.url.rsplit(":", 1)[1])
 
 
 async def _runners(
@@ -166,7 +157,8 @@ async def _measure(args: argparse.Namespace, script_dir: Path) -> dict[str, Any]
     download: dict[str, list[float]] = {mode: [] for mode in MODES}
     client = script_dir / "download.py"
     client.write_text(CLIENT)
-    async with trio.open_nursery() as nursery, _download_server(args.download) as port:
+    async with trio.open_nursery() as nursery:
+        port = await _download_server(nursery, args.download)
         workspace = await start_workspace(
             nursery, config=ConfigResponse(agent=ScriptedAgent(message="hi"))
         )

@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 import os
 import platform
-import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,6 +18,8 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
+from benchmarks.support import runner_process
+from benchmarks.support.runner_process import RunnerProcess
 from sandstream.core.schemas import HEAP_TUNABLES
 from sandstream.server import (
     AccessRecord,
@@ -222,59 +222,9 @@ async def wait_state(
             await trio.sleep(0.05)
 
 
-@dataclass
-class RunnerProcess:
-    """``sandstream runner`` as a separate process (the production shape)."""
-
-    process: trio.Process
-    url: str
-
-    async def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        with trio.move_on_after(30):
-            return await self.process.wait()
-        self.process.kill()
-        return await self.process.wait()
-
-
 async def start_runner_process(nursery: trio.Nursery, *args: str) -> RunnerProcess:
-    """Start the runner CLI on a free port; return once it listens."""
-    env = dict(os.environ, SANDSTREAM_RUNNER_TOKEN=TOKEN)
-    process = await trio.lowlevel.open_process(
-        [
-            sys.executable,
-            "-m",
-            "sandstream.server.cli",
-            "runner",
-            "--port",
-            "0",
-            "--container-stderr",
-            "discard",
-            "--log-level",
-            "info",  # the "Running on" line that gives the port is an info record
-            *args,
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    """``sandstream runner --port 0 ARGS`` as a process of its own (the production
+    shape), with :data:`TOKEN` and its containers' stderr discarded; once it listens."""
+    return await runner_process.start_runner_process(
+        nursery, "--container-stderr", "discard", *args, token=TOKEN
     )
-    assert process.stderr is not None
-    stderr = process.stderr
-    seen = bytearray()
-    bound = trio.Event()
-
-    async def pump() -> None:
-        async with stderr:
-            while chunk := await stderr.receive_some():
-                if not bound.is_set():
-                    seen.extend(chunk)
-                    if re.search(rb"Running on http://\S+", seen):
-                        bound.set()
-
-    nursery.start_soon(pump)
-    with trio.fail_after(30):
-        await bound.wait()
-    match = re.search(rb"Running on (http://[\d.]+:\d+)", seen)
-    assert match is not None
-    return RunnerProcess(process, match.group(1).decode())

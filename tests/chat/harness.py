@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -35,8 +34,10 @@ import psutil
 import trio
 from hypercorn.config import Config
 
+from benchmarks.chat.serving import LISTENING
 from benchmarks.support.model_server import ModelServer
 from benchmarks.support.ports import free_port
+from benchmarks.support.server_process import ServerProcess
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
@@ -484,13 +485,8 @@ def descendants(pid: int) -> list[int]:
 # -- `sandstream serve` as a process -----------------------------------------------------
 
 
-@dataclass
-class ServeProcess:
-    process: trio.Process
-    stdout: list[str] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
-    url: str = ""
-    exited: trio.Event = field(default_factory=trio.Event)
+class ServeProcess(ServerProcess):
+    """``sandstream serve`` as a real process; see :func:`start_serve_process`."""
 
     def client(self, token: str) -> httpx.AsyncClient:
         return http1_client(
@@ -524,9 +520,10 @@ async def start_serve_process(
     nursery: trio.Nursery, data_dir: Path, config: dict[str, Any], *extra: str
 ) -> ServeProcess:
     """``sandstream serve --port 0`` with short leases and ``config`` as its agent, as a
-    real process (killed when ``nursery`` is cancelled); returns once it listens. On
-    this test's database (:mod:`.databases`): ``--database-url`` when PostgreSQL, and
-    then, unless ``extra`` names one, a free port that is its ``--public-url``."""
+    real process (SIGKILLed when ``nursery`` is cancelled; its stdout and stderr kept);
+    returns once it listens. On this test's database (:mod:`.databases`):
+    ``--database-url`` when PostgreSQL, and then, unless ``extra`` names one, a free
+    port that is its ``--public-url``."""
     agent_config = data_dir.parent / f"agent-{len(list(data_dir.parent.iterdir()))}.json"
     agent_config.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDSTREAM_", "OPENAI_"))}
@@ -548,114 +545,15 @@ async def start_serve_process(
         if "--public-url" not in extra:  # required with a shared database: its own address
             port = free_port()
             argv += ["--port", str(port), "--public-url", f"http://127.0.0.1:{port}"]
-    process = await trio.lowlevel.open_process(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    return await ServeProcess.start(
+        nursery,
+        argv,
+        listening=LISTENING,
+        capture="both",
+        env=env,
+        stop_signal=signal.SIGKILL,
+        deadline=DEADLINE,
     )
-    served = ServeProcess(process)
-    listening = trio.Event()
-
-    async def read(stream: Any, into: list[str]) -> None:
-        pending = b""
-        async for chunk in stream:
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                line = raw.decode("utf-8", "replace")
-                into.append(line)
-                if "listening on http://" in line and not served.url:
-                    served.url = line.split("listening on ", 1)[1].split()[0]
-                    listening.set()
-
-    async def supervise() -> None:
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(read, process.stdout, served.stdout)
-                inner.start_soon(read, process.stderr, served.stderr)
-                await process.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            served.exited.set()
-
-    nursery.start_soon(supervise)
-    with trio.fail_after(DEADLINE):
-        while not listening.is_set():
-            if served.exited.is_set():
-                raise AssertionError(f"serve exited early: {served.stderr[-20:]}")
-            await trio.sleep(0.02)
-    return served
-
-
-# -- a separate runner process ------------------------------------------------------------
-
-
-@dataclass
-class RunnerProcess:
-    """``sandstream runner`` as a real subprocess; ``stderr`` collects its log lines."""
-
-    process: trio.Process
-    url: str = ""
-    stderr: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def records(self) -> list[dict[str, Any]]:
-        """The runner's access-log records (its log is JSON lines: stderr is no TTY)."""
-        logged = [msgspec.json.decode(line) for line in self.stderr if line]
-        return [record for record in logged if record.get("event") == "turn"]
-
-
-async def start_runner_process(
-    nursery: trio.Nursery, *args: str, token: str = RUNNER_TOKEN
-) -> RunnerProcess:
-    """Start ``python -m sandstream.server.cli runner --port 0``; return once it listens.
-
-    Stopped with SIGTERM (its real shutdown path) when ``nursery`` is cancelled.
-    """
-    env = {**os.environ, "SANDSTREAM_RUNNER_TOKEN": token}
-    argv = [sys.executable, "-m", "sandstream.server.cli", "runner", "--port", "0", *args]
-    process = await trio.lowlevel.open_process(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-    )
-    runner = RunnerProcess(process)
-    listening = trio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        pending = b""
-        async for chunk in process.stderr:
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                line = raw.decode("utf-8", "replace")
-                runner.stderr.append(line)
-                if not runner.url and "Running on http://" in line:
-                    runner.url = line.split("Running on ", 1)[1].split()[0].rstrip("/")
-                    listening.set()
-
-    async def supervise() -> None:
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(read_stderr)
-                await process.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.send_signal(signal.SIGTERM)
-                    with trio.move_on_after(DEADLINE):
-                        await process.wait()
-                    if process.returncode is None:
-                        process.kill()
-                        await process.wait()
-
-    nursery.start_soon(supervise)
-    with trio.fail_after(DEADLINE):
-        await listening.wait()
-    return runner
 
 
 async def begin_dead_turn(store: SqlChatStore, text: str, *, lease_ms: int) -> TurnStart:

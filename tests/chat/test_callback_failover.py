@@ -15,6 +15,7 @@ import msgspec
 import trio
 
 from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.server.chat import SQLiteChatStore
 from tests.chat.harness import (
     DEADLINE,
@@ -27,7 +28,6 @@ from tests.chat.harness import (
     settled_assistant,
     shell,
     start_chat_server,
-    start_runner_process,
     start_serve_process,
     write,
 )
@@ -68,7 +68,9 @@ async def _result_rows(store: SQLiteChatStore, start: dict[str, Any]) -> list[st
 async def test_the_writeback_of_a_killed_replicas_turn_lands_on_the_other_replica(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    runner = await start_runner_process(
+        nursery, "--data-dir", str(tmp_path / "runner-data"), token=RUNNER_TOKEN
+    )
     balancer = await start_forwarder(nursery)
     data_dir = tmp_path / "chat-data"
     data_dir.mkdir()

@@ -14,17 +14,18 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.core.schemas import ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import ServerSentEvent
 from tests.chat.harness import (
     DEADLINE,
+    RUNNER_TOKEN,
     WORKSPACE,
     ChatServer,
     EventReader,
     persisted_form,
     plans,
     start_chat_server,
-    start_runner_process,
     wait_no_process,
 )
 
@@ -281,7 +282,9 @@ async def test_two_replicas_answering_at_once_one_wins(
 ) -> None:
     """Replicas share the chat database and a remote runner: its session takes the
     first answer, the other replica's gets the runner's 409 as its own."""
-    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    runner = await start_runner_process(
+        nursery, "--data-dir", str(tmp_path / "runner-data"), token=RUNNER_TOKEN
+    )
     data_dir = tmp_path / "chat-data"
     first, second = [
         await start_chat_server(

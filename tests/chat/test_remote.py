@@ -11,11 +11,12 @@ import pytest
 import trio
 
 from benchmarks.support.ports import free_port
+from benchmarks.support.runner_process import RunnerProcess, start_runner_process
 from tests.chat.harness import (
     DEADLINE,
+    RUNNER_TOKEN,
     WORKSPACE,
     EventReader,
-    RunnerProcess,
     descendants,
     persisted_form,
     plans,
@@ -24,7 +25,6 @@ from tests.chat.harness import (
     shell,
     sleeping,
     start_chat_server,
-    start_runner_process,
 )
 from tests.server.harness import wait_until_alive
 from tests.support import processes
@@ -45,7 +45,7 @@ async def _wait_no_children(runner: RunnerProcess) -> None:
 
 
 async def test_a_remote_turn_and_a_remote_disconnect(nursery: trio.Nursery, tmp_path: Path) -> None:
-    runner = await start_runner_process(nursery, *_sessions(tmp_path))
+    runner = await start_runner_process(nursery, *_sessions(tmp_path), token=RUNNER_TOKEN)
     server = await start_chat_server(
         nursery,
         tmp_path,
@@ -113,7 +113,7 @@ async def test_an_unreachable_or_refusing_runner_fails_the_turn_cleanly(
 async def test_the_workflow_environment_picks_the_runner(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery, *_sessions(tmp_path))
+    runner = await start_runner_process(nursery, *_sessions(tmp_path), token=RUNNER_TOKEN)
     server = await start_chat_server(nursery, tmp_path, allowed_sandbox_urls={runner.url})
     async with server.client() as client:
         put = await client.put(
@@ -143,7 +143,9 @@ async def test_a_runner_that_dies_mid_turn_and_restarts_keeps_the_turns_steps(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     port = free_port()
-    runner = await start_runner_process(nursery, "--port", str(port), *_sessions(tmp_path))
+    runner = await start_runner_process(
+        nursery, "--port", str(port), *_sessions(tmp_path), token=RUNNER_TOKEN
+    )
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=plans(slow=sleeping(300))
     )
@@ -159,7 +161,9 @@ async def test_a_runner_that_dies_mid_turn_and_restarts_keeps_the_turns_steps(
         processes.kill(orphans)  # nobody reaps a SIGKILLed runner's containers: clean up
         # The runner comes back on its data dir: the session it lost ends there with
         # error{runner_lost}, which the chat (reconnecting) streams and settles.
-        await start_runner_process(nursery, "--port", str(port), *_sessions(tmp_path))
+        await start_runner_process(
+            nursery, "--port", str(port), *_sessions(tmp_path), token=RUNNER_TOKEN
+        )
         error = await reader.until(lambda e: e.event == "error")
         done = await reader.next()
     with trio.fail_after(DEADLINE):
@@ -180,7 +184,7 @@ async def test_a_runner_that_dies_mid_turn_and_restarts_keeps_the_turns_steps(
 async def test_a_remote_turn_gets_its_attachments_and_streams_its_written_back_files(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
-    runner = await start_runner_process(nursery, *_sessions(tmp_path))
+    runner = await start_runner_process(nursery, *_sessions(tmp_path), token=RUNNER_TOKEN)
     agent = scripted(shell("tr a-z A-Z < attachments/in.txt > output/out.txt"))
     server = await start_chat_server(
         nursery, tmp_path, embedded=False, sandbox_url=runner.url, agent=agent

@@ -17,6 +17,7 @@ import pytest
 import trio
 from httpx_sse import aconnect_sse
 
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from sandstream.server.chat.turns.frames import TurnFrames
@@ -33,7 +34,6 @@ from tests.chat.harness import (
     shell,
     sleeping,
     start_chat_server,
-    start_runner_process,
     write,
 )
 
@@ -352,7 +352,7 @@ async def test_a_remote_runners_session_resumes_and_stops(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     runner = await start_runner_process(
-        nursery, "--data-dir", str(tmp_path / "runner"), "--sandbox", "bwrap"
+        nursery, "--data-dir", str(tmp_path / "runner"), "--sandbox", "bwrap", token=RUNNER_TOKEN
     )
     agent = plans(slow=sleeping(300, shell("echo before")))
     server = await start_chat_server(

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from benchmarks.support.redis_server import RedisServer, open_redis_server
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import SqlChatStore, fold_chunks
 from sandstream.server.chat.mover.lease import redis_keys
@@ -36,7 +37,6 @@ from tests.chat.harness import (
     runner_position,
     running_step,
     settled_assistant,
-    start_runner_process,
     start_serve_process,
 )
 from tests.support.forwarder import start_forwarder
@@ -77,7 +77,9 @@ async def _replicas(
     """A runner process and two serve replicas without an embedded runner, sharing its
     token and one data dir (the chat database), behind one public URL (a forwarder);
     ``lease``: more serve flags (the lease's, ``--keep-chunks``)."""
-    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    runner = await start_runner_process(
+        nursery, "--data-dir", str(tmp_path / "runner-data"), token=RUNNER_TOKEN
+    )
     balancer = await start_forwarder(nursery)
     data_dir = tmp_path / "chat-data"
     data_dir.mkdir()

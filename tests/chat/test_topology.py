@@ -22,6 +22,7 @@ import trio
 from playwright.sync_api import sync_playwright
 
 from benchmarks.support.redis_server import open_redis_server
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import fold_chunks
 from sandstream.server.chat.store.sql import PostgresChatStore, SQLiteChatStore
@@ -36,7 +37,6 @@ from tests.chat.harness import (
     runner_position,
     running_step,
     settled_assistant,
-    start_runner_process,
     start_serve_process,
 )
 from tests.support.forwarder import start_forwarder
@@ -100,7 +100,9 @@ async def test_a_turn_survives_the_replica_that_moves_it(
 async def _run_the_topology(
     nursery: trio.Nursery, tmp_path: Path, databases: ChatDatabases
 ) -> None:
-    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner"))
+    runner = await start_runner_process(
+        nursery, "--data-dir", str(tmp_path / "runner"), token=RUNNER_TOKEN
+    )
     balancer = await start_forwarder(nursery)
     shared = tmp_path / "shared"
     url = databases.url(shared)  # PostgreSQL: one database for both replicas

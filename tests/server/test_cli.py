@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import socket
-import subprocess
 import sys
 
 import httpx
-import msgspec
 import psutil
 import pytest
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import BwrapLauncher, LocalSubprocessLauncher, ResourceLimits
 from sandstream.server.cli import build_runner_parser, launcher_from_args
@@ -41,63 +39,35 @@ async def test_it_refuses_to_start_without_a_token() -> None:
 
 
 async def test_it_serves_and_shuts_down_on_sigterm(workspace: WorkspaceServer) -> None:
-    process = await trio.lowlevel.open_process(
-        [*CLI, "--port", "0", "--container-stderr", "discard", "--kill-grace", "2"],
-        env=_env(**{TOKEN_ENV: "cli-token"}),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    stderr = bytearray()
-    bound = trio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        async with process.stderr:
-            while chunk := await process.stderr.receive_some():
-                stderr.extend(chunk)
-                if b"Running on http://" in stderr:
-                    bound.set()
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read_stderr)
-            with trio.fail_after(30):
-                await bound.wait()
-            match = re.search(rb"Running on (http://[\d.]+:\d+)", stderr)
-            assert match is not None
-            url = match.group(1).decode()
-            workspace.config = scripted(shell("sleep 312"))
-            async with (
-                httpx.AsyncClient(base_url=url, timeout=30) as client,
-                client.stream(
-                    "POST",
-                    "/stream",
-                    json=workspace.mint_dispatch(),
-                    headers={"Authorization": "Bearer cli-token"},
-                ) as response,
-            ):
-                assert response.status_code == 200
-                reader = Reader(response)
-                await reader.until(lambda line: line.get("status") == "running")
-                with trio.fail_after(20):
-                    while not any("sleep 312" in " ".join(c.cmdline()) for c in _kids(process)):
-                        await trio.sleep(0.01)
-                pids = [child.pid for child in _kids(process)]
-                process.send_signal(signal.SIGTERM)
-                body = await reader.rest()
-            with trio.fail_after(30):
-                returncode = await process.wait()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert returncode == 0, stderr.decode(errors="replace")
+    async with trio.open_nursery() as nursery:
+        args = ("--container-stderr", "discard", "--kill-grace", "2")
+        runner = await start_runner_process(nursery, *args, token="cli-token", env=_env())
+        workspace.config = scripted(shell("sleep 312"))
+        async with (
+            httpx.AsyncClient(base_url=runner.url, timeout=30) as client,
+            client.stream(
+                "POST",
+                "/stream",
+                json=workspace.mint_dispatch(),
+                headers={"Authorization": "Bearer cli-token"},
+            ) as response,
+        ):
+            assert response.status_code == 200
+            reader = Reader(response)
+            await reader.until(lambda line: line.get("status") == "running")
+            with trio.fail_after(20):
+                while not any("sleep 312" in " ".join(c.cmdline()) for c in _kids(runner.pid)):
+                    await trio.sleep(0.01)
+            pids = [child.pid for child in _kids(runner.pid)]
+            runner.process.send_signal(signal.SIGTERM)
+            body = await reader.rest()
+        with trio.fail_after(30):
+            await runner.exited.wait()
+    assert runner.process.returncode == 0, "\n".join(runner.stderr)
     lines = parse_stream(body)
     assert (lines[-1]["type"], lines[-1]["code"]) == ("error", "shutdown")
     await wait_gone(None, pids)
-    logged = [msgspec.json.decode(line) for line in stderr.splitlines()]  # JSON: not a TTY
-    records = [record for record in logged if record.get("event") == "turn"]
+    records = runner.records()  # its log is JSON lines: stderr is no terminal
     assert [record["outcome"] for record in records] == ["shutdown"]
     # bwrap is installed, so it is the default sandbox.
     assert [record["container"].split(":")[0] for record in records] == ["bwrap"]
@@ -161,9 +131,9 @@ async def test_a_bad_limit_is_a_usage_error() -> None:
     assert b"not a size: 'lots'" in result.stderr
 
 
-def _kids(process: trio.Process) -> list[psutil.Process]:
+def _kids(pid: int) -> list[psutil.Process]:
     try:
-        return list(psutil.Process(process.pid).children(recursive=True))
+        return list(psutil.Process(pid).children(recursive=True))
     except psutil.Error:
         return []
 

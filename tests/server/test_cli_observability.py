@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import httpx
 import msgspec
@@ -18,63 +16,40 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.support.ports import free_port
+from benchmarks.support.runner_process import RUNNING, RunnerProcess, start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import load, parse_stream
 
 CLI = [sys.executable, "-m", "sandstream.server.cli", "runner"]
 TOKEN = "cli-metrics-token"
-RUNNING = re.compile(r"Running on (http://[\d.]+:\d+)")
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+: ")
 
 
-@dataclass
-class Runner:
-    process: trio.Process
-    lines: list[str] = field(default_factory=list)
-
-    def urls(self) -> list[str]:
-        return [match.group(1) for line in self.lines if (match := RUNNING.search(line))]
+def _urls(runner: RunnerProcess) -> list[str]:
+    """Every address it said it listens on."""
+    return [found[1] for line in runner.stderr if (found := RUNNING.search(line))]
 
 
 @asynccontextmanager
-async def running(*args: str, listeners: int = 1, **env: str) -> AsyncIterator[Runner]:
+async def running(*args: str, listeners: int = 1, **env: str) -> AsyncIterator[RunnerProcess]:
     """``sandstream runner --port 0 ARGS`` with stderr a pipe (no terminal) until
     ``listeners`` addresses were logged; SIGTERM and exit status 0 when the block ends."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SANDSTREAM_")}
-    environ.update({TOKEN_ENV: TOKEN, **env})
-    process = await trio.lowlevel.open_process(
-        [*CLI, "--port", "0", "--container-stderr", "discard", *args],
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    runner = Runner(process)
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        pending = b""
-        async with process.stderr:
-            while chunk := await process.stderr.receive_some():
-                *complete, pending = (pending + chunk).split(b"\n")
-                runner.lines.extend(line.decode() for line in complete)
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read_stderr)
-            with trio.fail_after(30):
-                while len(runner.urls()) < listeners:
-                    assert process.returncode is None, runner.lines
-                    await trio.sleep(0.01)
-            yield runner
-            process.send_signal(signal.SIGTERM)
-            with trio.fail_after(30):
-                assert await process.wait() == 0, runner.lines
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    async with trio.open_nursery() as nursery:
+        runner = await start_runner_process(
+            nursery, "--container-stderr", "discard", *args, token=TOKEN, env={**environ, **env}
+        )
+        await runner.wait_for(lambda: len(_urls(runner)) >= listeners, f"{listeners} addresses", 30)
+        # Hypercorn logs where it listens before it starts the shutdown trigger that
+        # takes SIGTERM: once it answers a request, the trigger is in place.
+        async with httpx.AsyncClient(base_url=_urls(runner)[0], timeout=30) as client:
+            assert (await client.get("/healthz")).status_code == 200
+        yield runner
+        runner.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await runner.exited.wait()
+    assert runner.process.returncode == 0, runner.stderr
 
 
 async def test_the_log_is_json_lines_when_stderr_is_no_terminal(
@@ -82,7 +57,7 @@ async def test_the_log_is_json_lines_when_stderr_is_no_terminal(
 ) -> None:
     workspace.config = load(5)
     async with running("--log-level", "info") as runner:
-        url = runner.urls()[0]
+        url = _urls(runner)[0]
         async with (
             httpx.AsyncClient(base_url=url, timeout=30) as client,
             client.stream(
@@ -94,7 +69,7 @@ async def test_the_log_is_json_lines_when_stderr_is_no_terminal(
         ):
             lines = parse_stream(await response.aread())
     assert lines[-1]["type"] == "result"
-    records = [msgspec.json.decode(line) for line in runner.lines if line]
+    records = [msgspec.json.decode(line) for line in runner.stderr if line]
     for record in records:
         assert {"ts", "level", "logger", "message"} <= record.keys(), record
         assert record["ts"].endswith("Z")
@@ -114,7 +89,7 @@ async def test_log_format_text_writes_readable_lines() -> None:
         pass
     async with running(SANDSTREAM_LOG_FORMAT="text") as from_env:
         pass
-    for lines in (text.lines, from_env.lines):
+    for lines in (text.stderr, from_env.stderr):
         written = [line for line in lines if line]
         assert written
         for line in written:
@@ -143,7 +118,7 @@ async def test_metrics_bind_serves_them_alone_without_a_token(
     port = free_port()
     workspace.config = load(3)
     async with running("--metrics-bind", f"127.0.0.1:{port}", listeners=2) as runner:
-        main, metrics = runner.urls()
+        main, metrics = _urls(runner)
         assert metrics == f"http://127.0.0.1:{port}"
         auth = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=main, timeout=30, headers=auth) as client:

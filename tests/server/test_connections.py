@@ -7,12 +7,8 @@ deadline, never by sleeping.
 
 from __future__ import annotations
 
-import os
-import re
 import resource
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
@@ -20,8 +16,8 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
-from sandstream.server.http.auth import TOKEN_ENV
 from tests.server.harness import TOKEN, RunnerServer, parse_stream, start_runner
 from tests.support.raw_http import connect, read_response, read_until_closed
 
@@ -140,14 +136,6 @@ IDLE_SOCKETS = 2000
 LOW_SOFT_LIMIT = 1024
 """A common default soft RLIMIT_NOFILE: fewer descriptors than the idle sockets need."""
 
-_RUN_WITH_LOW_LIMIT = f"""
-import resource, sys
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, ({LOW_SOFT_LIMIT}, hard))
-from sandstream.server.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 @pytest.fixture
 def open_file_budget() -> Iterator[None]:
@@ -168,30 +156,20 @@ async def test_two_thousand_idle_connections_do_not_stop_a_turn(
     workspace: WorkspaceServer,
 ) -> None:
     # `sandstream runner` started with a soft limit of 1024, as many systems do.
-    process = await trio.lowlevel.open_process(
-        [
-            sys.executable,
-            "-c",
-            _RUN_WITH_LOW_LIMIT,
-            *("runner", "--port", "0"),
-            *("--container-stderr", "discard", "--log-level", "info"),
-        ],
-        env={**os.environ, TOKEN_ENV: TOKEN},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    low_limit = ("prlimit", f"--nofile={LOW_SOFT_LIMIT}:", "--")
     idle: list[trio.SocketStream] = []
     try:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(_bound_url, process)
+            runner = await start_runner_process(
+                nursery, "--container-stderr", "discard", token=TOKEN, wrapper=low_limit
+            )
             with trio.fail_after(120):
                 for _ in range(IDLE_SOCKETS):  # each one gets a response, then sits idle
-                    idle.append(stream := await connect(url))
+                    idle.append(stream := await connect(runner.url))
                     await stream.send_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
                 for stream in idle:
                     assert (await read_response(stream)).status == 200
-                async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                async with httpx.AsyncClient(base_url=runner.url, timeout=60) as client:
                     response = await client.post(
                         "/stream",
                         json=workspace.mint_dispatch("still here"),
@@ -200,27 +178,9 @@ async def test_two_thousand_idle_connections_do_not_stop_a_turn(
             assert response.status_code == 200
             lines = parse_stream(response.content)
             assert lines[-1]["type"] == "result", lines
-            process.send_signal(signal.SIGTERM)
+            runner.process.send_signal(signal.SIGTERM)
             with trio.fail_after(60):
-                assert await process.wait() == 0
+                assert await runner.process.wait() == 0
     finally:
         for stream in idle:
             await stream.aclose()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
-async def _bound_url(process: trio.Process, *, task_status: trio.TaskStatus[str]) -> None:
-    """Read the runner's stderr; report its bound URL, then keep draining until EOF."""
-    assert process.stderr is not None
-    stderr = bytearray()
-    started = False
-    async with process.stderr:
-        while chunk := await process.stderr.receive_some():
-            stderr += chunk
-            match = re.search(rb"Running on (http://[\d.]+:\d+)", stderr)
-            if match and not started:
-                task_status.started(match.group(1).decode())
-                started = True
-    assert started, stderr.decode(errors="replace")

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from benchmarks.support.model_server import ModelServer, start_model_server
 from benchmarks.support.redis_server import RedisServer, open_redis_server
+from benchmarks.support.runner_process import start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.runner.network import (
     Endpoint,
@@ -37,7 +38,7 @@ from sandstream.server.runner.network import (
     network_mode,
     parse_endpoint,
 )
-from tests.chat.harness import RUNNER_TOKEN, start_runner_process
+from tests.chat.harness import RUNNER_TOKEN
 from tests.server.harness import (
     RunnerServer,
     bwrap_launcher,
@@ -211,7 +212,7 @@ async def test_the_pasta_of_a_turn_dies_with_a_killed_runner(
     """``sandstream runner`` killed with ``SIGKILL`` mid-turn: its pasta and sandbox go too."""
     step = '{"type":"step","id":"s","name":"wait","status":"running"}'
     command = shlex.join(["sh", "-c", f"cat >/dev/null; echo {shlex.quote(step)}; exec sleep 1008"])
-    runner = await start_runner_process(nursery, "--container-cmd", command)
+    runner = await start_runner_process(nursery, "--container-cmd", command, token=RUNNER_TOKEN)
     headers = {"Authorization": f"Bearer {RUNNER_TOKEN}"}
     async with (
         httpx.AsyncClient(base_url=runner.url, headers=headers, timeout=30) as client,

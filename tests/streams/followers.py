@@ -11,23 +11,23 @@ subprocess that prints what it receives as JSON lines, and the test's view of th
 ``node`` runs tests/node/durable_streams/follow_client.mjs (``@durable-streams/client``),
 ``python`` runs python_follower.py beside this file (PyPI ``durable-streams``); both
 print the same lines. Each wait fails after a deadline, or when the client exits first
-(with its stderr). The process is killed when ``nursery`` is cancelled.
+(with its last lines, stderr too). The process is killed when ``nursery`` is cancelled.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import subprocess
+import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import trio
 
 from benchmarks.support.reference_server import NODE_DIR
+from benchmarks.support.server_process import ServerProcess
 
 __all__ = ["CLIENTS", "Follower", "start_follower"]
 
@@ -41,15 +41,19 @@ DEADLINE: Final = 30.0
 """Seconds any one wait may take on a loaded CI machine."""
 
 
-@dataclass
 class Follower:
     """A running client: the lines it printed so far, and its exit status once gone."""
 
-    process: trio.Process
-    lines: list[dict[str, Any]] = field(default_factory=list)
-    stderr: bytearray = field(default_factory=bytearray)
-    changed: trio.Event = field(default_factory=trio.Event)
-    exited: bool = False
+    def __init__(self, child: ServerProcess) -> None:
+        self._child = child
+        self._lines: list[dict[str, Any]] = []
+
+    @property
+    def lines(self) -> list[dict[str, Any]]:
+        """Each JSON line it printed so far."""
+        printed = self._child.stdout
+        self._lines += [json.loads(line) for line in printed[len(self._lines) :]]
+        return self._lines
 
     @property
     def data(self) -> bytes:
@@ -77,27 +81,13 @@ class Follower:
 
     async def wait_end(self) -> dict[str, Any]:
         """The client's ``end`` line, once it has exited with status 0."""
-        await self._wait_for(lambda: self.exited, "its end")
-        assert self.process.returncode == 0, self._story("exited with an error")
+        await self._wait_for(self._child.exited.is_set, "its end")
+        assert self._child.process.returncode == 0, self._child.stderr
         [end] = [line["end"] for line in self.lines if "end" in line]
         return dict(end)
 
     async def _wait_for(self, done: Callable[[], bool], what: str) -> None:
-        with trio.move_on_after(DEADLINE):
-            while not done():
-                if self.exited:
-                    raise AssertionError(self._story(f"exited before {what}"))
-                await self.changed.wait()
-        if not done():
-            raise AssertionError(self._story(f"no {what} after {DEADLINE} s"))
-
-    def _story(self, what: str) -> str:
-        printed = "\n".join(json.dumps(line) for line in self.lines)
-        return f"the client {what}; it printed:\n{printed}\nstderr: {self.stderr.decode()}"
-
-    def _changed(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
+        await self._child.wait_for(done, what, DEADLINE)
 
 
 async def start_follower(
@@ -113,43 +103,12 @@ async def start_follower(
     """Start ``client`` following the stream at ``url`` in ``live`` mode."""
     options = json.dumps({"url": url, "live": live, "json": json_mode, "token": token})
     program = str(node) if client == "node" else sys.executable
-    process = await trio.lowlevel.open_process(
+    process = await ServerProcess.start(
+        nursery,
         [program, str(_SCRIPTS[client]), options],
+        listening=None,
+        capture="both",
         cwd=NODE_DIR,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stop_signal=signal.SIGKILL,
     )
-    follower = Follower(process)
-
-    async def read_stdout() -> None:
-        assert process.stdout is not None
-        pending = b""
-        async with process.stdout:
-            while chunk := await process.stdout.receive_some():
-                *complete, pending = (pending + chunk).split(b"\n")
-                follower.lines += [json.loads(line) for line in complete]
-                follower._changed()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        async with process.stderr:
-            while chunk := await process.stderr.receive_some():
-                follower.stderr.extend(chunk)
-
-    async def supervise() -> None:
-        try:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(read_stdout)
-                inner.start_soon(read_stderr)
-                await process.wait()
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            follower.exited = True
-            follower._changed()
-
-    nursery.start_soon(supervise)
-    return follower
+    return Follower(process)

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from tests.streams.servers import read_stream
-from tests.support.runner_process import start_runner_process
 
 TOKEN = "crash-token"
 WRITERS = 4
@@ -56,51 +56,43 @@ async def test_sigkill_mid_append_loses_no_acknowledged_append(tmp_path: Path) -
     data_dir = tmp_path / "data"
     headers = {"Authorization": f"Bearer {TOKEN}"}
     acked: list[list[int]] = [[] for _ in range(WRITERS)]
-    processes: list[trio.Process] = []
-    try:
-        async with trio.open_nursery() as nursery:
-            first, url = await start_runner_process(nursery, data_dir, TOKEN)
-            processes.append(first)
-            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-                created = await client.put(PATH, headers={"Content-Type": "text/plain"})
-                assert created.status_code == 201
-                enough = trio.Event()
-                async with trio.open_nursery() as writers:
-                    for writer in range(WRITERS):
-                        writers.start_soon(_producer, client, writer, acked[writer], enough)
-                    with trio.fail_after(60):
-                        await enough.wait()
-                    first.send_signal(signal.SIGKILL)
-                    await first.wait()
-
-            second, url = await start_runner_process(nursery, data_dir, TOKEN)
-            processes.append(second)
-            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-                content = await read_stream(client, PATH)
-                tokens = TOKEN_PATTERN.findall(content)
-                assert b"".join(_payload(int(w), int(s)) for w, s in tokens) == content, (
-                    "a torn or foreign byte in the log"
-                )
-                stored: list[list[int]] = [[] for _ in range(WRITERS)]
-                for writer, seq in tokens:
-                    stored[int(writer)].append(int(seq))
+    args = ("--data-dir", str(data_dir), "--container-stderr", "discard")
+    async with trio.open_nursery() as nursery:
+        first = await start_runner_process(nursery, *args, token=TOKEN)
+        async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as client:
+            created = await client.put(PATH, headers={"Content-Type": "text/plain"})
+            assert created.status_code == 201
+            enough = trio.Event()
+            async with trio.open_nursery() as writers:
                 for writer in range(WRITERS):
-                    seqs = stored[writer]
-                    assert seqs == list(range(len(seqs))), "out of order, twice, or a gap"
-                    assert set(acked[writer]) <= set(seqs), "an acknowledged append was lost"
-                    # The producer's state came back with the log: a retry of its last
-                    # stored append is a duplicate, the next one is new.
-                    last = seqs[-1]
-                    for seq, status in ((last, 204), (last + 1, 200)):
-                        retry = await _produce(client, writer, seq)
-                        assert retry.status_code == status, retry.text
-            second.send_signal(signal.SIGTERM)
-            with trio.fail_after(30):
-                await second.wait()
-            nursery.cancel_scope.cancel()
-    finally:
-        for process in processes:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+                    writers.start_soon(_producer, client, writer, acked[writer], enough)
+                with trio.fail_after(60):
+                    await enough.wait()
+                first.process.send_signal(signal.SIGKILL)
+                await first.process.wait()
+
+        second = await start_runner_process(nursery, *args, token=TOKEN)
+        async with httpx.AsyncClient(base_url=second.url, headers=headers, timeout=30) as client:
+            content = await read_stream(client, PATH)
+            tokens = TOKEN_PATTERN.findall(content)
+            assert b"".join(_payload(int(w), int(s)) for w, s in tokens) == content, (
+                "a torn or foreign byte in the log"
+            )
+            stored: list[list[int]] = [[] for _ in range(WRITERS)]
+            for writer, seq in tokens:
+                stored[int(writer)].append(int(seq))
+            for writer in range(WRITERS):
+                seqs = stored[writer]
+                assert seqs == list(range(len(seqs))), "out of order, twice, or a gap"
+                assert set(acked[writer]) <= set(seqs), "an acknowledged append was lost"
+                # The producer's state came back with the log: a retry of its last
+                # stored append is a duplicate, the next one is new.
+                last = seqs[-1]
+                for seq, status in ((last, 204), (last + 1, 200)):
+                    retry = await _produce(client, writer, seq)
+                    assert retry.status_code == status, retry.text
+        second.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await second.process.wait()
+        nursery.cancel_scope.cancel()
     assert sum(map(len, acked)) >= 50

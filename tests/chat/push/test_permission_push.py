@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from sandstream.core.schemas import ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import ServerSentEvent
 from sandstream.server.chat.push.settings import PushSettings
@@ -23,12 +24,12 @@ from sandstream.server.chat.push.webpush import VapidKey
 from sandstream.server.chat.store.sql import SqlChatStore
 from tests.chat.harness import (
     DEADLINE,
+    RUNNER_TOKEN,
     WORKSPACE,
     ChatServer,
     EventReader,
     plans,
     start_chat_server,
-    start_runner_process,
 )
 from tests.chat.push.devices import left_turn, pushes_ended, received, subscribe
 from tests.support.push_services import LoopbackPushService
@@ -152,7 +153,9 @@ async def test_a_question_nobody_saw_pushes_every_device_once_and_its_answer_dis
 async def test_on_a_remote_runner_a_question_nobody_saw_pushes_too(
     nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
 ) -> None:
-    runner = await start_runner_process(nursery, "--data-dir", str(tmp_path / "runner-data"))
+    runner = await start_runner_process(
+        nursery, "--data-dir", str(tmp_path / "runner-data"), token=RUNNER_TOKEN
+    )
     server = await start_chat_server(
         nursery,
         tmp_path / "chat-data",
