@@ -20,7 +20,7 @@ from typing import Final
 from sandstream.server.app import create_runner_app
 from sandstream.server.http.auth import resolve_token
 from sandstream.server.http.errors import MissingTokenError
-from sandstream.server.http.serve import serve, wait_for_signals
+from sandstream.server.http.serve import serve, shutdown_signals
 from sandstream.server.runner.routes import get_runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
 
@@ -145,10 +145,10 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
     )
     app.config["BODY_TIMEOUT"] = timeout
     drain = get_runner(app).shutdown
-    server = partial(serve, app, config, shutdown_trigger=wait_for_signals, drain=drain)
-    return run_server(
-        "sandstream runner",
-        config,
-        partial(serve_with_metrics, server, app, args.metrics_bind),
-        metrics_bind=args.metrics_bind,
-    )
+
+    async def main() -> None:
+        with shutdown_signals() as shutdown:
+            server = partial(serve, app, config, shutdown_trigger=shutdown, drain=drain)
+            await serve_with_metrics(server, app, args.metrics_bind)
+
+    return run_server("sandstream runner", config, main, metrics_bind=args.metrics_bind)

@@ -12,7 +12,7 @@ import argparse
 import os
 import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -38,7 +38,7 @@ from sandstream.server.chat.service import ChatService
 from sandstream.server.chat.serving import serve_chat
 from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from sandstream.server.http.auth import TOKEN_ENV
-from sandstream.server.http.serve import wait_for_signals
+from sandstream.server.http.serve import shutdown_signals
 from sandstream.server.runner.launcher import ContainerLauncher
 from sandstream.server.runner.service import Runner
 from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
@@ -377,6 +377,11 @@ def _announce_token(token: ApiToken) -> None:
 
 
 async def _serve(plan: _Plan) -> None:
+    with shutdown_signals() as shutdown:
+        await _serve_until(plan, shutdown)
+
+
+async def _serve_until(plan: _Plan, shutdown: Callable[[], Awaitable[None]]) -> None:
     settings = plan.settings
     store: SqlChatStore
     if settings.database_url is not None:
@@ -394,7 +399,7 @@ async def _serve(plan: _Plan) -> None:
             service, sessions=plan.sessions, metrics_route=plan.metrics_bind is None
         )
         app.config["BODY_TIMEOUT"] = plan.body_timeout
-        server = partial(serve_chat, app, plan.config, shutdown_trigger=wait_for_signals)
+        server = partial(serve_chat, app, plan.config, shutdown_trigger=shutdown)
         async with trio.open_nursery() as nursery:
             binds: list[str] = await nursery.start(
                 partial(serve_with_metrics, server, app, plan.metrics_bind)

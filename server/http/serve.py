@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import resource
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import hypercorn.trio
@@ -28,7 +29,7 @@ from quart import Quart
 
 from .protocol_errors import install_protocol_problems
 
-__all__ = ["MAX_WEBSOCKET_MESSAGE", "raise_open_file_limit", "serve", "wait_for_signals"]
+__all__ = ["MAX_WEBSOCKET_MESSAGE", "raise_open_file_limit", "serve", "shutdown_signals"]
 
 MAX_WEBSOCKET_MESSAGE: Final = 4096
 """Bytes of one client WebSocket message Hypercorn buffers (more: closed with 1009)."""
@@ -56,12 +57,21 @@ def raise_open_file_limit() -> int:
     return target
 
 
-async def wait_for_signals(*signums: int) -> None:
-    """Return when one of ``signums`` (default SIGINT, SIGTERM) arrives."""
+@contextmanager
+def shutdown_signals(*signums: int) -> Iterator[Callable[[], Awaitable[None]]]:
+    """Catch ``signums`` (default SIGINT, SIGTERM) from now on; yields the shutdown
+    trigger, which returns at the first of them, even one that came before it was
+    awaited. Entered before the server starts, a signal sent as soon as it says where
+    it listens ends it gracefully rather than killing the process. Trio's main thread
+    only."""
     with trio.open_signal_receiver(*(signums or (signal.SIGINT, signal.SIGTERM))) as received:
-        async for signum in received:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
-            return
+
+        async def first_signal() -> None:
+            async for signum in received:
+                log.info("received %s: shutting down", signal.Signals(signum).name)
+                return
+
+        yield first_signal
 
 
 async def serve(

@@ -73,6 +73,19 @@ async def test_it_serves_and_shuts_down_on_sigterm(workspace: WorkspaceServer) -
     assert [record["container"].split(":")[0] for record in records] == ["bwrap"]
 
 
+async def test_a_sigterm_as_soon_as_it_listens_shuts_it_down_gracefully() -> None:
+    # The signal is sent the moment the runner says where it listens, five times over:
+    # it must be caught from before that line, not only once the server is running.
+    for _ in range(5):
+        async with trio.open_nursery() as nursery:
+            runner = await start_runner_process(nursery, token="cli-token", env=_env())
+            runner.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                await runner.exited.wait()
+        assert runner.process.returncode == 0, "\n".join(runner.stderr)
+        assert any("received SIGTERM: shutting down" in line for line in runner.stderr)
+
+
 def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) -> None:
     parser = build_runner_parser()
     default = launcher_from_args(parser.parse_args([]))
