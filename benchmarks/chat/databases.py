@@ -32,7 +32,7 @@ from typing import Any, Final
 import msgspec
 import trio
 
-from benchmarks.chat.run import _chat_rate, _config
+from benchmarks.chat.run import TooShortToTimeError, _chat_rate, _config
 from benchmarks.chat.serving import serve
 from benchmarks.runner.support import environment
 from benchmarks.support.ports import free_port
@@ -103,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     progress("starting PostgreSQL (initdb, durable settings)")
-    with open_postgres_server(durable=True) as postgres:
-        result = trio.run(run, args.lines, args.payload, args.repeat, postgres)
+    try:
+        with open_postgres_server(durable=True) as postgres:
+            result = trio.run(run, args.lines, args.payload, args.repeat, postgres)
+    except* TooShortToTimeError as group:
+        sys.exit(f"{parser.prog}: {group.exceptions[0]}")
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

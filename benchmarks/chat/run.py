@@ -74,9 +74,14 @@ def _config(lines: int, payload: int) -> ConfigResponse:
     return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
 
 
+class TooShortToTimeError(Exception):
+    """Every line of a turn came in one read: a rate needs more ``--lines``."""
+
+
 async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, float, bytes]:
     """Occurrences of ``marker`` in the raw response, the times of the first and the
-    last chunk holding one, and the response head."""
+    last chunk holding one, and the response head. Raises :class:`TooShortToTimeError`
+    when one chunk held them all."""
     found = 0
     first = last = 0.0
     tail = head = b""
@@ -92,6 +97,10 @@ async def _count(stream: trio.SocketStream, marker: bytes) -> tuple[int, float, 
                 first = first or now
                 last = now
                 found += more
+    if last <= first:
+        raise TooShortToTimeError(
+            f"all {found} steps of the turn came in one read, too few to time: ask for more --lines"
+        )
     return found, first, last, head
 
 
@@ -206,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    result = trio.run(run, args.lines, args.payload, args.repeat)
+    try:
+        result = trio.run(run, args.lines, args.payload, args.repeat)
+    except* TooShortToTimeError as group:
+        sys.exit(f"{parser.prog}: {group.exceptions[0]}")
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -58,6 +58,23 @@ def test_the_chat_benchmark_shows_progress_and_its_figures_against_the_published
     assert f'{DOCS}, "Chat: ' in lines[-2] and "NOT met" not in done.stdout
 
 
+def test_a_turn_too_short_to_time_is_a_clear_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.chat.run", "--lines", "5", "--repeat", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert re.fullmatch(
+        r"\.venv/bin/python -m benchmarks\.chat\.run: all \d steps of the turn came in one "
+        r"read, too few to time: ask for more --lines",
+        done.stderr.splitlines()[-1],
+    ), done.stderr
+
+
 def test_the_databases_benchmark_runs_a_turn_on_each_store() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.chat.databases", "--lines", "2000", "--repeat", "1",
