@@ -12,6 +12,8 @@ The suite leaves no process and no temp entry behind, and fails when it does:
   the run; it is named with its ``TMPDIR`` (which names its test) and killed.
 
 Both checks give things that are being torn down a grace period before failing.
+The suite runs on pytest-xdist's workers (pyproject.toml): each worker is a session
+of its own here, with its own marker and its own checks.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
 @pytest.fixture(scope="session", autouse=True)
 def _no_leftovers_after_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Fail the run if a process it started is still alive, or a temp entry left."""
-    with _private_tmpdir(tmp_path_factory.mktemp("session-tmpdir")) as tmpdir:
+    with _private_tmpdir(tmp_path_factory.mktemp("tmp")) as tmpdir:
         yield
     leaked = _wait_until(_leaked_processes)
     problems = [f"process still running: {processes.describe(pid)}" for pid in leaked]

@@ -82,6 +82,7 @@ def test_the_readme_examples_work_pasted_in_order(tmp_path: Path) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=_as_a_terminal_would,
         )
         try:
             auth, pipeline = first.split("\n", 1)
@@ -110,6 +111,12 @@ def test_the_readme_examples_work_pasted_in_order(tmp_path: Path) -> None:
     assert "event: done" in (tmp_path / "resumed.out").read_text()
     stopped = msgspec.json.decode((tmp_path / "stopped.out").read_bytes())
     assert stopped["message"]["status"] == "interrupted", stopped
+
+
+def _as_a_terminal_would() -> None:
+    """In the shell's process: ^C with its default action, as a terminal's shell has it,
+    whatever this test process inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _ids(path: Path) -> list[int]:
