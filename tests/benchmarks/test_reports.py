@@ -40,15 +40,20 @@ def test_each_published_figure_is_the_pages_in_its_section(name: str) -> None:
     assert any(re.search(rf"(?<![\d.,]){re.escape(w)}(?![\d,])", section) for w in written), name
 
 
-def test_the_chat_benchmark_shows_progress_and_its_figures_against_the_published() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.chat.run", "--lines", "2000", "--repeat", "1"],
+def _benchmark(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` in the checkout, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+def test_the_chat_benchmark_shows_progress_and_its_figures_against_the_published() -> None:
+    done = _benchmark("benchmarks.chat.run", "--lines", "2000", "--repeat", "1")
     assert done.returncode == 0, done.stderr
     assert "... round 1/1: a chat turn, 2,000 lines" in done.stderr
     lines = done.stdout.splitlines()
@@ -59,14 +64,7 @@ def test_the_chat_benchmark_shows_progress_and_its_figures_against_the_published
 
 
 def test_a_turn_too_short_to_time_is_a_clear_error() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.chat.run", "--lines", "5", "--repeat", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _benchmark("benchmarks.chat.run", "--lines", "5", "--repeat", "1")
     assert done.returncode == 1
     assert re.fullmatch(
         r"\.venv/bin/python -m benchmarks\.chat\.run: all \d steps of the turn came in one "
@@ -76,15 +74,7 @@ def test_a_turn_too_short_to_time_is_a_clear_error() -> None:
 
 
 def test_the_databases_benchmark_runs_a_turn_on_each_store() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.chat.databases", "--lines", "2000", "--repeat", "1",
-         "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
+    done = _benchmark("benchmarks.chat.databases", "--lines", "2000", "--repeat", "1", "--json")
     assert done.returncode == 0, done.stderr
     assert "... round 1/1: a turn on postgresql, 2,000 lines" in done.stderr
     result = json.loads(done.stdout)
