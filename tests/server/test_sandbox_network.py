@@ -222,13 +222,20 @@ async def test_the_pasta_of_a_turn_dies_with_a_killed_runner(
             break
         parent = psutil.Process(runner.pid)
         (pasta,) = _pastas(parent)
-        left = [p for p in parent.children(recursive=True) if p.pid != pasta.pid]
-        assert any(p.name() == "sleep" for p in left), left
+        with trio.fail_after(10):  # the step is out: its shell is becoming `sleep`
+            while not any(p.name() == "sleep" for p in _sandboxed(parent, pasta)):
+                await trio.sleep(0.01)
+        left = _sandboxed(parent, pasta)
         runner.process.kill()
     await runner.process.wait()
     with trio.fail_after(10):
         while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in [pasta, *left]):
             await trio.sleep(0.01)
+
+
+def _sandboxed(runner: psutil.Process, pasta: psutil.Process) -> list[psutil.Process]:
+    """The runner's descendants but its pasta: the sandbox and what runs in it."""
+    return [p for p in runner.children(recursive=True) if p.pid != pasta.pid]
 
 
 # -- the pieces --------------------------------------------------------------------------------
