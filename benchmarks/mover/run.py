@@ -44,8 +44,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import httpx
 import trio
@@ -98,6 +99,14 @@ async def _no_sessions() -> list[LiveSessionRef]:
     return []
 
 
+class LeaseTimes(TypedDict, total=False):
+    """The mover's lease timings a run sets (the mover's defaults otherwise)."""
+
+    ttl: float
+    heartbeat: float
+    sweep_interval: float
+
+
 def _mover(
     lease: Lease,
     sink: MovedChunks,
@@ -107,7 +116,7 @@ def _mover(
     *,
     keep_chunks: bool,
     live_sessions: Callable[[], Awaitable[list[LiveSessionRef]]] = _no_sessions,
-    **times: float,
+    **times: Unpack[LeaseTimes],
 ) -> LogMover[TurnFold]:
     return LogMover(
         lease,
@@ -229,13 +238,13 @@ async def throughput(
                 "runner read, NDJSON": lambda: read("ndjson"),
                 "runner read, WebSocket": lambda: read("ws"),
                 "runner read, WebSocket batches": lambda: read("ws-batch"),
-                "mover, embedded": lambda n=round_: move(embedded, None, f"embedded-{n}"),
-                "mover, embedded, keeping chunks": lambda n=round_: move(
-                    embedded, None, f"embedded-kept-{n}", keep_chunks=True
+                "mover, embedded": partial(move, embedded, None, f"embedded-{round_}"),
+                "mover, embedded, keeping chunks": partial(
+                    move, embedded, None, f"embedded-kept-{round_}", keep_chunks=True
                 ),
-                "mover, WebSocket": lambda n=round_: move(remote, runner.url, f"ws-{n}"),
-                "mover, WebSocket, keeping chunks": lambda n=round_: move(
-                    remote, runner.url, f"ws-kept-{n}", keep_chunks=True
+                "mover, WebSocket": partial(move, remote, runner.url, f"ws-{round_}"),
+                "mover, WebSocket, keeping chunks": partial(
+                    move, remote, runner.url, f"ws-kept-{round_}", keep_chunks=True
                 ),
             }
             if postgres is not None:

@@ -198,13 +198,13 @@ class _LatencyMeter:
         self.measuring = False
         self.latencies: list[float] = []
 
-    def stream(self) -> Callable[[bytes], None]:
+    def stream(self) -> Callable[[bytes | bytearray], None]:
         """An observer for one stream's chunks."""
         decoder = msgspec.json.Decoder()
         started = False
         pending = b""
 
-        def observe(chunk: bytes) -> None:
+        def observe(chunk: bytes | bytearray) -> None:
             nonlocal started, pending
             now_ms = time.time() * 1000
             if not started:
@@ -256,7 +256,7 @@ async def _level(
                     "POST", "/stream", json=workspace.mint_dispatch()
                 ) as response:
                     async for chunk in response.aiter_raw():
-                        observe(chunk)
+                        observe(bytes(chunk))
 
             async with trio.open_nursery() as streams_nursery:
                 for _ in range(streams):

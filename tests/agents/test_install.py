@@ -66,7 +66,7 @@ def test_a_failing_npm_is_an_error_and_leaves_nothing(
     broken = AgentPackages(
         "claude", "broken", ("@zed-industries/claude-agent-acp@0.0.0-no-such",), ("x",)
     )
-    monkeypatch.setitem(installer.AGENTS, "claude", broken)  # type: ignore[index]
+    monkeypatch.setitem(installer.AGENTS, "claude", broken)
     with pytest.raises(AgentInstallError, match="npm install of the claude agent failed"):
         install(["claude"], tmp_path, log=False)
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]

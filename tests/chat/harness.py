@@ -61,7 +61,7 @@ from sandstream.server.chat import (
 )
 from sandstream.server.chat.credentials.one_time import mint_tokens
 from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.mover import RemoteSource
+from sandstream.server.chat.mover import Passed, RemoteSource
 from sandstream.server.chat.records import DispatchRecord, TurnRequest, TurnStart
 from sandstream.server.chat.store.bag import PostgresBlobStore
 from sandstream.server.chat.store.moved_runs import Batch
@@ -587,7 +587,8 @@ async def runner_output(runner_url: str, session_id: str) -> list[bytes]:
     """A session's whole output, read from its runner over the WebSocket."""
     chunks: list[bytes] = []
 
-    async def deliver(batch: Batch) -> None:
+    async def deliver(batch: Batch | Passed) -> None:
+        assert isinstance(batch, Batch)
         chunks.extend(split_chunks(batch.data))
 
     with trio.fail_after(DEADLINE):

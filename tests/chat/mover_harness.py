@@ -84,7 +84,7 @@ class RecordingSink(MovedChunks):
 
     def __init__(self, db: Database) -> None:
         self.events: list[tuple[str, int, int, int]] = []
-        super().__init__(_RecordingDatabase(db, self.events))  # type: ignore[arg-type]
+        super().__init__(_RecordingDatabase(db, self.events))
 
     async def fence(self, session_id: str, generation: int) -> int:
         token = _LABEL.set(("fence", generation, 0, 0))

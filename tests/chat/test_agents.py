@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def _junk_runner() -> QuartTrio:
 
     @app.post("/stream")
     async def stream() -> Response:
-        async def body():  # type: ignore[no-untyped-def]
+        async def body() -> AsyncIterator[bytes]:
             yield b"not json\n"
             yield b'{"type":"mystery"}\n'
             yield b'{"type":"step","id":"s1","name":"t","status":"running"}\n'

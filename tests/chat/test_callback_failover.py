@@ -16,7 +16,8 @@ import trio
 
 from benchmarks.support.redis_server import open_redis_server
 from benchmarks.support.runner_process import start_runner_process
-from sandstream.server.chat import SQLiteChatStore
+from sandstream.core.persistence import TextBlock
+from sandstream.server.chat import SqlChatStore, SQLiteChatStore
 from tests.chat.harness import (
     DEADLINE,
     RUNNER_TOKEN,
@@ -51,7 +52,7 @@ def _hostport(url: str) -> str:
     return url.removeprefix("http://").rstrip("/")
 
 
-async def _result_rows(store: SQLiteChatStore, start: dict[str, Any]) -> list[str]:
+async def _result_rows(store: SqlChatStore, start: dict[str, Any]) -> list[str]:
     """The names of every file row written back for the turn (none twice)."""
     return await store.db.read(
         lambda conn: [
@@ -107,7 +108,9 @@ async def test_the_writeback_of_a_killed_replicas_turn_lands_on_the_other_replic
         try:
             message = await settled_assistant(store, start)
             assert message.status == "complete", message
-            assert message.content[0].text == "the report is written"
+            answer = message.content[0]
+            assert isinstance(answer, TextBlock)
+            assert answer.text == "the report is written"
             assert [f.name for f in message.file_attachments] == ["report.md"]
             assert await _result_rows(store, start) == ["report.md"]
         finally:

@@ -276,7 +276,10 @@ async def test_a_redeemed_token_is_answered_again_only_with_its_idempotency_key(
         for bad in ("", "x" * 201, "caf\u00e9", "a b"):
             refused = await client.get(
                 f"{base}/env",
-                headers={**_bearer(tokens.setup), "Idempotency-Key": bad.encode()},  # type: ignore[dict-item]
+                headers=[
+                    (b"Authorization", f"Bearer {tokens.setup}".encode()),
+                    (b"Idempotency-Key", bad.encode()),
+                ],
             )
             assert refused.status_code == 422, (bad, refused.text)
             assert "Idempotency-Key" in refused.json()["detail"]

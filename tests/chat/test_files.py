@@ -201,11 +201,12 @@ async def test_attachments_are_delivered_into_the_sandbox_work_dir(
     paths = ["attachments/notes.txt", "attachments/notes (2).txt", "attachments/pixel.png"]
     download, shell_step = run.folded().steps
     assert (download.name, download.status) == ("download_attachments", "succeeded")
+    assert download.args is not None and download.result is not None
     assert msgspec.json.decode(download.args) == {"files": paths}
     assert msgspec.json.decode(download.result) == {
         "files": [{"path": p, "size": f["size"]} for p, f in zip(paths, uploaded, strict=True)]
     }
-    assert shell_step.status == "succeeded"
+    assert shell_step.status == "succeeded" and shell_step.result is not None
     assert "first notes" in msgspec.json.decode(shell_step.result)["stdout"]
     chat = await server.chat(chat_id)
     written_back = {f["name"]: f["sha256"] for f in chat["messages"][-1]["fileAttachments"]}

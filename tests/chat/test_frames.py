@@ -11,7 +11,7 @@ from sandstream.core import Error, Log, Result, Step, encode_line
 from sandstream.core.sse_parser import SSEParser
 from sandstream.server.chat.turns.frames import TurnFrames, done_frame, start_frame
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
 _step = st.builds(
     lambda i, status, text: encode_line(
         Step(id=f"s{i}", name="tool", status=status, args={"t": text}, ts=1)

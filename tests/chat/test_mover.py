@@ -30,6 +30,7 @@ from sandstream.server.chat.mover import (
     Lease,
     LiveSessionRef,
     LogMover,
+    Passed,
     RedisLease,
     RemoteSource,
     SessionSources,
@@ -124,9 +125,9 @@ async def wait_stored(sink: MovedChunks, session_id: str, count: int) -> None:
 
 def mover(
     lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, ref: LiveSessionRef,
-    settled: Settled, *, keep_chunks: bool = True, **options: float,
+    settled: Settled, *, keep_chunks: bool = True, ttl: float = TTL,
+    heartbeat: float = HEARTBEAT, sweep_interval: float = 0.05,
 ) -> LogMover[CollectingFold]:  # fmt: skip
-    values = {"ttl": TTL, "heartbeat": HEARTBEAT, "sweep_interval": 0.05, **options}
     return LogMover(
         lease,
         sink,
@@ -136,7 +137,9 @@ def mover(
         new_fold=settled.new_fold,
         on_terminal=settled,
         keep_chunks=keep_chunks,
-        **values,
+        ttl=ttl,
+        heartbeat=heartbeat,
+        sweep_interval=sweep_interval,
     )
 
 
@@ -192,7 +195,8 @@ async def test_the_embedded_source_batches_by_linger_and_ends_at_the_sessions_en
     sink = MovedChunks(db)
     batches: list[Batch] = []
 
-    async def deliver(batch: Batch) -> None:
+    async def deliver(batch: Batch | Passed) -> None:
+        assert isinstance(batch, Batch)
         batches.append(batch)
         await sink.move(session_id, 1, batch)
 
@@ -247,7 +251,8 @@ async def test_a_runner_that_sends_no_whole_line_batches_is_refused_for_good(
     )
     url = f"http://127.0.0.1:{listeners.port}"
     line = '{"type":"log","level":"info","message":"hi","ts":1}'
-    for message, why in [(line, "as text"), (line.encode(), "not whole lines")]:
+    cases: list[tuple[str | bytes, str]] = [(line, "as text"), (line.encode(), "not whole lines")]
+    for message, why in cases:
         sent.append(message)
         with trio.fail_after(30), pytest.raises(SourceRefusedError, match=why):
             await RemoteSource(url, TOKEN).follow("ses_a", 0, lambda batch: trio.sleep(0))

@@ -142,7 +142,7 @@ async def test_a_permission_answered_from_the_chat(server: ChatServer, reply: st
         assert answered.status_code == 200, answered.text
         assert answered.json() == {"chatId": chat_id, "requestId": asked["id"], "reply": reply}
         with trio.fail_after(DEADLINE):  # the next request: the turn is still live
-            later = _data(await reader.until(_pending))
+            later: dict[str, Any] | None = _data(await reader.until(_pending))
         # The first answer won: a second one is refused, whatever it says.
         again = await _answer(server, chat_id, asked["id"], {"reply": "once"})
         assert again.status_code == 409

@@ -161,9 +161,11 @@ async def test_a_write_waiting_for_a_row_lock_held_elsewhere_fails_after_the_loc
                 "VALUES ('ses_locked', 'a', 1, 0)"
             )
         )
-        settings = await db.read(
-            lambda conn: conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0]
+        row = await db.read(
+            lambda conn: conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
         )
+        assert row is not None
+        settings = row[0]
         assert settings == "1min"
 
         def renew(conn: Connection) -> int:

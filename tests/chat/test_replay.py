@@ -80,6 +80,7 @@ async def test_after_25_turns_the_container_receives_exactly_the_last_20(
     nursery: trio.Nursery, tmp_path: Path
 ) -> None:
     model = await start_model_server(nursery)
+    assert model.api_key is not None
     agent = load_agent_profile(
         {
             "OPENAI_MODEL": "test-model",
@@ -157,7 +158,11 @@ async def test_replay_of_a_huge_legacy_row_never_reads_its_body(tmp_path: Path) 
                 reads.append((table, column or ""))
             return sqlite3.SQLITE_OK
 
-        await store.db.write(lambda conn: conn.set_authorizer(watch))
+        def authorize(conn: object) -> None:
+            assert isinstance(conn, sqlite3.Connection)
+            conn.set_authorizer(watch)
+
+        await store.db.write(authorize)
         now = now_ms()
         session_id = new_id("sess")
         start = await store.begin_turn(
@@ -187,7 +192,7 @@ async def test_replay_of_a_huge_legacy_row_never_reads_its_body(tmp_path: Path) 
     assert ("messages", "body") not in reads  # the 10 MB row was never read, let alone decoded
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
 _blocks = st.lists(
     st.one_of(
         st.builds(TextBlock, _text),

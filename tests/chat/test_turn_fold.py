@@ -5,6 +5,8 @@ core, shared, is the fold of what that core wrote."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +16,14 @@ from sandstream.core.envelope import LIVE_EXTENSION
 from sandstream.server.chat import TurnFold, fold_chunks
 from tests.core.helpers import line, step
 
-LIMITS = {"max_steps": 5, "max_step_bytes": 4096, "max_line_bytes": DEFAULT_MAX_LINE_BYTES}
+
+class Limits(TypedDict):
+    max_steps: int
+    max_step_bytes: int
+    max_line_bytes: int
+
+
+LIMITS: Limits = {"max_steps": 5, "max_step_bytes": 4096, "max_line_bytes": DEFAULT_MAX_LINE_BYTES}
 
 
 def transcript(steps: int, with_result: bool) -> list[bytes]:

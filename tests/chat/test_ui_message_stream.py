@@ -73,7 +73,7 @@ def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]
     (its download path)."""
     blocks = stored["content"]
     outputs = {b["stepId"]: b["output"] for b in blocks if b["type"] == "tool_output"}
-    steps = next((b["steps"] for b in blocks if b["type"] == "steps"), [])
+    steps: list[dict[str, Any]] = next((b["steps"] for b in blocks if b["type"] == "steps"), [])
     parts: list[dict[str, Any]] = []
     for step in steps:
         part = {
@@ -102,8 +102,8 @@ def expected_parts(stored: dict[str, Any], chat_id: str) -> list[dict[str, Any]]
 
 def built_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The SDK's message parts, with only the fields the stored message has."""
-    keys = ("type", "toolCallId", "toolName", "input", "state", "output", "errorText", "text")
-    keys += ("mediaType", "url")
+    keys: tuple[str, ...] = ("type", "toolCallId", "toolName", "input", "state", "output")
+    keys += ("errorText", "text", "mediaType", "url")
     return [{k: part[k] for k in keys if k in part} for part in message["parts"]]
 
 
@@ -385,7 +385,7 @@ async def _step_running(server: ChatServer, chat_id: str) -> bool:
 
 # -- the live extension, read by ai 5.0.0, the latest 5, 6 and 7 -------------------------
 
-LIVE_TURN = [
+LIVE_TURN: list[dict[str, Any]] = [
     {"type": "delta", "id": "a1", "kind": "reasoning", "text": "The user wants "},
     {"type": "delta", "id": "a1", "kind": "reasoning", "text": "a listing."},
     {"type": "delta", "id": "a1", "kind": "text", "text": "Let me "},

@@ -139,6 +139,7 @@ async def test_writebacks_of_10_mib_succeed_every_time(
         run = await server.turn("write it")
         assert run.status == 200 and run.kinds[-2:] == ["result", "done"], run.body[-800:]
         [step] = run.folded().steps
+        assert step.result is not None
         stdout: str = msgspec.json.decode(step.result)["stdout"]
         written: dict[str, Any] = (await server.chat(run.chat_id))["messages"][-1]
         [result] = written["fileAttachments"]

@@ -236,6 +236,7 @@ async def test_a_tool_result_of_several_mib_is_a_succeeded_step_with_a_cut_resul
     assert run.returncode == 0, run
     bash = next(row for row in run.turn.steps if row.id == "toolu_01Bash")
     assert bash.status == "succeeded"
+    assert bash.result is not None
     result = bytes(bash.result).decode()  # the raw JSON the step line carried
     assert "truncated" in result and len(result) < 1024 * 1024
     assert run.terminal["type"] == "result"

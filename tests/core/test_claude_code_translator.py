@@ -437,6 +437,7 @@ def test_denial_announced_by_a_system_line_marks_the_tool_result() -> None:
     out = translate(
         [lines(assistant(tool_use("t", "Write")), denied, user(tool_result("t", text, True)))]
     )
+    assert isinstance(out[1], Log)
     assert out[1].level == "warn" and "permission_denied: tool_name=Write" in out[1].message
     assert out[-1] == Step(
         id="t",

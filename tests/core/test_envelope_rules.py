@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sandstream.core import Error, Log, Result, Step, StreamProcessor, decode_payload, encode_line
+from sandstream.core.envelope import LiveEnvelope
 from tests.core.helpers import events, line, run, step
 
 RESULT = line(type="result", message="done")
@@ -262,7 +263,7 @@ def test_diagnostics_are_bounded_but_all_counted() -> None:
 
 
 def test_encoded_envelopes_round_trip_through_the_processor() -> None:
-    lines = [
+    lines: list[LiveEnvelope] = [
         Log(level="warn", message="careful", ts=1),
         Step(id="s", name="n", status="running", args={"a": [1, "é"]}),
         Step(id="s", name="n", status="succeeded", result=None, duration_ms=1.5),

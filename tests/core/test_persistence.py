@@ -48,7 +48,9 @@ def test_a_completed_turn_folds_into_text_steps_and_tool_output() -> None:
     assert (output.step_id, output.truncated, output.size) == ("s1", False, len(b'{"rows":[1,2]}'))
     stored = msgspec.json.decode(msgspec.json.encode(message), type=PersistedMessage)
     assert stored.content[2] == ToolOutputBlock("s1", "files/read", {"rows": [1, 2]}, False, 14)
-    assert stored.content[1].steps[0].args == {"path": "a"}  # type: ignore[union-attr]
+    stored_trace = stored.content[1]
+    assert isinstance(stored_trace, StepTraceBlock)
+    assert stored_trace.steps[0].args == {"path": "a"}
 
 
 def test_results_over_the_display_bound_are_truncated_with_their_size() -> None:

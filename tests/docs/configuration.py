@@ -15,7 +15,7 @@ import argparse
 import re
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -343,7 +343,7 @@ def _flag_variables(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     return rows
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = [_row(header), _row(tuple("---" for _ in header))]
     lines.extend(_row(row) for row in rows)
     return "\n".join(lines) + "\n"

@@ -73,16 +73,16 @@ def reference(connections: list[bytes], options: Options) -> list[Connection]:
         text = codecs.getincrementaldecoder("utf-8")("replace").decode(raw)
         text = text.removeprefix("\ufeff")
         *lines, tail = _LINE_END.split(text)
-        items: Items | None = []
+        items: Items = []
+        refused = False
         data: list[str] | None = None
         data_chars, event, id_buffer = 0, "", last_id
         for line in [*lines, None]:
             if line is None:  # end of the connection: the unterminated line's bound
-                if len(tail) > options.max_line:
-                    items = None
+                refused = len(tail) > options.max_line
                 break
             if len(line) > options.max_line:
-                items = None
+                refused = True
                 break
             if not line:
                 last_id = id_buffer
@@ -104,7 +104,7 @@ def reference(connections: list[bytes], options: Options) -> list[Connection]:
             if field == "data":
                 data_chars += len(value) + 1
                 if data_chars > options.max_data:
-                    items = None
+                    refused = True
                     break
                 data = [*(data or []), value]
             elif field == "event":
@@ -118,7 +118,7 @@ def reference(connections: list[bytes], options: Options) -> list[Connection]:
                 and len(value.lstrip("0")) < 20
             ):
                 retry = int(value)
-        results.append((items, last_id, retry))
+        results.append((None if refused else items, last_id, retry))
     return results
 
 
@@ -134,16 +134,16 @@ def parse(connections: list[list[bytes]], options: Options) -> list[Connection]:
     for index, group in enumerate(connections):
         if index:
             parser.reconnect()
-        items: Items | None = []
+        items: Items = []
         try:
             for piece in group:
                 items += parser.feed(piece)
                 if parser.buffered > bound:
                     raise SSEMismatch(f"holds {parser.buffered} characters, bound {bound}")
         except SSEParseError:
-            items = None
-        if items is not None:
-            items += parser.close()
+            results.append((None, parser.last_event_id, parser.retry))
+            continue
+        items += parser.close()
         results.append((items, parser.last_event_id, parser.retry))
     return results
 

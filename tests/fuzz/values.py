@@ -30,7 +30,7 @@ class Recipe:
 
     @property
     def left(self) -> int:
-        return self._fdp.remaining_bytes()
+        return int(self._fdp.remaining_bytes())
 
     def number(self, low: int, high: int) -> int:
         return int(self._fdp.ConsumeIntInRange(low, high))
@@ -49,7 +49,7 @@ class Recipe:
         if kind == 1:
             return str(self._fdp.ConsumeUnicodeNoSurrogates(self.number(0, most)))
         if kind == 2:  # a long string, so that lines go over their bound
-            return self.pick("x", "é", "\U0001f600", '"\\', "\n") * self.number(0, 100)
+            return str(self.pick("x", "é", "\U0001f600", '"\\', "\n")) * self.number(0, 100)
         return str(self.pick("", "id1", "id2", "tool", "text", "Bash", "a b"))
 
     def value(self, depth: int = 3) -> Any:
@@ -79,4 +79,4 @@ class Recipe:
             data = data[: self.number(0, len(data) - 1)]  # cut short
         elif damage == 1:
             data += self._fdp.ConsumeBytes(self.number(0, 8))  # trailing junk
-        return data + self.pick(b"\n", b"\r\n")
+        return data + bytes(self.pick(b"\n", b"\r\n"))

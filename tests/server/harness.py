@@ -314,7 +314,7 @@ class Reader:
 
     async def lines(self, count: int) -> list[dict[str, Any]]:
         """The next ``count`` lines (fewer at the end of the stream)."""
-        out = []
+        out: list[dict[str, Any]] = []
         while len(out) < count and (line := await self.line()) is not None:
             out.append(line)
         return out

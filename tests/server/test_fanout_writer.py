@@ -12,6 +12,7 @@ h11: a torn, lost or reordered write fails it.
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -92,7 +93,7 @@ class _SlowReaderBody:
     became of each run offered."""
 
     def __init__(
-        self, scope: dict[str, Any], limit: int, offered: list[_Run], behind: trio.Event
+        self, scope: Mapping[str, object], limit: int, offered: list[_Run], behind: trio.Event
     ) -> None:
         self._scope = scope
         self._limit = limit
@@ -138,7 +139,7 @@ async def _read_slowly(limit: int, nursery: trio.Nursery) -> tuple[_SlowReaderBo
     behind = trio.Event()
     bodies: list[_SlowReaderBody] = []
     app = QuartTrio(__name__)
-    app.asgi_http_class = HTTPConnection  # type: ignore[assignment]
+    app.asgi_http_class = HTTPConnection
 
     @app.get("/live")
     async def live_route() -> Response:

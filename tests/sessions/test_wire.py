@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandstream.core.sse import PING
-from sandstream.core.sse_parser import Comment, SSEParser
+from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
 from sandstream.server.sessions.wire import batch_messages, control_message, sse_control, sse_run
 
 lines = st.lists(
@@ -42,13 +42,13 @@ def test_sse_frames_carry_each_chunk_with_its_cursor(
         + sse_control(first + len(chunks) - 1, closed=True)
     )
     cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=8)))
-    parser: SSEParser[object] = SSEParser(include_comments=True)
-    items = []
+    parser: SSEParser[ServerSentEvent | Comment] = SSEParser(include_comments=True)
+    items: list[ServerSentEvent | Comment] = []
     start = 0
     for cut in [*cuts, len(body)]:
         items += parser.feed(body[start:cut])
         start = cut
-    events = [item for item in items if not isinstance(item, Comment)]
+    events = [item for item in items if isinstance(item, ServerSentEvent)]
     assert [item.text for item in items if isinstance(item, Comment)] == ["ping"] * 2
     data_events, controls = events[: len(chunks)], events[len(chunks) :]
     # SSE carries a CR (JSON whitespace) as a line break: LF, the same JSON

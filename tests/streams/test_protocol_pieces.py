@@ -40,12 +40,12 @@ positions = st.integers(0, 10**16 - 1)
 
 
 @given(positions, positions)
-def test_offsets_sort_as_their_positions(a, b):
+def test_offsets_sort_as_their_positions(a: int, b: int) -> None:
     assert (format_offset(a) < format_offset(b)) == (a < b)
     assert parse_offset(format_offset(a)) == a
 
 
-def test_the_zero_offset_and_the_sentinels():
+def test_the_zero_offset_and_the_sentinels() -> None:
     assert format_offset(0) == ZERO_OFFSET
     assert parse_read_offset(None) == BEGINNING
     assert parse_read_offset("-1") == BEGINNING
@@ -55,32 +55,32 @@ def test_the_zero_offset_and_the_sentinels():
 @pytest.mark.parametrize(
     "text", ["", "0", "1_2", "0,1", "0 1", "../x", f"{ZERO_OFFSET}\n", "1" * 16 + "_" + "0" * 16]
 )
-def test_anything_but_a_minted_offset_is_refused(text):
+def test_anything_but_a_minted_offset_is_refused(text: str) -> None:
     with pytest.raises(InvalidStreamRequestError):
         parse_read_offset(text)
 
 
 @pytest.mark.parametrize("value", ["+1", "01", "1.0", "1e3", "-1", "", "x"])
-def test_ttl_is_a_plain_decimal(value):
+def test_ttl_is_a_plain_decimal(value: str) -> None:
     with pytest.raises(InvalidStreamRequestError):
         ttl_seconds(value)
     assert ttl_seconds("0") == 0
     assert ttl_seconds("3600") == 3600
 
 
-def test_expires_at_needs_a_zone():
+def test_expires_at_needs_a_zone() -> None:
     assert expires_at("2030-01-01T00:00:00Z") == expires_at("2030-01-01T01:00:00+01:00")
     for bad in ("2030-01-01T00:00:00", "tomorrow", "2030-13-01T00:00:00Z"):
         with pytest.raises(InvalidStreamRequestError):
             expires_at(bad)
 
 
-def test_stream_closed_is_true_only_for_true():
+def test_stream_closed_is_true_only_for_true() -> None:
     assert closed_flag("true") and closed_flag("TRUE")
     assert not any(closed_flag(v) for v in (None, "", "false", "1", "yes"))
 
 
-def test_producer_headers_come_together_and_bounded():
+def test_producer_headers_come_together_and_bounded() -> None:
     assert producer_stamp(None, None, None) is None
     assert producer_stamp("p", "1", "2") == ProducerStamp("p", 1, 2)
     for args in (
@@ -96,7 +96,7 @@ def test_producer_headers_come_together_and_bounded():
         sub_offset("-1")
 
 
-def test_producer_rules():
+def test_producer_rules() -> None:
     assert check(None, 3, 0) == Accept(ProducerState(3, 0))
     with pytest.raises(ProducerSequenceGapError) as gap:
         check(None, 0, 1)
@@ -125,7 +125,9 @@ json_values = st.recursive(
 
 
 @given(st.lists(st.lists(json_values, min_size=1, max_size=4), max_size=5))
-def test_json_appends_read_back_as_one_array_of_their_messages(batches):
+def test_json_appends_read_back_as_one_array_of_their_messages(
+    batches: list[list[object]],
+) -> None:
     stored = b"".join(
         json_payload(msgspec.json.encode(batch), allow_empty=False) for batch in batches
     )
@@ -134,7 +136,7 @@ def test_json_appends_read_back_as_one_array_of_their_messages(batches):
     assert len(json_messages(stored)) == len(flat)
 
 
-def test_json_mode_refusals():
+def test_json_mode_refusals() -> None:
     with pytest.raises(InvalidStreamRequestError):
         json_payload(b"[]", allow_empty=False)
     with pytest.raises(InvalidStreamRequestError):
@@ -151,20 +153,20 @@ def _sse_data(event: bytes) -> bytes:
     return b"\n".join(values)
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\r", blacklist_categories=("Cs",))))
-def test_sse_text_round_trips_and_cannot_end_its_event(text):
+@given(st.text(alphabet=st.characters(blacklist_characters="\r", blacklist_categories=["Cs"])))
+def test_sse_text_round_trips_and_cannot_end_its_event(text: str) -> None:
     event = data_event(text.encode(), "text")
     assert event.count(b"\n\n") == 1 and event.endswith(b"\n\n")
     assert _sse_data(event).decode() == text
 
 
 @given(st.binary())
-def test_sse_binary_is_base64(payload):
+def test_sse_binary_is_base64(payload: bytes) -> None:
     event = data_event(payload, "base64")
     assert base64.b64decode(_sse_data(event).replace(b"\n", b"")) == payload
 
 
-def test_sse_control_events():
+def test_sse_control_events() -> None:
     open_ = msgspec.json.decode(
         _sse_data(control_event("o", cursor="7", up_to_date=True, closed=False))
     )
@@ -175,7 +177,7 @@ def test_sse_control_events():
     assert done == {"streamNextOffset": "o", "streamClosed": True, "upToDate": True}
 
 
-def test_cursors_move_forward():
+def test_cursors_move_forward() -> None:
     now = 1728432000.0 + 20 * 1000 + 5
     assert response_cursor(None, now) == "1000"
     assert response_cursor("999", now) == "1000"

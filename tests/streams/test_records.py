@@ -29,7 +29,10 @@ appends = st.lists(
 )
 
 
-def _log(items: list[tuple[bytes, ProducerStamp | None, str | None, bool, int | None]]) -> bytes:
+Appends = list[tuple[bytes, ProducerStamp | None, str | None, bool, int | None]]
+
+
+def _log(items: Appends) -> bytes:
     return b"".join(
         encode(payload, producer=producer, stream_seq=seq, close=close, tag=tag)
         for payload, producer, seq, close, tag in items
@@ -37,7 +40,7 @@ def _log(items: list[tuple[bytes, ProducerStamp | None, str | None, bool, int | 
 
 
 @given(appends, st.integers(0, 10**6))
-def test_records_round_trip_from_any_base(items, base):
+def test_records_round_trip_from_any_base(items: Appends, base: int) -> None:
     data = _log(items)
     records = list(scan(data, base))
     assert [(r.payload, r.producer, r.stream_seq, r.close, r.tag) for r in records] == items
@@ -49,7 +52,7 @@ def test_records_round_trip_from_any_base(items, base):
 
 
 @given(appends, st.data())
-def test_a_torn_log_keeps_exactly_its_whole_records(items, data):
+def test_a_torn_log_keeps_exactly_its_whole_records(items: Appends, data: st.DataObject) -> None:
     log = _log(items)
     cut = data.draw(st.integers(0, len(log)))
     ends = [r.end for r in scan(log, 0)]
@@ -58,7 +61,9 @@ def test_a_torn_log_keeps_exactly_its_whole_records(items, data):
 
 
 @given(appends.filter(bool), st.data())
-def test_a_corrupt_byte_ends_the_scan_before_its_record(items, data):
+def test_a_corrupt_byte_ends_the_scan_before_its_record(
+    items: Appends, data: st.DataObject
+) -> None:
     log = bytearray(_log(items))
     records = list(scan(bytes(log), 0))
     victim = data.draw(st.sampled_from(records))
@@ -69,7 +74,7 @@ def test_a_corrupt_byte_ends_the_scan_before_its_record(items, data):
 
 
 @given(appends)
-def test_payloads_join_the_payloads(items):
+def test_payloads_join_the_payloads(items: Appends) -> None:
     log = _log(items)
     joined, end = payloads(log, 7)
     assert joined == b"".join(payload for payload, *_ in items)

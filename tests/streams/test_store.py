@@ -34,10 +34,24 @@ async def _read_all(store: StreamStore, path: str) -> bytes:
     return b"".join(parts)
 
 
-async def _append(store: StreamStore, path: str, data: bytes, **kwargs) -> None:
-    options = {"content_type": "text/plain", "producer": None, "stream_seq": None, "close": False}
-    options.update(kwargs)
-    await store.append(store.get(path), data, **options)
+async def _append(
+    store: StreamStore,
+    path: str,
+    data: bytes,
+    *,
+    content_type: str = "text/plain",
+    producer: ProducerStamp | None = None,
+    stream_seq: str | None = None,
+    close: bool = False,
+) -> None:
+    await store.append(
+        store.get(path),
+        data,
+        content_type=content_type,
+        producer=producer,
+        stream_seq=stream_seq,
+        close=close,
+    )
 
 
 async def test_appends_survive_a_restart_with_their_producer_state(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ class ApnsServer(_Recorder):
             credential = request.headers.get("authorization", "")
             status, reason, headers = await self._answer("/" + path, credential)
             self.attempts.append(Attempt(status, reason, credential.removeprefix("bearer ")))
-            body = {"reason": reason} if reason else {}
+            body: dict[str, object] = {"reason": reason} if reason else {}
             if status == 410:
                 body["timestamp"] = int(time.time() * 1000)
             headers["apns-id"] = request.headers.get("apns-id") or str(uuid.uuid4()).upper()
@@ -189,13 +189,13 @@ class ApnsServer(_Recorder):
         if self._expire_next_token:
             self._expire_next_token = False
             return 403, "ExpiredProviderToken", {}
-        body = await request.get_data()
+        body = await request.get_data(cache=True, as_text=False, parse_form_data=False)
         problem = self._request_problem(device_token, body)
         if problem is not None:
             return 413 if problem == "PayloadTooLarge" else 400, problem, {}
-        status = self.unregistered.get(device_token.lower())
-        if status is not None:
-            return status, "Unregistered" if status == 410 else "BadDeviceToken", {}
+        unregistered = self.unregistered.get(device_token.lower())
+        if unregistered is not None:
+            return unregistered, "Unregistered" if unregistered == 410 else "BadDeviceToken", {}
         headers = {name.lower(): value for name, value in request.headers.items()}
         headers.pop("authorization", None)
         self.deliveries.append(ApnsDelivery(device_token, headers, json.loads(body)))
@@ -402,9 +402,9 @@ class FcmServer(_Recorder):
         if problem is not None:
             return 400, ("INVALID_ARGUMENT", problem), json_type
         message = body["message"]
-        status = self.unregistered.get(message["token"])
-        if status is not None:
-            return status, ("UNREGISTERED", "Requested entity was not found."), json_type
+        unregistered = self.unregistered.get(message["token"])
+        if unregistered is not None:
+            return unregistered, ("UNREGISTERED", "Requested entity was not found."), json_type
         self.deliveries.append(message)
         name = f"projects/{project_id}/messages/0:{secrets.token_hex(8)}"
         return 200, ("", name), json_type

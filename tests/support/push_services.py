@@ -161,7 +161,7 @@ class LoopbackPushService:
             endpoint = f"{self.origin}/push/{token}"
             self.attempts[endpoint] += 1
             self._arrivals.unpark_all()
-            body = await request.get_data()
+            body = await request.get_data(cache=True, as_text=False, parse_form_data=False)
             answer = self._take(endpoint, body)
             if answer.status_code == 201 and endpoint in self._held:
                 self._held.pop(endpoint).set()
@@ -179,8 +179,8 @@ class LoopbackPushService:
         scripted = self._failures.get(endpoint)
         if scripted:
             status, retry_after = scripted.pop(0)
-            headers = {} if retry_after is None else {"Retry-After": retry_after}
-            return Response("scripted failure", status, headers)
+            extra = {} if retry_after is None else {"Retry-After": retry_after}
+            return Response("scripted failure", status, extra)
         refusal = self._check_vapid(browser) or self._check_headers(len(body))
         if refusal is not None:
             return refusal

@@ -200,7 +200,9 @@ class ServerThread:
 def launch(playwright: Playwright, tmpdir: Path | None = None) -> PlaywrightBrowser:
     """Debian's Chromium, headless (never a downloaded browser); with ``tmpdir`` as its
     ``TMPDIR`` (its sockets' paths must stay short: a test's own is too long)."""
-    env = None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
+    env: dict[str, str | float | bool] | None = (
+        None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
+    )
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, env=env)
 
 

@@ -9,8 +9,8 @@ import time
 import httpx
 from playwright.sync_api import BrowserContext, Route
 
-from tests.chat.harness import WORKSPACE
-from tests.web.harness import API_TOKEN, AUTH, DEADLINE, WAIT_MS, ServerThread, signed_in
+from tests.chat.harness import API_TOKEN, AUTH, DEADLINE, WORKSPACE
+from tests.web.harness import WAIT_MS, ServerThread, signed_in
 
 LISTING = re.compile(r"/api/assistant/chats\?")
 

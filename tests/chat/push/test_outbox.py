@@ -7,6 +7,7 @@ whichever replica tries again, and given up after its attempts, with a log line.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -78,7 +79,9 @@ async def turn_ended(store: SqlChatStore, count: int) -> None:
             workspace_id=WORKSPACE, workflow_id=None, title=f"task {n}", now=now_ms()
         )
         await store.db.write(
-            lambda conn, c=chat.id: record_turn_push(conn, c, None, "complete", now_ms())
+            functools.partial(
+                record_turn_push, chat_id=chat.id, turn_id=None, status="complete", now=now_ms()
+            )
         )
 
 

@@ -98,10 +98,12 @@ async def question(store: SqlChatStore, *, ended: bool = False) -> dict[str, Any
     """The one permission alert, once recorded (``ended``: once no longer waiting)."""
 
     def read(conn: Any) -> list[Any]:
-        return conn.execute(
-            "SELECT permission_id, state, seen_at FROM pending_pushes "
-            "WHERE permission_id IS NOT NULL"
-        ).fetchall()
+        return list(
+            conn.execute(
+                "SELECT permission_id, state, seen_at FROM pending_pushes "
+                "WHERE permission_id IS NOT NULL"
+            ).fetchall()
+        )
 
     with trio.fail_after(DEADLINE):
         while True:

@@ -63,7 +63,7 @@ async def test_a_server_killed_before_a_push_services_answer_never_sends_twice(
     data_dir.mkdir()
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
-    flags = ("--vapid-key-file", str(key_file), "--push-delay", "0.5")
+    flags: tuple[str, ...] = ("--vapid-key-file", str(key_file), "--push-delay", "0.5")
     flags += ("--push-claim-lease", "2")  # the successor takes the push over 2 s after
     first = await start_serve_process(nursery, data_dir, QUICK, *flags)
     token = (data_dir / "api-token").read_text().strip()

@@ -42,7 +42,7 @@ NOW = 1_700_000_000.0
     ],
 )
 def test_retry_after_reads_seconds_and_http_dates(value: str, seconds: float | None) -> None:
-    response = httpx.Response(429, headers={"Retry-After": value.encode("latin-1")})
+    response = httpx.Response(429, headers=[(b"Retry-After", value.encode("latin-1"))])
     assert retry_after(response, NOW) == seconds
 
 
@@ -79,7 +79,7 @@ async def silent_server(nursery: trio.Nursery) -> tuple[int, list[bytes]]:
 
     async def take(stream: trio.SocketStream) -> None:
         async for data in stream:
-            read.append(data)
+            read.append(bytes(data))
 
     listeners = await nursery.start(partial(trio.serve_tcp, take, 0, host="127.0.0.1"))
     return listeners[0].socket.getsockname()[1], read
