@@ -1,18 +1,30 @@
 """The chat backend's settings: :class:`ChatSettings`, validated on construction.
 
-``sandstream serve`` builds them from flags and environment variables
-(:mod:`sandstream.server.cli.serve`; docs/configuration.md lists them all). Times are seconds.
+Each field that is a flag of ``sandstream serve`` declares it, with its environment
+variable, default, help and check (:mod:`sandstream.server.settings_table`;
+docs/configuration.md lists them all); the command builds the settings from those
+flags. Times are seconds. A bad value raises :class:`~.errors.ChatConfigError`
+(:class:`~.errors.PublicUrlError` for a missing ``--public-url``); a
+``--database-url`` that is not a PostgreSQL URL, :class:`ValueError`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+import psycopg
+
 from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
+from sandstream.server.runner.settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT
+from sandstream.server.settings_table import (
+    Setting,
+    at_least,
+    check_fields,
+    finite_positive,
+)
 
 from .agent_profile import AgentProfile, load_agent_profile
 from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
@@ -24,6 +36,28 @@ from .records import Purpose
 from .targets import normalize_url
 
 __all__ = ["ChatSettings"]
+
+
+def _not_blank(name: str, value: str) -> str | None:
+    return None if value.strip() else "the chat API token must not be blank"
+
+
+def _stripped(values: list[str]) -> frozenset[str]:
+    return frozenset(value.strip() for value in values)
+
+
+def _database_url(url: str | None) -> str | None:
+    """``--database-url`` checked for its form (nothing connects yet). Raises
+    :class:`ValueError` for one that is not a ``postgresql://`` URL."""
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("--database-url must be a postgresql:// URL")
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ValueError(f"--database-url is malformed: {' '.join(str(exc).split())}") from None
+    return url
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,57 +101,177 @@ class ChatSettings:
     """
 
     data_dir: Path
-    api_token: str
+    api_token: str = Setting(check=_not_blank).field(default=MISSING)
     agent: AgentProfile = field(default_factory=lambda: load_agent_profile({}))
-    public_url: str | None = None
-    sandbox_url: str | None = None
+    public_url: str | None = Setting(
+        flag="--public-url",
+        env="SANDSTREAM_PUBLIC_URL",
+        shown="the bound address",
+        help="base URL sandboxes call back, required with --redis-url or --database-url: "
+        "the load balancer in front of the replicas",
+    ).field()
+    sandbox_url: str | None = Setting(
+        flag="--sandbox-url",
+        env="SANDBOX_URL",
+        shown="embedded",
+        help="a remote runner's base URL for every turn",
+    ).field()
     runner_token: str | None = None
-    allowed_sandbox_urls: frozenset[str] = frozenset()
-    embedded_runner: bool = True
-    lock_lease: float = 30.0
-    lock_heartbeat: float = 10.0
-    lease_ttl: float = 30.0
-    keep_chunks: bool = False
-    redis_url: str | None = None
-    database_url: str | None = None
-    ping_interval: float = 15.0
-    stall_timeout: float | None = 60.0
-    replay_limit: int = 20
-    max_turn_steps: int = DEFAULT_MAX_STEPS
-    max_turn_bytes: int = DEFAULT_MAX_STEP_BYTES
-    sweep_interval: float = 30.0
+    allowed_sandbox_urls: frozenset[str] = Setting(
+        flag="--allowed-sandbox-url",
+        kind="repeated",
+        env="SANDSTREAM_ALLOWED_SANDBOX_URLS",
+        metavar="URL",
+        help="a runner a request or workflow may name",
+        convert=_stripped,
+    ).field(default=frozenset())
+    embedded_runner: bool = Setting(
+        flag="--no-embedded-runner",
+        kind="switch",
+        default=False,
+        help="do not run containers here (then --sandbox-url is required)",
+        convert=lambda off: not off,
+    ).field(default=True)
+    lock_lease: float = Setting(
+        flag="--lock-lease",
+        default=30.0,
+        parse=float,
+        env="SANDSTREAM_LOCK_LEASE",
+        help="seconds a chat lock lives without a heartbeat",
+        check=finite_positive,
+    ).field()
+    lock_heartbeat: float = Setting(
+        flag="--lock-heartbeat",
+        default=10.0,
+        parse=float,
+        env="SANDSTREAM_LOCK_HEARTBEAT",
+        help="seconds between renewals of the log mover's leases and the chat locks; "
+        "also the mover's sweep interval",
+        check=finite_positive,
+    ).field()
+    lease_ttl: float = Setting(
+        flag="--lease-ttl",
+        default=30.0,
+        parse=float,
+        env="SANDSTREAM_LEASE_TTL",
+        help="seconds a replica's log mover lease on a session lives without renewal: "
+        "another replica takes the session over after it",
+        check=finite_positive,
+    ).field()
+    keep_chunks: bool = Setting(
+        flag="--keep-chunks",
+        kind="switch",
+        default=False,
+        env="SANDSTREAM_KEEP_CHUNKS",
+        help="also keep a copy of every chunk of a chat turn in the chat database (a turn "
+        "then settles even if its runner dropped its chunks before; default: only the "
+        "settled message, folded as the turn runs)",
+    ).field()
+    redis_url: str | None = Setting(
+        flag="--redis-url",
+        env="SANDSTREAM_REDIS_URL",
+        metavar="URL",
+        shown="in the chat database",
+        help="keep the log mover's leases in Redis (6 or newer), for several replicas: "
+        "redis://[[user]:password@]host[:port][/db], or rediss://… for TLS",
+    ).field()
+    database_url: str | None = Setting(
+        flag="--database-url",
+        env="SANDSTREAM_DATABASE_URL",
+        metavar="URL",
+        shown="SQLite in the data dir",
+        help="keep the chat store in PostgreSQL, e.g. postgresql://user@host/db, shared by "
+        "replicas on many machines; the bag's files are kept there too",
+        convert=_database_url,
+    ).field()
+    ping_interval: float = Setting(
+        flag="--ping-interval",
+        default=15.0,
+        parse=float,
+        env="SANDSTREAM_PING_INTERVAL",
+        help="idle seconds before an SSE ': ping'",
+        check=finite_positive,
+    ).field()
+    stall_timeout: float | None = STALL_TIMEOUT.field()
+    replay_limit: int = Setting(
+        flag="--replay-limit",
+        default=20,
+        parse=int,
+        help="past messages sent to the sandbox",
+        check=at_least(0),
+    ).field()
+    max_turn_steps: int = Setting(
+        flag="--max-turn-steps",
+        default=DEFAULT_MAX_STEPS,
+        parse=int,
+        env="SANDSTREAM_MAX_TURN_STEPS",
+        help="steps a turn keeps and stores; later ones stream and are counted",
+        check=at_least(1),
+    ).field()
+    max_turn_bytes: int = Setting(
+        flag="--max-turn-bytes",
+        default=DEFAULT_MAX_STEP_BYTES,
+        parse=int,
+        env="SANDSTREAM_MAX_TURN_BYTES",
+        shown=f"{DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB",
+        help="bytes of step lines a turn keeps and stores",
+        check=at_least(1),
+    ).field()
+    sweep_interval: float = Setting(
+        flag="--sweep-interval",
+        default=30.0,
+        parse=float,
+        env="SANDSTREAM_SWEEP_INTERVAL",
+        help="seconds between sweeps settling turns whose lock expired",
+        check=finite_positive,
+    ).field()
     token_lifetimes: Mapping[Purpose, float] = field(
         default_factory=lambda: dict(DEFAULT_LIFETIMES)
     )
-    max_message_chars: int = 100_000
-    max_json_bytes: int = 1024 * 1024
-    max_upload_bytes: int = 32 * 1024 * 1024
-    max_upload_files: int = 20
-    max_results_bytes: int = 128 * 1024 * 1024
-    max_results_files: int = 1000
-    max_chats_listed: int = 500
-    remote_connect_timeout: float = 10.0
-    shutdown_timeout: float = 10.0
-    cors_origins: frozenset[str] = frozenset()
-    stream_token_ttl: float = 300.0
+    max_message_chars: int = Setting(default=100_000, check=at_least(1)).field()
+    max_json_bytes: int = Setting(default=1024 * 1024, check=at_least(1)).field()
+    max_upload_bytes: int = Setting(
+        flag="--max-upload-bytes",
+        default=32 * 1024 * 1024,
+        parse=int,
+        shown="32 MiB",
+        help="bytes of files in one upload to a chat bag",
+        check=at_least(1),
+    ).field()
+    max_upload_files: int = Setting(default=20, check=at_least(1)).field()
+    max_results_bytes: int = Setting(
+        flag="--max-results-bytes",
+        default=128 * 1024 * 1024,
+        parse=int,
+        shown="128 MiB",
+        help="bytes of files one run may write back",
+        check=at_least(1),
+    ).field()
+    max_results_files: int = Setting(default=1000, check=at_least(1)).field()
+    max_chats_listed: int = Setting(default=500, check=at_least(1)).field()
+    remote_connect_timeout: float = Setting(default=10.0, check=finite_positive).field()
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT.field()
+    cors_origins: frozenset[str] = Setting(
+        flag="--cors-origin",
+        kind="repeated",
+        env="SANDSTREAM_CORS_ORIGINS",
+        metavar="ORIGIN",
+        shown="none",
+        help="a browser origin allowed to call the API, e.g. https://app.example.com, or *",
+        convert=_stripped,
+    ).field(default=frozenset())
+    stream_token_ttl: float = Setting(
+        flag="--stream-token-ttl",
+        default=300.0,
+        parse=float,
+        env="SANDSTREAM_STREAM_TOKEN_TTL",
+        help="seconds a stream token (EventSource auth) is valid",
+        check=finite_positive,
+    ).field()
     push: PushSettings = field(default_factory=PushSettings)
 
     def __post_init__(self) -> None:
-        if not self.api_token.strip():
-            raise ChatConfigError("the chat API token must not be blank")
-        for name in (
-            "lock_lease",
-            "lock_heartbeat",
-            "lease_ttl",
-            "ping_interval",
-            "remote_connect_timeout",
-            "shutdown_timeout",
-            "sweep_interval",
-            "stream_token_ttl",
-        ):
-            _positive(name, getattr(self, name))
-        if self.stall_timeout is not None:
-            _positive("stall_timeout", self.stall_timeout)
+        check_fields(self, ChatConfigError)
         if self.lock_heartbeat >= self.lock_lease:
             raise ChatConfigError(
                 f"the lock heartbeat ({self.lock_heartbeat:g} s) must be shorter than "
@@ -135,26 +289,13 @@ class ChatSettings:
                     tls_context(address.tls)  # its files can be read and used
             except ValueError as exc:
                 raise ChatConfigError(str(exc)) from None
-        if self.replay_limit < 0:
-            raise ChatConfigError(f"replay_limit must be >= 0, got {self.replay_limit}")
-        for name in (
-            "max_message_chars",
-            "max_json_bytes",
-            "max_upload_bytes",
-            "max_upload_files",
-            "max_results_bytes",
-            "max_results_files",
-            "max_chats_listed",
-            "max_turn_steps",
-            "max_turn_bytes",
-        ):
-            if getattr(self, name) < 1:
-                raise ChatConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         missing = [p for p in PURPOSES if p not in self.token_lifetimes]
         if missing:
             raise ChatConfigError(f"token_lifetimes lacks {missing}")
         for purpose in PURPOSES:
-            _positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
+            wrong = finite_positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
+            if wrong is not None:
+                raise ChatConfigError(wrong)
         object.__setattr__(self, "token_lifetimes", MappingProxyType(dict(self.token_lifetimes)))
         if self.public_url is not None:
             object.__setattr__(self, "public_url", normalize_public_url(self.public_url))
@@ -184,8 +325,3 @@ class ChatSettings:
                 "the Assistant has no runner: set SANDBOX_URL (--sandbox-url) to a "
                 "runner's base URL, or run the embedded runner (drop --no-embedded-runner)"
             )
-
-
-def _positive(name: str, value: float) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        raise ChatConfigError(f"{name} must be a finite number > 0, got {value}")

@@ -1,10 +1,29 @@
-"""The chat backend's exception types. Routes turn each into one problem JSON answer."""
+"""The chat backend's exception types. Those a route lets out are each one problem JSON
+answer, which the error states itself (its status, type and title; its detail, members
+and headers): :class:`~sandstream.server.errors.ProblemError`."""
 
 from __future__ import annotations
 
-from sandstream.server.errors import ServerError
+import logging
+from typing import Any, ClassVar, Final
+
+from sandstream.server.errors import ProblemError, ServerError
+from sandstream.server.http.problems import (
+    INVALID_BODY,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNAUTHORIZED,
+    UNSUPPORTED_MEDIA_TYPE,
+)
 
 __all__ = [
+    "BAD_RUNNER",
+    "BUSY_RETRY_AFTER",
+    "CHAT_BUSY",
+    "NO_LIVE_TURN",
+    "RUNNER_FAILED",
+    "STREAM_TOKEN_SCOPE",
+    "UNKNOWN_ATTACHMENT",
     "AttachmentError",
     "ChatBusyError",
     "ChatConfigError",
@@ -34,6 +53,15 @@ __all__ = [
     "UploadTooLargeError",
 ]
 
+CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
+UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
+BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
+NO_LIVE_TURN: Final = "urn:sandstream:problem:no-live-turn"
+RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
+STREAM_TOKEN_SCOPE: Final = "urn:sandstream:problem:stream-token-scope"
+BUSY_RETRY_AFTER: Final = 2
+"""Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
+
 
 class ChatError(ServerError):
     """Base class of the chat backend's errors."""
@@ -51,22 +79,34 @@ class StoreError(ChatError):
     """The store cannot be opened or migrated (unknown schema version, bad data dir)."""
 
 
-class ChatNotFoundError(ChatError):
-    """No such chat in this workspace (or it was deleted)."""
+class ChatNotFoundError(ChatError, ProblemError):
+    """No such chat in this workspace (or it was deleted) (404)."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "Chat not found"
 
     def __init__(self, chat_id: str) -> None:
         super().__init__(f"no chat {chat_id!r} in this workspace")
         self.chat_id = chat_id
 
+    def extensions(self) -> dict[str, Any]:
+        return {"chatId": self.chat_id}
 
-class ChatBusyError(ChatError):
-    """The chat has a turn in flight: its lock is held and its lease has not expired.
+
+class ChatBusyError(ChatError, ProblemError):
+    """The chat has a turn in flight: its lock is held and its lease has not expired
+    (409, ``Retry-After``).
 
     ``active_message_id`` is the assistant message being produced,
     ``active_user_message_id`` the user message that started it, ``expires_at`` the
     lease's expiry (Unix epoch ms). ``adoptable``: the lease expired but the turn's
     runner session may still run (its process died): a sweep adopts and settles it.
     """
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = CHAT_BUSY
+    title: ClassVar[str] = "Chat busy"
 
     def __init__(
         self,
@@ -84,25 +124,67 @@ class ChatBusyError(ChatError):
         self.expires_at = expires_at
         self.adoptable = adoptable
 
+    def detail(self) -> str:
+        return (
+            "a turn is in flight on this chat; join it (GET /api/assistant/chats/{chatId}"
+            "/stream), stop it (POST …/interrupt) or wait for it to settle"
+        )
 
-class NoLiveTurnError(ChatError):
-    """The chat has no running turn (to interrupt, or to give a message to)."""
+    def extensions(self) -> dict[str, Any]:
+        return {
+            "chatId": self.chat_id,
+            "activeMessageId": self.active_message_id,
+            "activeUserMessageId": self.active_user_message_id,
+            "lockExpiresAt": self.expires_at,
+        }
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(BUSY_RETRY_AFTER)}
+
+
+class NoLiveTurnError(ChatError, ProblemError):
+    """The chat has no running turn (to interrupt, or to give a message to) (409)."""
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = NO_LIVE_TURN
+    title: ClassVar[str] = "No running turn"
 
     def __init__(self, chat_id: str) -> None:
         super().__init__(f"chat {chat_id!r} has no running turn")
         self.chat_id = chat_id
 
+    def detail(self) -> str:
+        return f"{self}; start one with POST /api/assistant/chat/stream"
 
-class StreamTokenError(ChatError):
+    def extensions(self) -> dict[str, Any]:
+        return {"chatId": self.chat_id}
+
+
+class StreamTokenError(ChatError, ProblemError):
     """A stream token that is malformed, forged or expired (401)."""
 
+    status: ClassVar[int] = 401
+    type: ClassVar[str] = UNAUTHORIZED
+    title: ClassVar[str] = "Unauthorized"
 
-class StreamTokenScopeError(ChatError):
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="sandstream"'}
+
+
+class StreamTokenScopeError(ChatError, ProblemError):
     """A valid stream token for another chat or workspace (403)."""
 
+    status: ClassVar[int] = 403
+    type: ClassVar[str] = STREAM_TOKEN_SCOPE
+    title: ClassVar[str] = "Stream token for another chat"
 
-class AttachmentError(ChatError):
-    """Attachment ids that are unknown, deleted, or belong to another chat."""
+
+class AttachmentError(ChatError, ProblemError):
+    """Attachment ids that are unknown, deleted, or belong to another chat (422)."""
+
+    status: ClassVar[int] = 422
+    type: ClassVar[str] = UNKNOWN_ATTACHMENT
+    title: ClassVar[str] = "Unknown attachment"
 
     def __init__(self, unknown: list[str]) -> None:
         super().__init__(
@@ -110,54 +192,110 @@ class AttachmentError(ChatError):
         )
         self.unknown = unknown
 
+    def extensions(self) -> dict[str, Any]:
+        return {"unknownIds": self.unknown}
 
-class FileNotFoundInBagError(ChatError):
-    """No such file in this chat's bag or this run's files (or it was deleted)."""
+
+class FileNotFoundInBagError(ChatError, ProblemError):
+    """No such file in this chat's bag or this run's files (or it was deleted) (404)."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "File not found"
 
     def __init__(self, file_id: str, where: str = "this chat") -> None:
         super().__init__(f"no file {file_id!r} in {where}")
         self.file_id = file_id
 
+    def extensions(self) -> dict[str, Any]:
+        return {"fileId": self.file_id}
 
-class RunNotFoundError(ChatError):
-    """No such Agents-block run in this workspace."""
+
+class RunNotFoundError(ChatError, ProblemError):
+    """No such Agents-block run in this workspace (404)."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "Run not found"
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no agents run {session_id!r} in this workspace")
         self.session_id = session_id
 
+    def extensions(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id}
 
-class TokenRejectedError(ChatError):
-    """A one-time token was missing, unknown, used, expired, or for another purpose/session."""
+
+class TokenRejectedError(ChatError, ProblemError):
+    """A one-time token was missing, unknown, used, expired, or for another
+    purpose/session (401; why is logged, never answered)."""
+
+    status: ClassVar[int] = 401
+    type: ClassVar[str] = UNAUTHORIZED
+    title: ClassVar[str] = "Unauthorized"
+
+    def detail(self) -> str:
+        return "the one-time token is invalid, expired or already used"
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="sandbox"'}
+
+    def answered(self) -> None:
+        logging.getLogger("sandstream.chat").warning("sandbox callback refused: %s", self)
 
 
-class IdempotencyKeyError(ChatError):
+class IdempotencyKeyError(ChatError, ProblemError):
     """A sandbox callback's ``Idempotency-Key`` header is not 1-200 visible ASCII
-    characters."""
+    characters (422)."""
+
+    status: ClassVar[int] = 422
+    type: ClassVar[str] = INVALID_BODY
+    title: ClassVar[str] = "Invalid request"
 
 
-class UploadError(ChatError):
-    """An upload body could not be read: not multipart, malformed, or without files."""
+class UploadError(ChatError, ProblemError):
+    """An upload body could not be read: not multipart, malformed, or without files
+    (422)."""
+
+    status: ClassVar[int] = 422
+    type: ClassVar[str] = INVALID_BODY
+    title: ClassVar[str] = "Invalid request"
 
 
 class UnsupportedMediaTypeError(UploadError):
-    """An upload that is not ``multipart/form-data`` (with a boundary)."""
+    """An upload that is not ``multipart/form-data`` (with a boundary) (415)."""
+
+    status: ClassVar[int] = 415
+    type: ClassVar[str] = UNSUPPORTED_MEDIA_TYPE
+    title: ClassVar[str] = "Unsupported Media Type"
 
 
 class UploadTooLargeError(UploadError):
-    """An upload exceeded a size or count limit; nothing was kept."""
+    """An upload exceeded a size or count limit; nothing was kept (413)."""
+
+    status: ClassVar[int] = 413
+    type: ClassVar[str] = PAYLOAD_TOO_LARGE
+    title: ClassVar[str] = "Payload Too Large"
 
 
-class TargetError(ChatError, ValueError):
-    """The requested runner URL is malformed or not allowed."""
+class TargetError(ChatError, ProblemError, ValueError):
+    """The requested runner URL is malformed or not allowed (422)."""
+
+    status: ClassVar[int] = 422
+    type: ClassVar[str] = BAD_RUNNER
+    title: ClassVar[str] = "Runner not usable"
 
 
 class RunnerSessionGoneError(ChatError):
     """The runner no longer has the session (or cannot be reached)."""
 
 
-class RemoteRunnerError(ChatError):
-    """A remote runner refused or failed a session request (``502``)."""
+class RemoteRunnerError(ChatError, ProblemError):
+    """A remote runner refused or failed a session request (502)."""
+
+    status: ClassVar[int] = 502
+    type: ClassVar[str] = RUNNER_FAILED
+    title: ClassVar[str] = "Runner failed"
 
 
 class FencedError(ChatError):

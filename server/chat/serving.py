@@ -32,7 +32,6 @@ from .api.chat import chat_blueprint, stream_blueprint
 from .api.cors import install_cors
 from .api.guard import CHAT_EXTENSION, get_service
 from .api.multipart import PART_OVERHEAD
-from .api.problems import install_chat_error_handlers
 from .api.push import push_ack_blueprint, push_blueprint
 from .api.ui_stream import ui_blueprint
 from .service import ChatService
@@ -69,7 +68,7 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
 
 
 def install_chat(app: QuartTrio, service: ChatService) -> None:
-    """Mount the chat backend on ``app``: its routes, error handlers, CORS, the
+    """Mount the chat backend on ``app``: its routes, CORS, the
     connection class that gives back turns whose body never started, the shutdown
     hook, and ``GET /healthz`` unless a runner serves it (``service.runner is None``)."""
     if service.runner is None:
@@ -85,7 +84,6 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
     )
     app.extensions[CHAT_EXTENSION] = service
     app.asgi_http_class = ChatAwareHTTPConnection
-    install_chat_error_handlers(app)
     api = (
         chat_blueprint,
         stream_blueprint,

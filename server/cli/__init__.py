@@ -1,7 +1,9 @@
 """The server's command lines, ``sandstream runner`` and ``sandstream serve``, in one place.
 
 - :mod:`.options`: the flags both share (sandbox and container, sessions, body timeout)
-  and the launcher and settings they build;
+  and the launcher and settings they build; every flag is a
+  :class:`~sandstream.server.settings_table.Setting`, most of them a role's settings'
+  fields;
 - :mod:`.running`: logging, Hypercorn's config, and running the server with an
   ``OSError`` (a port in use) as one line and exit status 1;
 - :mod:`.runner`, :mod:`.serve`: each command's flags and ``main``.
@@ -13,8 +15,8 @@ Flags and environment variables: docs/configuration.md.
 
 from .commands import main
 from .options import (
-    add_container_arguments,
-    add_session_arguments,
+    CONTAINER_SETTINGS,
+    SESSION_SETTINGS,
     launcher_from_args,
     session_settings,
 )
@@ -23,8 +25,8 @@ from .running import hypercorn_config
 from .serve import build_serve_parser, serve_main
 
 __all__ = [
-    "add_container_arguments",
-    "add_session_arguments",
+    "CONTAINER_SETTINGS",
+    "SESSION_SETTINGS",
     "build_runner_parser",
     "build_serve_parser",
     "hypercorn_config",

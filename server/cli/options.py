@@ -1,11 +1,12 @@
 """The flags ``sandstream runner`` and ``sandstream serve`` share, and what they build.
 
-How containers are sandboxed, launched and stopped (:func:`add_container_arguments`,
-:func:`launcher_from_args`), how long the session buffer keeps chunks
-(:func:`add_session_arguments`, :func:`session_settings`) and ``--body-timeout``. A
-value argparse cannot read is a usage error (status 2, argparse's message); a
-combination the launcher refuses is a :class:`ValueError` the command reports the same
-way.
+The settings that are no role's dataclass field, each declared once
+(:class:`~sandstream.server.settings_table.Setting`): how containers are sandboxed,
+launched and stopped (:data:`CONTAINER_SETTINGS`, :func:`launcher_from_args`), the
+address, the log and ``--body-timeout``; and how long the session buffer keeps chunks
+(:data:`SESSION_SETTINGS`, the sessions' own, :func:`session_settings`). A value
+argparse cannot read is a usage error (status 2, argparse's message); a combination the
+launcher refuses is a :class:`ValueError` the command reports the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -34,18 +35,21 @@ from sandstream.server.runner.network import (
     parse_endpoint,
 )
 from sandstream.server.sessions import SessionSettings
-from sandstream.server.streams import StreamSettings, SyncPolicy
+from sandstream.server.settings_table import Setting, from_args, settings_of
+from sandstream.server.streams import StreamSettings
 
 from .logs import LOG_FORMAT_ENV, LogFormat, parse_log_format
 
 __all__ = [
+    "BODY_TIMEOUT",
+    "CONTAINER_SETTINGS",
     "DEFAULT_BODY_TIMEOUT",
+    "HOST",
     "LOCAL_NETWORK_REFUSED",
+    "LOG_LEVEL",
     "NETWORK_OFF_REFUSED",
-    "add_body_timeout_argument",
-    "add_container_arguments",
-    "add_observability_arguments",
-    "add_session_arguments",
+    "OBSERVABILITY",
+    "SESSION_SETTINGS",
     "body_timeout",
     "host_port",
     "launcher_from_args",
@@ -64,92 +68,6 @@ LOCAL_NETWORK_REFUSED: Final = (
     "--sandbox local cannot isolate the network (its containers share the server's); "
     "use --sandbox bwrap, or --sandbox-network host"
 )
-
-
-def add_container_arguments(group: argparse._ActionsContainer) -> None:
-    """The flags that say how containers are sandboxed, launched and stopped."""
-    default_limits = ResourceLimits()
-    group.add_argument(
-        "--sandbox",
-        choices=("bwrap", "local"),
-        default=None,
-        help="bwrap: each container in a bubblewrap sandbox (the default on Linux when "
-        "bwrap is installed); local: a bare subprocess that isolates nothing (development)",
-    )
-    group.add_argument(
-        "--sandbox-network",
-        type=_network,
-        default=None,
-        metavar="{" + ",".join(NETWORK_MODES) + "}",
-        help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
-        "but of this host only the turn's callback and --sandbox-allow; host, shares the "
-        "host's network and its loopback services (development); none, loopback only — "
-        "refused with the default --container-cmd, whose callbacks need the network "
-        "(on and off: host and none; default: isolated)",
-    )
-    group.add_argument(
-        "--sandbox-allow",
-        type=_endpoint,
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="isolated: a service on this host a sandbox may reach as well (its port on "
-        "the host's loopback), e.g. a model provider at 127.0.0.1:11434; repeatable",
-    )
-    group.add_argument(
-        "--memory-limit",
-        type=_size,
-        default=default_limits.memory_bytes,
-        metavar="SIZE",
-        help="bwrap: memory of one sandbox, e.g. 512M, 2G, none (default: 2G)",
-    )
-    group.add_argument(
-        "--process-limit",
-        type=_optional_int,
-        default=default_limits.processes,
-        metavar="N",
-        help="bwrap: processes alive at once in one sandbox, or none (default: %(default)s)",
-    )
-    group.add_argument(
-        "--cpu-limit",
-        type=_optional_float,
-        default=default_limits.cpu_seconds,
-        metavar="SECONDS",
-        help="bwrap: CPU time of one sandbox, or none (default: none)",
-    )
-    group.add_argument(
-        "--disk-limit",
-        type=_size,
-        default=default_limits.disk_bytes,
-        metavar="SIZE",
-        help="bwrap: what a sandbox's /tmp (work dir) and /dev/shm may hold together, "
-        "or none (default: 1G)",
-    )
-    group.add_argument(
-        "--container-cmd",
-        default=shlex.join(DEFAULT_CONTAINER_ARGV),
-        help="command that runs one container; dispatch JSON on its stdin (default: %(default)s)",
-    )
-    group.add_argument(
-        "--container-stderr",
-        choices=("log", "inherit", "discard"),
-        default="log",
-        help="what to do with a container's stderr (default: %(default)s)",
-    )
-    group.add_argument(
-        "--agents-dir",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="the ACP agents installed by `sandstream agents install`, read-only in every "
-        f"sandbox (default: ${AGENTS_DIR_ENV}, else $XDG_CACHE_HOME/sandstream/agents)",
-    )
-    group.add_argument(
-        "--kill-grace",
-        type=float,
-        default=DEFAULT_KILL_GRACE,
-        help="local: seconds between SIGTERM and SIGKILL when a container is stopped",
-    )
 
 
 def port(text: str) -> int:
@@ -177,29 +95,6 @@ def _log_format(text: str) -> LogFormat:
         return parse_log_format(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc}; from --log-format or ${LOG_FORMAT_ENV}") from None
-
-
-def add_observability_arguments(
-    group: argparse._ActionsContainer, environ: Mapping[str, str]
-) -> None:
-    """``--log-format`` (default ``$SANDSTREAM_LOG_FORMAT``, else ``auto``) and
-    ``--metrics-bind``."""
-    group.add_argument(
-        "--log-format",
-        type=_log_format,
-        default=environ.get(LOG_FORMAT_ENV) or "auto",
-        metavar="{auto,json,text}",
-        help="log records as JSON lines or text; auto: text on a terminal, else JSON "
-        f"(${LOG_FORMAT_ENV}, auto)",
-    )
-    group.add_argument(
-        "--metrics-bind",
-        type=host_port,
-        default=None,
-        metavar="HOST:PORT",
-        help="serve GET /metrics on this address alone, without a token "
-        "(default: on the main port, behind the server's tokens)",
-    )
 
 
 def _size(text: str) -> int | None:
@@ -241,10 +136,129 @@ def _optional_float(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"not seconds: {text!r} (use e.g. 60, or none)") from None
 
 
+HOST: Final = Setting(flag="--host", default="127.0.0.1", help="address to bind")
+LOG_LEVEL: Final = Setting(flag="--log-level", default="info", help="log level")
+BODY_TIMEOUT: Final = Setting(
+    flag="--body-timeout",
+    default=DEFAULT_BODY_TIMEOUT,
+    parse=float,
+    help="seconds a request body may take to arrive in full, 408 after",
+)
+OBSERVABILITY: Final = (
+    Setting(
+        flag="--log-format",
+        default="auto",
+        env=LOG_FORMAT_ENV,
+        parse=_log_format,
+        metavar="{auto,json,text}",
+        help="log records as JSON lines or text; auto: text on a terminal, else JSON",
+    ),
+    Setting(
+        flag="--metrics-bind",
+        parse=host_port,
+        metavar="HOST:PORT",
+        shown="on the main port, behind the server's tokens",
+        help="serve GET /metrics on this address alone, without a token",
+    ),
+)
+"""``--log-format`` and ``--metrics-bind``."""
+_LIMITS: Final = ResourceLimits()
+CONTAINER_SETTINGS: Final = (
+    Setting(
+        flag="--sandbox",
+        choices=("bwrap", "local"),
+        help="bwrap: each container in a bubblewrap sandbox (the default on Linux when "
+        "bwrap is installed); local: a bare subprocess that isolates nothing (development)",
+    ),
+    Setting(
+        flag="--sandbox-network",
+        parse=_network,
+        metavar="{" + ",".join(NETWORK_MODES) + "}",
+        shown="isolated; on and off: host and none",
+        help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
+        "but of this host only the turn's callback and --sandbox-allow; host, shares the "
+        "host's network and its loopback services (development); none, loopback only — "
+        "refused with the default --container-cmd, whose callbacks need the network",
+    ),
+    Setting(
+        flag="--sandbox-allow",
+        kind="repeated",
+        parse=_endpoint,
+        metavar="HOST:PORT",
+        help="isolated: a service on this host a sandbox may reach as well (its port on "
+        "the host's loopback), e.g. a model provider at 127.0.0.1:11434",
+    ),
+    Setting(
+        flag="--memory-limit",
+        default=_LIMITS.memory_bytes,
+        parse=_size,
+        metavar="SIZE",
+        shown="2G",
+        help="bwrap: memory of one sandbox, e.g. 512M, 2G, none",
+    ),
+    Setting(
+        flag="--process-limit",
+        default=_LIMITS.processes,
+        parse=_optional_int,
+        metavar="N",
+        help="bwrap: processes alive at once in one sandbox, or none",
+    ),
+    Setting(
+        flag="--cpu-limit",
+        default=_LIMITS.cpu_seconds,
+        parse=_optional_float,
+        metavar="SECONDS",
+        shown="none",
+        help="bwrap: CPU time of one sandbox, or none",
+    ),
+    Setting(
+        flag="--disk-limit",
+        default=_LIMITS.disk_bytes,
+        parse=_size,
+        metavar="SIZE",
+        shown="1G",
+        help="bwrap: what a sandbox's /tmp (work dir) and /dev/shm may hold together, or none",
+    ),
+    Setting(
+        flag="--container-cmd",
+        default=shlex.join(DEFAULT_CONTAINER_ARGV),
+        help="command that runs one container; dispatch JSON on its stdin",
+    ),
+    Setting(
+        flag="--container-stderr",
+        default="log",
+        choices=("log", "inherit", "discard"),
+        help="what to do with a container's stderr",
+    ),
+    Setting(
+        flag="--agents-dir",
+        parse=Path,
+        metavar="DIR",
+        shown=f"${AGENTS_DIR_ENV}, else $XDG_CACHE_HOME/sandstream/agents",
+        help="the ACP agents installed by `sandstream agents install`, read-only in every sandbox",
+    ),
+    Setting(
+        flag="--kill-grace",
+        default=DEFAULT_KILL_GRACE,
+        parse=float,
+        help="local: seconds between SIGTERM and SIGKILL when a container is stopped",
+    ),
+)
+"""How containers are sandboxed, launched and stopped (:func:`launcher_from_args`)."""
+_SESSION: Final = settings_of(SessionSettings)
+SESSION_SETTINGS: Final = (
+    _SESSION["retain_chunks"],
+    _SESSION["ttl"],
+    settings_of(StreamSettings)["sync"],
+)
+"""How long the session buffer keeps chunks, and how its stream store syncs
+(:func:`session_settings`)."""
+
+
 def launcher_from_args(
     args: argparse.Namespace, *, hidden_paths: Sequence[str] = ()
 ) -> ContainerLauncher:
-    """The launcher :func:`add_container_arguments`' flags describe (``ValueError`` if bad).
+    """The launcher :data:`CONTAINER_SETTINGS`' flags describe (``ValueError`` if bad).
 
     ``hidden_paths`` (the data dir) are never visible inside a bwrap sandbox; the agents
     dir is, read-only (when it exists), and containers find it in
@@ -308,53 +322,10 @@ def launcher_from_args(
     )
 
 
-def add_session_arguments(group: argparse._ActionsContainer) -> None:
-    """The flags that say how long the session buffer keeps chunks, and how its
-    stream store syncs."""
-    group.add_argument(
-        "--session-retain-chunks",
-        type=int,
-        default=None,
-        metavar="N",
-        help="keep at most the newest N chunks of each session (default: all)",
-    )
-    group.add_argument(
-        "--session-ttl",
-        type=float,
-        default=7 * 24 * 3600.0,
-        metavar="SEC",
-        help="delete a session this long after it ended (default: 7 days; 0: never)",
-    )
-    group.add_argument(
-        "--streams-sync",
-        default="commit",
-        metavar="POLICY",
-        help="when appends to the Durable Streams (the sessions' included) are made "
-        "durable: 'commit' (default: fsync before the append is answered, shared by "
-        "concurrent appends) or SECONDS (answered once written, fsync every SECONDS)",
-    )
-
-
 def session_settings(data_dir: Path, args: argparse.Namespace) -> SessionSettings:
-    """The :class:`SessionSettings` of :func:`add_session_arguments`' flags."""
-    return SessionSettings(
-        data_dir=data_dir,
-        retain_chunks=args.session_retain_chunks,
-        ttl=args.session_ttl or None,
-        streams=StreamSettings(
-            directory=data_dir / "streams", sync=SyncPolicy.parse(args.streams_sync)
-        ),
-    )
-
-
-def add_body_timeout_argument(group: argparse._ActionsContainer) -> None:
-    """``--body-timeout``: the seconds a request body may take to arrive (408 after)."""
-    group.add_argument(
-        "--body-timeout",
-        type=float,
-        default=DEFAULT_BODY_TIMEOUT,
-        help="seconds a request body may take to arrive in full (408 after; default 60)",
-    )
+    """The :class:`SessionSettings` of :data:`SESSION_SETTINGS`' flags."""
+    streams = from_args(StreamSettings, args, directory=data_dir / "streams")
+    return from_args(SessionSettings, args, data_dir=data_dir, streams=streams)
 
 
 def body_timeout(args: argparse.Namespace) -> float:

@@ -22,14 +22,17 @@ from sandstream.server.http.auth import resolve_token
 from sandstream.server.http.errors import MissingTokenError
 from sandstream.server.http.serve import serve, shutdown_signals
 from sandstream.server.runner.routes import get_runner
-from sandstream.server.runner.settings import DEFAULT_RUNTIME_CAP, RunnerSettings
+from sandstream.server.runner.settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings
+from sandstream.server.settings_table import Setting, add_settings, from_args, settings_of
 
 from .logs import configure_logging
 from .options import (
-    add_body_timeout_argument,
-    add_container_arguments,
-    add_observability_arguments,
-    add_session_arguments,
+    BODY_TIMEOUT,
+    CONTAINER_SETTINGS,
+    HOST,
+    LOG_LEVEL,
+    OBSERVABILITY,
+    SESSION_SETTINGS,
     body_timeout,
     launcher_from_args,
     port,
@@ -44,64 +47,49 @@ HELP: Final = "serve POST /stream"
 DEFAULT_RUNNER_PORT: Final = 8765
 
 
+PORT: Final = Setting(flag="--port", default=DEFAULT_RUNNER_PORT, parse=port, help="port")
+TOKEN: Final = Setting(
+    flag="--token", help="runner bearer token (default: $SANDSTREAM_RUNNER_TOKEN; visible in ps)"
+)
+INSECURE_NO_TOKEN: Final = Setting(
+    flag="--insecure-no-token",
+    kind="switch",
+    help="accept POST /stream without a token (local development only)",
+)
+DATA_DIR: Final = Setting(
+    flag="--data-dir",
+    parse=Path,
+    help="the session buffer's directory; without it /sessions is not served",
+)
+_RUNNER: Final = settings_of(RunnerSettings)
+
+
 def build_runner_parser(
     prog: str = "sandstream runner", environ: Mapping[str, str] | None = None
 ) -> argparse.ArgumentParser:
     """The command line of ``sandstream runner``; defaults from ``environ`` (default
     ``os.environ``) where the help names a variable."""
+    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
         prog=prog,
         usage="%(prog)s [OPTION ...] (--help lists them)",
         description="Run sandbox containers and stream their NDJSON envelope (POST /stream).",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    parser.add_argument(
-        "--port", type=port, default=DEFAULT_RUNNER_PORT, help="port (default %(default)s)"
+    add_settings(parser, (HOST, PORT, LOG_LEVEL, *OBSERVABILITY), env)
+    add_settings(parser.add_argument_group("authentication"), (TOKEN, INSECURE_NO_TOKEN), env)
+    limits = (
+        _RUNNER["max_live"],
+        _RUNNER["retry_after"],
+        _RUNNER["runtime_cap"],
+        STALL_TIMEOUT,
+        SHUTDOWN_TIMEOUT,
+        BODY_TIMEOUT,
+        _RUNNER["read_size"],
     )
-    auth = parser.add_argument_group("authentication")
-    auth.add_argument(
-        "--token", help="runner bearer token (default: $SANDSTREAM_RUNNER_TOKEN; visible in ps)"
-    )
-    auth.add_argument(
-        "--insecure-no-token",
-        action="store_true",
-        help="accept POST /stream without a token (local development only)",
-    )
-    limits = parser.add_argument_group("limits")
-    limits.add_argument("--max-live", type=int, default=64, help="containers at once (503 beyond)")
-    limits.add_argument("--retry-after", type=int, default=5, help="Retry-After seconds on 503")
-    limits.add_argument(
-        "--runtime-cap", type=float, default=DEFAULT_RUNTIME_CAP, help="seconds per turn (8 h)"
-    )
-    limits.add_argument(
-        "--stall-timeout",
-        type=float,
-        default=60.0,
-        help="end a turn whose client has not read for this many seconds (0: never)",
-    )
-    limits.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        default=10.0,
-        help="seconds live turns get to deliver their last line on shutdown",
-    )
-    add_body_timeout_argument(limits)
-    limits.add_argument(
-        "--read-size",
-        type=int,
-        default=256 * 1024,
-        help="bytes asked of a container's stdout per read; one read is one write (256 KiB)",
-    )
-    add_container_arguments(parser.add_argument_group("container"))
+    add_settings(parser.add_argument_group("limits"), limits, env)
+    add_settings(parser.add_argument_group("container"), CONTAINER_SETTINGS, env)
     sessions = parser.add_argument_group("durable sessions")
-    sessions.add_argument(
-        "--data-dir",
-        type=Path,
-        help="the session buffer's directory; without it /sessions is not served",
-    )
-    add_session_arguments(sessions)
-    parser.add_argument("--log-level", default="info", help="server log level (default: info)")
-    add_observability_arguments(parser, os.environ if environ is None else environ)
+    add_settings(sessions, (DATA_DIR, *SESSION_SETTINGS), env)
     return parser
 
 
@@ -111,15 +99,7 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_format)
     try:
         token = resolve_token(args.token, insecure_no_token=args.insecure_no_token)
-        settings = RunnerSettings(
-            token=token,
-            max_live=args.max_live,
-            retry_after=args.retry_after,
-            runtime_cap=args.runtime_cap,
-            stall_timeout=args.stall_timeout or None,
-            shutdown_timeout=args.shutdown_timeout,
-            read_size=args.read_size,
-        )
+        settings = from_args(RunnerSettings, args, token=token)
         sessions = (
             None
             if args.data_dir is None

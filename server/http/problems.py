@@ -7,6 +7,11 @@ occurrence); extension members add machine-readable facts (``errors``,
 identify, they are not meant to be fetched. Every answer names one: there is no
 ``about:blank`` (an HTTP error Quart or werkzeug raises itself gets the type of its
 status, :func:`status_type`).
+
+An error raised on purpose answers for itself: a
+:class:`~sandstream.server.errors.ProblemError` names its status, type and title, and
+:func:`error_problem` renders it; :func:`install_problem_handlers` installs the one
+handler that does so for every role's routes.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any, Final
 import msgspec
 from quart import Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
+
+from sandstream.server.errors import ProblemError
 
 from .errors import BadRequestError
 
@@ -34,6 +41,7 @@ __all__ = [
     "SHUTTING_DOWN",
     "UNAUTHORIZED",
     "UNSUPPORTED_MEDIA_TYPE",
+    "error_problem",
     "http_problem",
     "install_problem_handlers",
     "invalid",
@@ -116,12 +124,16 @@ def problem_body(
 
 
 def install_problem_handlers(app: Quart) -> None:
-    """Render every HTTP error (404, 405, 413, ...), :class:`BadRequestError` and uncaught
-    exception as a problem."""
+    """Render every HTTP error (404, 405, 413, ...), :class:`BadRequestError`,
+    :class:`~sandstream.server.errors.ProblemError` and uncaught exception as a problem."""
 
     @app.errorhandler(BadRequestError)
     async def _bad_request(error: BadRequestError) -> Response:
         return error.response
+
+    @app.errorhandler(ProblemError)
+    async def _problem(error: ProblemError) -> Response:
+        return error_problem(error)
 
     @app.errorhandler(HTTPException)
     async def _http_error(error: HTTPException) -> Response:
@@ -130,6 +142,20 @@ def install_problem_handlers(app: Quart) -> None:
     @app.errorhandler(Exception)
     async def _unexpected(error: Exception) -> Response:
         return unexpected_problem(app, error)
+
+
+def error_problem(error: ProblemError) -> Response:
+    """The problem answer ``error`` describes: its status, type and title, its detail,
+    extension members and headers."""
+    error.answered()
+    return problem(
+        error.status,
+        error.title,
+        error.detail(),
+        type=error.type,
+        headers=error.headers(),
+        **error.extensions(),
+    )
 
 
 def http_problem(error: HTTPException) -> Response:

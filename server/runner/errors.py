@@ -1,8 +1,13 @@
-"""The runner's exceptions, under :class:`RunnerError`."""
+"""The runner's exceptions, under :class:`RunnerError`. A refused turn
+(:class:`RunnerUnavailableError`) is a 503 problem with ``Retry-After``, for every role
+that admits work on the runner."""
 
 from __future__ import annotations
 
-from sandstream.server.errors import ServerError
+from typing import ClassVar
+
+from sandstream.server.errors import ProblemError, ServerError
+from sandstream.server.http.problems import AT_CAPACITY, SHUTTING_DOWN
 
 __all__ = [
     "AtCapacityError",
@@ -18,16 +23,26 @@ class RunnerError(ServerError):
     """Base class of the runner's exceptions."""
 
 
-class RunnerUnavailableError(RunnerError):
-    """A turn was refused; try again after ``retry_after`` seconds."""
+class RunnerUnavailableError(RunnerError, ProblemError):
+    """A turn was refused; try again after ``retry_after`` seconds (503)."""
+
+    status: ClassVar[int] = 503
+    type: ClassVar[str] = SHUTTING_DOWN
+    title: ClassVar[str] = "Runner shutting down"
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
 
 class AtCapacityError(RunnerUnavailableError):
     """``max_live`` containers are already running."""
+
+    type: ClassVar[str] = AT_CAPACITY
+    title: ClassVar[str] = "Runner at capacity"
 
 
 class ShuttingDownError(RunnerUnavailableError):

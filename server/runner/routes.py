@@ -27,8 +27,6 @@ from sandstream.server.http.connection import abort_scope_connection
 from sandstream.server.http.problems import SHUTTING_DOWN, UNAUTHORIZED, problem
 from sandstream.server.http.requests import read_json
 
-from .errors import RunnerUnavailableError
-from .refusals import unavailable
 from .service import Runner
 from .turn import TurnStream
 
@@ -122,14 +120,11 @@ async def stream() -> Response:
         )
     dispatch = await read_json(Dispatch, settings.max_body_bytes)
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]
-    try:
-        turn = runner.open_turn(
-            dispatch,
-            abort_client=partial(abort_scope_connection, scope),
-            cancel_outcome="client_disconnected",
-        )
-    except RunnerUnavailableError as exc:
-        return unavailable(exc)
+    turn = runner.open_turn(  # RunnerUnavailableError: its own 503 problem
+        dispatch,
+        abort_client=partial(abort_scope_connection, scope),
+        cancel_outcome="client_disconnected",
+    )
     scope.setdefault(_PENDING_TURNS, []).append(turn)
     response = Response(TurnBody(turn), status=200, content_type=NDJSON_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"

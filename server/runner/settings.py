@@ -1,17 +1,49 @@
-"""The runner's settings: one frozen dataclass, validated on construction."""
+"""The runner's settings: one frozen dataclass, validated on construction.
+
+Each field that is a flag of ``sandstream runner`` (and ``sandstream serve``, which
+shares :data:`STALL_TIMEOUT` and :data:`SHUTDOWN_TIMEOUT` with the chat backend's
+settings) is declared here once (:mod:`sandstream.server.settings_table`). A bad value
+raises :class:`ValueError` naming the field.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Final
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
+from sandstream.server.settings_table import (
+    Setting,
+    at_least,
+    check_fields,
+    finite_positive,
+    positive,
+)
 
-__all__ = ["DEFAULT_RUNTIME_CAP", "RunnerSettings"]
+__all__ = ["DEFAULT_RUNTIME_CAP", "SHUTDOWN_TIMEOUT", "STALL_TIMEOUT", "RunnerSettings"]
 
 DEFAULT_RUNTIME_CAP: Final = 8 * 3600.0
 """Seconds a turn may run before ``error{code:"runtime_exceeded"}`` ."""
+STALL_TIMEOUT: Final = Setting(
+    flag="--stall-timeout",
+    default=60.0,
+    parse=float,
+    shown="60; 0: never",
+    help="end a turn whose client has not read for this many seconds",
+    check=finite_positive,
+    convert=lambda seconds: seconds or None,
+)
+SHUTDOWN_TIMEOUT: Final = Setting(
+    flag="--shutdown-timeout",
+    default=10.0,
+    parse=float,
+    help="seconds live turns get to deliver their last line on shutdown",
+    check=finite_positive,
+)
+
+
+def _token(name: str, value: str) -> str | None:
+    return None if value.strip() else f"{name} must not be empty (use None to disable the check)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,37 +65,44 @@ class RunnerSettings:
     ``error{code:"protocol_error"}`` (and stops the container) instead of being dropped.
     """
 
-    token: str | None
-    max_live: int = 64
-    retry_after: int = 5
-    runtime_cap: float = DEFAULT_RUNTIME_CAP
-    stall_timeout: float | None = 60.0
-    settle_timeout: float = 5.0
-    drain_timeout: float = 1.0
-    shutdown_timeout: float = 10.0
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    read_size: int = 256 * 1024
-    max_body_bytes: int = 4 * 1024 * 1024
+    token: str | None = Setting(check=_token).field(default=MISSING)
+    max_live: int = Setting(
+        flag="--max-live",
+        default=64,
+        parse=int,
+        help="containers at once, 503 beyond",
+        check=at_least(1),
+    ).field()
+    retry_after: int = Setting(
+        flag="--retry-after",
+        default=5,
+        parse=int,
+        help="Retry-After seconds on 503",
+        check=at_least(0),
+    ).field()
+    runtime_cap: float = Setting(
+        flag="--runtime-cap",
+        default=DEFAULT_RUNTIME_CAP,
+        parse=float,
+        shown="8 h",
+        help="seconds per turn",
+        check=positive,
+    ).field()
+    stall_timeout: float | None = STALL_TIMEOUT.field()
+    settle_timeout: float = Setting(default=5.0, check=finite_positive).field()
+    drain_timeout: float = Setting(default=1.0, check=finite_positive).field()
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT.field()
+    max_line_bytes: int = Setting(default=DEFAULT_MAX_LINE_BYTES, check=at_least(1)).field()
+    read_size: int = Setting(
+        flag="--read-size",
+        default=256 * 1024,
+        parse=int,
+        shown="256 KiB",
+        help="bytes asked of a container's stdout per read; one read is one write",
+        check=at_least(1),
+    ).field()
+    max_body_bytes: int = Setting(default=4 * 1024 * 1024, check=at_least(1)).field()
     strict: bool = False
 
     def __post_init__(self) -> None:
-        if self.token is not None and not self.token.strip():
-            raise ValueError("token must not be empty (use None to disable the check)")
-        if self.max_live < 1:
-            raise ValueError(f"max_live must be >= 1, got {self.max_live}")
-        if self.retry_after < 0:
-            raise ValueError(f"retry_after must be >= 0, got {self.retry_after}")
-        for name in ("runtime_cap", "settle_timeout", "drain_timeout", "shutdown_timeout"):
-            _check_positive(name, getattr(self, name))
-        if self.stall_timeout is not None:
-            _check_positive("stall_timeout", self.stall_timeout)
-        for name in ("max_line_bytes", "read_size", "max_body_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-
-
-def _check_positive(name: str, value: float) -> None:
-    if not (value > 0 and not math.isnan(value)):
-        raise ValueError(f"{name} must be > 0, got {value}")
-    if math.isinf(value) and name != "runtime_cap":
-        raise ValueError(f"{name} must be finite, got {value}")
+        check_fields(self, ValueError)

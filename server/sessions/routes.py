@@ -30,11 +30,11 @@ from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.fanout import LiveFraming, live_connection
 from sandstream.server.http.problems import NOT_FOUND, invalid, problem, unauthorized
 from sandstream.server.http.requests import int_query, json_response, read_json
-from sandstream.server.runner.errors import RunnerUnavailableError
-from sandstream.server.runner.refusals import unavailable
 
 from .counts import SessionCounts, Transport
 from .errors import (
+    PERMISSION_ANSWERED,
+    PERMISSION_NOT_FOUND,
     CursorGoneError,
     PermissionAnsweredError,
     PermissionNotFoundError,
@@ -63,8 +63,6 @@ log = logging.getLogger("sandstream.sessions")
 SESSIONS_EXTENSION: Final = "sandstream.sessions"
 CURSOR_GONE: Final = "urn:sandstream:problem:cursor-gone"
 SESSION_ENDED: Final = "urn:sandstream:problem:session-ended"
-PERMISSION_NOT_FOUND: Final = "urn:sandstream:problem:permission-not-found"
-PERMISSION_ANSWERED: Final = "urn:sandstream:problem:permission-answered"
 SSE_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 MAX_MESSAGE_BODY: Final = 1024 * 1024
@@ -139,11 +137,6 @@ def install_sessions(app: Quart, service: SessionService) -> None:
         await service.close()
 
 
-@sessions_blueprint.errorhandler(BadRequestError)
-async def _bad_request(error: BadRequestError) -> Response:
-    return error.response
-
-
 def _authorize(headers_authorization: str | None) -> None:
     token = get_sessions().runner.settings.token
     if not check_bearer(headers_authorization, token):
@@ -205,10 +198,7 @@ async def create_session() -> Response:
     _authorize(request.headers.get("Authorization"))
     service = get_sessions()
     dispatch = await read_json(Dispatch, service.runner.settings.max_body_bytes)
-    try:
-        session = await service.create(dispatch)
-    except RunnerUnavailableError as exc:
-        return unavailable(exc)
+    session = await service.create(dispatch)  # RunnerUnavailableError: its own 503 problem
     base = f"/sessions/{session.id}"
     body = {
         "id": session.id,

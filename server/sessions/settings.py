@@ -1,11 +1,22 @@
-"""The session role's settings: one frozen dataclass, validated on construction."""
+"""The session role's settings: one frozen dataclass, validated on construction.
+
+Its flags (``--session-retain-chunks``, ``--session-ttl``) are declared on its fields
+(:mod:`sandstream.server.settings_table`). A bad value raises :class:`ValueError`
+naming the field.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandstream.server.settings_table import (
+    Setting,
+    at_least,
+    check_fields,
+    finite_positive,
+    positive,
+)
 from sandstream.server.streams import StreamSettings
 
 __all__ = ["SessionSettings"]
@@ -26,13 +37,29 @@ class SessionSettings:
     """
 
     data_dir: Path
-    retain_chunks: int | None = None
-    ttl: float | None = 7 * 24 * 3600.0
-    sweep_interval: float = 60.0
-    tail_bytes: int = 1024 * 1024
-    read_bytes: int = 256 * 1024
-    keepalive: float = 15.0
-    readers: int = 4
+    retain_chunks: int | None = Setting(
+        flag="--session-retain-chunks",
+        parse=int,
+        metavar="N",
+        shown="all",
+        help="keep at most the newest N chunks of each session",
+        check=at_least(1),
+    ).field()
+    ttl: float | None = Setting(
+        flag="--session-ttl",
+        default=7 * 24 * 3600.0,
+        parse=float,
+        metavar="SEC",
+        shown="7 days; 0: never",
+        help="delete a session this long after it ended",
+        check=positive,
+        convert=lambda seconds: seconds or None,
+    ).field()
+    sweep_interval: float = Setting(default=60.0, check=finite_positive).field()
+    tail_bytes: int = Setting(default=1024 * 1024, check=at_least(1)).field()
+    read_bytes: int = Setting(default=256 * 1024, check=at_least(1)).field()
+    keepalive: float = Setting(default=15.0, check=finite_positive).field()
+    readers: int = Setting(default=4, check=at_least(1)).field()
     streams: StreamSettings | None = None
 
     @property
@@ -41,14 +68,4 @@ class SessionSettings:
         return self.streams or StreamSettings(directory=self.data_dir / "streams")
 
     def __post_init__(self) -> None:
-        if self.retain_chunks is not None and self.retain_chunks < 1:
-            raise ValueError(f"retain_chunks must be >= 1, got {self.retain_chunks}")
-        for name in ("sweep_interval", "keepalive"):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        if self.ttl is not None and not self.ttl > 0:
-            raise ValueError(f"ttl must be > 0, got {self.ttl}")
-        for name in ("tail_bytes", "read_bytes", "readers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_fields(self, ValueError)

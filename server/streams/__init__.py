@@ -6,7 +6,7 @@ delete, expiry) keeps each stream's bytes once, in an append-only log of segment
 task (:mod:`.committer`), with a small SQLite index (:mod:`.index`); the protocol's
 pieces are sans-IO (:mod:`.offsets`, :mod:`.headers`, :mod:`.producers`,
 :mod:`.jsonmode`, :mod:`.sse`, :mod:`.cursors`); :mod:`.routes` serves them, with
-:mod:`.answers` (refusals, the append), :mod:`.raw_append` (plain appends, below
+:mod:`.answers` (the append), :mod:`.raw_append` (plain appends, below
 Quart) and :mod:`.sse_body` (the ``live=sse`` readers, whose caught-up ones wait in
 their stream's live set, :mod:`.live`, and are written each append by the HTTP
 fan-out).

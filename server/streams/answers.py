@@ -1,11 +1,11 @@
-"""The Durable Streams answers that do not need Quart's request: refusals, appends.
+"""The Durable Streams answers that do not need Quart's request: appends, common headers.
 
-:func:`refusal` is the protocol's answer to a :class:`StreamError` (status, headers, a
-problem body); :func:`append` runs one append (or close) from its path, headers and
-body; :func:`with_common_headers` adds what every answer says (no MIME sniffing, CORS).
-They serve the blueprint (:mod:`.routes`) and the appends answered below Quart
-(:mod:`.raw_append`) alike. Bad input raises the :mod:`.errors` that :func:`refusal`
-answers; nothing here is cancelled but the store's own waits.
+:func:`append` runs one append (or close) from its path, headers and body;
+:func:`with_common_headers` adds what every answer says (no MIME sniffing, CORS). They
+serve the blueprint (:mod:`.routes`) and the appends answered below Quart
+(:mod:`.raw_append`) alike. Bad input raises the :mod:`.errors`, each the protocol's
+answer to it (:func:`~sandstream.server.http.problems.error_problem` renders them);
+nothing here is cancelled but the store's own waits.
 """
 
 from __future__ import annotations
@@ -15,28 +15,14 @@ from typing import Final
 from quart import Response
 from werkzeug.datastructures import Headers
 
-from sandstream.server.http.problems import problem
-
-from .errors import (
-    InvalidStreamRequestError,
-    ProducerSequenceGapError,
-    StaleProducerEpochError,
-    StreamClosedError,
-    StreamConflictError,
-    StreamError,
-    StreamGoneError,
-    StreamNotFoundError,
-    StreamStoreFailedError,
-)
+from .errors import InvalidStreamRequestError
 from .headers import closed_flag, producer_stamp, stream_seq
 from .offsets import format_offset
 from .records import ProducerStamp
 from .store import Appended, StreamStore
 
-__all__ = ["COMMON_HEADERS", "PROBLEM_TYPE", "append", "refusal", "with_common_headers"]
+__all__ = ["COMMON_HEADERS", "append", "with_common_headers"]
 
-PROBLEM_TYPE: Final = "urn:sandstream:problem:stream-"
-"""The streams' problem types: this and a name (``...stream-closed``)."""
 COMMON_HEADERS: Final = {
     "X-Content-Type-Options": "nosniff",
     "Cross-Origin-Resource-Policy": "cross-origin",
@@ -59,35 +45,6 @@ def with_common_headers(response: Response) -> Response:
     if response.status_code in (204, 304):
         del response.headers["Content-Type"]
     return response
-
-
-def refusal(error: StreamError) -> Response:
-    """The protocol's answer to ``error``: status, headers, and a problem body."""
-    headers: dict[str, str] = {}
-    if isinstance(error, StreamClosedError):
-        status, name = 409, "closed"
-        headers = {"Stream-Closed": "true", "Stream-Next-Offset": format_offset(error.tail)}
-    elif isinstance(error, ProducerSequenceGapError):
-        status, name = 409, "producer-sequence-gap"
-        headers = {
-            "Producer-Expected-Seq": str(error.expected),
-            "Producer-Received-Seq": str(error.received),
-        }
-    elif isinstance(error, StaleProducerEpochError):
-        status, name = 403, "stale-producer-epoch"
-        headers = {"Producer-Epoch": str(error.current_epoch)}
-    elif isinstance(error, StreamConflictError):
-        status, name = 409, "conflict"
-    elif isinstance(error, StreamNotFoundError):
-        status, name = 404, "not-found"
-    elif isinstance(error, StreamGoneError):
-        status, name = 410, "gone"
-    elif isinstance(error, StreamStoreFailedError):
-        status, name = 503, "store-failed"
-    else:
-        status, name = 400, "invalid-request"
-    title = name.replace("-", " ").capitalize()
-    return problem(status, title, str(error), type=PROBLEM_TYPE + name, headers=headers)
 
 
 async def append(store: StreamStore, path: str, headers: Headers, body: bytes) -> Response:

@@ -6,8 +6,8 @@ routing, hooks, two tasks per request) costs more CPU than the append itself.
 HTTP connection (:data:`~sandstream.server.http.asgi.RAW_ROUTES`). It answers a
 ``POST`` that carries the token and a ``Content-Length`` within the limit, to a path
 the blueprint would take as it is: it reads the body, runs :func:`.answers.append`,
-and sends what the blueprint would (:func:`.answers.refusal` for a protocol error,
-the common headers), timed in the app's request metrics. Everything else (other
+and sends what the blueprint would (a protocol error's own problem, the common
+headers), timed in the app's request metrics. Everything else (other
 methods, no token, a chunked or too large body, a reserved path, one Quart would
 redirect) is left to Quart untouched.
 
@@ -35,12 +35,12 @@ from quart.utils import encode_headers
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import RequestTimeout
 
+from sandstream.server.errors import ProblemError
 from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.metrics import METRICS_EXTENSION, AppMetrics, route_template
-from sandstream.server.http.problems import http_problem, unexpected_problem
+from sandstream.server.http.problems import error_problem, http_problem, unexpected_problem
 
-from .answers import append, refusal, with_common_headers
-from .errors import StreamError
+from .answers import append, with_common_headers
 from .store import StreamStore
 
 __all__ = ["RawAppends"]
@@ -124,8 +124,8 @@ class RawAppends:
                 response = http_problem(body)
             else:
                 response = await append(self._store, path, headers, body)
-        except StreamError as error:
-            response = refusal(error)
+        except ProblemError as error:
+            response = error_problem(error)
         except Exception as error:
             response = unexpected_problem(app, error)
         return with_common_headers(response)

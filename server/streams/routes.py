@@ -4,7 +4,7 @@ Every request needs the runner token (``Authorization: Bearer <token>``). The pr
 is durable-streams' PROTOCOL.md: create (and fork) with PUT, append and close with
 POST (idempotent producers, ``Stream-Seq``), read with GET (catch-up, ``live=long-poll``,
 ``live=sse``), metadata with HEAD. Errors are problem JSON with the protocol's status and
-headers (:func:`.answers.refusal`); every answer says ``X-Content-Type-Options:
+headers (each :mod:`.errors` says its own); every answer says ``X-Content-Type-Options:
 nosniff``. A live read ends when its client leaves, the stream is deleted, or the
 server shuts down. Plain appends are answered below Quart (:mod:`.raw_append`); the
 ones it leaves (no ``Content-Length``, no token, ...) come here.
@@ -24,11 +24,11 @@ from sandstream.server.http.auth import check_bearer
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.problems import problem, unauthorized
 
-from .answers import PROBLEM_TYPE, append, refusal, with_common_headers
+from .answers import append, with_common_headers
 from .cursors import response_cursor
 from .errors import (
+    PROBLEM_TYPE,
     InvalidStreamRequestError,
-    StreamError,
     StreamGoneError,
     StreamNotFoundError,
 )
@@ -110,16 +110,6 @@ def install_streams(app: Quart, streams: Streams) -> None:
 @streams_blueprint.after_request
 async def _common_headers(response: Response) -> Response:
     return with_common_headers(response)
-
-
-@streams_blueprint.errorhandler(BadRequestError)
-async def _bad_request(error: BadRequestError) -> Response:
-    return error.response
-
-
-@streams_blueprint.errorhandler(StreamError)
-async def _stream_error(error: StreamError) -> Response:
-    return refusal(error)
 
 
 # -- the route -------------------------------------------------------------------------

@@ -1,10 +1,16 @@
-"""The Durable Streams role's settings: one frozen dataclass, validated on construction."""
+"""The Durable Streams role's settings: one frozen dataclass, validated on construction.
+
+Its one flag, ``--streams-sync``, is declared on its field
+(:mod:`sandstream.server.settings_table`). A bad value raises :class:`ValueError`
+naming the field.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from sandstream.server.settings_table import Setting, at_least, check_fields, finite_positive
 
 from .committer import SyncPolicy
 from .segments import DEFAULT_SEGMENT_BYTES
@@ -26,19 +32,22 @@ class StreamSettings:
     """
 
     directory: Path
-    sync: SyncPolicy = field(default_factory=SyncPolicy)
-    long_poll_timeout: float = 20.0
-    sse_reconnect: float = 60.0
-    read_bytes: int = 1024 * 1024
-    tail_bytes: int = 256 * 1024
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES
-    max_append_bytes: int = 32 * 1024 * 1024
+    sync: SyncPolicy = Setting(  # noqa: RUF009
+        flag="--streams-sync",
+        default="commit",
+        metavar="POLICY",
+        shown="commit",
+        help="when appends to the Durable Streams (the sessions' included) are made "
+        "durable: 'commit' (fsync before the append is answered, shared by concurrent "
+        "appends) or SECONDS (answered once written, fsync every SECONDS)",
+        convert=SyncPolicy.parse,
+    ).field(default=SyncPolicy())
+    long_poll_timeout: float = Setting(default=20.0, check=finite_positive).field()
+    sse_reconnect: float = Setting(default=60.0, check=finite_positive).field()
+    read_bytes: int = Setting(default=1024 * 1024, check=at_least(1)).field()
+    tail_bytes: int = Setting(default=256 * 1024, check=at_least(1)).field()
+    segment_bytes: int = Setting(default=DEFAULT_SEGMENT_BYTES, check=at_least(1)).field()
+    max_append_bytes: int = Setting(default=32 * 1024 * 1024, check=at_least(1)).field()
 
     def __post_init__(self) -> None:
-        for name in ("long_poll_timeout", "sse_reconnect"):
-            value = getattr(self, name)
-            if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a finite number > 0, got {value}")
-        for name in ("read_bytes", "tail_bytes", "segment_bytes", "max_append_bytes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_fields(self, ValueError)

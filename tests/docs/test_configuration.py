@@ -20,6 +20,8 @@ READERS = (
     "server/runner",
     "server/chat/credentials/api_token.py",
     "server/chat/agent_profile.py",
+    "server/chat/config.py",
+    "server/chat/push/settings.py",
     "container",
 )
 VARIABLE = re.compile(r"(SANDSTREAM|OPENAI|MALLOC|GLIBC)_[A-Z0-9_]*|SANDBOX_URL")

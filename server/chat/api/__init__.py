@@ -5,9 +5,10 @@
   :mod:`.agents` — the Agents block and workflow environments;
   :mod:`.callbacks` — the sandbox callbacks (one-time tokens);
 - :mod:`.guard` (the service and the API-token check), :mod:`.bodies` (request
-  bodies), :mod:`.problems` (chat errors as problem JSON), :mod:`.cors`,
-  :mod:`.multipart` (uploads into the blob store), :mod:`.downloads` (a bag file's
-  bytes).
+  bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the blob store),
+  :mod:`.downloads` (a bag file's bytes).
+
+A chat error a route lets out answers for itself (:mod:`..errors`).
 """
 
 __all__: list[str] = []

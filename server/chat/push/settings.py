@@ -2,14 +2,18 @@
 :class:`~..config.ChatSettings`, validated on construction (a bad value raises
 :class:`~..errors.ChatConfigError`). Which push services are on follows from the
 credentials given: a VAPID key turns Web Push on, an APNs ``.p8`` key APNs, a service
-account FCM. The files are read when the senders open (:mod:`.senders`)."""
+account FCM. The files are read when the senders open (:mod:`.senders`). Each flag of
+``sandstream serve``'s push group is declared on its field
+(:mod:`sandstream.server.settings_table`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from sandstream.server.settings_table import Setting, check_fields
 
 from ..errors import ChatConfigError
 from .apns import APNS_PRODUCTION
@@ -20,6 +24,28 @@ __all__ = ["LATER", "PushSettings"]
 
 LATER: Final = RetryPolicy(attempts=8, first_delay=30.0, max_delay=600.0, total=3600.0)
 """The default later attempts of a push: 8 rounds over at most an hour from its event."""
+
+
+def _non_negative(name: str, value: float) -> str | None:
+    if math.isfinite(value) and value >= 0:
+        return None
+    return f"push {name} must be a finite number >= 0, not {value}"
+
+
+def _lease(name: str, value: float) -> str | None:
+    if value > 0 or not (math.isfinite(value) and value >= 0):
+        return _non_negative(name, value)
+    return "the push claim lease and poll interval must be > 0"
+
+
+def _contact(name: str, value: str) -> str | None:
+    if value.startswith(("mailto:", "https:")):
+        return None
+    return "the VAPID contact is a mailto: or https: URI"
+
+
+def _path(value: Any) -> Path | None:
+    return None if not value else Path(value).expanduser()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,29 +63,78 @@ class PushSettings:
     to ``max_delay``, never past ``total`` s after its event; then it is given up).
     ``poll_interval``: how often due pushes are looked for."""
 
-    delay: float = 4.0
-    vapid_key_file: Path | None = None
-    vapid_contact: str = "mailto:postmaster@localhost"
-    apns_key_file: Path | None = None
-    apns_key_id: str | None = None
-    apns_team_id: str | None = None
-    apns_topic: str | None = None
-    apns_host: str = APNS_PRODUCTION
-    fcm_service_account_file: Path | None = None
-    fcm_api_url: str = FCM_API
-    claim_lease: float = 30.0
+    delay: float = Setting(
+        flag="--push-delay",
+        default=4.0,
+        parse=float,
+        env="SANDSTREAM_PUSH_DELAY",
+        help="seconds a notification waits for a device to see its event before it is pushed",
+        check=_non_negative,
+    ).field()
+    vapid_key_file: Path | None = Setting(  # noqa: RUF009
+        flag="--vapid-key-file",
+        env="SANDSTREAM_VAPID_KEY_FILE",
+        help="the Web Push VAPID private key, PEM on P-256; turns Web Push on",
+        convert=_path,
+    ).field()
+    vapid_contact: str = Setting(
+        flag="--vapid-contact",
+        default="mailto:postmaster@localhost",
+        env="SANDSTREAM_VAPID_CONTACT",
+        keep_blank=True,
+        help="the mailto: or https: contact push services see in the VAPID token",
+        check=_contact,
+    ).field()
+    apns_key_file: Path | None = Setting(  # noqa: RUF009
+        flag="--apns-key-file",
+        env="SANDSTREAM_APNS_KEY_FILE",
+        help="the APNs auth key (.p8); turns APNs on",
+        convert=_path,
+    ).field()
+    apns_key_id: str | None = Setting(
+        flag="--apns-key-id", env="SANDSTREAM_APNS_KEY_ID", help="the .p8 key's id"
+    ).field()
+    apns_team_id: str | None = Setting(
+        flag="--apns-team-id", env="SANDSTREAM_APNS_TEAM_ID", help="the Apple developer team id"
+    ).field()
+    apns_topic: str | None = Setting(
+        flag="--apns-topic", env="SANDSTREAM_APNS_TOPIC", help="the app's bundle id"
+    ).field()
+    apns_host: str = Setting(
+        flag="--apns-host",
+        default=APNS_PRODUCTION,
+        env="SANDSTREAM_APNS_HOST",
+        keep_blank=True,
+        help="the APNs host: production, or https://api.sandbox.push.apple.com for "
+        "development builds",
+    ).field()
+    fcm_service_account_file: Path | None = Setting(  # noqa: RUF009
+        flag="--fcm-service-account-file",
+        env="SANDSTREAM_FCM_SERVICE_ACCOUNT_FILE",
+        help="a Google service account's JSON key with FCM access; turns FCM on",
+        convert=_path,
+    ).field()
+    fcm_api_url: str = Setting(
+        flag="--fcm-api-url",
+        default=FCM_API,
+        env="SANDSTREAM_FCM_API_URL",
+        keep_blank=True,
+        help="the FCM API",
+    ).field()
+    claim_lease: float = Setting(
+        flag="--push-claim-lease",
+        default=30.0,
+        parse=float,
+        env="SANDSTREAM_PUSH_CLAIM_LEASE",
+        help="seconds a replica holds a due notification while it sends it, renewed at "
+        "each device: another replica takes over a dead one's after it",
+        check=_lease,
+    ).field()
     later: RetryPolicy = LATER
-    poll_interval: float = 0.25
+    poll_interval: float = Setting(default=0.25, check=_lease).field()
 
     def __post_init__(self) -> None:
-        for name in ("delay", "claim_lease", "poll_interval"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ChatConfigError(f"push {name} must be a finite number >= 0, not {value}")
-        if self.claim_lease <= 0 or self.poll_interval <= 0:
-            raise ChatConfigError("the push claim lease and poll interval must be > 0")
-        if not self.vapid_contact.startswith(("mailto:", "https:")):
-            raise ChatConfigError("the VAPID contact is a mailto: or https: URI")
+        check_fields(self, ChatConfigError)
         apns = (self.apns_key_id, self.apns_team_id, self.apns_topic)
         if self.apns_key_file is not None and not all(apns):
             raise ChatConfigError("APNs needs its key id, team id and topic with its .p8 key")
