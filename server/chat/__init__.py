@@ -6,8 +6,9 @@
   settles the turn;
 - :class:`TurnStreamBody` is one viewer of a turn (SSE from a cursor);
   :class:`RelayBody` streams an Agents-block run, one nursery, settled once;
-- :class:`ChatStore` is the storage interface, :class:`SQLiteChatStore` its default
-  (:class:`PostgresChatStore` with ``--database-url``),
+- :class:`ChatStore` is the storage interface (every part of :mod:`.store.contract`,
+  whose narrow interfaces the service's parts each take), :class:`SQLiteChatStore` its
+  default (:class:`PostgresChatStore` with ``--database-url``),
   :class:`BlobStore` the bag's bytes; :func:`install_chat` / :func:`serve_chat` mount and
   serve it all (``sandstream serve``; docs/chat.md).
 """

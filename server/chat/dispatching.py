@@ -17,7 +17,7 @@ from sandstream.server.runner.errors import ShuttingDownError
 
 from .config import ChatSettings
 from .credentials.one_time import MintedTokens, mint_tokens
-from .store.contract import ChatStore
+from .store.contract import EnvironmentStore
 from .targets import Target, resolve_target
 
 __all__ = ["CALLBACK_PREFIX", "Dispatcher"]
@@ -30,7 +30,7 @@ class Dispatcher:
     turns no URL names. ``bound_url`` is set once the server is bound (the callback base
     when ``settings.public_url`` is not set); ``draining`` once it shuts down."""
 
-    def __init__(self, settings: ChatSettings, store: ChatStore, *, embedded: bool) -> None:
+    def __init__(self, settings: ChatSettings, store: EnvironmentStore, *, embedded: bool) -> None:
         self.settings = settings
         self.store = store
         self.embedded = embedded

@@ -151,7 +151,7 @@ class Environment(msgspec.Struct, rename="camel", kw_only=True):
 
 
 class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything :meth:`ChatStore.begin_turn` writes, with ids chosen by the caller.
+    """Everything :meth:`TurnStore.begin_turn` writes, with ids chosen by the caller.
 
     ``chat_id`` ``None`` creates the chat. ``holder`` and ``lease_expires_at`` are the
     lock's lease; ``tokens`` the session's hashed one-time tokens.
@@ -175,7 +175,7 @@ class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TurnStart(msgspec.Struct, frozen=True, kw_only=True):
-    """What :meth:`ChatStore.begin_turn` wrote: the chat, the user message, the session.
+    """What :meth:`TurnStore.begin_turn` wrote: the chat, the user message, the session.
 
     ``created`` is true when this turn created the chat. ``session.conversation`` is
     the replay window (the messages before this one, at most ``replay_limit``).

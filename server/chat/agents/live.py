@@ -20,7 +20,7 @@ from sandstream.core import StreamProcessor
 
 from ..errors import StoreError
 from ..ids import now_ms
-from ..store.contract import ChatStore
+from ..store.contract import DispatchStore
 from .upstream import Upstream
 
 __all__ = ["LiveAgentsRun", "LiveRun", "LiveRuns"]
@@ -108,7 +108,7 @@ class LiveAgentsRun(LiveRun):
     """An Agents-block run: validated NDJSON out, the session settled at the end."""
 
     def __init__(
-        self, *, store: ChatStore, session_id: str, upstream: Upstream, max_line_bytes: int
+        self, *, store: DispatchStore, session_id: str, upstream: Upstream, max_line_bytes: int
     ) -> None:
         super().__init__(
             session_id=session_id,

@@ -22,7 +22,7 @@ from ..dispatching import Dispatcher
 from ..ids import new_id, now_ms
 from ..records import DispatchRecord
 from ..requests import AgentsRunRequest
-from ..store.contract import ChatStore
+from ..store.contract import DispatchStore
 from ..targets import Target
 from .live import LiveAgentsRun, LiveRun, LiveRuns
 from .upstream import EmbeddedUpstream, RemoteUpstream, Upstream
@@ -39,7 +39,7 @@ class AgentsRuns:
     def __init__(
         self,
         settings: ChatSettings,
-        store: ChatStore,
+        store: DispatchStore,
         dispatcher: Dispatcher,
         runner: Runner | None,
         *,

@@ -5,7 +5,7 @@ the session's chunks as it follows them (bounded by ``max_turn_steps`` /
 ``max_turn_bytes``), so no copy of the chunks is needed to settle. :class:`TurnSettler`
 is the one place a chat turn is persisted: it writes the fold's message, with the
 files the run wrote back, the session settled and the chat's lock released, in **one**
-store transaction (:meth:`~..store.contract.ChatStore.settle_turn`). Idempotent: a
+store transaction (:meth:`~..store.contract.TurnStore.settle_turn`). Idempotent: a
 settled turn is left as it is. Chunks without a terminal line are closed with
 ``error{code:"upstream_closed"}``.
 
@@ -29,7 +29,7 @@ from sandstream.core.live import PermissionRow
 from sandstream.core.persistence import PersistedMessage, assistant_message
 
 from ..ids import now_ms
-from ..store.contract import ChatStore
+from ..store.contract import TurnStore
 from .permissions import PermissionWatch
 
 __all__ = ["TurnFold", "TurnSettler", "fold_chunks"]
@@ -144,7 +144,7 @@ class TurnSettler:
     """Settles chat turns in ``store`` (see the module docstring)."""
 
     def __init__(
-        self, store: ChatStore, *, max_steps: int, max_step_bytes: int, max_line_bytes: int
+        self, store: TurnStore, *, max_steps: int, max_step_bytes: int, max_line_bytes: int
     ) -> None:
         self.store = store
         self._limits = {

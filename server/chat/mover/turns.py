@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Sequence
+from typing import Protocol
 
 import psycopg
 import trio
@@ -27,13 +28,13 @@ from ..config import ChatSettings
 from ..errors import SourceGoneError, StoreError
 from ..ids import now_ms
 from ..records import TurnRecord
-from ..store.contract import ChatStore
+from ..store.contract import LogMoverTables, PushAlertStore, TurnStore
 from ..store.moved_runs import Batch
 from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
 from .settle import TurnFold, TurnSettler
 from .sources import Passed
 
-__all__ = ["LockKeepingLease", "TurnMover"]
+__all__ = ["LockKeepingLease", "TurnMover", "TurnMoverStore"]
 
 log = logging.getLogger("sandstream.chat")
 
@@ -41,12 +42,17 @@ _POLL: float = 0.05
 """Seconds between looks at the store while a turn another replica moves settles."""
 
 
+class TurnMoverStore(TurnStore, PushAlertStore, LogMoverTables, Protocol):
+    """What :class:`TurnMover` uses of the chat store: the turns, the permission alerts
+    it records, and the log mover's tables."""
+
+
 class LockKeepingLease:
     """A :class:`~.mover.Lease` that also holds the chat lock of the session's turn:
     each successful acquire and renew makes the owner its holder for ``lock_lease``
     more seconds. A failed lock write is logged (the lock outlives a few heartbeats)."""
 
-    def __init__(self, lease: Lease, store: ChatStore, *, lock_lease: float) -> None:
+    def __init__(self, lease: Lease, store: TurnStore, *, lock_lease: float) -> None:
         self.lease = lease
         self.store = store
         self.lock_lease = lock_lease
@@ -82,7 +88,7 @@ class TurnMover:
     """
 
     def __init__(
-        self, settings: ChatSettings, store: ChatStore, settler: TurnSettler, owner_id: str
+        self, settings: ChatSettings, store: TurnMoverStore, settler: TurnSettler, owner_id: str
     ) -> None:
         self.settings = settings
         self.store = store

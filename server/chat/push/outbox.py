@@ -4,7 +4,7 @@ each device.
 :class:`PushOutbox` runs in the chat service's nursery on every replica. Every
 ``poll_interval`` it claims the due pushes (an alert ``delay`` seconds after its event,
 a dismiss at once, a push tried before when its next attempt is due) under a lease and
-a new generation (:meth:`~..store.contract.ChatStore.claim_due_pushes`); for each, an
+a new generation (:meth:`~..store.contract.PushOutboxStore.claim_due_pushes`); for each, an
 alert a device has seen (a viewer had its event, or an ack) is ended unsent, else it
 goes to every subscription of the workspace not tried yet or to try again: each send
 is recorded before it is made (renewing the claim) and after, under the claim's
@@ -35,7 +35,7 @@ from ..credentials.stream_tokens import StreamTokens
 from ..errors import FencedError, StoreError
 from ..ids import now_ms
 from ..records import DeliveryOutcome, PendingPush, PushSubscription
-from ..store.contract import ChatStore
+from ..store.contract import PushOutboxStore
 from .errors import (
     PushError,
     PushInDoubtError,
@@ -63,7 +63,7 @@ class PushOutbox:
 
     def __init__(
         self,
-        store: ChatStore,
+        store: PushOutboxStore,
         settings: PushSettings,
         senders: PushSenders,
         tokens: StreamTokens,

@@ -1,10 +1,29 @@
-"""The storage interface of the chat backend: :class:`ChatStore`.
+"""The storage interface of the chat backend: one :class:`~typing.Protocol` per concern,
+and :class:`ChatStore`, all of them.
+
+- :class:`ChatMessageStore`: chats and their messages;
+- :class:`TurnStore`: chat turns, the single-flight lock, lost turns;
+- :class:`DispatchStore`: dispatch records and one-time tokens;
+- :class:`BagFileStore`: the chat bag's files;
+- :class:`EnvironmentStore`: workflow environments;
+- :class:`PushSubscriptionStore`, :class:`PushAlertStore`, :class:`PushOutboxStore`:
+  push subscriptions, the alerts events record, the outbox's claims and deliveries;
+- :class:`LogMoverTables`: the log mover's tables, handed to it whole.
+
+Each consumer takes the parts it uses: the log mover's settler and its lock-keeping
+lease a :class:`TurnStore`, the turn mover and the turn service the intersections
+they declare, the dispatcher an :class:`EnvironmentStore`, the Agents-block runs a
+:class:`DispatchStore`, the push outbox a :class:`PushOutboxStore`. The chat
+service, which hands the parts out and which the routes reach
+(``service.store``), holds a :class:`ChatStore`.
 
 Implemented once, :class:`~.sql.SqlChatStore`, on either database:
 :class:`~.sql.SQLiteChatStore` (embedded, the default) or
-:class:`~.sql.PostgresChatStore` (``--database-url``: replicas on many machines). Every method is a
-coroutine that does its blocking work off the trio event loop; every query is scoped
-by workspace where a workspace is named. Methods raise the specific errors of :mod:`.errors`.
+:class:`~.sql.PostgresChatStore` (``--database-url``: replicas on many machines); it
+opens, gives the bag's blob store and closes, which only the code that opens it
+needs. Every method is a coroutine that does its blocking work off the trio event
+loop; every query is scoped by workspace where a workspace is named. Methods raise
+the specific errors of :mod:`.errors`.
 
 Cancellation: a store call runs to completion once started (a transaction is never
 left half-way); a cancelled caller gets :class:`trio.Cancelled` after it returns, so
@@ -14,7 +33,6 @@ callers that must know the outcome (the turn's start and settle) shield the call
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from pathlib import Path
 from typing import Protocol
 
 from sandstream.core.persistence import PersistedMessage
@@ -35,29 +53,25 @@ from ..records import (
     TurnRequest,
     TurnStart,
 )
-from .bag import BlobStore
 from .leases import DatabaseLease
 from .moved_runs import MovedChunks
 
-__all__ = ["ChatStore"]
+__all__ = [
+    "BagFileStore",
+    "ChatMessageStore",
+    "ChatStore",
+    "DispatchStore",
+    "EnvironmentStore",
+    "LogMoverTables",
+    "PushAlertStore",
+    "PushOutboxStore",
+    "PushSubscriptionStore",
+    "TurnStore",
+]
 
 
-class ChatStore(Protocol):
-    """Chats, messages, the chat bag's metadata, sessions and one-time tokens."""
-
-    moved_chunks: MovedChunks
-    """The log mover's moved chunks and fences, in the chat database."""
-
-    lease: DatabaseLease
-    """The log mover's lease in the chat database (used when no Redis is configured)."""
-
-    def blob_store(self, root: Path) -> BlobStore:
-        """The chat bag's bytes: files under ``root`` (SQLite), or rows of the database
-        (PostgreSQL: replicas share nothing else; ``root`` then only holds uploads in
-        progress)."""
-        ...
-
-    # -- chats -------------------------------------------------------------------
+class ChatMessageStore(Protocol):
+    """Chats and their messages."""
 
     async def create_chat(
         self, *, workspace_id: str, workflow_id: str | None, title: str | None, now: int
@@ -90,7 +104,17 @@ class ChatStore(Protocol):
         """
         ...
 
-    # -- turns ---------------------------------------------------------------------
+    async def append_user_message(
+        self, workspace_id: str, chat_id: str, message: PersistedMessage, now: int
+    ) -> None:
+        """Append a user message (a follow-up given to the running turn).
+
+        Raises :class:`~.errors.ChatNotFoundError`."""
+        ...
+
+
+class TurnStore(Protocol):
+    """Chat turns: their start and settling, the chat's single-flight lock, lost turns."""
 
     async def begin_turn(self, request: TurnRequest) -> TurnStart:
         """In one transaction: create or load the chat, take its lock, resolve the
@@ -140,14 +164,6 @@ class ChatStore(Protocol):
         does it as it claims and renews). False if no running turn holds a lock."""
         ...
 
-    async def append_user_message(
-        self, workspace_id: str, chat_id: str, message: PersistedMessage, now: int
-    ) -> None:
-        """Append a user message (a follow-up given to the running turn).
-
-        Raises :class:`~.errors.ChatNotFoundError`."""
-        ...
-
     async def turn_result_files(self, turn_id: str) -> list[BagFile]:
         """The files the run of turn ``turn_id`` wrote back so far, oldest first."""
         ...
@@ -171,7 +187,9 @@ class ChatStore(Protocol):
         lock is released. Returns the ids of the chats it freed."""
         ...
 
-    # -- sessions and tokens -----------------------------------------------------------
+
+class DispatchStore(Protocol):
+    """Dispatch records (sessions) and their one-time tokens."""
 
     async def record_dispatch(self, session: DispatchRecord, tokens: list[TokenMint]) -> None:
         """Record a session without a chat (an Agents-block run) and its tokens."""
@@ -208,7 +226,10 @@ class ChatStore(Protocol):
         Raises :class:`~.errors.TokenRejectedError` otherwise."""
         ...
 
-    # -- the chat bag ----------------------------------------------------------------
+
+class BagFileStore(Protocol):
+    """The chat bag's files (their metadata), and the files Agents-block runs wrote
+    back."""
 
     async def add_uploads(
         self, workspace_id: str, chat_id: str, blobs: list[NewBlob], *, now: int
@@ -251,7 +272,9 @@ class ChatStore(Protocol):
         (none for an Agents-block run, or once the chat was deleted)."""
         ...
 
-    # -- workflow environments -----------------------------------------------------------
+
+class EnvironmentStore(Protocol):
+    """Workflow environments."""
 
     async def get_environment(self, workspace_id: str, workflow_id: str) -> Environment | None:
         """The workflow's named environment, if one was set."""
@@ -261,7 +284,9 @@ class ChatStore(Protocol):
         """Create or replace a workflow's named environment."""
         ...
 
-    # -- push notifications --------------------------------------------------------------
+
+class PushSubscriptionStore(Protocol):
+    """The devices a workspace's push notifications go to."""
 
     async def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription:
         """Store a device's subscription; the same address again in the workspace keeps
@@ -276,9 +301,10 @@ class ChatStore(Protocol):
         """Delete a subscription of the workspace; False if there was none."""
         ...
 
-    async def remove_gone_subscription(self, subscription_id: str) -> None:
-        """Delete a subscription its push service said is gone."""
-        ...
+
+class PushAlertStore(Protocol):
+    """Push alerts: the permission requests the log mover folds recorded (a settling
+    turn records its own), and alerts seen, moot or acknowledged."""
 
     async def mark_push_seen(self, chat_id: str, now: int) -> int:
         """A device saw the chat's latest events: its waiting alerts push nobody.
@@ -326,6 +352,10 @@ class ChatStore(Protocol):
         other devices if a device had the alert. False for an unknown alert."""
         ...
 
+
+class PushOutboxStore(Protocol):
+    """The push outbox's claims, each device's delivery, and the devices found gone."""
+
     async def claim_due_pushes(
         self, owner: str, *, now: int, delay_ms: int, lease_ms: int, limit: int = 32
     ) -> list[PendingPush]:
@@ -369,6 +399,31 @@ class ChatStore(Protocol):
         takes it at once)."""
         ...
 
-    async def close(self) -> None:
-        """Release the store's connections. Idempotent."""
+    async def remove_gone_subscription(self, subscription_id: str) -> None:
+        """Delete a subscription its push service said is gone."""
         ...
+
+
+class LogMoverTables(Protocol):
+    """The log mover's tables in the chat database."""
+
+    moved_chunks: MovedChunks
+    """The log mover's moved chunks and fences, in the chat database."""
+
+    lease: DatabaseLease
+    """The log mover's lease in the chat database (used when no Redis is configured)."""
+
+
+class ChatStore(
+    ChatMessageStore,
+    TurnStore,
+    DispatchStore,
+    BagFileStore,
+    EnvironmentStore,
+    PushSubscriptionStore,
+    PushAlertStore,
+    PushOutboxStore,
+    LogMoverTables,
+    Protocol,
+):
+    """The whole store: every part above."""

@@ -13,7 +13,7 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import psycopg
 import trio
@@ -31,10 +31,10 @@ from ..dispatching import Dispatcher
 from ..errors import ChatBusyError, NoLiveTurnError, RunnerSessionGoneError, StoreError
 from ..ids import new_id, now_ms
 from ..mover.settle import TurnSettler
-from ..mover.turns import TurnMover
+from ..mover.turns import TurnMover, TurnMoverStore
 from ..records import TurnRecord, TurnRequest, TurnStart
 from ..requests import ChatStreamRequest
-from ..store.contract import ChatStore
+from ..store.contract import ChatMessageStore
 from .frames import done_frame
 from .runner_link import (
     EmbeddedSession,
@@ -45,7 +45,7 @@ from .runner_link import (
 )
 from .viewer import TurnStreamBody, Viewers
 
-__all__ = ["ChatTurns", "StartedTurn"]
+__all__ = ["ChatTurns", "ChatTurnsStore", "StartedTurn"]
 
 log = logging.getLogger("sandstream.chat")
 
@@ -53,6 +53,11 @@ INTERRUPT_TIMEOUT: Final = 60.0
 """Seconds an interrupt waits for its turn to settle."""
 SETTLE_WAIT: Final = 10.0
 """Seconds a viewer holds the terminal back while the turn settles."""
+
+
+class ChatTurnsStore(ChatMessageStore, TurnMoverStore, Protocol):
+    """What :class:`ChatTurns` uses of the chat store: the chats and their messages,
+    and what its log mover uses (turns, push alerts, the mover's tables)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,7 @@ class ChatTurns:
     def __init__(
         self,
         settings: ChatSettings,
-        store: ChatStore,
+        store: ChatTurnsStore,
         dispatcher: Dispatcher,
         *,
         instance_id: str,

@@ -46,7 +46,8 @@ docs/chat.md, "Storage")."""
 
 
 class SqlChatStore(Chats, Turns, Dispatches, BagFiles, Environments, PushNotifications, PushClaims):
-    """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there."""
+    """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there; it
+    also gives the bag's blob store and closes (what the code that opens it needs)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -54,9 +55,13 @@ class SqlChatStore(Chats, Turns, Dispatches, BagFiles, Environments, PushNotific
         self.lease = DatabaseLease(db)
 
     def blob_store(self, root: Path) -> BlobStore:
+        """The chat bag's bytes: files under ``root`` (SQLite), or rows of the database
+        (PostgreSQL: replicas share nothing else; ``root`` then only holds uploads in
+        progress)."""
         return BlobStore(root)
 
     async def close(self) -> None:
+        """Release the store's connections. Idempotent."""
         await self.db.close()
 
 
