@@ -157,20 +157,26 @@ def test_the_core_names_neither_the_server_nor_the_container() -> None:
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """An environment whose ``PYTHONPATH`` holds a distribution adding four commands:
-    ``hello`` (its module is there), ``absent`` (its module is not, as when an extra is
-    not installed), ``flood`` (writes until stdout fails) and ``convert`` (ignored: the
-    core's own)."""
+    """An environment whose ``PYTHONPATH`` holds a distribution adding five commands:
+    ``hello`` (its module is there), ``absent`` (its module is not, and its extra
+    requires a distribution that is not installed), ``broken`` (its extra's requirement
+    is installed, but its module imports one that is not), ``flood`` (writes until
+    stdout fails) and ``convert`` (ignored: the core's own)."""
     root = tmp_path_factory.mktemp("plugins")
     info = root / "sandstream_fake-0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sandstream-fake\nVersion: 0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sandstream-fake\nVersion: 0\n"
+        'Requires-Dist: sandstream-fake-dependency>=1; extra == "fake"\n'
+        'Requires-Dist: msgspec; extra == "present"\n'
+    )
     (info / "entry_points.txt").write_text(
         textwrap.dedent(
             """\
             [sandstream.commands]
             hello = sandstream_fake_hello:main [fake]
             absent = sandstream_fake_absent:main [fake]
+            broken = sandstream_fake_broken:main [present]
             flood = sandstream_fake_hello:flood
             convert = sandstream_fake_hello:main
             """
@@ -191,6 +197,7 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             """
         )
     )
+    (root / "sandstream_fake_broken.py").write_text("import sandstream_fake_nowhere\n")
     return dict(os.environ, PYTHONPATH=str(root), COLUMNS="200")
 
 
@@ -221,7 +228,22 @@ def test_a_command_whose_module_is_missing_names_its_extra_in_one_line(
     [message] = done.stderr.splitlines()
     assert message.startswith("sandstream absent: needs the 'fake' extra")
     assert "No module named 'sandstream_fake_absent'" in message
+    assert "sandstream-fake-dependency not installed" in message
     assert "pip install '/path/to/sandstream[fake]'" in message
+
+
+def test_a_command_whose_extra_is_installed_says_its_real_import_failure(
+    plugins: dict[str, str],
+) -> None:
+    done = _script(plugins, "broken")
+    assert done.returncode == 2
+    [message] = done.stderr.splitlines()
+    assert message == (
+        "sandstream broken: cannot be loaded: "
+        "ModuleNotFoundError: No module named 'sandstream_fake_nowhere'"
+    )
+    listing = " ".join(_script(plugins, "--help").stdout.split())
+    assert "broken cannot be loaded (No module named 'sandstream_fake_nowhere')" in listing
 
 
 def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None:
