@@ -12,6 +12,8 @@ The suite leaves no process and no temp entry behind, and fails when it does:
   the run; it is named with its ``TMPDIR`` (which names its test) and killed.
 
 Both checks give things that are being torn down a grace period before failing.
+Nothing here imports the server's stack at collection (the ``workspace`` fixture does,
+when a test asks for it), so that tests/core runs on a core-only install.
 The suite runs on pytest-xdist's workers (pyproject.toml): each worker is a session
 of its own here, with its own marker and its own checks.
 """
@@ -28,16 +30,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import psutil
 import pytest
-import trio
 from hypothesis import settings
 
-from benchmarks.support.workspace import WorkspaceServer, start_workspace
-from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from tests.support import processes
+
+if TYPE_CHECKING:
+    import trio
+
+    from benchmarks.support.workspace import WorkspaceServer
 
 settings.register_profile("sandstream", deadline=None)
 settings.load_profile("sandstream")
@@ -55,6 +59,9 @@ os.environ[LEAK_MARKER_ENV] = _SESSION_MARKER  # before any fixture can start a 
 @pytest.fixture
 async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
     """A workspace serving an empty env and a scripted agent that answers "Done."."""
+    from benchmarks.support.workspace import start_workspace
+    from sandstream.core.schemas import ConfigResponse, ScriptedAgent
+
     return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
 
 

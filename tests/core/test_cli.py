@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -12,17 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from sandstream.container.cli import HELP as CONTAINER_HELP
 from sandstream.core.sse_parser import SSEParser
 from sandstream.core.turn import DEFAULT_MAX_DIAGNOSTICS
-from sandstream.server.cli.runner import HELP as RUNNER_HELP
-from sandstream.server.cli.serve import HELP as SERVE_HELP
 from tests.core.helpers import line, step
 
 SANDSTREAM = [sys.executable, "-m", "sandstream.core.cli"]
 SCRIPT = str(Path(sys.executable).parent / "sandstream")
 """The installed ``sandstream`` script: it finds commands through installed metadata."""
 CHECKOUT = Path(__file__).resolve().parents[2]
+needs_the_extras = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("trio", "httpx", "quart_trio")),
+    reason="a core-only install (its listing is tests/core/test_isolation.py's)",
+)
+"""For the tests of the commands the server and container extras add."""
 TURN = step("s", "running") + b"oops\n" + step("s", "succeeded") + line(type="result", message="hi")
 
 
@@ -246,7 +249,12 @@ def test_a_command_whose_extra_is_installed_says_its_real_import_failure(
     assert "broken cannot be loaded (No module named 'sandstream_fake_nowhere')" in listing
 
 
+@needs_the_extras
 def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None:
+    from sandstream.container.cli import HELP as CONTAINER_HELP
+    from sandstream.server.cli.runner import HELP as RUNNER_HELP
+    from sandstream.server.cli.serve import HELP as SERVE_HELP
+
     done = _script(plugins, "--help")
     assert done.returncode == 0, done.stderr
     listing = " ".join(done.stdout.split())
@@ -262,6 +270,7 @@ def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None
         assert expected in listing
 
 
+@needs_the_extras
 @pytest.mark.parametrize("command", ["container", "runner", "serve"])
 def test_each_extra_command_answers_help_through_the_script(command: str) -> None:
     done = subprocess.run([SCRIPT, command, "--help"], capture_output=True, text=True, timeout=60)
