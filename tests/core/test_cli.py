@@ -270,6 +270,7 @@ def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None
         assert expected in listing
 
 
+@pytest.mark.slow
 @needs_the_extras
 @pytest.mark.parametrize("command", ["container", "runner", "serve"])
 def test_each_extra_command_answers_help_through_the_script(command: str) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a venv and a pip install
+
 FORBIDDEN = ("trio", "quart", "quart_trio", "hypercorn", "httpx", "anyio", "asyncio", "threading")
 
 
