@@ -8,9 +8,11 @@
 #   can_install_packages    true when debian_packages can install (root, or sudo)
 #   venv [EXTRAS]           .venv with this checkout installed (editable, with EXTRAS:
 #                           default dev, the tests' and tools'; .dev/serve asks for
-#                           server,container only), created or brought up to date when
-#                           pyproject.toml changed since the last install; a venv
-#                           with the dev extra has every other one
+#                           server,container only) at the locked versions of
+#                           .dev/constraints.txt, created or brought up to date when
+#                           pyproject.toml, setup.py or the constraints changed since
+#                           the last install; a venv with the dev extra has every
+#                           other one
 #   node_packages           tests/node/node_modules (the `ai` npm package the AI SDK
 #                           stream is tested with) from its package-lock.json, with
 #                           `npm ci`, when missing or older than the lock file; npm
@@ -58,13 +60,15 @@ venv() {
     rm -rf "$root/.venv"
     python3 -m venv "$root/.venv"
   fi
-  want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $("$root/.venv/bin/python" -V)"
+  want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root/.dev/constraints.txt" |
+    sha256sum | cut -d' ' -f1) $("$root/.venv/bin/python" -V)"
   have=$(cat "$stamp" 2>/dev/null || true)
   if [ "$have" = "$want [$extras]" ] || [ "$have" = "$want [dev]" ]; then
     return 0
   fi
-  echo "setup: installing this checkout into .venv (pip install -e '.[$extras]')" >&2
-  "$root/.venv/bin/pip" install -q -e "$root[$extras]"
+  echo "setup: installing this checkout into .venv (pip install -c .dev/constraints.txt" \
+    "-e '.[$extras]')" >&2
+  "$root/.venv/bin/pip" install -q -c "$root/.dev/constraints.txt" -e "$root[$extras]"
   echo "$want [$extras]" >"$stamp"
 }
 

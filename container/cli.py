@@ -199,7 +199,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         print(f"sandstream container: stdout unusable: {exc}", file=sys.stderr)
         return 1
 
-    from sandstream.core.cli import missing_extra
+    from sandstream.core.cli import load_failure
     from sandstream.core.envelope import Error
 
     from .errors import OutputClosedError
@@ -214,7 +214,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         from .procs import adopt_orphans, hide_from_children
         from .run import EXIT_BAD_DISPATCH, EXIT_ERROR, run_container
     except ModuleNotFoundError as exc:  # a core-only install: one line, one terminal
-        message = missing_extra("sandstream container", "container", exc)
+        message = load_failure("sandstream container", "container", exc)
         print(message, file=sys.stderr)
         with contextlib.suppress(OutputClosedError):
             emitter.finish(Error(code="internal_error", message=message))

@@ -8,8 +8,10 @@ returning the exit status, its module's ``HELP`` its line in ``sandstream --help
     serve = "some.module:serve_main [server]"
 
 A command's module is imported only when it runs or ``--help`` lists it. Bad input: a
-command whose module cannot be imported names the extra (in brackets) to install and
-exits 2. A reader that goes away (``… | head``) ends any command quietly with status 141.
+command whose module cannot be imported exits 2 with one line: the extra (in brackets)
+to install when a distribution that extra requires is not installed, else the import
+failure itself (a broken install is not fixed by installing the extra again). A
+reader that goes away (``… | head``) ends any command quietly with status 141.
 """
 
 from __future__ import annotations
@@ -17,12 +19,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
-from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
+from importlib.metadata import (
+    Distribution,
+    EntryPoint,
+    PackageNotFoundError,
+    distribution,
+    entry_points,
+    version,
+)
 from typing import BinaryIO, Final, cast
 
 from .envelope import LIVE_EXTENSION
@@ -33,8 +43,8 @@ __all__ = [
     "COMMANDS_GROUP",
     "EXIT_BROKEN_PIPE",
     "exit_quietly_on_broken_pipe",
+    "load_failure",
     "main",
-    "missing_extra",
 ]
 
 _READ_SIZE: Final = 64 * 1024
@@ -226,10 +236,8 @@ def _run_plugged(name: str, entry: EntryPoint, argv: list[str]) -> int:
     try:
         command = entry.load()
     except ModuleNotFoundError as exc:
-        if entry.extras:
-            print(missing_extra(f"sandstream {name}", entry.extras[0], exc), file=sys.stderr)
-        else:
-            print(f"sandstream {name}: cannot be loaded ({exc})", file=sys.stderr)
+        extra = entry.extras[0] if entry.extras else None
+        print(load_failure(f"sandstream {name}", extra, exc, entry.dist), file=sys.stderr)
         return 2
     return cast(Callable[[list[str]], int], command)(argv)
 
@@ -239,18 +247,64 @@ def _summary(entry: EntryPoint) -> str:
     needs = f"sandstream[{entry.extras[0]}]" if entry.extras else ""
     try:
         entry.load()
-    except ModuleNotFoundError:
-        return f"not installed: needs {needs}" if needs else "cannot be loaded"
+    except ModuleNotFoundError as exc:
+        if needs and _missing_requirements(entry.dist, entry.extras[0]):
+            return f"not installed: needs {needs}"
+        return f"cannot be loaded ({exc})"
     summary = str(getattr(importlib.import_module(entry.module), "HELP", ""))
     return f"{summary} (needs {needs})" if needs else summary
 
 
-def missing_extra(command: str, extra: str, exc: ModuleNotFoundError) -> str:
-    """The one line that tells the user of ``command`` which extra to install."""
+def load_failure(
+    command: str,
+    extra: str | None,
+    exc: ModuleNotFoundError,
+    dist: Distribution | None = None,
+) -> str:
+    """The one line that tells the user of ``command`` why it could not be imported.
+
+    ``extra`` is the extra ``command`` comes with, of the distribution ``dist``
+    (default: this one). When some distribution that extra requires is not installed
+    (by the installation's metadata, never by the error's text), the line names the
+    extra to install; otherwise (the extra is installed, or there is none) it is the
+    import failure itself.
+    """
+    if dist is None:
+        try:
+            dist = distribution("sandstream")
+        except PackageNotFoundError:  # a bare checkout: no metadata to ask
+            dist = None
+    missing = [] if extra is None else _missing_requirements(dist, extra)
+    if extra is None or (dist is not None and not missing):
+        return f"{command}: cannot be loaded: {type(exc).__name__}: {exc}"
+    lacking = f"; {', '.join(missing)} not installed" if missing else ""
     return (
-        f"{command}: needs the {extra!r} extra ({exc}); install it from a checkout "
-        f"with: pip install '/path/to/sandstream[{extra}]'"
+        f"{command}: needs the {extra!r} extra ({exc}{lacking}); install it from a "
+        f"checkout with: pip install '/path/to/sandstream[{extra}]'"
     )
+
+
+_ONLY_EXTRA: Final = r"""\s*extra\s*==\s*["']{}["']\s*"""
+
+
+def _missing_requirements(dist: Distribution | None, extra: str) -> list[str]:
+    """The distributions ``dist`` requires for ``extra`` alone that are not installed.
+
+    A requirement with a marker beyond ``extra == ...`` (a platform's) is not counted:
+    without evaluating markers, it may not be meant for this machine.
+    """
+    only_extra = re.compile(_ONLY_EXTRA.format(re.escape(extra)))
+    missing: list[str] = []
+    for requirement in (dist.requires or []) if dist is not None else []:
+        spec, _, marker = requirement.partition(";")
+        if only_extra.fullmatch(marker) is None:
+            continue
+        name = re.split(r"[\s\[<>=!~;(]", spec.strip(), maxsplit=1)[0]
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            missing.append(name)
+    return missing
 
 
 def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:

@@ -325,19 +325,21 @@ class StreamProcessor:
         if line is None:
             reason = f"line exceeds {self._splitter.max_line_bytes} bytes"
             return Diagnostic(lineno, "line_too_long", reason)
-        try:
-            envelope = self._decode(line)
-            if not line.isascii():
+        if not line.isascii():
+            # The core's own rule, first: a line that is not UTF-8 is invalid_utf8,
+            # whatever msgspec (whose checks differ between versions) says of it.
+            try:
                 line.decode()
-            return envelope
+            except UnicodeDecodeError as exc:
+                return Diagnostic(lineno, "invalid_utf8", str(exc))
+        try:
+            return self._decode(line)
         except msgspec.ValidationError as exc:
             return Diagnostic(lineno, "invalid_line", str(exc))
         except msgspec.DecodeError as exc:
             return Diagnostic(lineno, "invalid_json", str(exc)) if line.strip() else None
         except RecursionError:
             return Diagnostic(lineno, "invalid_json", "JSON nested too deeply")
-        except UnicodeDecodeError as exc:
-            return Diagnostic(lineno, "invalid_utf8", str(exc))
 
     def _render(self, heads: list[bytes], lines: list[bytes]) -> bytes:
         """SSE frames for consecutive lines, then ``done`` if the last one ended the turn."""

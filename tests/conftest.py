@@ -12,6 +12,12 @@ The suite leaves no process and no temp entry behind, and fails when it does:
   the run; it is named with its ``TMPDIR`` (which names its test) and killed.
 
 Both checks give things that are being torn down a grace period before failing.
+Tests under :data:`FAST` are marked ``fast`` (``pytest -m fast``, .dev/test-fast): the
+unit-level ones, which start no server, sandbox or browser and together run in under
+a minute; one of them marked ``slow`` (a venv, a fuzzer, MiBs of input) is not.
+
+Nothing here imports the server's stack at collection (the ``workspace`` fixture does,
+when a test asks for it), so that tests/core runs on a core-only install.
 The suite runs on pytest-xdist's workers (pyproject.toml): each worker is a session
 of its own here, with its own marker and its own checks.
 """
@@ -28,16 +34,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import psutil
 import pytest
-import trio
 from hypothesis import settings
 
-from benchmarks.support.workspace import WorkspaceServer, start_workspace
-from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from tests.support import processes
+
+if TYPE_CHECKING:
+    import trio
+
+    from benchmarks.support.workspace import WorkspaceServer
 
 settings.register_profile("sandstream", deadline=None)
 settings.load_profile("sandstream")
@@ -48,6 +56,55 @@ LEAK_GRACE = 10.0
 
 T = TypeVar("T")
 
+FAST: Final = (
+    "tests/core/",
+    "tests/test_exports.py",
+    "tests/test_layers.py",
+    "tests/agents/test_presets.py",
+    "tests/benchmarks/test_baselines.py",
+    "tests/chat/push/test_encryption.py",
+    "tests/chat/test_multipart_reader.py",
+    "tests/chat/test_runner_answers.py",
+    "tests/chat/test_turn_fold.py",
+    "tests/container/test_acp_translate.py",
+    "tests/container/test_attachments.py",
+    "tests/container/test_output.py",
+    "tests/container/test_stdin_framing.py",
+    "tests/server/test_bwrap_command.py",
+    "tests/server/test_limits.py",
+    "tests/server/test_log_format.py",
+    "tests/sessions/test_buffer.py",
+    "tests/sessions/test_stored_runs.py",
+    "tests/streams/test_protocol_pieces.py",
+    "tests/streams/test_records.py",
+)
+"""The unit-level test modules and folders (paths from the checkout), marked ``fast``."""
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m fast``, collect nothing outside :data:`FAST` (importing every test
+    module would take half the subset's minute)."""
+    if config.getoption("markexpr") != "fast":
+        return None
+    try:
+        where = collection_path.resolve().relative_to(_CHECKOUT).as_posix()
+    except ValueError:
+        return None
+    if collection_path.is_dir():
+        inside = f"{where}/"
+        return not any(path.startswith(inside) or inside.startswith(path) for path in FAST)
+    return not where.startswith(FAST) and where.endswith(".py") and where != "tests/conftest.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``fast`` each test under :data:`FAST` not marked ``slow``."""
+    for item in items:
+        where = item.path.relative_to(_CHECKOUT).as_posix()
+        if where.startswith(FAST) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.fast)
+
+
 _SESSION_MARKER = uuid.uuid4().hex
 os.environ[LEAK_MARKER_ENV] = _SESSION_MARKER  # before any fixture can start a process
 
@@ -55,6 +112,9 @@ os.environ[LEAK_MARKER_ENV] = _SESSION_MARKER  # before any fixture can start a 
 @pytest.fixture
 async def workspace(nursery: trio.Nursery) -> WorkspaceServer:
     """A workspace serving an empty env and a scripted agent that answers "Done."."""
+    from benchmarks.support.workspace import start_workspace
+    from sandstream.core.schemas import ConfigResponse, ScriptedAgent
+
     return await start_workspace(nursery, config=ConfigResponse(agent=ScriptedAgent()))
 
 

@@ -119,7 +119,8 @@ class CollectingFold:
 
 class Proxy:
     """A TCP proxy on loopback to ``target``; :meth:`cut` drops every connection,
-    :meth:`freeze` silences them (a partition: nobody sees a close)."""
+    :meth:`cut_live` waits for one first, :meth:`freeze` silences them (a partition:
+    nobody sees a close)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -127,12 +128,22 @@ class Proxy:
         self.cuts = 0
         self._scopes: set[trio.CancelScope] = set()
         self._frozen: set[trio.CancelScope] = set()
+        self._opened = trio.Event()
 
     def cut(self) -> None:
         """Close every connection through the proxy now (both sides see it drop)."""
         self.cuts += 1
         for scope in list(self._scopes):
             scope.cancel()
+
+    async def cut_live(self) -> int:
+        """Wait until a connection is open through the proxy (one not cut yet), then
+        :meth:`cut`; the number of open connections it dropped (at least one)."""
+        while not (live := [scope for scope in self._scopes if not scope.cancel_called]):
+            self._opened = trio.Event()
+            await self._opened.wait()
+        self.cut()
+        return len(live)
 
     def freeze(self) -> None:
         """Stop forwarding on every open connection, and keep its sockets open; new
@@ -142,6 +153,7 @@ class Proxy:
     async def _handle(self, client: trio.SocketStream) -> None:
         with trio.CancelScope() as scope:
             self._scopes.add(scope)
+            self._opened.set()
 
             def frozen() -> bool:
                 return scope in self._frozen

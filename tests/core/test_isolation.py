@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a venv and a pip install
+
 FORBIDDEN = ("trio", "quart", "quart_trio", "hypercorn", "httpx", "anyio", "asyncio", "threading")
 
 
@@ -37,7 +39,7 @@ def core_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for folder in ("core", "server", "container"):
         shutil.copytree(checkout / folder, source / folder, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(checkout / name, source / name)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

@@ -85,6 +85,7 @@ def test_every_chunking_gives_the_same_lines_and_cut_lines_keep_their_shape(
             check_cut(value, json.loads(line))
 
 
+@pytest.mark.slow
 def test_flags_after_a_huge_string_survive() -> None:
     line = json.dumps({"content": 'é\\"' * 2_000_000, "is_error": True}).encode()
     out = split(chunked(line + b"\n", list(range(0, len(line), 70_000))), 1 << 20, 1000)
