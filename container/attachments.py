@@ -22,9 +22,7 @@ from typing import Any, Final
 import httpx
 import trio
 
-from sandstream.core.envelope import Step
-from sandstream.core.names import sanitize_name
-from sandstream.core.schemas import ATTACHMENTS_DIR, Attachment
+from sandstream.core import ATTACHMENTS_DIR, Attachment, Step, sanitize_name
 
 from .bootstrap import workspace_url
 from .errors import AttachmentsError, OutputClosedError

@@ -19,9 +19,7 @@ from typing import Literal, TypeVar
 import httpx
 import msgspec
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import ConfigResponse, Dispatch, EnvResponse
+from sandstream.core import ConfigResponse, Dispatch, EnvResponse, JSONInputError, decode_json
 
 from .errors import BootstrapError, UnauthorizedError
 from .http import IDEMPOTENCY_HEADER, HttpSettings, body_excerpt, idempotency_key, send_callback

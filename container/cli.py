@@ -199,8 +199,7 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         print(f"sandstream container: stdout unusable: {exc}", file=sys.stderr)
         return 1
 
-    from sandstream.core.cli import load_failure
-    from sandstream.core.envelope import Error
+    from sandstream.core import Error, load_failure
 
     from .errors import OutputClosedError
     from .output import Emitter, FdSink

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandstream.core.envelope import LIVE_EXTENSION
-from sandstream.core.schemas import ChatTurn, ConfigResponse, Dispatch
+from sandstream.core import LIVE_EXTENSION, ChatTurn, ConfigResponse, Dispatch
 
 from .http import HttpSettings
 from .inbox import Inbox

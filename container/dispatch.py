@@ -13,9 +13,7 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, Final
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import Dispatch
+from sandstream.core import Dispatch, JSONInputError, decode_json
 
 from .errors import DispatchError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sandstream.core.errors import SandstreamError
+from sandstream.core import SandstreamError
 
 __all__ = [
     "AgentError",

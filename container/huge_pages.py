@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Final
 
-from sandstream.core.schemas import HEAP_TUNABLES
+from sandstream.core import HEAP_TUNABLES
 
 __all__ = [
     "collapse_heap",

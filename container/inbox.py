@@ -18,9 +18,13 @@ from typing import BinaryIO, Final, Literal, TypeAlias
 
 import trio
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import InboundMessage, PermissionAnswer, UserMessage
+from sandstream.core import (
+    InboundMessage,
+    JSONInputError,
+    PermissionAnswer,
+    UserMessage,
+    decode_json,
+)
 
 from .errors import OutputClosedError
 from .output import Emitter

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.envelope import (
+from sandstream.core import (
     Delta,
     Error,
     LiveEnvelope,

@@ -28,8 +28,7 @@ from typing import BinaryIO, Final
 
 import trio
 
-from sandstream.core.envelope import Error, Result
-from sandstream.core.schemas import Dispatch, agent_kind
+from sandstream.core import Dispatch, Error, Result, agent_kind
 
 from .agents import agent_for
 from .attachments import download_attachments

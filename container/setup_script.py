@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from sandstream.core.envelope import LogLevel
-from sandstream.core.splitter import NDJSONSplitter
+from sandstream.core import LogLevel, NDJSONSplitter
 
 from .errors import SetupError
 from .output import Emitter

@@ -18,9 +18,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import SkillManifest, SkillSpec
+from sandstream.core import JSONInputError, SkillManifest, SkillSpec, decode_json
 
 from .errors import ConfigError
 from .jsonschema_lite import validate

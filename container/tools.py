@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from sandstream.core.envelope import Step
+from sandstream.core import Step
 
 from .errors import OutputClosedError
 from .output import Emitter, new_step_id

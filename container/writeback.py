@@ -25,10 +25,7 @@ from typing import Final
 import httpx
 import trio
 
-from sandstream.core.envelope import Step
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import ResultsReceipt
+from sandstream.core import JSONInputError, ResultsReceipt, Step, decode_json
 
 from .bootstrap import workspace_url
 from .errors import WritebackError

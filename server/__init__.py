@@ -8,9 +8,10 @@ HTTP plumbing they share); :mod:`~sandstream.server.app` composes them, and
 The runner's public API is re-exported here, with the app factories and :func:`serve`.
 """
 
-from sandstream.server import runner
 from sandstream.server.app import create_chat_app, create_runner_app
-from sandstream.server.http.serve import serve
+from sandstream.server.http import serve
 from sandstream.server.runner import *  # noqa: F403 (the runner's public API, as listed by the runner)
+
+from . import runner
 
 __all__ = [*runner.__all__, "create_chat_app", "create_runner_app", "serve"]

@@ -13,7 +13,7 @@ collector on it, served as ``GET /metrics`` behind the role's tokens unless
 
 Serve an app with :func:`sandstream.server.http.serve.serve` (the chat's with
 :func:`~sandstream.server.chat.serving.serve_chat`) so that shutdown ends live turns first.
-A composition that cannot work raises :class:`~sandstream.server.chat.errors.ChatConfigError`.
+A composition that cannot work raises :class:`~sandstream.server.chat.model.errors.ChatConfigError`.
 """
 
 from __future__ import annotations
@@ -22,18 +22,24 @@ import os
 
 from quart_trio import QuartTrio
 
-from .chat.errors import ChatConfigError
-from .chat.mover.metrics import MoverCollector
-from .chat.service import ChatService
-from .chat.serving import install_chat
-from .http.metrics import get_metrics, install_metrics, mount_metrics_route
-from .http.problems import install_problem_handlers
-from .runner.launcher import ContainerLauncher
-from .runner.metrics import RunnerCollector
-from .runner.routes import install_runner
-from .runner.service import Runner
-from .runner.settings import RunnerSettings
-from .sessions import (
+from sandstream.server.chat import install_chat
+from sandstream.server.chat.api import ChatService
+from sandstream.server.chat.model import ChatConfigError
+from sandstream.server.chat.mover import MoverCollector
+from sandstream.server.http import (
+    get_metrics,
+    install_metrics,
+    install_problem_handlers,
+    mount_metrics_route,
+)
+from sandstream.server.runner import (
+    ContainerLauncher,
+    Runner,
+    RunnerCollector,
+    RunnerSettings,
+    install_runner,
+)
+from sandstream.server.sessions import (
     SESSION_STREAMS,
     SessionsCollector,
     SessionService,
@@ -41,8 +47,8 @@ from .sessions import (
     get_sessions,
     install_sessions,
 )
-from .streams import Streams, StreamStore, install_streams
-from .web.routes import web_blueprint
+from sandstream.server.streams import Streams, StreamStore, install_streams
+from sandstream.server.web import web_blueprint
 
 __all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
 

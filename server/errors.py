@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sandstream.core.errors import SandstreamError
+from sandstream.core import SandstreamError
 
 __all__ = ["ProblemError", "ServerError"]
 

@@ -1,12 +1,18 @@
-"""The import arrows run one way: app → roles → shared plumbing → core.
+"""The import arrows run one way, through each package's API, and every module is placed.
 
-Every ``import`` and ``from … import`` in the source (also inside functions) is read
-with :mod:`ast`, relative ones resolved, and checked against the layers below.
+The three trees are made of **units**: a package with everything under it, or one
+module. :data:`CONTAINER` and :data:`SERVER` rank theirs, lowest first; a unit may
+import its own modules, and a unit of a lower rank of its tree (or the core) only
+through that unit's API: the package itself (its ``__init__``), never a module inside
+it. A module that no unit holds fails, so a new package is placed when it is made.
+Every ``import`` and ``from … import`` (also inside functions) is read with :mod:`ast`,
+relative ones resolved.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,69 +25,48 @@ FOLDERS = {
     "container": "sandstream.container",
 }
 
-# A package (or module) and the sandstream packages it may not import.
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "sandstream.core": ("sandstream.server", "sandstream.container"),
-    "sandstream.container": ("sandstream.server",),
-    "sandstream.server": ("sandstream.container",),
-    "sandstream.server.http": (
-        "sandstream.server.runner",
-        "sandstream.server.sessions",
-        "sandstream.server.chat",
-        "sandstream.server.web",
-        "sandstream.server.app",
-        "sandstream.server.cli",
-    ),
-    "sandstream.server.runner": (
-        "sandstream.server.sessions",
-        "sandstream.server.chat",
-        "sandstream.server.web",
-        "sandstream.server.app",
-        "sandstream.server.cli",
-    ),
-    "sandstream.server.sessions": (
-        "sandstream.server.chat",
-        "sandstream.server.web",
-        "sandstream.server.app",
-        "sandstream.server.cli",
-    ),
-    "sandstream.server.web": (
-        "sandstream.server.runner",
-        "sandstream.server.sessions",
-        "sandstream.server.chat",
-        "sandstream.server.app",
-        "sandstream.server.cli",
-    ),
-    "sandstream.server.chat": (
-        "sandstream.server.web",
-        "sandstream.server.app",
-        "sandstream.server.cli",
-    ),
-    "sandstream.server.chat.store": ("sandstream.server.chat.mover", "sandstream.server.chat.api"),
-    "sandstream.server.app": ("sandstream.server.cli",),
-}
+CORE = "sandstream.core"
+"""The sans-IO core: below everything, importing no other sandstream unit."""
+
+CONTAINER: list[list[str]] = [["sandstream.container"]]
+"""The program inside a sandbox, over the core."""
+
+SERVER: list[list[str]] = [
+    ["sandstream.server.errors", "sandstream.server.settings_table"],
+    ["sandstream.server.http", "sandstream.server.databases"],
+    ["sandstream.server.streams", "sandstream.server.runner"],
+    ["sandstream.server.sessions", "sandstream.server.web"],
+    ["sandstream.server.chat.model"],
+    ["sandstream.server.chat.credentials"],
+    ["sandstream.server.chat.store"],
+    ["sandstream.server.chat.push", "sandstream.server.chat.mover"],
+    ["sandstream.server.chat.config"],
+    ["sandstream.server.chat.turns"],
+    ["sandstream.server.chat.agents"],
+    ["sandstream.server.chat.api"],
+    ["sandstream.server.chat"],
+    ["sandstream.server.app"],
+    ["sandstream.server.cli"],
+    ["sandstream.server"],
+]
+"""The server, over the core: shared plumbing, the roles, the chat's parts by
+sub-role, the chat's root (which mounts them), the app, the command line, and the
+package's root (its API)."""
+
+ROOFS = frozenset({"sandstream.server", "sandstream.server.chat"})
+"""Units that hold only their ``__init__`` and the modules directly in them: their
+subpackages are units of their own, each placed above."""
 
 
-# Within the chat, only the routes (api/), their mounting (serving.py) and the package's
-# own __init__ use the routes.
-for _part in (
-    "turns",
-    "agents",
-    "mover",
-    "push",
-    "credentials",
-    "service",
-    "dispatching",
-    "targets",
-    "records",
-    "requests",
-    "config",
-    "errors",
-    "ids",
-    "agent_profile",
-    "runner_answers",
-):
-    FORBIDDEN[f"sandstream.server.chat.{_part}"] = ("sandstream.server.chat.api",)
+def _ranks() -> dict[str, tuple[str, int]]:
+    ranks = {CORE: ("core", 0)}
+    for tree, layers in (("container", CONTAINER), ("server", SERVER)):
+        for rank, units in enumerate(layers, start=1):
+            ranks.update((unit, (tree, rank)) for unit in units)
+    return ranks
+
+
+RANKS = _ranks()
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -93,75 +78,128 @@ def _modules() -> Iterator[tuple[str, Path]]:
             yield ".".join([prefix, *parts]), path
 
 
-def _imports(module: str, path: Path, *, names: bool = True) -> Iterator[str]:
-    """The modules ``module`` imports, and with ``names`` each imported name as
-    ``module.name`` too (a submodule imported by name)."""
+MODULES = dict(_modules())
+PACKAGES = frozenset(module for module, path in MODULES.items() if path.name == "__init__.py")
+
+
+def unit_of(module: str) -> str | None:
+    """The unit holding ``module``: the longest unit it is in, where a roof holds only
+    its ``__init__`` and the plain modules directly in it."""
+    matches = [unit for unit in RANKS if module == unit or module.startswith(unit + ".")]
+    if not matches:
+        return None
+    unit = max(matches, key=len)
+    inside = module.removeprefix(unit).removeprefix(".")
+    if unit in ROOFS and inside and ("." in inside or module in PACKAGES):
+        return None
+    return unit
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, list[str]]]:
+    """Each sandstream module ``module`` imports, with the names it takes from it."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            for alias in node.names:
+                if alias.name.startswith("sandstream."):
+                    yield alias.name, []
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            yield target
-            if names:
-                yield from (f"{target}.{alias.name}" for alias in node.names)
+            if target == "sandstream" or target.startswith("sandstream."):
+                yield target, [alias.name for alias in node.names]
 
 
-def _within(name: str, package: str) -> bool:
-    return name == package or name.startswith(package + ".")
+@functools.cache
+def _bound(package: str) -> frozenset[str]:
+    """The names a package's ``__init__`` binds itself (not its submodules')."""
+    path = MODULES.get(package)
+    if path is None or path.name != "__init__.py":
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return frozenset(names)
 
 
-def _violations(module: str, path: Path) -> list[str]:
-    rules = [(owner, banned) for owner, banned in FORBIDDEN.items() if _within(module, owner)]
+def violations(module: str, path: Path) -> list[str]:
+    """What is wrong with ``module``'s imports (or its place)."""
+    own = unit_of(module)
+    if own is None:
+        return [f"{module} is in no unit: place its package in tests/test_layers.py"]
+    tree, rank = RANKS[own]
     found = []
-    for target in _imports(module, path):
-        for owner, banned in rules:
-            for package in banned:
-                if _within(target, package) and not _within(target, owner):
-                    found.append(f"{module} imports {target} ({owner} may not use {package})")
+    for target, names in _imports(module, path):
+        for name in names:
+            if f"{target}.{name}" in MODULES and name not in _bound(target):
+                target = f"{target}.{name}"  # a submodule taken by name
+        other = unit_of(target)
+        if other == own:
+            continue
+        if other is None:
+            found.append(f"{module} imports {target}, which is in no unit")
+            continue
+        other_tree, other_rank = RANKS[other]
+        if other_tree not in ("core", tree) or (other_tree == tree and other_rank >= rank):
+            found.append(f"{module} imports {target} ({own} may not use {other})")
+        elif target != other:
+            found.append(f"{module} imports {target}, inside {other}: use {other}'s API")
     return found
 
 
-MODULES = list(_modules())
+@pytest.mark.parametrize(("module", "path"), MODULES.items(), ids=list(MODULES))
+def test_a_module_imports_only_lower_units_through_their_api(module: str, path: Path) -> None:
+    assert violations(module, path) == []
 
 
-@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
-def test_a_module_imports_only_what_its_layer_may(module: str, path: Path) -> None:
-    assert _violations(module, path) == []
+def test_every_unit_exists() -> None:
+    assert [unit for unit in RANKS if unit not in MODULES] == []
 
 
-def test_outside_the_sessions_only_their_public_api_is_used() -> None:
-    found = [
-        f"{module} imports {target}"
-        for module, path in MODULES
-        if not _within(module, "sandstream.server.sessions")
-        for target in _imports(module, path, names=False)
-        if target.startswith("sandstream.server.sessions.")
-    ]
-    assert found == []
-
-
-def test_the_checker_sees_a_wrong_arrow(tmp_path: Path) -> None:
+def test_the_checker_sees_a_wrong_arrow_a_reach_inside_and_an_unplaced_module(
+    tmp_path: Path,
+) -> None:
     wrong = tmp_path / "routes.py"
     wrong.write_text(
-        "from ..chat.service import ChatService\n"
+        "from sandstream.server.chat import ChatService\n"
+        "from sandstream.server.http.problems import problem\n"
         "def f():\n    from sandstream.server.app import create_runner_app\n"
     )
-    found = _violations("sandstream.server.runner.routes", wrong)
-    assert len(found) == 4 and all("sandstream.server.runner may not use" in f for f in found)
+    found = violations("sandstream.server.runner.routes", wrong)
+    assert found == [
+        "sandstream.server.runner.routes imports sandstream.server.chat "
+        "(sandstream.server.runner may not use sandstream.server.chat)",
+        "sandstream.server.runner.routes imports sandstream.server.http.problems, inside "
+        "sandstream.server.http: use sandstream.server.http's API",
+        "sandstream.server.runner.routes imports sandstream.server.app "
+        "(sandstream.server.runner may not use sandstream.server.app)",
+    ]
+    unplaced = violations("sandstream.server.newrole.thing", wrong)
+    assert unplaced == [
+        "sandstream.server.newrole.thing is in no unit: place its package in tests/test_layers.py"
+    ]
 
 
 def test_benchmarks_do_not_import_the_tests() -> None:
     found = []
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        found += [
-            f"{module} imports {target}"
-            for target in _imports(module, path)
-            if _within(target, "tests")
-        ]
+        package = module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                target = node.module or ""
+            elif isinstance(node, ast.Import):
+                target = node.names[0].name
+            else:
+                continue
+            if target == "tests" or target.startswith("tests."):
+                found.append(f"{module} imports {target} ({package})")
     assert found == []

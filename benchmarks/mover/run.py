@@ -83,9 +83,9 @@ from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.leases import DatabaseLease
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import Batch, MovedChunks
-from sandstream.server.postgres import PostgresDatabase
+from sandstream.server.databases.postgres import PostgresDatabase
+from sandstream.server.databases.sqlite import SQLiteDatabase
 from sandstream.server.sessions import SessionSettings, get_sessions
-from sandstream.server.sqlite import SQLiteDatabase
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

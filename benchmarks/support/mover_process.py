@@ -27,8 +27,8 @@ from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, Remote
 from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import MovedChunks
-from sandstream.server.postgres import PostgresDatabase
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases.postgres import PostgresDatabase
+from sandstream.server.databases.sqlite import SQLiteDatabase
 
 
 class Folds:

@@ -15,9 +15,16 @@ from typing import Final
 
 import msgspec
 
-from sandstream.core.envelope import Envelope, Error, Result
-from sandstream.core.schemas import Attachment, ChatTurn, ClaudeCodeAgent, ConfigResponse
-from sandstream.core.translators.claude_code import ClaudeCodeTranslator
+from sandstream.core import (
+    Attachment,
+    ChatTurn,
+    ClaudeCodeAgent,
+    ClaudeCodeTranslator,
+    ConfigResponse,
+    Envelope,
+    Error,
+    Result,
+)
 
 from ..attachments import attachments_note
 from ..context import RunContext

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from sandstream.core.schemas import (
-    AcpAgent,
-    AgentSpec,
-    ClaudeCodeAgent,
-    OpenAIAgent,
-    ScriptedAgent,
-)
+from sandstream.core import AcpAgent, AgentSpec, ClaudeCodeAgent, OpenAIAgent, ScriptedAgent
 
 from ..context import RunContext
 

@@ -19,9 +19,7 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.schemas import OpenAIAgent
+from sandstream.core import JSONInputError, OpenAIAgent, decode_json
 
 from ..attachments import attachments_note
 from ..context import RunContext

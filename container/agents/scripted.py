@@ -30,17 +30,19 @@ from typing import Any, Final
 
 import trio
 
-from sandstream.core.envelope import (
+from sandstream.core import (
     Delta,
     DeltaKind,
     Envelope,
+    LoadSpec,
     Log,
     Permission,
     PermissionOption,
     PermissionReply,
+    ScriptedAgent,
+    ScriptedStep,
     Step,
 )
-from sandstream.core.schemas import LoadSpec, ScriptedAgent, ScriptedStep
 
 from ..context import RunContext
 from ..errors import AgentError, OutputClosedError

@@ -13,13 +13,18 @@
   serve it all (``sandstream serve``; docs/chat.md).
 """
 
-from .agent_profile import AgentProfile, load_agent_profile
-from .agents.live import LiveAgentsRun, LiveRun, LiveRuns
-from .agents.relay import RelayBody
-from .agents.upstream import EmbeddedUpstream, RemoteUpstream
-from .api.guard import get_service
-from .config import ChatSettings
-from .errors import (
+from sandstream.server.chat.agents import (
+    EmbeddedUpstream,
+    LiveAgentsRun,
+    LiveRun,
+    LiveRuns,
+    RelayBody,
+    RemoteUpstream,
+)
+from sandstream.server.chat.api import ChatService, get_service
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.model import (
+    AgentProfile,
     AttachmentError,
     ChatBusyError,
     ChatConfigError,
@@ -27,21 +32,27 @@ from .errors import (
     ChatNotFoundError,
     FileNotFoundInBagError,
     StoreError,
+    Target,
     TargetError,
     TokenRejectedError,
     UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
+    load_agent_profile,
+    resolve_target,
 )
-from .mover.settle import TurnFold, TurnSettler, fold_chunks
-from .mover.turns import LockKeepingLease, TurnMover
-from .service import ChatService
+from sandstream.server.chat.mover import TurnFold, TurnSettler, fold_chunks
+from sandstream.server.chat.store import (
+    BlobStore,
+    ChatStore,
+    PostgresChatStore,
+    SqlChatStore,
+    SQLiteChatStore,
+    sanitize_name,
+)
+from sandstream.server.chat.turns import LockKeepingLease, TurnMover, TurnStreamBody
+
 from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
-from .store.bag import BlobStore, sanitize_name
-from .store.contract import ChatStore
-from .store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
-from .targets import Target, resolve_target
-from .turns.viewer import TurnStreamBody
 
 __all__ = [
     "AgentProfile",

@@ -19,22 +19,23 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Response
 from quart_trio import QuartTrio
 
-from sandstream.server.http.problems import SHUTTING_DOWN, problem
-from sandstream.server.http.requests import json_response
-from sandstream.server.http.serve import serve
-from sandstream.server.runner.routes import TurnAwareHTTPConnection
-
-from .agents.live import LiveRun
-from .agents.service import PENDING_RUNS
-from .api.agents import agents_blueprint
-from .api.callbacks import callbacks_blueprint
-from .api.chat import chat_blueprint, stream_blueprint
-from .api.cors import install_cors
-from .api.guard import CHAT_EXTENSION, get_service
-from .api.multipart import PART_OVERHEAD
-from .api.push import push_ack_blueprint, push_blueprint
-from .api.ui_stream import ui_blueprint
-from .service import ChatService
+from sandstream.server.chat.agents import PENDING_RUNS, LiveRun
+from sandstream.server.chat.api import (
+    CHAT_EXTENSION,
+    PART_OVERHEAD,
+    ChatService,
+    agents_blueprint,
+    callbacks_blueprint,
+    chat_blueprint,
+    get_service,
+    install_cors,
+    push_ack_blueprint,
+    push_blueprint,
+    stream_blueprint,
+    ui_blueprint,
+)
+from sandstream.server.http import SHUTTING_DOWN, json_response, problem, serve
+from sandstream.server.runner import TurnAwareHTTPConnection
 
 __all__ = ["ChatAwareHTTPConnection", "install_chat", "serve_chat"]
 

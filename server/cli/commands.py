@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Final
 
-from sandstream.core.cli import exit_quietly_on_broken_pipe
+from sandstream.core import exit_quietly_on_broken_pipe
 
 from .runner import runner_main
 from .serve import serve_main

@@ -19,7 +19,7 @@ from typing import Final, Literal, TextIO, TypeAlias
 
 import msgspec
 
-from sandstream.server.runner.access_log import ACCESS_LOGGER
+from sandstream.server.runner import ACCESS_LOGGER
 
 __all__ = [
     "LOG_FORMATS",

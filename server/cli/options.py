@@ -18,21 +18,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
-from sandstream.server.runner.bwrap import BwrapLauncher, bwrap_available
-from sandstream.server.runner.launcher import (
+from sandstream.core import AGENTS_DIR_ENV, default_agents_dir
+from sandstream.server.runner import (
     DEFAULT_CONTAINER_ARGV,
     DEFAULT_KILL_GRACE,
-    ContainerLauncher,
-    LocalSubprocessLauncher,
-)
-from sandstream.server.runner.limits import ResourceLimits, parse_size
-from sandstream.server.runner.network import (
     NETWORK_MODES,
+    BwrapLauncher,
+    ContainerLauncher,
     Endpoint,
+    LocalSubprocessLauncher,
     NetworkMode,
+    ResourceLimits,
+    bwrap_available,
     network_mode,
     parse_endpoint,
+    parse_size,
 )
 from sandstream.server.sessions import SessionSettings
 from sandstream.server.settings_table import Setting, from_args, settings_of

@@ -18,11 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from sandstream.server.app import create_runner_app
-from sandstream.server.http.auth import resolve_token
-from sandstream.server.http.errors import MissingTokenError
-from sandstream.server.http.serve import serve, shutdown_signals
-from sandstream.server.runner.routes import get_runner
-from sandstream.server.runner.settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings
+from sandstream.server.http import MissingTokenError, resolve_token, serve, shutdown_signals
+from sandstream.server.runner import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings, get_runner
 from sandstream.server.settings_table import Setting, add_settings, from_args, settings_of
 
 from .logs import configure_logging

@@ -22,8 +22,7 @@ from hypercorn.config import Config
 from quart_trio import QuartTrio
 
 from sandstream.server.app import create_metrics_app
-from sandstream.server.http.malloc import keep_large_buffers
-from sandstream.server.http.serve import raise_open_file_limit
+from sandstream.server.http import keep_large_buffers, raise_open_file_limit
 
 __all__ = ["hypercorn_config", "run_server", "serve_with_metrics"]
 

@@ -23,25 +23,21 @@ import trio
 from hypercorn.config import Config
 
 from sandstream.server.app import create_chat_app
-from sandstream.server.chat.agent_profile import load_agent_profile
-from sandstream.server.chat.config import ChatSettings
-from sandstream.server.chat.credentials.api_token import (
-    ApiToken,
-    read_or_create_secret,
-    resolve_api_token,
+from sandstream.server.chat import serve_chat
+from sandstream.server.chat.api import ChatService
+from sandstream.server.chat.config import ChatSettings, probe_public_url
+from sandstream.server.chat.credentials import ApiToken, read_or_create_secret, resolve_api_token
+from sandstream.server.chat.model import ChatConfigError, StoreError, load_agent_profile
+from sandstream.server.chat.push import PushSettings, load_credentials
+from sandstream.server.chat.store import PostgresChatStore, SqlChatStore, SQLiteChatStore
+from sandstream.server.http import TOKEN_ENV, shutdown_signals
+from sandstream.server.runner import (
+    SHUTDOWN_TIMEOUT,
+    STALL_TIMEOUT,
+    ContainerLauncher,
+    Runner,
+    RunnerSettings,
 )
-from sandstream.server.chat.errors import ChatConfigError, StoreError
-from sandstream.server.chat.public_url import probe_public_url
-from sandstream.server.chat.push.senders import load_credentials
-from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.service import ChatService
-from sandstream.server.chat.serving import serve_chat
-from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
-from sandstream.server.http.auth import TOKEN_ENV
-from sandstream.server.http.serve import shutdown_signals
-from sandstream.server.runner.launcher import ContainerLauncher
-from sandstream.server.runner.service import Runner
-from sandstream.server.runner.settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings
 from sandstream.server.sessions import SessionSettings
 from sandstream.server.settings_table import (
     Setting,

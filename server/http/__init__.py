@@ -17,4 +17,85 @@
 Roles (``runner``, ``sessions``, ``chat``) import from here; nothing here imports a role.
 """
 
-__all__: list[str] = []
+from .asgi import BODY_LIMITS, RAW_ROUTES, HTTPConnection
+from .auth import TOKEN_ENV, check_bearer, resolve_token
+from .client_watch import ClientWatch
+from .connection import abort_scope_connection
+from .errors import BadRequestError, MissingTokenError
+from .fanout import LiveConnection, LiveFraming, Offered, Run, RunFraming, live_connection
+from .malloc import keep_large_buffers
+from .metrics import (
+    METRICS_EXTENSION,
+    AppMetrics,
+    get_metrics,
+    install_metrics,
+    mount_metrics_route,
+    route_template,
+)
+from .problems import (
+    AT_CAPACITY,
+    INVALID_BODY,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    SHUTTING_DOWN,
+    UNAUTHORIZED,
+    UNSUPPORTED_MEDIA_TYPE,
+    error_problem,
+    http_problem,
+    install_problem_handlers,
+    invalid,
+    problem,
+    status_type,
+    unauthorized,
+    unexpected_problem,
+)
+from .requests import int_query, json_response, read_json, require_query
+from .serve import raise_open_file_limit, serve, shutdown_signals
+
+__all__: list[str] = [
+    "AT_CAPACITY",
+    "BODY_LIMITS",
+    "INVALID_BODY",
+    "METRICS_EXTENSION",
+    "NOT_FOUND",
+    "PAYLOAD_TOO_LARGE",
+    "RAW_ROUTES",
+    "SHUTTING_DOWN",
+    "TOKEN_ENV",
+    "UNAUTHORIZED",
+    "UNSUPPORTED_MEDIA_TYPE",
+    "AppMetrics",
+    "BadRequestError",
+    "ClientWatch",
+    "HTTPConnection",
+    "LiveConnection",
+    "LiveFraming",
+    "MissingTokenError",
+    "Offered",
+    "Run",
+    "RunFraming",
+    "abort_scope_connection",
+    "check_bearer",
+    "error_problem",
+    "get_metrics",
+    "http_problem",
+    "install_metrics",
+    "install_problem_handlers",
+    "int_query",
+    "invalid",
+    "json_response",
+    "keep_large_buffers",
+    "live_connection",
+    "mount_metrics_route",
+    "problem",
+    "raise_open_file_limit",
+    "read_json",
+    "require_query",
+    "resolve_token",
+    "route_template",
+    "serve",
+    "shutdown_signals",
+    "status_type",
+    "unauthorized",
+    "unexpected_problem",
+]

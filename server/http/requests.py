@@ -13,8 +13,8 @@ from typing import Any, Final, TypeVar
 import msgspec
 from quart import Response, request
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json as core_decode_json
+from sandstream.core import JSONInputError
+from sandstream.core import decode_json as core_decode_json
 
 from .errors import BadRequestError
 from .problems import invalid, too_large

@@ -10,8 +10,8 @@
   writes one record per turn.
 """
 
-from .access_log import AccessLog
-from .bwrap import BwrapContainer, BwrapLauncher
+from .access_log import ACCESS_LOGGER, AccessLog
+from .bwrap import BwrapContainer, BwrapLauncher, bwrap_available
 from .errors import (
     AtCapacityError,
     LaunchError,
@@ -20,19 +20,37 @@ from .errors import (
     TurnStateError,
 )
 from .launcher import (
+    DEFAULT_CONTAINER_ARGV,
+    DEFAULT_KILL_GRACE,
     ContainerExit,
     ContainerHandle,
     ContainerLauncher,
     LocalContainer,
     LocalSubprocessLauncher,
 )
-from .limits import LimitExceeded, ResourceLimits
-from .routes import get_runner, install_runner, runner_blueprint
+from .limits import LimitExceeded, ResourceLimits, parse_size
+from .metrics import RunnerCollector
+from .network import NETWORK_MODES, Endpoint, NetworkMode, network_mode, parse_endpoint
+from .routes import (
+    NDJSON_CONTENT_TYPE,
+    TurnAwareHTTPConnection,
+    get_runner,
+    install_runner,
+    runner_blueprint,
+)
 from .service import Runner, default_launcher
-from .settings import RunnerSettings
-from .turn import AccessRecord, TurnOutcome, TurnStream
+from .settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings
+from .turn import END_GRACE, AccessRecord, TurnOutcome, TurnStream
 
 __all__ = [
+    "ACCESS_LOGGER",
+    "DEFAULT_CONTAINER_ARGV",
+    "DEFAULT_KILL_GRACE",
+    "END_GRACE",
+    "NDJSON_CONTENT_TYPE",
+    "NETWORK_MODES",
+    "SHUTDOWN_TIMEOUT",
+    "STALL_TIMEOUT",
     "AccessLog",
     "AccessRecord",
     "AtCapacityError",
@@ -41,20 +59,28 @@ __all__ = [
     "ContainerExit",
     "ContainerHandle",
     "ContainerLauncher",
+    "Endpoint",
     "LaunchError",
     "LimitExceeded",
     "LocalContainer",
     "LocalSubprocessLauncher",
+    "NetworkMode",
     "ResourceLimits",
     "Runner",
+    "RunnerCollector",
     "RunnerSettings",
     "RunnerUnavailableError",
     "ShuttingDownError",
+    "TurnAwareHTTPConnection",
     "TurnOutcome",
     "TurnStateError",
     "TurnStream",
+    "bwrap_available",
     "default_launcher",
     "get_runner",
     "install_runner",
+    "network_mode",
+    "parse_endpoint",
+    "parse_size",
     "runner_blueprint",
 ]

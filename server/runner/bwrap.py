@@ -32,7 +32,7 @@ from typing import Final
 
 import trio
 
-from sandstream.core.schemas import HEAP_TUNABLES
+from sandstream.core import HEAP_TUNABLES
 
 from .errors import LaunchError
 from .huge_pages import THP_SETTING

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from sandstream.server.errors import ProblemError, ServerError
-from sandstream.server.http.problems import AT_CAPACITY, SHUTTING_DOWN
+from sandstream.server.http import AT_CAPACITY, SHUTTING_DOWN
 
 __all__ = [
     "AtCapacityError",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sandstream.core.schemas import HEAP_TUNABLES
+from sandstream.core import HEAP_TUNABLES
 
 __all__ = ["THP_SETTING", "heap_env", "huge_pages_allowed"]
 

@@ -28,7 +28,7 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 import trio
 
-from sandstream.core.schemas import Dispatch
+from sandstream.core import Dispatch
 
 from .errors import LaunchError
 from .procs import signal_group

@@ -20,12 +20,16 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Quart, Response, current_app, request
 from quart.wrappers.response import ResponseBody
 
-from sandstream.core.schemas import Dispatch
-from sandstream.server.http.asgi import HTTPConnection
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import SHUTTING_DOWN, UNAUTHORIZED, problem
-from sandstream.server.http.requests import read_json
+from sandstream.core import Dispatch
+from sandstream.server.http import (
+    SHUTTING_DOWN,
+    UNAUTHORIZED,
+    HTTPConnection,
+    abort_scope_connection,
+    check_bearer,
+    problem,
+    read_json,
+)
 
 from .service import Runner
 from .turn import TurnStream

@@ -21,9 +21,7 @@ from typing import Literal, get_args
 import msgspec
 import trio
 
-from sandstream.core import Mode
-from sandstream.core.envelope import LIVE_EXTENSION
-from sandstream.core.schemas import Dispatch
+from sandstream.core import LIVE_EXTENSION, Dispatch, Mode
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available

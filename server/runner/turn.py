@@ -26,8 +26,7 @@ from typing import Final, Literal, TypeAlias
 
 import trio
 
-from sandstream.core import Error, Mode, Result, StreamProcessor
-from sandstream.core.envelope import Permission, encode_line
+from sandstream.core import Error, Mode, Permission, Result, StreamProcessor, encode_line
 
 from .errors import LaunchError, TurnStateError
 from .launcher import ContainerExit, ContainerHandle, ContainerLauncher

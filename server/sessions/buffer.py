@@ -12,7 +12,7 @@ and deletes the segments below it.
 
 Calls raise :class:`sqlite3.Error` when the database fails and the stream store's
 errors when it does. Cancellation: a database call that has started runs to
-completion in its thread (:mod:`sandstream.server.sqlite`); an append handed over is
+completion in its thread (:mod:`sandstream.server.databases.sqlite`); an append handed over is
 stored and reported whether or not anyone still waits.
 """
 
@@ -29,10 +29,15 @@ from typing import Final, Literal, TypeAlias
 
 import trio
 
-from sandstream.server.sqlite import SQLiteDatabase
-from sandstream.server.streams import StreamConfig, StreamError, StreamNotFoundError, StreamStore
-from sandstream.server.streams.records import Record
-from sandstream.server.streams.stream import Stream
+from sandstream.server.databases import SQLiteDatabase
+from sandstream.server.streams import (
+    Record,
+    Stream,
+    StreamConfig,
+    StreamError,
+    StreamNotFoundError,
+    StreamStore,
+)
 
 __all__ = [
     "BUFFER_FILE",

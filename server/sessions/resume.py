@@ -16,10 +16,8 @@ from typing import Final
 from quart import Response
 from werkzeug.datastructures import Headers
 
-from sandstream.core.cursors import resume_cursor
-from sandstream.core.errors import CursorError
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.problems import problem
+from sandstream.core import CursorError, resume_cursor
+from sandstream.server.http import BadRequestError, problem
 
 __all__ = ["CURSOR_AHEAD", "INVALID_CURSOR", "cursor_ahead", "request_cursor"]
 

@@ -23,13 +23,20 @@ from quart import Blueprint, Quart, Response, current_app, request, websocket
 from quart.wrappers.response import ResponseBody
 from werkzeug.datastructures import Headers
 
-from sandstream.core.schemas import Dispatch, PermissionAnswer
-from sandstream.core.sse import PING
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.fanout import LiveFraming, live_connection
-from sandstream.server.http.problems import NOT_FOUND, invalid, problem, unauthorized
-from sandstream.server.http.requests import int_query, json_response, read_json
+from sandstream.core import PING, Dispatch, PermissionAnswer
+from sandstream.server.http import (
+    NOT_FOUND,
+    BadRequestError,
+    LiveFraming,
+    check_bearer,
+    int_query,
+    invalid,
+    json_response,
+    live_connection,
+    problem,
+    read_json,
+    unauthorized,
+)
 
 from .counts import SessionCounts, Transport
 from .errors import (

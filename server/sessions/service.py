@@ -23,10 +23,8 @@ from typing import Final
 import msgspec
 import trio
 
-from sandstream.core import StreamProcessor
-from sandstream.core.schemas import Dispatch
-from sandstream.server.runner.service import Runner
-from sandstream.server.runner.turn import TurnStream
+from sandstream.core import Dispatch, StreamProcessor
+from sandstream.server.runner import Runner, TurnStream
 from sandstream.server.streams import StreamError, StreamStore
 
 from .buffer import SessionBuffer, SessionRow, SessionState

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Final, Protocol
 import msgspec
 import trio
 
-from sandstream.core.schemas import PermissionAnswer, UserMessage
-from sandstream.server.runner.turn import TurnStream
+from sandstream.core import PermissionAnswer, UserMessage
+from sandstream.server.runner import TurnStream
 
 from .buffer import Outcome, Run, SessionBuffer, SessionRuns, SessionState, runs_after
 from .counts import SessionCounts
@@ -38,7 +38,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from sandstream.server.http.fanout import Offered
+    from sandstream.server.http import Offered
 
 __all__ = [
     "LiveReader",

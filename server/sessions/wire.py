@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from sandstream.core.sse import format_event, line_frames
+from sandstream.core import format_event, line_frames
 
 from .buffer import split_chunks
 

@@ -24,6 +24,7 @@ from .errors import (
     StreamNotFoundError,
     StreamStoreFailedError,
 )
+from .records import Record
 from .routes import STREAM_PREFIX, Streams, get_streams, install_streams
 from .settings import StreamSettings
 from .store import Appended, Chunk, StreamStore
@@ -35,6 +36,7 @@ __all__ = [
     "Chunk",
     "InvalidStreamRequestError",
     "ProducerSequenceGapError",
+    "Record",
     "StaleProducerEpochError",
     "Stream",
     "StreamClosedError",

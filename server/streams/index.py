@@ -8,7 +8,7 @@ after its checkpoint. Creates, deletes and close-only requests commit here befor
 they are answered (``synchronous=FULL``); checkpoints are written in the background.
 
 Calls raise :class:`sqlite3.Error` when the database fails. Cancellation: a call that
-has started runs to completion in its thread (:mod:`sandstream.server.sqlite`).
+has started runs to completion in its thread (:mod:`sandstream.server.databases.sqlite`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases import SQLiteDatabase
 
 from .producers import ProducerState
 from .records import ProducerStamp

@@ -24,7 +24,7 @@ from .cursors import interval_cursor
 from .records import Record
 
 if TYPE_CHECKING:
-    from sandstream.server.http.fanout import Offered
+    from sandstream.server.http import Offered
 
 __all__ = ["LiveAppend", "LiveReader", "LiveSet", "LiveSubscriber"]
 

@@ -36,9 +36,15 @@ from werkzeug.datastructures import Headers
 from werkzeug.exceptions import RequestTimeout
 
 from sandstream.server.errors import ProblemError
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.metrics import METRICS_EXTENSION, AppMetrics, route_template
-from sandstream.server.http.problems import error_problem, http_problem, unexpected_problem
+from sandstream.server.http import (
+    METRICS_EXTENSION,
+    AppMetrics,
+    check_bearer,
+    error_problem,
+    http_problem,
+    route_template,
+    unexpected_problem,
+)
 
 from .answers import append, with_common_headers
 from .store import StreamStore

@@ -19,10 +19,14 @@ import trio
 from quart import Blueprint, Quart, Response, current_app, request
 from werkzeug.datastructures import Headers
 
-from sandstream.server.http.asgi import BODY_LIMITS, RAW_ROUTES
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.problems import problem, unauthorized
+from sandstream.server.http import (
+    BODY_LIMITS,
+    RAW_ROUTES,
+    BadRequestError,
+    check_bearer,
+    problem,
+    unauthorized,
+)
 
 from .answers import append, with_common_headers
 from .cursors import response_cursor

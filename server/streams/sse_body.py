@@ -21,7 +21,7 @@ from typing import Final
 
 import trio
 
-from sandstream.server.http.fanout import RunFraming, live_connection
+from sandstream.server.http import RunFraming, live_connection
 
 from .cursors import interval_cursor, response_cursor
 from .live import LiveAppend, LiveReader

@@ -20,7 +20,7 @@ from typing import Final
 
 from quart import Blueprint, Response, request
 
-from sandstream.server.http.problems import NOT_FOUND, problem
+from sandstream.server.http import NOT_FOUND, problem
 
 __all__ = ["CONTENT_SECURITY_POLICY", "web_blueprint"]
 

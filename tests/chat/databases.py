@@ -17,8 +17,8 @@ from benchmarks.support.postgres_server import PostgresServer
 from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
-from sandstream.server.postgres import PostgresDatabase
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases.postgres import PostgresDatabase
+from sandstream.server.databases.sqlite import SQLiteDatabase
 
 __all__ = ["ChatDatabases", "current", "database_url", "open_database", "open_store", "use"]
 

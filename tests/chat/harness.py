@@ -60,9 +60,9 @@ from sandstream.server.chat import (
     serve_chat,
 )
 from sandstream.server.chat.credentials.one_time import mint_tokens
-from sandstream.server.chat.ids import new_id, now_ms
+from sandstream.server.chat.model.ids import new_id, now_ms
+from sandstream.server.chat.model.records import DispatchRecord, TurnRequest, TurnStart
 from sandstream.server.chat.mover import Passed, RemoteSource
-from sandstream.server.chat.records import DispatchRecord, TurnRequest, TurnStart
 from sandstream.server.chat.store.bag import PostgresBlobStore
 from sandstream.server.chat.store.moved_runs import Batch
 from sandstream.server.runner.launcher import DEFAULT_CONTAINER_ARGV

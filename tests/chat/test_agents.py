@@ -11,7 +11,7 @@ from quart import Response
 from quart_trio import QuartTrio
 
 from benchmarks.support.servers import serve_app
-from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.model.ids import now_ms
 from tests.chat.harness import WORKSPACE, ChatServer, scripted, start_chat_server, write
 from tests.server.harness import parse_stream
 

@@ -25,9 +25,9 @@ from sandstream.server.chat.credentials.one_time import (
     idempotency_key,
     mint_tokens,
 )
-from sandstream.server.chat.errors import IdempotencyKeyError
-from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.records import Environment, TurnFinish, TurnRequest, TurnStart
+from sandstream.server.chat.model.errors import IdempotencyKeyError
+from sandstream.server.chat.model.ids import new_id, now_ms
+from sandstream.server.chat.model.records import Environment, TurnFinish, TurnRequest, TurnStart
 from tests.chat.harness import WORKSPACE, ChatServer, start_chat_server
 
 pytestmark = pytest.mark.usefixtures("chat_database")

@@ -13,8 +13,8 @@ import trio
 from sandstream.container.agents.scripted import split_words
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent
 from sandstream.server.chat import AgentProfile, load_agent_profile
-from sandstream.server.chat.agent_profile import demo_plan
-from sandstream.server.chat.records import DispatchRecord
+from sandstream.server.chat.model.agent_profile import demo_plan
+from sandstream.server.chat.model.records import DispatchRecord
 from tests.chat.harness import start_chat_server
 
 pytestmark = pytest.mark.usefixtures("chat_database")

@@ -15,7 +15,7 @@ import trio
 from sandstream.core.persistence import StepTraceBlock
 from sandstream.core.schemas import LoadSpec, ScriptedAgent
 from sandstream.server import BwrapContainer, LocalContainer, RunnerSettings
-from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.model.ids import now_ms
 from sandstream.server.runner.turn import TurnStream
 from tests.chat.harness import (
     API_TOKEN,

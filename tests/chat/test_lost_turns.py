@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from sandstream.server.chat import SqlChatStore
-from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.model.ids import now_ms
 from sandstream.server.sessions.buffer import BUFFER_FILE
 from tests.chat.databases import open_store
 from tests.chat.harness import (

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from benchmarks.support.redis_server import TlsFiles, open_redis_server
 from sandstream.server.chat import ChatSettings
-from sandstream.server.chat.errors import (
+from sandstream.server.chat.model.errors import (
     ChatConfigError,
     RedisAuthError,
     RedisConnectionError,
@@ -26,7 +26,7 @@ from sandstream.server.chat.mover import RedisLease, open_lease
 from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.mover.redis_url import RedisAddress, parse_redis_url
 from sandstream.server.chat.store.moved_runs import MovedChunks
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases.sqlite import SQLiteDatabase
 
 MAX_INT64 = 2**63 - 1
 

@@ -17,10 +17,10 @@ import trio
 
 from benchmarks.support.postgres_server import PostgresServer
 from sandstream.server.chat import ChatBusyError, PostgresChatStore, TokenRejectedError
-from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.model.ids import now_ms
 from sandstream.server.chat.store.database import Connection
 from sandstream.server.chat.store.migrations import POSTGRES_MIGRATIONS, migrate_postgres
-from sandstream.server.postgres import PostgresDatabase
+from sandstream.server.databases.postgres import PostgresDatabase
 from tests.chat.test_store import WS, _finish, _request
 
 REPLICAS = 2

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.support.ports import free_port
-from sandstream.server.chat.errors import PublicUrlError
-from sandstream.server.chat.public_url import normalize_public_url
+from sandstream.server.chat.config.public_url import normalize_public_url
+from sandstream.server.chat.model.errors import PublicUrlError
 from tests.chat.harness import DEADLINE, ServeProcess, start_serve_process
 
 

@@ -25,8 +25,8 @@ from sandstream.core.persistence import (
 )
 from sandstream.core.schemas import ChatTurn
 from sandstream.server.chat import SQLiteChatStore, load_agent_profile
-from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.records import TurnFinish, TurnRequest
+from sandstream.server.chat.model.ids import new_id, now_ms
+from sandstream.server.chat.model.records import TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, migrate
 from sandstream.server.chat.store.sql import DATABASE_NAME
 from tests.chat.harness import WORKSPACE, ChatServer, allow, start_chat_server

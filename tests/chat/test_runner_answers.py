@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from sandstream.server.chat.runner_answers import ERROR_BODY_LIMIT, answer_detail
+from sandstream.server.chat.model.runner_answers import ERROR_BODY_LIMIT, answer_detail
 
 
 class _Endless(httpx.AsyncByteStream):

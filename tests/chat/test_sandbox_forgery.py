@@ -21,7 +21,7 @@ import trio
 from benchmarks.support.model_server import ModelScript, start_model_server
 from sandstream.core.schemas import ConfigResponse
 from sandstream.server.chat import AgentProfile
-from sandstream.server.chat.records import Environment
+from sandstream.server.chat.model.records import Environment
 from tests.chat.harness import (
     WORKSPACE,
     ChatServer,

@@ -26,11 +26,11 @@ from sandstream.server.chat import (
     resolve_target,
     sanitize_name,
 )
-from sandstream.server.chat.agent_profile import sandbox_attachments
 from sandstream.server.chat.credentials.api_token import resolve_api_token
 from sandstream.server.chat.credentials.one_time import hash_token, mint_tokens
-from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.records import BagFile, NewBlob, TurnFinish, TurnRequest
+from sandstream.server.chat.model.agent_profile import sandbox_attachments
+from sandstream.server.chat.model.ids import new_id, now_ms
+from sandstream.server.chat.model.records import BagFile, NewBlob, TurnFinish, TurnRequest
 from sandstream.server.chat.store.migrations import MIGRATIONS, current_version
 from tests.chat.databases import open_store
 

@@ -23,8 +23,8 @@ from typing import Any, Final
 from sandstream.container.cli import build_parser as build_container_parser
 from sandstream.container.run import SKILLS_PATH_VAR
 from sandstream.core.schemas import HEAP_TUNABLES
-from sandstream.server.chat.agent_profile import OPENAI_ENV_VARS
 from sandstream.server.chat.credentials.api_token import API_TOKEN_ENV, API_TOKEN_FILE
+from sandstream.server.chat.model.agent_profile import OPENAI_ENV_VARS
 from sandstream.server.cli.runner import build_runner_parser
 from sandstream.server.cli.serve import RUNNER_TOKEN_FILE, build_serve_parser
 from sandstream.server.http.auth import TOKEN_ENV

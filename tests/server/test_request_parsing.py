@@ -16,7 +16,7 @@ from quart_trio import QuartTrio
 
 from sandstream.core.schemas import Dispatch
 from sandstream.server.chat.api.bodies import CreateChatRequest, check_id
-from sandstream.server.chat.requests import ChatStreamRequest, Identifier, Title
+from sandstream.server.chat.model.requests import ChatStreamRequest, Identifier, Title
 from sandstream.server.http.errors import BadRequestError
 from sandstream.server.http.requests import decode_json, int_query
 

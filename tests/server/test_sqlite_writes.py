@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases.sqlite import SQLiteDatabase
 
 
 def _schema(conn: sqlite3.Connection) -> None:

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
-from sandstream.core.schemas import AcpPreset
+from sandstream.core import AGENTS_DIR_ENV, AcpPreset, default_agents_dir
 
 from ...errors import ConfigError, ContainerError
 

@@ -19,7 +19,7 @@ from typing import Any, Final
 import trio
 from acp.schema import PermissionOption as AcpOption
 
-from sandstream.core.envelope import Permission, PermissionOption, PermissionReply
+from sandstream.core import Permission, PermissionOption, PermissionReply
 
 from ...context import RunContext
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from sandstream.core.schemas import AcpAgent, AcpPreset
+from sandstream.core import AcpAgent, AcpPreset
 
 from ...errors import ConfigError
 from .install import AGENTS, installed_command, prefix_of

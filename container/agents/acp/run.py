@@ -20,7 +20,7 @@ from typing import Final
 
 import trio
 
-from sandstream.core.schemas import AcpAgent
+from sandstream.core import AcpAgent
 
 from ...context import RunContext
 from ...errors import AgentError, ContainerError

@@ -32,7 +32,7 @@ from acp.schema import (
     SessionNotification,
 )
 
-from sandstream.core.schemas import ConfigResponse
+from sandstream.core import ConfigResponse
 
 from ...context import RunContext
 from ...errors import ContainerError

@@ -35,7 +35,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from sandstream.core.envelope import Delta, DeltaKind, LiveEnvelope, Log, Step
+from sandstream.core import Delta, DeltaKind, LiveEnvelope, Log, Step
 
 from ...output import new_step_id
 

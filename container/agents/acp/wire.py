@@ -16,9 +16,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.translators.long_lines import LongLineSplitter
+from sandstream.core import JSONInputError, LongLineSplitter, decode_json
 
 from .errors import ProtocolError
 

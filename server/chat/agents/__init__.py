@@ -7,4 +7,18 @@
 - :mod:`.live` — the runs in flight, each finished exactly once.
 """
 
-__all__: list[str] = []
+from .live import LiveAgentsRun, LiveRun, LiveRuns
+from .relay import RelayBody
+from .service import PENDING_RUNS, AgentsRuns
+from .upstream import EmbeddedUpstream, RemoteUpstream
+
+__all__: list[str] = [
+    "PENDING_RUNS",
+    "AgentsRuns",
+    "EmbeddedUpstream",
+    "LiveAgentsRun",
+    "LiveRun",
+    "LiveRuns",
+    "RelayBody",
+    "RemoteUpstream",
+]

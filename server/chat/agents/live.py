@@ -17,10 +17,9 @@ import sqlite3
 import trio
 
 from sandstream.core import StreamProcessor
+from sandstream.server.chat.model import StoreError, now_ms
+from sandstream.server.chat.store import DispatchStore
 
-from ..errors import StoreError
-from ..ids import now_ms
-from ..store.contract import DispatchStore
 from .upstream import Upstream
 
 __all__ = ["LiveAgentsRun", "LiveRun", "LiveRuns"]

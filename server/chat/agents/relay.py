@@ -23,8 +23,8 @@ from typing import Final
 import trio
 from quart.wrappers.response import ResponseBody
 
-from sandstream.server.http.client_watch import ClientWatch
-from sandstream.server.runner.turn import END_GRACE
+from sandstream.server.http import ClientWatch
+from sandstream.server.runner import END_GRACE
 
 from .live import LiveRun
 from .upstream import UpstreamEnd

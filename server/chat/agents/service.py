@@ -13,17 +13,14 @@ from typing import Any, Final
 import msgspec
 import trio
 
-from sandstream.core.schemas import ChatTurn
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.runner.service import Runner
+from sandstream.core import ChatTurn
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.model import AgentsRunRequest, DispatchRecord, Target, new_id, now_ms
+from sandstream.server.chat.store import DispatchStore
+from sandstream.server.chat.turns import Dispatcher
+from sandstream.server.http import abort_scope_connection
+from sandstream.server.runner import Runner
 
-from ..config import ChatSettings
-from ..dispatching import Dispatcher
-from ..ids import new_id, now_ms
-from ..records import DispatchRecord
-from ..requests import AgentsRunRequest
-from ..store.contract import DispatchStore
-from ..targets import Target
 from .live import LiveAgentsRun, LiveRun, LiveRuns
 from .upstream import EmbeddedUpstream, RemoteUpstream, Upstream
 

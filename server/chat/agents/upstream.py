@@ -16,9 +16,8 @@ from typing import Literal, Protocol
 import httpx
 import trio
 
-from sandstream.server.runner.turn import TurnStream
-
-from ..runner_answers import answer_detail
+from sandstream.server.chat.model import answer_detail
+from sandstream.server.runner import TurnStream
 
 __all__ = [
     "EmbeddedUpstream",

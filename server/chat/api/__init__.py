@@ -11,4 +11,27 @@
 A chat error a route lets out answers for itself (:mod:`..errors`).
 """
 
-__all__: list[str] = []
+from .agents import agents_blueprint
+from .callbacks import callbacks_blueprint
+from .chat import chat_blueprint, stream_blueprint
+from .cors import install_cors
+from .guard import CHAT_EXTENSION, get_service
+from .multipart import PART_OVERHEAD
+from .push import push_ack_blueprint, push_blueprint
+from .service import ChatService
+from .ui_stream import ui_blueprint
+
+__all__: list[str] = [
+    "CHAT_EXTENSION",
+    "PART_OVERHEAD",
+    "ChatService",
+    "agents_blueprint",
+    "callbacks_blueprint",
+    "chat_blueprint",
+    "get_service",
+    "install_cors",
+    "push_ack_blueprint",
+    "push_blueprint",
+    "stream_blueprint",
+    "ui_blueprint",
+]

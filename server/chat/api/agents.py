@@ -15,15 +15,18 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.http.problems import NOT_FOUND, invalid, problem
-from sandstream.server.http.requests import json_response, read_json
-from sandstream.server.runner.routes import NDJSON_CONTENT_TYPE
+from sandstream.server.chat.agents import RelayBody
+from sandstream.server.chat.model import AgentsRunRequest, Environment, now_ms
+from sandstream.server.http import (
+    NOT_FOUND,
+    abort_scope_connection,
+    invalid,
+    json_response,
+    problem,
+    read_json,
+)
+from sandstream.server.runner import NDJSON_CONTENT_TYPE
 
-from ..agents.relay import RelayBody
-from ..ids import now_ms
-from ..records import Environment
-from ..requests import AgentsRunRequest
 from .bodies import EnvironmentRequest, check_id, workspace_query
 from .downloads import file_response
 from .guard import get_service, require_api_token

@@ -8,11 +8,8 @@ from typing import Final, Literal
 
 import msgspec
 
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.problems import invalid
-from sandstream.server.http.requests import require_query
-
-from ..requests import ID_PATTERN, Identifier, Title
+from sandstream.server.chat.model import ID_PATTERN, Identifier, Title
+from sandstream.server.http import BadRequestError, invalid, require_query
 
 __all__ = [
     "CreateChatRequest",

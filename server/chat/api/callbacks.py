@@ -16,15 +16,19 @@ from __future__ import annotations
 
 from quart import Blueprint, Response, request
 
-from sandstream.core.schemas import ResultFile, ResultsReceipt
-from sandstream.server.http.requests import json_response
+from sandstream.core import ResultFile, ResultsReceipt
+from sandstream.server.chat.config import CALLBACKS_SERVICE
+from sandstream.server.chat.credentials import bearer_token, hash_token, idempotency_key
+from sandstream.server.chat.model import (
+    DispatchRecord,
+    FileNotFoundInBagError,
+    Purpose,
+    TokenRejectedError,
+    now_ms,
+    with_attachments,
+)
+from sandstream.server.http import json_response
 
-from ..agent_profile import with_attachments
-from ..credentials.one_time import bearer_token, hash_token, idempotency_key
-from ..errors import FileNotFoundInBagError, TokenRejectedError
-from ..ids import now_ms
-from ..public_url import CALLBACKS_SERVICE
-from ..records import DispatchRecord, Purpose
 from .downloads import file_response
 from .guard import get_service
 from .multipart import UploadLimits, receive_files

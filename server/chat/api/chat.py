@@ -15,16 +15,12 @@ from typing import Any
 import msgspec
 from quart import Blueprint, Response, request
 
-from sandstream.core.schemas import PermissionAnswer
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.problems import invalid
-from sandstream.server.http.requests import int_query, json_response, read_json
+from sandstream.core import PermissionAnswer
+from sandstream.server.chat.model import ChatStreamRequest, StreamTokenError, now_ms
+from sandstream.server.chat.turns import StartedTurn
+from sandstream.server.http import check_bearer, int_query, invalid, json_response, read_json
 from sandstream.server.sessions import cursor_ahead, request_cursor
 
-from ..errors import StreamTokenError
-from ..ids import now_ms
-from ..requests import ChatStreamRequest
-from ..turns.service import StartedTurn
 from .bodies import (
     CreateChatRequest,
     MessageRequest,

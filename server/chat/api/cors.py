@@ -23,7 +23,7 @@ from typing import Final
 
 from quart import Blueprint, Quart, Response, request
 
-from sandstream.server.http.problems import problem
+from sandstream.server.http import problem
 
 __all__ = ["ORIGIN_NOT_ALLOWED", "install_cors"]
 

@@ -17,9 +17,8 @@ import trio
 from quart import Response
 from quart.wrappers.response import ResponseBody
 
-from ..errors import FileNotFoundInBagError
-from ..records import BagFile
-from ..store.bag import BlobStore
+from sandstream.server.chat.model import BagFile, FileNotFoundInBagError
+from sandstream.server.chat.store import BlobStore
 
 __all__ = ["FileBody", "file_response"]
 

@@ -6,10 +6,9 @@ from typing import Final
 
 from quart import Blueprint, Quart, Response, current_app, request
 
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.problems import unauthorized
+from sandstream.server.http import check_bearer, unauthorized
 
-from ..service import ChatService
+from .service import ChatService
 
 __all__ = ["CHAT_EXTENSION", "get_service", "require_api_token"]
 

@@ -22,9 +22,14 @@ import trio
 from werkzeug.http import parse_options_header
 from werkzeug.sansio.multipart import Data, Field, File
 
-from ..errors import UnsupportedMediaTypeError, UploadError, UploadTooLargeError
-from ..records import NewBlob
-from ..store.bag import BlobStore, content_type_for, sanitize_name
+from sandstream.server.chat.model import (
+    NewBlob,
+    UnsupportedMediaTypeError,
+    UploadError,
+    UploadTooLargeError,
+)
+from sandstream.server.chat.store import BlobStore, content_type_for, sanitize_name
+
 from .multipart_reader import PartEvent, PartReader
 
 __all__ = ["PART_OVERHEAD", "ReceivedFile", "UploadLimits", "receive_files"]

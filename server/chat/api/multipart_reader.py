@@ -35,7 +35,7 @@ from werkzeug.sansio.multipart import (
     State,
 )
 
-from ..errors import UploadError, UploadTooLargeError
+from sandstream.server.chat.model import UploadError, UploadTooLargeError
 
 __all__ = [
     "MAX_BOUNDARY",

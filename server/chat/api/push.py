@@ -17,17 +17,25 @@ from typing import Annotated, Final
 import msgspec
 from quart import Blueprint, Response, request
 
-from sandstream.server.http.auth import check_bearer
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.problems import invalid, problem, status_type
-from sandstream.server.http.requests import json_response, read_json
+from sandstream.server.chat.model import (
+    Identifier,
+    PushKind,
+    PushSubscription,
+    StreamTokenError,
+    new_id,
+    now_ms,
+)
+from sandstream.server.chat.push import PushSenders, WebPushSubscription, WebPushSubscriptionError
+from sandstream.server.http import (
+    BadRequestError,
+    check_bearer,
+    invalid,
+    json_response,
+    problem,
+    read_json,
+    status_type,
+)
 
-from ..errors import StreamTokenError
-from ..ids import new_id, now_ms
-from ..push.senders import PushSenders
-from ..push.webpush import WebPushSubscription, WebPushSubscriptionError
-from ..records import PushKind, PushSubscription
-from ..requests import Identifier
 from .bodies import check_id, workspace_query
 from .guard import get_service, require_api_token
 

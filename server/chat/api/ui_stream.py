@@ -23,12 +23,10 @@ from quart import Blueprint, Response, request
 from quart.wrappers.response import ResponseBody
 
 from sandstream.core import UI_MESSAGE_STREAM_HEADERS, UIMessageStream
-from sandstream.server.http.errors import BadRequestError
-from sandstream.server.http.problems import invalid
-from sandstream.server.http.requests import read_json
+from sandstream.server.chat.model import ChatStreamRequest, Identifier
+from sandstream.server.chat.turns import StartedTurn
+from sandstream.server.http import BadRequestError, invalid, read_json
 
-from ..requests import ChatStreamRequest, Identifier
-from ..turns.service import StartedTurn
 from .bodies import check_id, workspace_query
 from .chat import check_message
 from .guard import get_service, require_api_token

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ..errors import ChatConfigError
+from sandstream.server.chat.model import ChatConfigError
 
 __all__ = [
     "API_TOKEN_ENV",

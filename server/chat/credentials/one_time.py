@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from ..errors import IdempotencyKeyError
-from ..records import Purpose, TokenMint
+from sandstream.server.chat.model import IdempotencyKeyError, Purpose, TokenMint
 
 __all__ = [
     "DEFAULT_LIFETIMES",

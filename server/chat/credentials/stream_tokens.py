@@ -18,7 +18,7 @@ import hmac
 
 import msgspec
 
-from ..errors import StreamTokenError, StreamTokenScopeError
+from sandstream.server.chat.model import StreamTokenError, StreamTokenScopeError
 
 __all__ = ["StreamTokens"]
 

@@ -15,7 +15,7 @@ fences (and, if asked, a copy of the chunks) through its ``MovedChunks``
   :mod:`.permissions`: what a fold says of its permission requests, for push alerts.
 """
 
-from ..errors import (
+from sandstream.server.chat.model import (
     ChunkGapError,
     ChunkShapeError,
     FencedError,
@@ -27,7 +27,9 @@ from ..errors import (
     SourceGoneError,
     SourceRefusedError,
 )
+
 from .lease import Lease, RedisLease, open_lease
+from .metrics import MoverCollector
 from .mover import (
     SESSION_LOST,
     Fold,
@@ -38,6 +40,8 @@ from .mover import (
     OnTerminal,
     SourceFor,
 )
+from .redis_url import parse_redis_url, tls_context
+from .settle import TurnFold, TurnSettler, fold_chunks
 from .sources import (
     EmbeddedSource,
     LiveSessionRef,
@@ -59,6 +63,7 @@ __all__ = [
     "LiveSessions",
     "LogMover",
     "MoveOutcome",
+    "MoverCollector",
     "NewFold",
     "OnTerminal",
     "Passed",
@@ -74,5 +79,10 @@ __all__ = [
     "SourceFor",
     "SourceGoneError",
     "SourceRefusedError",
+    "TurnFold",
+    "TurnSettler",
+    "fold_chunks",
     "open_lease",
+    "parse_redis_url",
+    "tls_context",
 ]

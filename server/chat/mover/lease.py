@@ -23,10 +23,9 @@ from typing import Final, Protocol
 
 import coredis
 
-from ..errors import RedisReplyError
-from ..store.database import Database
-from ..store.leases import DatabaseLease, ttl_ms
-from ..store.moved_runs import MovedChunks
+from sandstream.server.chat.model import RedisReplyError
+from sandstream.server.chat.store import Database, DatabaseLease, MovedChunks, ttl_ms
+
 from .redis_client import open_redis, redis_errors
 from .redis_url import RedisAddress
 

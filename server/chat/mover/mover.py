@@ -27,10 +27,10 @@ from typing import Final, Generic, Literal, Protocol, TypeVar, get_args
 import trio
 
 from sandstream.core import StreamProcessor
+from sandstream.server.chat.model import FencedError, RedisLeaseError, SourceError, SourceGoneError
+from sandstream.server.chat.store import Batch, MovedChunks
 from sandstream.server.sessions import terminal_state
 
-from ..errors import FencedError, RedisLeaseError, SourceError, SourceGoneError
-from ..store.moved_runs import Batch, MovedChunks
 from .lease import Lease
 from .sources import LiveSessionRef, Passed, Source
 

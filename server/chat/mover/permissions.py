@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sandstream.core.live import PermissionRow
+from sandstream.core import PermissionRow
 
 __all__ = ["PermissionNews", "PermissionWatch"]
 

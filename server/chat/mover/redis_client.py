@@ -30,7 +30,8 @@ from coredis.exceptions import (
 from coredis.exceptions import ConnectionError as CoredisConnectionError
 from coredis.retry import NoRetryPolicy
 
-from ..errors import RedisAuthError, RedisConnectionError, RedisReplyError
+from sandstream.server.chat.model import RedisAuthError, RedisConnectionError, RedisReplyError
+
 from .redis_url import RedisAddress, parse_redis_url, tls_context
 
 __all__ = ["CONNECT_TIMEOUT", "REPLY_TIMEOUT", "open_redis", "redis_errors"]

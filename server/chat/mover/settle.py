@@ -23,13 +23,16 @@ from typing import Final
 
 import trio
 
-from sandstream.core import StreamProcessor
-from sandstream.core.envelope import LIVE_EXTENSION
-from sandstream.core.live import PermissionRow
-from sandstream.core.persistence import PersistedMessage, assistant_message
+from sandstream.core import (
+    LIVE_EXTENSION,
+    PermissionRow,
+    PersistedMessage,
+    StreamProcessor,
+    assistant_message,
+)
+from sandstream.server.chat.model import now_ms
+from sandstream.server.chat.store import TurnStore
 
-from ..ids import now_ms
-from ..store.contract import TurnStore
 from .permissions import PermissionWatch
 
 __all__ = ["TurnFold", "TurnSettler", "fold_chunks"]

@@ -26,6 +26,8 @@ import msgspec
 import trio
 import trio_websocket
 
+from sandstream.server.chat.model import SourceError, SourceGoneError, SourceRefusedError
+from sandstream.server.chat.store import Batch
 from sandstream.server.sessions import (
     CursorGoneError,
     Session,
@@ -33,9 +35,6 @@ from sandstream.server.sessions import (
     SessionRuns,
     SessionService,
 )
-
-from ..errors import SourceError, SourceGoneError, SourceRefusedError
-from ..store.moved_runs import Batch
 
 __all__ = [
     "Deliver",

@@ -11,4 +11,16 @@
   sender owns; :mod:`.errors` — what a push raises.
 """
 
-__all__: list[str] = []
+from .outbox import PushOutbox
+from .senders import PushSenders, load_credentials
+from .settings import PushSettings
+from .webpush import WebPushSubscription, WebPushSubscriptionError
+
+__all__: list[str] = [
+    "PushOutbox",
+    "PushSenders",
+    "PushSettings",
+    "WebPushSubscription",
+    "WebPushSubscriptionError",
+    "load_credentials",
+]

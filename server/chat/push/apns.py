@@ -26,7 +26,8 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from ..errors import ChatConfigError
+from sandstream.server.chat.model import ChatConfigError
+
 from .client import OwnedClient
 from .errors import PushRejectedError, PushSubscriptionGoneError
 from .notification import Notification, apns_collapse_id

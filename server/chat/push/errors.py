@@ -1,5 +1,5 @@
 """The push senders' exception types, one root (:class:`PushError`) under
-:class:`~sandstream.server.chat.errors.ChatError`.
+:class:`~sandstream.server.chat.model.errors.ChatError`.
 
 What the caller does with each: :class:`PushSubscriptionGoneError` — remove the
 subscription (or device token); :class:`PushRejectedError` — the message or the
@@ -11,7 +11,7 @@ try could show it twice.
 
 from __future__ import annotations
 
-from ..errors import ChatError
+from sandstream.server.chat.model import ChatError
 
 __all__ = [
     "PushError",

@@ -31,11 +31,17 @@ from typing import Final
 import psycopg
 import trio
 
-from ..credentials.stream_tokens import StreamTokens
-from ..errors import FencedError, StoreError
-from ..ids import now_ms
-from ..records import DeliveryOutcome, PendingPush, PushSubscription
-from ..store.contract import PushOutboxStore
+from sandstream.server.chat.credentials import StreamTokens
+from sandstream.server.chat.model import (
+    DeliveryOutcome,
+    FencedError,
+    PendingPush,
+    PushSubscription,
+    StoreError,
+    now_ms,
+)
+from sandstream.server.chat.store import PushOutboxStore
+
 from .errors import (
     PushError,
     PushInDoubtError,

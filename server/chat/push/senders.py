@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 import msgspec
 
-from ..errors import ChatConfigError
-from ..records import PushSubscription
+from sandstream.server.chat.model import ChatConfigError, PushSubscription
+
 from .apns import ApnsSender
 from .errors import PushError, VapidUnconfiguredError
 from .fcm import FcmSender

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from sandstream.server.chat.model import ChatConfigError
 from sandstream.server.settings_table import Setting, check_fields
 
-from ..errors import ChatConfigError
 from .apns import APNS_PRODUCTION
 from .fcm import FCM_API
 from .retry import RetryPolicy

@@ -29,7 +29,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from ..errors import ChatConfigError
+from sandstream.server.chat.model import ChatConfigError
 
 __all__ = [
     "APNS_TOKEN_LIFETIME",

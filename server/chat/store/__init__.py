@@ -4,4 +4,40 @@ through what its SQL needs of a database (:mod:`.database`), versioned migration
 (:mod:`.migrations`), the log mover's tables (:mod:`.moved_runs`, :mod:`.leases`) and
 the bag's blobs (:mod:`.bag`). The store imports no mover."""
 
-__all__: list[str] = []
+from .bag import BlobStore, content_type_for, sanitize_name
+from .contract import (
+    ChatMessageStore,
+    ChatStore,
+    DispatchStore,
+    EnvironmentStore,
+    LogMoverTables,
+    PushAlertStore,
+    PushOutboxStore,
+    TurnStore,
+)
+from .database import Database
+from .leases import DatabaseLease, ttl_ms
+from .moved_runs import Batch, MovedChunks
+from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
+
+__all__: list[str] = [
+    "Batch",
+    "BlobStore",
+    "ChatMessageStore",
+    "ChatStore",
+    "Database",
+    "DatabaseLease",
+    "DispatchStore",
+    "EnvironmentStore",
+    "LogMoverTables",
+    "MovedChunks",
+    "PostgresChatStore",
+    "PushAlertStore",
+    "PushOutboxStore",
+    "SQLiteChatStore",
+    "SqlChatStore",
+    "TurnStore",
+    "content_type_for",
+    "sanitize_name",
+    "ttl_ms",
+]

@@ -29,7 +29,7 @@ from typing import Final
 
 import trio
 
-from sandstream.core.names import MAX_NAME_BYTES, sanitize_name
+from sandstream.core import MAX_NAME_BYTES, sanitize_name
 
 from .database import Connection, Database
 

@@ -35,9 +35,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from sandstream.core.persistence import PersistedMessage
-
-from ..records import (
+from sandstream.core import PersistedMessage
+from sandstream.server.chat.model import (
     BagFile,
     Chat,
     DeliveryOutcome,
@@ -53,6 +52,7 @@ from ..records import (
     TurnRequest,
     TurnStart,
 )
+
 from .leases import DatabaseLease
 from .moved_runs import MovedChunks
 

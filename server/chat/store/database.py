@@ -2,9 +2,9 @@
 
 The store's transactions (:mod:`.sql`, :mod:`.moved_runs`, :mod:`.leases`) are written
 once, as functions of a :class:`Connection`, and run by a :class:`Database`:
-:class:`~sandstream.server.sqlite.SQLiteDatabase` (the embedded default; its
+:class:`~sandstream.server.databases.sqlite.SQLiteDatabase` (the embedded default; its
 connections are :class:`sqlite3.Connection` itself, so SQLite pays for no layer) or
-:class:`~sandstream.server.postgres.PostgresDatabase` (``--database-url``; its
+:class:`~sandstream.server.databases.postgres.PostgresDatabase` (``--database-url``; its
 connections adapt psycopg's to the same shape). Both run every call in a worker
 thread and every write as one transaction that behaves as if writes ran one at a
 time: SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's ``SERIALIZABLE`` (retried whole on a

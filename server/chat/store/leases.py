@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ..ids import now_ms
+from sandstream.server.chat.model import now_ms
+
 from .database import Connection, Database
 
 __all__ = ["DatabaseLease", "ttl_ms"]

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ..errors import StoreError
+from sandstream.server.chat.model import StoreError
+
 from .database import Connection
 
 __all__ = [

@@ -6,7 +6,7 @@ newest lease generation that claimed or wrote. With the mover's ``keep_chunks`` 
 keeps a copy of the session's chunks in ``moved_runs``, a row per moved :class:`Batch`
 (consecutive whole lines, concatenated).
 
-Cancellation: a transaction that started completes (:mod:`sandstream.server.sqlite`);
+Cancellation: a transaction that started completes (:mod:`sandstream.server.databases.sqlite`);
 the caller does not learn its outcome, which a retry from :meth:`~MovedChunks.last_cursor`
 makes harmless.
 """
@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from sandstream.server.chat.model import ChunkGapError, ChunkShapeError, FencedError
 from sandstream.server.sessions import split_chunks
 
-from ..errors import ChunkGapError, ChunkShapeError, FencedError
 from .database import Connection, Database
 
 T = TypeVar("T")

@@ -8,4 +8,16 @@
 - :mod:`.frames` — the chat's SSE framing of a session's chunks.
 """
 
-__all__: list[str] = []
+from .dispatching import Dispatcher
+from .service import ChatTurns, StartedTurn
+from .turn_mover import LockKeepingLease, TurnMover
+from .viewer import TurnStreamBody
+
+__all__: list[str] = [
+    "ChatTurns",
+    "Dispatcher",
+    "LockKeepingLease",
+    "StartedTurn",
+    "TurnMover",
+    "TurnStreamBody",
+]

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.sse import SINGLE_LINE_FRAME, data_fields, event_field, line_frames
+from sandstream.core import SINGLE_LINE_FRAME, data_fields, event_field, line_frames
 from sandstream.server.sessions import split_chunks
 
 __all__ = [

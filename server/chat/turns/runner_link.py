@@ -26,8 +26,9 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.core.schemas import Dispatch, PermissionAnswer
-from sandstream.server.runner.errors import RunnerUnavailableError
+from sandstream.core import Dispatch, PermissionAnswer
+from sandstream.server.chat.model import RemoteRunnerError, RunnerSessionGoneError, answer_detail
+from sandstream.server.runner import RunnerUnavailableError
 from sandstream.server.sessions import (
     PERMISSION_ANSWERED,
     PERMISSION_NOT_FOUND,
@@ -46,9 +47,6 @@ from sandstream.server.sessions import (
     Subscribe,
     terminal_state,
 )
-
-from ..errors import RemoteRunnerError, RunnerSessionGoneError
-from ..runner_answers import answer_detail
 
 __all__ = [
     "KEEPALIVE",

@@ -18,23 +18,28 @@ from typing import Any, Final, Protocol
 import psycopg
 import trio
 
-from sandstream.core.envelope import LIVE_EXTENSION
-from sandstream.core.persistence import PersistedMessage, user_message
-from sandstream.core.schemas import PermissionAnswer
-from sandstream.server.http.connection import abort_scope_connection
-from sandstream.server.runner.turn import END_GRACE
+from sandstream.core import LIVE_EXTENSION, PermissionAnswer, PersistedMessage, user_message
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.credentials import MintedTokens
+from sandstream.server.chat.model import (
+    ChatBusyError,
+    ChatStreamRequest,
+    NoLiveTurnError,
+    RunnerSessionGoneError,
+    StoreError,
+    TurnRecord,
+    TurnRequest,
+    TurnStart,
+    new_id,
+    now_ms,
+)
+from sandstream.server.chat.mover import TurnSettler
+from sandstream.server.chat.store import ChatMessageStore
+from sandstream.server.http import abort_scope_connection
+from sandstream.server.runner import END_GRACE
 from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
 
-from ..config import ChatSettings
-from ..credentials.one_time import MintedTokens
-from ..dispatching import Dispatcher
-from ..errors import ChatBusyError, NoLiveTurnError, RunnerSessionGoneError, StoreError
-from ..ids import new_id, now_ms
-from ..mover.settle import TurnSettler
-from ..mover.turns import TurnMover, TurnMoverStore
-from ..records import TurnRecord, TurnRequest, TurnStart
-from ..requests import ChatStreamRequest
-from ..store.contract import ChatMessageStore
+from .dispatching import Dispatcher
 from .frames import done_frame
 from .runner_link import (
     EmbeddedSession,
@@ -43,6 +48,7 @@ from .runner_link import (
     connect_runner_session,
     start_runner_session,
 )
+from .turn_mover import TurnMover, TurnMoverStore
 from .viewer import TurnStreamBody, Viewers
 
 __all__ = ["ChatTurns", "ChatTurnsStore", "StartedTurn"]

@@ -27,9 +27,10 @@ from typing import Any, Final
 import trio
 from quart.wrappers.response import ResponseBody
 
-from sandstream.core.sse import PING
-from sandstream.server.http.client_watch import ClientWatch
-from sandstream.server.http.fanout import (
+from sandstream.core import PING
+from sandstream.server.chat.model import RunnerSessionGoneError
+from sandstream.server.http import (
+    ClientWatch,
     LiveConnection,
     Offered,
     Run,
@@ -38,7 +39,6 @@ from sandstream.server.http.fanout import (
 )
 from sandstream.server.sessions import Subscribe
 
-from ..errors import RunnerSessionGoneError
 from .frames import TurnFrames, done_frame, files_frame, start_frame
 from .runner_link import KEEPALIVE, RunnerSession, SessionReader
 

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from benchmarks.support.redis_server import TlsFiles
-from sandstream.server.chat.errors import ChatConfigError
+from sandstream.server.chat.model.errors import ChatConfigError
 from sandstream.server.chat.push.apns import ApnsSender
 from sandstream.server.chat.push.errors import (
     PushRejectedError,

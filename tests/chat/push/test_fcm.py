@@ -16,7 +16,7 @@ import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from sandstream.server.chat.errors import ChatConfigError
+from sandstream.server.chat.model.errors import ChatConfigError
 from sandstream.server.chat.push.errors import (
     PushRejectedError,
     PushSubscriptionGoneError,

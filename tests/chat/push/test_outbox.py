@@ -17,13 +17,13 @@ import pytest
 import trio
 
 from sandstream.server.chat.credentials.stream_tokens import StreamTokens
-from sandstream.server.chat.ids import now_ms
+from sandstream.server.chat.model.ids import now_ms
+from sandstream.server.chat.model.records import PushSubscription
 from sandstream.server.chat.push.outbox import PushOutbox
 from sandstream.server.chat.push.retry import RetryPolicy
 from sandstream.server.chat.push.senders import PushSenders
 from sandstream.server.chat.push.settings import PushSettings
 from sandstream.server.chat.push.webpush import VapidKey
-from sandstream.server.chat.records import PushSubscription
 from sandstream.server.chat.store.sql import SqlChatStore
 from sandstream.server.chat.store.sql.push import record_turn_push
 from tests.chat.databases import open_store

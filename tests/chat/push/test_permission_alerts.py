@@ -16,9 +16,9 @@ import pytest
 from sandstream.core.persistence import assistant_message
 from sandstream.core.turn import Turn
 from sandstream.server.chat.credentials.one_time import mint_tokens
-from sandstream.server.chat.errors import FencedError
-from sandstream.server.chat.ids import new_id, now_ms
-from sandstream.server.chat.records import PushSubscription, TurnRecord, TurnRequest
+from sandstream.server.chat.model.errors import FencedError
+from sandstream.server.chat.model.ids import new_id, now_ms
+from sandstream.server.chat.model.records import PushSubscription, TurnRecord, TurnRequest
 from sandstream.server.chat.store.sql import SqlChatStore
 from tests.chat.databases import open_store
 

@@ -14,9 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ...errors import AttachmentError, FileNotFoundInBagError
-from ...ids import new_id
-from ...records import BagFile, BagSource, DispatchRecord, NewBlob
+from sandstream.server.chat.model import (
+    AttachmentError,
+    BagFile,
+    BagSource,
+    DispatchRecord,
+    FileNotFoundInBagError,
+    NewBlob,
+    new_id,
+)
+
 from ..database import Connection, Database
 from .chats import find_message, load_chat
 from .dispatch import load_agents_run

@@ -21,8 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from sandstream.server.postgres import PostgresDatabase
-from sandstream.server.sqlite import SQLiteDatabase
+from sandstream.server.databases import PostgresDatabase, SQLiteDatabase
 
 from ..bag import BlobStore, PostgresBlobStore
 from ..database import Database

@@ -18,12 +18,9 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.persistence import PersistedMessage, replay_text
-from sandstream.core.schemas import ChatTurn
+from sandstream.core import ChatTurn, PersistedMessage, replay_text
+from sandstream.server.chat.model import Chat, ChatBusyError, ChatNotFoundError, new_id
 
-from ...errors import ChatBusyError, ChatNotFoundError
-from ...ids import new_id
-from ...records import Chat
 from ..database import Connection, Database
 
 __all__ = [

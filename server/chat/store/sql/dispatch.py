@@ -17,10 +17,15 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.schemas import ChatTurn
+from sandstream.core import ChatTurn
+from sandstream.server.chat.model import (
+    DispatchRecord,
+    Purpose,
+    RunNotFoundError,
+    TokenMint,
+    TokenRejectedError,
+)
 
-from ...errors import RunNotFoundError, TokenRejectedError
-from ...records import DispatchRecord, Purpose, TokenMint
 from ..database import Connection, Database
 
 __all__ = [

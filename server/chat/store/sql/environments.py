@@ -13,7 +13,8 @@ from typing import Final
 
 import msgspec
 
-from ...records import Environment
+from sandstream.server.chat.model import Environment
+
 from ..database import Connection, Database
 
 __all__ = ["Environments"]

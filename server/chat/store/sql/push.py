@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ...ids import new_id
-from ...records import PushSubscription
+from sandstream.server.chat.model import PushSubscription, new_id
+
 from ..database import Connection, Database
 from ..moved_runs import check_fence
 

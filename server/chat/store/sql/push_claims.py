@@ -22,8 +22,8 @@ from typing import Any, Final
 
 import msgspec
 
-from ...errors import FencedError
-from ...records import DeliveryOutcome, PendingPush, PushSubscription
+from sandstream.server.chat.model import DeliveryOutcome, FencedError, PendingPush, PushSubscription
+
 from ..database import Connection, Database
 
 __all__ = ["PushClaims"]

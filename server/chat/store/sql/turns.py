@@ -21,10 +21,16 @@ from typing import Any, Final
 
 import msgspec
 
-from sandstream.core.persistence import ErrorBlock, PersistedMessage, replay_text, user_message
+from sandstream.core import ErrorBlock, PersistedMessage, replay_text, user_message
+from sandstream.server.chat.model import (
+    DispatchRecord,
+    TurnFinish,
+    TurnRecord,
+    TurnRequest,
+    TurnStart,
+    new_id,
+)
 
-from ...ids import new_id
-from ...records import DispatchRecord, TurnFinish, TurnRecord, TurnRequest, TurnStart
 from ..database import Connection, Database
 from ..moved_runs import check_fence
 from .bag_files import claim_results, resolve_attachments

@@ -11,8 +11,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from sandstream.core.persistence import PersistedFileAttachment, PersistedMessage
-from sandstream.core.schemas import ChatTurn
+from sandstream.core import ChatTurn, PersistedFileAttachment, PersistedMessage
 
 __all__ = [
     "BagFile",

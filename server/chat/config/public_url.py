@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Final
 
 import httpx
 
-from .errors import PublicUrlError
+from sandstream.server.chat.model import PublicUrlError
 
 if TYPE_CHECKING:
-    from .config import ChatSettings
+    from .settings import ChatSettings
 
 __all__ = [
     "CALLBACKS_HEALTH_PATH",

@@ -9,7 +9,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from sandstream.core.schemas import ChatTurn
+from sandstream.core import ChatTurn
 
 __all__ = ["ID_PATTERN", "AgentsRunRequest", "ChatStreamRequest", "Identifier", "Title"]
 

@@ -22,17 +22,20 @@ from typing import Protocol
 import psycopg
 import trio
 
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.model import SourceGoneError, StoreError, TurnRecord, now_ms
+from sandstream.server.chat.mover import (
+    Lease,
+    LiveSessionRef,
+    LogMover,
+    Passed,
+    SessionSources,
+    TurnFold,
+    TurnSettler,
+    open_lease,
+)
+from sandstream.server.chat.store import Batch, LogMoverTables, PushAlertStore, TurnStore
 from sandstream.server.sessions import SessionNotFoundError, SessionService
-
-from ..config import ChatSettings
-from ..errors import SourceGoneError, StoreError
-from ..ids import now_ms
-from ..records import TurnRecord
-from ..store.contract import LogMoverTables, PushAlertStore, TurnStore
-from ..store.moved_runs import Batch
-from . import Lease, LiveSessionRef, LogMover, SessionSources, open_lease
-from .settle import TurnFold, TurnSettler
-from .sources import Passed
 
 __all__ = ["LockKeepingLease", "TurnMover", "TurnMoverStore"]
 

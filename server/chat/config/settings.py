@@ -18,7 +18,18 @@ from types import MappingProxyType
 import psycopg
 
 from sandstream.core import DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.runner.settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT
+from sandstream.server.chat.credentials import DEFAULT_LIFETIMES, PURPOSES
+from sandstream.server.chat.model import (
+    AgentProfile,
+    ChatConfigError,
+    PublicUrlError,
+    Purpose,
+    load_agent_profile,
+    normalize_url,
+)
+from sandstream.server.chat.mover import parse_redis_url, tls_context
+from sandstream.server.chat.push import PushSettings
+from sandstream.server.runner import SHUTDOWN_TIMEOUT, STALL_TIMEOUT
 from sandstream.server.settings_table import (
     Setting,
     at_least,
@@ -26,14 +37,7 @@ from sandstream.server.settings_table import (
     finite_positive,
 )
 
-from .agent_profile import AgentProfile, load_agent_profile
-from .credentials.one_time import DEFAULT_LIFETIMES, PURPOSES
-from .errors import ChatConfigError, PublicUrlError
-from .mover.redis_url import parse_redis_url, tls_context
 from .public_url import normalize_public_url, replicas_configured
-from .push.settings import PushSettings
-from .records import Purpose
-from .targets import normalize_url
 
 __all__ = ["ChatSettings"]
 

@@ -8,7 +8,7 @@ import logging
 from typing import Any, ClassVar, Final
 
 from sandstream.server.errors import ProblemError, ServerError
-from sandstream.server.http.problems import (
+from sandstream.server.http import (
     INVALID_BODY,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,

@@ -13,19 +13,15 @@ from __future__ import annotations
 import trio
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
-from sandstream.server.runner.service import Runner
+from sandstream.server.chat.agents import AgentsRuns
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.credentials import StreamTokens
+from sandstream.server.chat.model import new_id
+from sandstream.server.chat.push import PushOutbox, PushSenders
+from sandstream.server.chat.store import BlobStore, ChatStore
+from sandstream.server.chat.turns import ChatTurns, Dispatcher
+from sandstream.server.runner import Runner
 from sandstream.server.sessions import SessionService
-
-from .agents.service import AgentsRuns
-from .config import ChatSettings
-from .credentials.stream_tokens import StreamTokens
-from .dispatching import Dispatcher
-from .ids import new_id
-from .push.outbox import PushOutbox
-from .push.senders import PushSenders
-from .store.bag import BlobStore
-from .store.contract import ChatStore
-from .turns.service import ChatTurns
 
 __all__ = ["ChatService"]
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sandstream.core.schemas import ChatTurn, Dispatch
-from sandstream.server.runner.errors import ShuttingDownError
-
-from .config import ChatSettings
-from .credentials.one_time import MintedTokens, mint_tokens
-from .store.contract import EnvironmentStore
-from .targets import Target, resolve_target
+from sandstream.core import ChatTurn, Dispatch
+from sandstream.server.chat.config import ChatSettings
+from sandstream.server.chat.credentials import MintedTokens, mint_tokens
+from sandstream.server.chat.model import Target, resolve_target
+from sandstream.server.chat.store import EnvironmentStore
+from sandstream.server.runner import ShuttingDownError
 
 __all__ = ["CALLBACK_PREFIX", "Dispatcher"]
 

@@ -10,8 +10,7 @@ from typing import Final
 
 import httpx
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
+from sandstream.core import JSONInputError, decode_json
 
 __all__ = ["ERROR_BODY_LIMIT", "answer_detail"]
 

@@ -16,18 +16,19 @@ from typing import Final
 
 import msgspec
 
-from sandstream.core.errors import JSONInputError
-from sandstream.core.json_input import decode_json
-from sandstream.core.names import MAX_COMPONENT_BYTES, sanitize_name
-from sandstream.core.schemas import (
+from sandstream.core import (
     ATTACHMENTS_DIR,
+    MAX_COMPONENT_BYTES,
     Attachment,
     ConfigResponse,
     EnvResponse,
+    JSONInputError,
     OpenAIAgent,
     ScriptedAgent,
     ScriptedStep,
     agent_kind,
+    decode_json,
+    sanitize_name,
 )
 
 from .errors import ChatConfigError

@@ -1,7 +1,7 @@
 """PostgreSQL connections driven from trio: every call runs in a worker thread.
 
 The chat store's database when ``sandstream serve`` is given ``--database-url``
-(:mod:`sandstream.server.chat.store`), shaped as :mod:`sandstream.server.sqlite` is: a
+(:mod:`sandstream.server.chat.store`), shaped as :mod:`sandstream.server.databases.sqlite` is: a
 call is a function of a connection, run in one transaction in a worker thread
 (``trio.to_thread.run_sync``; psycopg's async API is asyncio's, and no database call
 runs on the event loop). psycopg 3 with a ``psycopg_pool.ConnectionPool`` (thread
