@@ -5,7 +5,7 @@ clock. Depends on msgspec alone.
 """
 
 from .agents_dir import AGENTS_DIR_ENV, default_agents_dir
-from .cli import exit_quietly_on_broken_pipe, load_failure
+from .commands import exit_quietly_on_broken_pipe, load_failure
 from .cursors import resume_cursor
 from .envelope import (
     LIVE_EXTENSION,

@@ -19,36 +19,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
-import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from importlib.metadata import (
-    Distribution,
     EntryPoint,
     PackageNotFoundError,
-    distribution,
     entry_points,
     version,
 )
 from typing import BinaryIO, Final, cast
 
+from .commands import exit_quietly_on_broken_pipe, load_failure, missing_requirements
 from .envelope import LIVE_EXTENSION
 from .processor import Mode, StreamProcessor
 from .splitter import DEFAULT_MAX_LINE_BYTES
 
-__all__ = [
-    "COMMANDS_GROUP",
-    "EXIT_BROKEN_PIPE",
-    "exit_quietly_on_broken_pipe",
-    "load_failure",
-    "main",
-]
+__all__ = ["COMMANDS_GROUP", "main"]
 
 _READ_SIZE: Final = 64 * 1024
-EXIT_BROKEN_PIPE: Final = 128 + signal.SIGPIPE
 COMMANDS_GROUP: Final = "sandstream.commands"
 """The entry-point group of the commands other packages add (module docstring)."""
 _CORE_COMMANDS: Final = ("convert", "validate")
@@ -248,83 +238,11 @@ def _summary(entry: EntryPoint) -> str:
     try:
         entry.load()
     except ModuleNotFoundError as exc:
-        if needs and _missing_requirements(entry.dist, entry.extras[0]):
+        if needs and missing_requirements(entry.dist, entry.extras[0]):
             return f"not installed: needs {needs}"
         return f"cannot be loaded ({exc})"
     summary = str(getattr(importlib.import_module(entry.module), "HELP", ""))
     return f"{summary} (needs {needs})" if needs else summary
-
-
-def load_failure(
-    command: str,
-    extra: str | None,
-    exc: ModuleNotFoundError,
-    dist: Distribution | None = None,
-) -> str:
-    """The one line that tells the user of ``command`` why it could not be imported.
-
-    ``extra`` is the extra ``command`` comes with, of the distribution ``dist``
-    (default: this one). When some distribution that extra requires is not installed
-    (by the installation's metadata, never by the error's text), the line names the
-    extra to install; otherwise (the extra is installed, or there is none) it is the
-    import failure itself.
-    """
-    if dist is None:
-        try:
-            dist = distribution("sandstream")
-        except PackageNotFoundError:  # a bare checkout: no metadata to ask
-            dist = None
-    missing = [] if extra is None else _missing_requirements(dist, extra)
-    if extra is None or (dist is not None and not missing):
-        return f"{command}: cannot be loaded: {type(exc).__name__}: {exc}"
-    lacking = f"; {', '.join(missing)} not installed" if missing else ""
-    return (
-        f"{command}: needs the {extra!r} extra ({exc}{lacking}); install it from a "
-        f"checkout with: pip install '/path/to/sandstream[{extra}]'"
-    )
-
-
-_ONLY_EXTRA: Final = r"""\s*extra\s*==\s*["']{}["']\s*"""
-
-
-def _missing_requirements(dist: Distribution | None, extra: str) -> list[str]:
-    """The distributions ``dist`` requires for ``extra`` alone that are not installed.
-
-    A requirement with a marker beyond ``extra == ...`` (a platform's) is not counted:
-    without evaluating markers, it may not be meant for this machine.
-    """
-    only_extra = re.compile(_ONLY_EXTRA.format(re.escape(extra)))
-    missing: list[str] = []
-    for requirement in (dist.requires or []) if dist is not None else []:
-        spec, _, marker = requirement.partition(";")
-        if only_extra.fullmatch(marker) is None:
-            continue
-        name = re.split(r"[\s\[<>=!~;(]", spec.strip(), maxsplit=1)[0]
-        try:
-            distribution(name)
-        except PackageNotFoundError:
-            missing.append(name)
-    return missing
-
-
-def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
-    """``run()``, or :data:`EXIT_BROKEN_PIPE` without a traceback if stdout's reader left.
-
-    Also when the ``BrokenPipeError`` comes wrapped in exception groups (a trio
-    nursery). Stdout is pointed at ``/dev/null`` so that the interpreter's final
-    flush cannot fail again.
-    """
-    try:
-        return run()
-    except BrokenPipeError:
-        pass
-    except BaseExceptionGroup as group:
-        if group.split(BrokenPipeError)[1] is not None:
-            raise
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 def _write(out: BinaryIO, data: bytes) -> None:
