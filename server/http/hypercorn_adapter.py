@@ -6,6 +6,11 @@ The server otherwise talks to Hypercorn through ASGI and its public ``Config`` a
 - :func:`set_h11_error_answer`: the answer Hypercorn's HTTP/1.1 protocol sends itself
   to a request h11 cannot parse (``H11Protocol._send_error_response``, which sends
   h11 events with ``H11Protocol._send_h11_event``); Hypercorn has no hook for it.
+- :func:`raw_connection`: the socket under an HTTP/1.1 response, its raw write and
+  that write's lock, found from the ``send`` Hypercorn gave the app (the
+  ``HTTPStream``'s, whose ``send`` is the ``H11Protocol``'s, whose ``send`` is the
+  trio ``TCPServer``'s ``protocol_send``, with its ``stream`` and ``send_lock``), for
+  the live writes of :mod:`.fanout`.
 
 :data:`HYPERCORN_VERSION` is the version this module was written against; its test
 (``tests/server/test_hypercorn_adapter.py``) checks that the installed Hypercorn is
@@ -16,14 +21,23 @@ answer is installed, never later, mid-request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from itertools import chain
 from typing import Final
 
 import h11
+import trio
+from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 
-__all__ = ["HYPERCORN_VERSION", "ErrorAnswer", "set_h11_error_answer"]
+__all__ = [
+    "HYPERCORN_VERSION",
+    "ErrorAnswer",
+    "RawConnection",
+    "raw_connection",
+    "set_h11_error_answer",
+]
 
 HYPERCORN_VERSION: Final = "0.18.0"
 """The Hypercorn release whose internals this module uses."""
@@ -59,3 +73,31 @@ def set_h11_error_answer(answer: ErrorAnswer) -> None:
         await self._send_h11_event(h11.EndOfMessage())
 
     H11Protocol._send_error_response = send_error_response  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True, slots=True)
+class RawConnection:
+    """The connection under an HTTP/1.1 response: its ``socket``, Hypercorn's raw
+    write to it (``send_raw``: locked, shielded, no framing) and that write's
+    ``lock`` (held while Hypercorn writes)."""
+
+    socket: trio.socket.SocketType
+    send_raw: Callable[[RawData], Awaitable[None]]
+    lock: trio.Lock
+
+
+def raw_connection(send: object) -> RawConnection | None:
+    """The :class:`RawConnection` under the HTTP/1.1 response whose ASGI ``send`` (as
+    Hypercorn gave it to the app) is ``send``; ``None`` for any other (HTTP/2, TLS,
+    another server). Raises nothing."""
+    http_stream = getattr(send, "__self__", None)
+    protocol = getattr(getattr(http_stream, "send", None), "__self__", None)
+    if not isinstance(protocol, H11Protocol):
+        return None
+    send_raw = protocol.send
+    tcp_server = getattr(send_raw, "__self__", None)
+    stream = getattr(tcp_server, "stream", None)
+    lock = getattr(tcp_server, "send_lock", None)
+    if not (isinstance(stream, trio.SocketStream) and isinstance(lock, trio.Lock)):
+        return None
+    return RawConnection(stream.socket, send_raw, lock)
