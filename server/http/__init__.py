@@ -10,6 +10,8 @@
 - :mod:`.fanout`: live writes, a stream's new runs written straight to the sockets of
   its caught-up readers, beside ASGI;
 - :mod:`.protocol_errors`: problem JSON for the requests Hypercorn rejects itself;
+- :mod:`.hypercorn_adapter`: every use of Hypercorn's internals, pinned to the version
+  it was written for;
 - :mod:`.serve`: Hypercorn's trio worker with a shutdown that drains the role first;
 - :mod:`.malloc`: glibc's malloc settings for large buffers;
 - :mod:`.errors`: :class:`~.errors.HTTPLayerError`, the root of this package's errors.

@@ -32,9 +32,9 @@ from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import trio
 from hypercorn.events import RawData
-from hypercorn.protocol.h11 import H11Protocol
 
 from .client_watch import ClientWatch
+from .hypercorn_adapter import raw_connection
 
 __all__ = [
     "DEFAULT_BACKLOG_BYTES",
@@ -272,9 +272,8 @@ def _connect(
 ) -> LiveConnection[R] | None:
     """The connection under ``scope``'s response, or ``None``. Raises nothing.
 
-    Found through Hypercorn's objects: the app's ``send`` (kept in the scope by
-    :class:`~.asgi.HTTPConnection`) is its ``HTTPStream``'s, whose ``send`` is its
-    ``H11Protocol``'s, whose ``send`` is the ``TCPServer``'s locked, shielded write."""
+    Found from the app's ``send`` (kept in the scope by :class:`~.asgi.HTTPConnection`)
+    by :func:`~.hypercorn_adapter.raw_connection`."""
     extensions = scope.get("extensions")
     if (
         scope.get("http_version") != "1.1"
@@ -282,18 +281,10 @@ def _connect(
         or not isinstance(extensions, dict)
     ):
         return None
-    send = extensions.get(RAW_SEND_EXTENSION, {}).get("send")
-    http_stream = getattr(send, "__self__", None)
-    protocol = getattr(getattr(http_stream, "send", None), "__self__", None)
-    if not isinstance(protocol, H11Protocol):
-        return None
-    send_raw = protocol.send
-    tcp_server = getattr(send_raw, "__self__", None)
-    stream = getattr(tcp_server, "stream", None)
-    lock = getattr(tcp_server, "send_lock", None)
-    if not (isinstance(stream, trio.SocketStream) and isinstance(lock, trio.Lock)):
+    raw = raw_connection(extensions.get(RAW_SEND_EXTENSION, {}).get("send"))
+    if raw is None:
         return None
     try:
-        return LiveConnection(stream.socket.fileno(), send_raw, lock, framing, limit, watch)
+        return LiveConnection(raw.socket.fileno(), raw.send_raw, raw.lock, framing, limit, watch)
     except OSError:  # closed meanwhile, or out of descriptors
         return None

@@ -2,28 +2,25 @@
 
 A request h11 cannot parse (a bad request line, a bad chunk size, a header block over
 ``h11_max_incomplete_size``) never reaches Quart: Hypercorn's HTTP/1.1 protocol answers
-it in ``H11Protocol._send_error_response`` with h11's status hint (400, 431, ...) and
-an empty body, then closes the connection. Hypercorn has no hook for that answer, so
-:func:`install_protocol_problems` replaces that one method, process-wide, with one
-that sends the same status and ``Connection: close`` with an
-``application/problem+json`` body (type ``urn:sandstream:problem:malformed-request``).
-It is idempotent, and fails loudly if a Hypercorn upgrade moved the method.
+it with h11's status hint (400, 431, ...) and an empty body, then closes the
+connection. Hypercorn has no hook for that answer, so :func:`install_protocol_problems`
+replaces it, process-wide (through :mod:`.hypercorn_adapter`), with one that sends the
+same status and ``Connection: close`` with an ``application/problem+json`` body (type
+``urn:sandstream:problem:malformed-request``). It is idempotent, and fails loudly if a
+Hypercorn upgrade moved what it replaces.
 """
 
 from __future__ import annotations
 
 from http import HTTPStatus
-from itertools import chain
 
-import h11
-from hypercorn.protocol.h11 import H11Protocol
-
+from .hypercorn_adapter import set_h11_error_answer
 from .problems import MALFORMED_REQUEST, PROBLEM_CONTENT_TYPE, problem_body
 
 __all__ = ["install_protocol_problems"]
 
 
-async def _send_problem_response(self: H11Protocol, status_code: int) -> None:
+def _problem_answer(status_code: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """Hypercorn's error answer, with a problem body (same status, same close)."""
     body = problem_body(
         status_code,
@@ -36,21 +33,9 @@ async def _send_problem_response(self: H11Protocol, status_code: int) -> None:
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
     ]
-    await self._send_h11_event(
-        h11.Response(
-            status_code=status_code,
-            headers=list(chain(headers, self.config.response_headers("h11"))),
-        )
-    )
-    await self._send_h11_event(h11.Data(data=body))
-    await self._send_h11_event(h11.EndOfMessage())
+    return headers, body
 
 
 def install_protocol_problems() -> None:
     """Make Hypercorn's own HTTP/1.1 error answers problem JSON (process-wide, idempotent)."""
-    if not callable(getattr(H11Protocol, "_send_error_response", None)):
-        raise RuntimeError(
-            "hypercorn.protocol.h11.H11Protocol has no _send_error_response: "
-            "this Hypercorn version is not supported"
-        )
-    H11Protocol._send_error_response = _send_problem_response  # type: ignore[method-assign]
+    set_h11_error_answer(_problem_answer)
