@@ -68,7 +68,7 @@ def create_runner_app(
 
     Pass ``runner`` to share one with other code (it then wins over ``settings`` and
     ``launcher``); otherwise one is made from ``settings`` and ``launcher`` (default:
-    :func:`~sandstream.server.runner.service.default_launcher`: bubblewrap sandboxes
+    :func:`~sandstream.server.runner.admission.default_launcher`: bubblewrap sandboxes
     where ``bwrap`` is installed).
     """
     runner = runner or Runner(settings, launcher)

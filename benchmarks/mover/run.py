@@ -72,8 +72,8 @@ from sandstream.server import RunnerSettings
 from sandstream.server.chat import TurnFold
 from sandstream.server.chat.mover import (
     Lease,
-    LiveSessionRef,
     LogMover,
+    OpenSessionRef,
     RemoteSource,
     SessionSources,
     SourceFor,
@@ -95,7 +95,7 @@ def _load(lines: int, rate: float = 0.0, payload: int = 64) -> ConfigResponse:
     return ConfigResponse(agent=ScriptedAgent(load=spec, message="loaded"))
 
 
-async def _no_sessions() -> list[LiveSessionRef]:
+async def _no_sessions() -> list[OpenSessionRef]:
     return []
 
 
@@ -115,7 +115,7 @@ def _mover(
     folds: Folds,
     *,
     keep_chunks: bool,
-    live_sessions: Callable[[], Awaitable[list[LiveSessionRef]]] = _no_sessions,
+    open_sessions: Callable[[], Awaitable[list[OpenSessionRef]]] = _no_sessions,
     **times: Unpack[LeaseTimes],
 ) -> LogMover[TurnFold]:
     return LogMover(
@@ -123,7 +123,7 @@ def _mover(
         sink,
         sources,
         owner,
-        live_sessions=live_sessions,
+        open_sessions=open_sessions,
         new_fold=folds.new,
         on_terminal=folds.settle,
         keep_chunks=keep_chunks,
@@ -222,7 +222,7 @@ async def throughput(
                 db = await _chat_db(tmp / f"chat-{name}.sqlite3")
             try:
                 sink, folds = MovedChunks(db), Folds()
-                ref = LiveSessionRef(session_id, url)
+                ref = OpenSessionRef(session_id, url)
                 the_mover = _mover(
                     DatabaseLease(db), sink, sources, "bench", folds, keep_chunks=keep_chunks
                 )
@@ -325,7 +325,7 @@ async def _one_takeover(
                 while await sink.last_cursor(session_id) < 50:
                     await trio.sleep(0.01)
             sink.before = await sink.generation(session_id)  # the first's
-            ref = LiveSessionRef(session_id, runner.url)
+            ref = OpenSessionRef(session_id, runner.url)
             source = RemoteSource(runner.url, TOKEN)
             second = _mover(
                 lease,
@@ -334,7 +334,7 @@ async def _one_takeover(
                 "second",
                 Folds(),
                 keep_chunks=True,
-                live_sessions=lambda: _just(ref),
+                open_sessions=lambda: _just(ref),
                 ttl=ttl,
                 heartbeat=heartbeat,
                 sweep_interval=sweep,
@@ -358,7 +358,7 @@ async def _one_takeover(
     return sink.first - killed
 
 
-async def _just(ref: LiveSessionRef) -> list[LiveSessionRef]:
+async def _just(ref: OpenSessionRef) -> list[OpenSessionRef]:
     return [ref]
 
 

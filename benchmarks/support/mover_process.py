@@ -23,7 +23,7 @@ import trio
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
 from sandstream.server.chat import TurnFold
-from sandstream.server.chat.mover import Lease, LiveSessionRef, LogMover, RemoteSource, open_lease
+from sandstream.server.chat.mover import Lease, LogMover, OpenSessionRef, RemoteSource, open_lease
 from sandstream.server.chat.store.database import Database
 from sandstream.server.chat.store.migrations import migrate, migrate_postgres
 from sandstream.server.chat.store.moved_runs import MovedChunks
@@ -38,14 +38,14 @@ class Folds:
     def __init__(self) -> None:
         self.settled: TurnFold | None = None
 
-    def new(self, ref: LiveSessionRef) -> TurnFold:
+    def new(self, ref: OpenSessionRef) -> TurnFold:
         return TurnFold(
             max_steps=DEFAULT_MAX_STEPS,
             max_step_bytes=DEFAULT_MAX_STEP_BYTES,
             max_line_bytes=DEFAULT_MAX_LINE_BYTES,
         )
 
-    async def settle(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+    async def settle(self, ref: OpenSessionRef, generation: int, fold: TurnFold) -> None:
         self.settled = fold
 
 
@@ -58,13 +58,13 @@ async def _run_owner(args: argparse.Namespace) -> None:
     lease: Lease
     try:
         async with open_lease(args.redis_url, db) as lease:
-            ref = LiveSessionRef(args.session, args.runner_url)
+            ref = OpenSessionRef(args.session, args.runner_url)
             source = RemoteSource(args.runner_url, args.token)
 
-            async def live() -> list[LiveSessionRef]:
+            async def live() -> list[OpenSessionRef]:
                 return [ref]
 
-            async def settled(ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+            async def settled(ref: OpenSessionRef, generation: int, fold: TurnFold) -> None:
                 print(f"terminal {generation}", flush=True)
 
             mover = LogMover(
@@ -72,7 +72,7 @@ async def _run_owner(args: argparse.Namespace) -> None:
                 MovedChunks(db),
                 lambda _ref: source,
                 args.owner,
-                live_sessions=live,
+                open_sessions=live,
                 new_fold=Folds().new,
                 on_terminal=settled,
                 keep_chunks=True,

@@ -14,12 +14,12 @@
 """
 
 from sandstream.server.chat.agents import (
+    AgentsRun,
     EmbeddedUpstream,
-    LiveAgentsRun,
-    LiveRun,
-    LiveRuns,
     RelayBody,
+    RelayedRun,
     RemoteUpstream,
+    RunningRuns,
 )
 from sandstream.server.chat.api import ChatService, get_service
 from sandstream.server.chat.config import ChatSettings
@@ -56,6 +56,7 @@ from .serving import ChatAwareHTTPConnection, install_chat, serve_chat
 
 __all__ = [
     "AgentProfile",
+    "AgentsRun",
     "AttachmentError",
     "BlobStore",
     "ChatAwareHTTPConnection",
@@ -68,13 +69,12 @@ __all__ = [
     "ChatStore",
     "EmbeddedUpstream",
     "FileNotFoundInBagError",
-    "LiveAgentsRun",
-    "LiveRun",
-    "LiveRuns",
     "LockKeepingLease",
     "PostgresChatStore",
     "RelayBody",
+    "RelayedRun",
     "RemoteUpstream",
+    "RunningRuns",
     "SQLiteChatStore",
     "SqlChatStore",
     "StoreError",

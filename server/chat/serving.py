@@ -19,7 +19,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from quart import Blueprint, Response
 from quart_trio import QuartTrio
 
-from sandstream.server.chat.agents import PENDING_RUNS, LiveRun
+from sandstream.server.chat.agents import PENDING_RUNS, RelayedRun
 from sandstream.server.chat.api import (
     CHAT_EXTENSION,
     PART_OVERHEAD,
@@ -49,7 +49,7 @@ async def healthz() -> Response:
     if service.draining:
         return problem(503, "Shutting down", "the server is shutting down", type=SHUTTING_DOWN)
     return json_response(
-        {"status": "ok", "live": len(service.agents.live) + len(service.turns.mover.moving)}
+        {"status": "ok", "live": len(service.agents.running) + len(service.turns.mover.moving)}
     )
 
 
@@ -61,7 +61,7 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
         try:
             await super().__call__(receive, send)
         finally:
-            pending: list[LiveRun] = self.scope.get(PENDING_RUNS, [])  # type: ignore[assignment]
+            pending: list[RelayedRun] = self.scope.get(PENDING_RUNS, [])  # type: ignore[assignment]
             if pending:
                 with trio.CancelScope(shield=True):
                     for turn in pending:

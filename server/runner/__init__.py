@@ -1,6 +1,6 @@
 """The runner role: ``POST /stream``, one nursery per turn.
 
-- :class:`Runner` (:mod:`.service`) admits turns against a capacity limit and shuts
+- :class:`Runner` (:mod:`.admission`) admits turns against a capacity limit and shuts
   them all down;
 - :class:`TurnStream` (:mod:`.turn`) is one turn: a container, its stdout through the
   core, bytes out, all owned by one nursery (usable in-process as well as over HTTP);
@@ -11,6 +11,7 @@
 """
 
 from .access_log import ACCESS_LOGGER, AccessLog
+from .admission import Runner, default_launcher
 from .bwrap import BwrapContainer, BwrapLauncher, bwrap_available
 from .errors import (
     AtCapacityError,
@@ -38,7 +39,6 @@ from .routes import (
     install_runner,
     runner_blueprint,
 )
-from .service import Runner, default_launcher
 from .settings import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings
 from .turn import END_GRACE, AccessRecord, TurnOutcome, TurnStream
 

@@ -1,6 +1,6 @@
 """The runner's metrics, read from its counters when scraped (:class:`RunnerCollector`).
 
-The :class:`~.service.Runner` counts turns admitted, turns closed by outcome and
+The :class:`~.admission.Runner` counts turns admitted, turns closed by outcome and
 containers started as they happen, once per turn; this collector turns them, and the
 live counts, into Prometheus metrics. Scraping reads attributes only: it never blocks.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .service import Runner
+from .admission import Runner
 
 __all__ = ["RunnerCollector"]
 

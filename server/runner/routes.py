@@ -31,7 +31,7 @@ from sandstream.server.http import (
     read_json,
 )
 
-from .service import Runner
+from .admission import Runner
 from .turn import TurnStream
 
 __all__ = [

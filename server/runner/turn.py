@@ -116,7 +116,7 @@ class _LaunchStatus:
 class TurnStream:
     """One turn's container, stream and teardown. See the module docstring.
 
-    Build it with :meth:`Runner.open_turn <sandstream.server.runner.service.Runner.open_turn>`
+    Build it with :meth:`Runner.open_turn <sandstream.server.runner.admission.Runner.open_turn>`
     (admitted against the capacity limit), or directly with a launcher. ``dispatch``:
     the JSON the container reads on stdin. ``mode``: the core's output mode (``"sse"``
     also makes the ``start`` frame and pings). ``abort_client``: called synchronously by

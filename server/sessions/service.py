@@ -148,7 +148,7 @@ class SessionService:
     async def create(self, dispatch: Dispatch) -> Session:
         """Admit and start a session running ``dispatch``; return it (running).
 
-        Raises :class:`~sandstream.server.runner.service.AtCapacityError` /
+        Raises :class:`~sandstream.server.runner.admission.AtCapacityError` /
         ``ShuttingDownError`` (the runner's admission), :class:`sqlite3.Error` and
         :class:`~sandstream.server.streams.StreamError` (the buffer).
         Cancellation before it returns: nothing is started.

@@ -28,8 +28,8 @@ from sandstream.server.chat.mover import (
     SESSION_LOST,
     EmbeddedSource,
     Lease,
-    LiveSessionRef,
     LogMover,
+    OpenSessionRef,
     Passed,
     RedisLease,
     RemoteSource,
@@ -76,12 +76,12 @@ class Settled:
     needs_chunks: bool = True
     """What the folds say they need."""
 
-    def new_fold(self, ref: LiveSessionRef) -> CollectingFold:
+    def new_fold(self, ref: OpenSessionRef) -> CollectingFold:
         self.made.append(CollectingFold())
         self.made[-1].needs_chunks = self.needs_chunks
         return self.made[-1]
 
-    async def __call__(self, ref: LiveSessionRef, generation: int, fold: CollectingFold) -> None:
+    async def __call__(self, ref: OpenSessionRef, generation: int, fold: CollectingFold) -> None:
         self.calls.append((ref.session_id, generation))
         self.folds[ref.session_id] = fold
         self.event(ref.session_id).set()
@@ -90,10 +90,10 @@ class Settled:
         return self.events.setdefault(session_id, trio.Event())
 
 
-def live(settled: Settled, *refs: LiveSessionRef) -> Callable[[], Awaitable[list[LiveSessionRef]]]:
-    """``live_sessions()`` as the chat answers it: the sessions not settled yet."""
+def live(settled: Settled, *refs: OpenSessionRef) -> Callable[[], Awaitable[list[OpenSessionRef]]]:
+    """``open_sessions()`` as the chat answers it: the sessions not settled yet."""
 
-    async def sessions() -> list[LiveSessionRef]:
+    async def sessions() -> list[OpenSessionRef]:
         return [ref for ref in refs if not settled.event(ref.session_id).is_set()]
 
     return sessions
@@ -124,7 +124,7 @@ async def wait_stored(sink: MovedChunks, session_id: str, count: int) -> None:
 
 
 def mover(
-    lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, ref: LiveSessionRef,
+    lease: Lease, sink: MovedChunks, sources: SourceFor, owner: str, ref: OpenSessionRef,
     settled: Settled, *, keep_chunks: bool = True, ttl: float = TTL,
     heartbeat: float = HEARTBEAT, sweep_interval: float = 0.05,
 ) -> LogMover[CollectingFold]:  # fmt: skip
@@ -133,7 +133,7 @@ def mover(
         sink,
         sources,
         owner,
-        live_sessions=live(settled, ref),
+        open_sessions=live(settled, ref),
         new_fold=settled.new_fold,
         on_terminal=settled,
         keep_chunks=keep_chunks,
@@ -169,7 +169,7 @@ async def test_an_embedded_session_is_moved_byte_for_byte(
     nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 1500, rate=1000)
-    ref = LiveSessionRef(session_id)
+    ref = OpenSessionRef(session_id)
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources(embedded=session_service(runner))
     the_mover = mover(DatabaseLease(db), sink, sources, "replica-1", ref, settled)
@@ -215,7 +215,7 @@ async def test_a_remote_session_is_moved_whole_through_dropped_websockets(
 ) -> None:
     proxy = await start_proxy(nursery, runner.url)
     session_id = await start_session(runner, workspace, 2000, rate=500)
-    ref = LiveSessionRef(session_id, proxy.url)
+    ref = OpenSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, reconnect_delay=0.01)
     sink, settled = MovedChunks(db), Settled()
     the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
@@ -267,7 +267,7 @@ async def test_a_silent_connection_is_found_dead_by_ping_and_replaced(
 ) -> None:
     proxy = await start_proxy(nursery, runner.url)
     session_id = await start_session(runner, workspace, 1500, rate=500)
-    ref = LiveSessionRef(session_id, proxy.url)
+    ref = OpenSessionRef(session_id, proxy.url)
     source = RemoteSource(proxy.url, TOKEN, ping_interval=0.1, ping_timeout=0.3)
     sink, settled = MovedChunks(db), Settled()
     the_mover = mover(DatabaseLease(db), sink, lambda _: source, "replica-1", ref, settled)
@@ -288,7 +288,7 @@ async def test_a_session_stored_whole_but_not_settled_is_settled_by_the_next_own
     sink, settled = RecordingSink(db), Settled()
     await sink.move(session_id, 1, Batch.of(1, expected))  # then its owner died
     sources = SessionSources(runner_token=TOKEN)
-    ref = LiveSessionRef(session_id, runner.url)
+    ref = OpenSessionRef(session_id, runner.url)
     assert (
         await mover(DatabaseLease(db), sink, sources, "replica-2", ref, settled).move(ref)
         == "moved"
@@ -303,7 +303,7 @@ async def test_a_session_its_runner_does_not_know_ends_as_session_lost(
     runner: RunnerServer, db: Database
 ) -> None:
     sink, settled = MovedChunks(db), Settled()
-    for ref in (LiveSessionRef("ses_unknown"), LiveSessionRef("ses_gone", runner.url)):
+    for ref in (OpenSessionRef("ses_unknown"), OpenSessionRef("ses_gone", runner.url)):
         sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
         outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)
         assert outcome == "moved"
@@ -318,7 +318,7 @@ async def test_a_refused_read_raises_and_releases_the_lease(
     runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 10, rate=0)
-    ref = LiveSessionRef(session_id, runner.url)
+    ref = OpenSessionRef(session_id, runner.url)
     lease, sink, settled = DatabaseLease(db), MovedChunks(db), Settled()
     sources = SessionSources(runner_token="not-the-token")
     with pytest.raises(SourceRefusedError, match="401"):
@@ -327,7 +327,7 @@ async def test_a_refused_read_raises_and_releases_the_lease(
     assert await sink.read(session_id) == []
     assert settled.calls == []
     with pytest.raises(SourceRefusedError, match="no embedded runner"):
-        SessionSources()(LiveSessionRef(session_id))
+        SessionSources()(OpenSessionRef(session_id))
 
 
 # -- folding without a copy -------------------------------------------------------------
@@ -348,7 +348,7 @@ async def test_without_keep_chunks_a_session_is_folded_whole_and_nothing_is_copi
     db: Database,
 ) -> None:
     session_id = await start_session(runner, workspace, 1500, rate=1000)
-    ref = LiveSessionRef(session_id, None if where == "embedded" else runner.url)
+    ref = OpenSessionRef(session_id, None if where == "embedded" else runner.url)
     sink, settled = RecordingSink(db), Settled()
     sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
     the_mover = mover(DatabaseLease(db), sink, sources, "r", ref, settled, keep_chunks=False)
@@ -366,7 +366,7 @@ async def test_a_fold_that_needs_no_chunks_is_fed_none_and_the_end_is_still_foun
     """As the chat's fold shared with the embedded runner's core: the source reads
     only where the chunks end, the mover settles at the terminal."""
     session_id = await start_session(runner, workspace, 1500, rate=1000)
-    ref = LiveSessionRef(session_id)
+    ref = OpenSessionRef(session_id)
     sink, settled = RecordingSink(db), Settled(needs_chunks=False)
     sources = SessionSources(embedded=session_service(runner))
     the_mover = mover(DatabaseLease(db), sink, sources, "r", ref, settled, keep_chunks=False)
@@ -382,7 +382,7 @@ async def test_without_keep_chunks_a_new_owner_folds_from_the_first_chunk(
     nursery: trio.Nursery, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
-    ref = LiveSessionRef(session_id)
+    ref = OpenSessionRef(session_id)
     sources = SessionSources(embedded=session_service(runner))
     sink, settled = RecordingSink(db), Settled()
     first = mover(DatabaseLease(db), sink, sources, "replica-1", ref, settled, keep_chunks=False)
@@ -443,7 +443,7 @@ async def test_a_cancelled_owner_hands_over_and_the_other_finishes(
     db: Database,
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
-    ref = LiveSessionRef(session_id)
+    ref = OpenSessionRef(session_id)
     sources = SessionSources(embedded=session_service(runner))
     sink, settled = RecordingSink(db), Settled()
     async with open_kind(kind, db) as (lease, _):
@@ -502,7 +502,7 @@ async def test_an_owner_process_that_dies_or_freezes_is_taken_over_after_the_ttl
 ) -> None:
     # 10 s of lines: the owner process starts, moves and dies mid-session on a loaded machine
     session_id = await start_session(runner, workspace, 5000, rate=500)
-    ref = LiveSessionRef(session_id, runner.url)
+    ref = OpenSessionRef(session_id, runner.url)
     sink, settled = RecordingSink(db), Settled()
     async with open_kind(kind, db) as (lease, url):
         child = owner_process(runner, session_id, tmp_path / "chat.sqlite3", url)
@@ -539,7 +539,7 @@ async def test_a_fenced_owner_stops_at_once_and_writes_nothing_more(
     kind: LeaseKind, runner: RunnerServer, workspace: WorkspaceServer, db: Database
 ) -> None:
     session_id = await start_session(runner, workspace, 2500, rate=500)
-    ref = LiveSessionRef(session_id)
+    ref = OpenSessionRef(session_id)
     sources = SessionSources(embedded=session_service(runner))
     sink, settled = RecordingSink(db), Settled()
     async with open_kind(kind, db) as (lease, _):
@@ -565,7 +565,7 @@ async def test_a_fenced_owner_stops_at_once_and_writes_nothing_more(
 async def test_bad_settings_are_refused(db: Database) -> None:
     sink, settled = MovedChunks(db), Settled()
     sources = SessionSources()
-    ref = LiveSessionRef("ses_a")
+    ref = OpenSessionRef("ses_a")
     with pytest.raises(ValueError, match="shorter than the ttl"):
         mover(DatabaseLease(db), sink, sources, "r", ref, settled, ttl=1, heartbeat=1)
     with pytest.raises(ValueError, match="sweep_interval"):
@@ -586,7 +586,7 @@ async def test_chunks_dropped_by_retention_end_the_moved_log_as_session_lost(
     async with runner.client() as client:
         await wait_state(client, session_id, "completed")
     sources = SessionSources(embedded=session_service(runner), runner_token=TOKEN)
-    for ref in (LiveSessionRef(session_id), LiveSessionRef(session_id, runner.url)):
+    for ref in (OpenSessionRef(session_id), OpenSessionRef(session_id, runner.url)):
         sink, settled = MovedChunks(db), Settled()
         await db.write(lambda conn: conn.execute("DELETE FROM moved_runs"))
         outcome = await mover(DatabaseLease(db), sink, sources, "r", ref, settled).move(ref)

@@ -7,7 +7,7 @@ chunks to the core (``: ping`` when idle), ``__aexit__`` closes the nursery, shi
 The run is settled before its terminal goes out.
 
 Cancellation (the client leaving) cancels the pump, which stops the container, and the
-run settles as cancelled. Shutdown (:meth:`~.live.LiveRun.end`) ends it at once with
+run settles as cancelled. Shutdown (:meth:`~.running.RelayedRun.end`) ends it at once with
 ``error{code:"shutdown"}``; a client that does not take its last chunk within
 ``end_grace`` is cut off (docs/architecture.md, "Agents-block runs").
 """
@@ -26,7 +26,7 @@ from quart.wrappers.response import ResponseBody
 from sandstream.server.http import ClientWatch
 from sandstream.server.runner import END_GRACE
 
-from .live import LiveRun
+from .running import RelayedRun
 from .upstream import UpstreamEnd
 
 __all__ = ["END_GRACE", "FINISH_GRACE", "RelayBody"]
@@ -38,7 +38,7 @@ FINISH_GRACE: Final = 10.0
 
 
 class RelayBody(ResponseBody):
-    """The response body of one live turn (see the module docstring).
+    """The response body of one Agents-block run (see the module docstring).
 
     ``ping_interval``: idle time before a ``: ping`` (``None``: never, for NDJSON).
     ``stall_timeout``: a chunk not taken by the client for this long ends the turn
@@ -48,7 +48,7 @@ class RelayBody(ResponseBody):
 
     def __init__(
         self,
-        turn: LiveRun,
+        turn: RelayedRun,
         *,
         ping_interval: float | None,
         stall_timeout: float | None,
@@ -190,7 +190,7 @@ class RelayBody(ResponseBody):
                 self._pump_done.set()
 
     async def _end_on_shutdown(self) -> None:
-        """On :attr:`~.live.LiveRun.ending`: stop the pump, then end the turn even if
+        """On :attr:`~.running.RelayedRun.ending`: stop the pump, then end the turn even if
         the client is not reading (see the module docstring)."""
         await self.turn.ending.wait()
         self._pump_scope.cancel()

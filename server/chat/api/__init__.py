@@ -14,11 +14,11 @@ A chat error a route lets out answers for itself (:mod:`..errors`).
 from .agents import agents_blueprint
 from .callbacks import callbacks_blueprint
 from .chat import chat_blueprint, stream_blueprint
+from .chat_service import ChatService
 from .cors import install_cors
 from .guard import CHAT_EXTENSION, get_service
 from .multipart import PART_OVERHEAD
 from .push import push_ack_blueprint, push_blueprint
-from .service import ChatService
 from .ui_stream import ui_blueprint
 
 __all__: list[str] = [

@@ -8,7 +8,7 @@ from quart import Blueprint, Quart, Response, current_app, request
 
 from sandstream.server.http import check_bearer, unauthorized
 
-from .service import ChatService
+from .chat_service import ChatService
 
 __all__ = ["CHAT_EXTENSION", "get_service", "require_api_token"]
 

@@ -142,7 +142,7 @@ class ChatBusyError(ChatError, ProblemError):
         return {"Retry-After": str(BUSY_RETRY_AFTER)}
 
 
-class NoLiveTurnError(ChatError, ProblemError):
+class NoRunningTurnError(ChatError, ProblemError):
     """The chat has no running turn (to interrupt, or to give a message to) (409)."""
 
     status: ClassVar[int] = 409

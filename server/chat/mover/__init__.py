@@ -44,7 +44,7 @@ from .redis_url import parse_redis_url, tls_context
 from .settle import TurnFold, TurnSettler, fold_chunks
 from .sources import (
     EmbeddedSource,
-    LiveSessionRef,
+    OpenSessionRef,
     Passed,
     RemoteSource,
     SessionSources,
@@ -59,13 +59,13 @@ __all__ = [
     "FencedError",
     "Fold",
     "Lease",
-    "LiveSessionRef",
     "LiveSessions",
     "LogMover",
     "MoveOutcome",
     "MoverCollector",
     "NewFold",
     "OnTerminal",
+    "OpenSessionRef",
     "Passed",
     "RedisAuthError",
     "RedisConnectionError",

@@ -1,7 +1,7 @@
 """The log mover: exactly one replica follows each live session, under a lease, folds
 its chunks as they come and settles it when it ends.
 
-:class:`LogMover` sweeps (``live_sessions()``, every ``sweep_interval``) and moves each
+:class:`LogMover` sweeps (``open_sessions()``, every ``sweep_interval``) and moves each
 session it does not move yet (:meth:`~LogMover.move`); :meth:`LogMover.claim_now`
 starts one at once. Each batch of chunks is fed to the session's :class:`Fold` (in a
 worker thread; then ``on_progress`` looks at the fold) and, with ``keep_chunks``, also
@@ -32,7 +32,7 @@ from sandstream.server.chat.store import Batch, MovedChunks
 from sandstream.server.sessions import terminal_state
 
 from .lease import Lease
-from .sources import LiveSessionRef, Passed, Source
+from .sources import OpenSessionRef, Passed, Source
 
 __all__ = [
     "CLAIM_RESULTS",
@@ -83,21 +83,21 @@ class Fold(Protocol):
 
 F = TypeVar("F", bound=Fold)
 
-NewFold = Callable[[LiveSessionRef], F]
+NewFold = Callable[[OpenSessionRef], F]
 """An empty fold for a session, made as its moving starts (again after a takeover)."""
 
-OnTerminal = Callable[[LiveSessionRef, int, F], Awaitable[None]]
+OnTerminal = Callable[[OpenSessionRef, int, F], Awaitable[None]]
 """Called with the session, the lease generation and the fold once the terminal chunk
 was folded (and stored, with ``keep_chunks``)."""
 
-OnProgress = Callable[[LiveSessionRef, int, F], Awaitable[None]]
+OnProgress = Callable[[OpenSessionRef, int, F], Awaitable[None]]
 """Called with the session, the lease generation and the fold after each batch was
 folded (or, for a fold made elsewhere, passed), still under the lease."""
 
-LiveSessions = Callable[[], Awaitable[Sequence[LiveSessionRef]]]
+LiveSessions = Callable[[], Awaitable[Sequence[OpenSessionRef]]]
 """The sessions that should be moved (the chat's live turns)."""
 
-SourceFor = Callable[[LiveSessionRef], Source]
+SourceFor = Callable[[OpenSessionRef], Source]
 """The source a session's chunks are read from (:class:`~.sources.SessionSources`)."""
 
 
@@ -109,7 +109,7 @@ class _Holding:
     """One claimed session: its generation, until when the lease surely holds, where
     its chunks come from and how far they are moved."""
 
-    def __init__(self, ref: LiveSessionRef, generation: int, deadline: float) -> None:
+    def __init__(self, ref: OpenSessionRef, generation: int, deadline: float) -> None:
         self.ref = ref
         self.generation = generation
         self.deadline = deadline
@@ -128,7 +128,7 @@ class LogMover(Generic[F]):
     ``sink`` holds the fences (and, with ``keep_chunks``, the copies of the chunks);
     ``owner_id`` names this replica in the leases (unique per process). Times are in
     seconds: ``heartbeat`` must be shorter than ``ttl`` (a third of it is a good value).
-    ``on_terminal``, ``on_progress`` and ``live_sessions`` that raise are logged: the
+    ``on_terminal``, ``on_progress`` and ``open_sessions`` that raise are logged: the
     session is left for the next sweep.
     """
 
@@ -139,7 +139,7 @@ class LogMover(Generic[F]):
         sources: SourceFor,
         owner_id: str,
         *,
-        live_sessions: LiveSessions,
+        open_sessions: LiveSessions,
         new_fold: NewFold[F],
         on_terminal: OnTerminal[F],
         on_progress: OnProgress[F] | None = None,
@@ -167,7 +167,7 @@ class LogMover(Generic[F]):
         self.heartbeat = heartbeat
         self.sweep_interval = sweep_interval
         self.keep_chunks = keep_chunks
-        self._live_sessions = live_sessions
+        self._open_sessions = open_sessions
         self._new_fold = new_fold
         self._on_terminal = on_terminal
         self._on_progress = on_progress
@@ -215,17 +215,17 @@ class LogMover(Generic[F]):
                 self._nursery = None
 
     async def sweep(self) -> None:
-        """Ask ``live_sessions()`` once and start moving those not moved yet (a move
+        """Ask ``open_sessions()`` once and start moving those not moved yet (a move
         whose lease another replica holds ends at once)."""
         try:
-            refs = await self._live_sessions()
+            refs = await self._open_sessions()
         except Exception:
             log.exception("the log mover's sweep could not list the live sessions")
             return
         for ref in refs:
             self.claim_now(ref)
 
-    def claim_now(self, ref: LiveSessionRef) -> bool:
+    def claim_now(self, ref: OpenSessionRef) -> bool:
         """Start moving ``ref`` now, without waiting for the sweep; False if this
         mover moves it already. Raises :class:`RuntimeError` unless :meth:`run` runs."""
         if self._nursery is None:
@@ -236,7 +236,7 @@ class LogMover(Generic[F]):
         self._nursery.start_soon(self._move_logged, ref)
         return True
 
-    async def _move_logged(self, ref: LiveSessionRef) -> None:
+    async def _move_logged(self, ref: OpenSessionRef) -> None:
         try:
             await self.move(ref)
         except (SourceError, RedisLeaseError, sqlite3.Error) as exc:  # no traceback: not a bug
@@ -250,7 +250,7 @@ class LogMover(Generic[F]):
 
     # -- one session ----------------------------------------------------------------
 
-    async def move(self, ref: LiveSessionRef) -> MoveOutcome:
+    async def move(self, ref: OpenSessionRef) -> MoveOutcome:
         """Claim, move, settle and release one session: acquire the lease (None:
         another replica owns it) and raise the session's fence to the new generation;
         follow its source from the first chunk (with ``keep_chunks``: fold the stored

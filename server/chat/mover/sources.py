@@ -39,7 +39,7 @@ from sandstream.server.sessions import (
 __all__ = [
     "Deliver",
     "EmbeddedSource",
-    "LiveSessionRef",
+    "OpenSessionRef",
     "Passed",
     "RemoteSource",
     "SessionSources",
@@ -59,7 +59,7 @@ in the session buffer meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
-class LiveSessionRef:
+class OpenSessionRef:
     """A session the mover should move: its id, and its runner's base URL (``None``:
     the embedded runner of this process)."""
 
@@ -459,7 +459,7 @@ class SessionSources:
         self._token = runner_token
         self._remote: dict[str, RemoteSource] = {}
 
-    def __call__(self, ref: LiveSessionRef) -> Source:
+    def __call__(self, ref: OpenSessionRef) -> Source:
         if ref.runner_url is None:
             if self._embedded is None:
                 raise SourceRefusedError(f"session {ref.session_id}: no embedded runner here")

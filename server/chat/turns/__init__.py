@@ -1,6 +1,6 @@
 """A chat turn on a durable session: its runner link, its viewers and their frames.
 
-- :mod:`.service` — :class:`~.service.ChatTurns`: start, join, interrupt, follow up,
+- :mod:`.chat_turns` — :class:`~.chat_turns.ChatTurns`: start, join, interrupt, follow up,
   sweep, shutdown;
 - :mod:`.runner_link` — the turn's runner session, embedded or remote, behind one
   interface (read from a cursor, send a message, interrupt);
@@ -8,8 +8,8 @@
 - :mod:`.frames` — the chat's SSE framing of a session's chunks.
 """
 
+from .chat_turns import ChatTurns, StartedTurn
 from .dispatching import Dispatcher
-from .service import ChatTurns, StartedTurn
 from .turn_mover import LockKeepingLease, TurnMover
 from .viewer import TurnStreamBody
 

@@ -26,8 +26,8 @@ from sandstream.server.chat.config import ChatSettings
 from sandstream.server.chat.model import SourceGoneError, StoreError, TurnRecord, now_ms
 from sandstream.server.chat.mover import (
     Lease,
-    LiveSessionRef,
     LogMover,
+    OpenSessionRef,
     Passed,
     SessionSources,
     TurnFold,
@@ -132,7 +132,7 @@ class TurnMover:
                 self.sink,
                 self._sources,
                 self.owner_id,
-                live_sessions=self._live_sessions,
+                open_sessions=self._open_sessions,
                 new_fold=self._new_fold,
                 on_terminal=self._on_terminal,
                 on_progress=self._on_progress if settings.push.enabled else None,
@@ -152,7 +152,7 @@ class TurnMover:
         if self._mover is None:
             raise RuntimeError("the log mover is not running")
         assert record.session_id is not None
-        self._mover.claim_now(LiveSessionRef(record.session_id, record.runner_url))
+        self._mover.claim_now(OpenSessionRef(record.session_id, record.runner_url))
 
     def embedded_here(self, session_id: str) -> bool:
         """Whether ``session_id`` is a session of this process's embedded runner."""
@@ -178,7 +178,7 @@ class TurnMover:
                     await event.wait()
         return False
 
-    def _new_fold(self, ref: LiveSessionRef) -> TurnFold:
+    def _new_fold(self, ref: OpenSessionRef) -> TurnFold:
         """The runner's own fold for a session this process runs from its start (still
         running: its core is there), else a new one."""
         runner = None
@@ -190,7 +190,7 @@ class TurnMover:
             runner = None if stream is None else stream.processor
         return self.settler.new_fold(runner)
 
-    async def _fold_stored(self, ref: LiveSessionRef, shared: TurnFold) -> TurnFold:
+    async def _fold_stored(self, ref: OpenSessionRef, shared: TurnFold) -> TurnFold:
         """A new fold of the session's chunks, read from its first (``shared`` if they
         are no longer all there)."""
         fold = self.settler.new_fold()
@@ -206,15 +206,15 @@ class TurnMover:
             return shared
         return fold
 
-    async def _live_sessions(self) -> Sequence[LiveSessionRef]:
+    async def _open_sessions(self) -> Sequence[OpenSessionRef]:
         return [
-            LiveSessionRef(turn.session_id, turn.runner_url)
+            OpenSessionRef(turn.session_id, turn.runner_url)
             for turn in await self.store.running_turns()
             if turn.session_id is not None
             and (turn.runner_url is not None or self.embedded_here(turn.session_id))
         ]
 
-    async def _on_progress(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+    async def _on_progress(self, ref: OpenSessionRef, generation: int, fold: TurnFold) -> None:
         """Record the push alerts of the permission requests the fold has news of,
         fenced by ``generation``; a failed write is logged and tried again after the
         next batch (a fenced one ends the moving)."""
@@ -236,7 +236,7 @@ class TurnMover:
             return
         fold.watch.reported(news)
 
-    async def _on_terminal(self, ref: LiveSessionRef, generation: int, fold: TurnFold) -> None:
+    async def _on_terminal(self, ref: OpenSessionRef, generation: int, fold: TurnFold) -> None:
         """Settle the turn with ``fold``'s message, fenced by ``generation``. A shared
         fold that did not see the session's end (its runner stopped before its core
         made one: the session's last chunk was added after it) is replaced by a fold

@@ -1,11 +1,11 @@
 """Live Agents-block runs: what is in flight, and how each one settles exactly once.
 
-A :class:`LiveRun` is one ``POST /stream`` dispatch between its start and its settle:
+A :class:`RelayedRun` is one ``POST /stream`` dispatch between its start and its settle:
 its core :class:`~sandstream.core.StreamProcessor`, its :class:`~.upstream.Upstream`
-and what to persist. :meth:`LiveRun.finish` runs once however the run ends, shielded,
-so a cancelled caller still persists; after :meth:`LiveRun.end` (shutdown) a run that
+and what to persist. :meth:`RelayedRun.finish` runs once however the run ends, shielded,
+so a cancelled caller still persists; after :meth:`RelayedRun.end` (shutdown) a run that
 settles without its terminal settles as ``error{code:"shutdown"}``.
-:class:`LiveAgentsRun` settles its session; :class:`LiveRuns` tracks them for shutdown.
+:class:`AgentsRun` settles its session; :class:`RunningRuns` tracks them for shutdown.
 (Chat turns are runner sessions, settled by :mod:`sandstream.server.chat.mover.settle`.)
 """
 
@@ -22,12 +22,12 @@ from sandstream.server.chat.store import DispatchStore
 
 from .upstream import Upstream
 
-__all__ = ["LiveAgentsRun", "LiveRun", "LiveRuns"]
+__all__ = ["AgentsRun", "RelayedRun", "RunningRuns"]
 
 log = logging.getLogger("sandstream.chat")
 
 
-class LiveRun:
+class RelayedRun:
     """One dispatch in flight. Subclasses say what a start frame and a settle are."""
 
     def __init__(self, *, session_id: str, processor: StreamProcessor, upstream: Upstream) -> None:
@@ -41,7 +41,7 @@ class LiveRun:
         """Set by :meth:`end`: the server is shutting down, the turn must end now."""
         self.end_message = ""
         self._settling = False
-        self._registry: LiveRuns | None = None
+        self._registry: RunningRuns | None = None
 
     async def _persist(self) -> None:
         """Write the settled turn (called once, shielded)."""
@@ -103,7 +103,7 @@ class LiveRun:
         await self.finish("the client went away before the stream started")
 
 
-class LiveAgentsRun(LiveRun):
+class AgentsRun(RelayedRun):
     """An Agents-block run: validated NDJSON out, the session settled at the end."""
 
     def __init__(
@@ -120,31 +120,31 @@ class LiveAgentsRun(LiveRun):
         await self.store.close_dispatch(self.session_id, now=now_ms())
 
 
-class LiveRuns:
-    """The live turns of one app, for :meth:`shutdown`."""
+class RunningRuns:
+    """The running Agents-block runs of one app, for :meth:`shutdown`."""
 
     def __init__(self) -> None:
-        self._turns: set[LiveRun] = set()
+        self._turns: set[RelayedRun] = set()
         self._changed = trio.Event()
         self.draining = False
 
     def __len__(self) -> int:
         return len(self._turns)
 
-    def add(self, turn: LiveRun) -> None:
+    def add(self, turn: RelayedRun) -> None:
         turn._registry = self
         self._turns.add(turn)
 
-    def discard(self, turn: LiveRun) -> None:
+    def discard(self, turn: RelayedRun) -> None:
         self._turns.discard(turn)
         self._changed.set()
         self._changed = trio.Event()
 
-    def turns(self) -> list[LiveRun]:
+    def turns(self) -> list[RelayedRun]:
         return list(self._turns)
 
     async def shutdown(self, timeout: float) -> None:
-        """End every live turn with ``error{code:"shutdown"}``; wait up to ``timeout``
+        """End every running run with ``error{code:"shutdown"}``; wait up to ``timeout``
         for them to settle (a turn whose body never starts is settled when its
         connection closes). Cancellation: stops waiting; the turns go on ending."""
         self.draining = True

@@ -24,7 +24,7 @@ from sandstream.server.chat.credentials import MintedTokens
 from sandstream.server.chat.model import (
     ChatBusyError,
     ChatStreamRequest,
-    NoLiveTurnError,
+    NoRunningTurnError,
     RunnerSessionGoneError,
     StoreError,
     TurnRecord,
@@ -367,12 +367,12 @@ class ChatTurns:
     async def interrupt(self, workspace_id: str, chat_id: str) -> PersistedMessage:
         """Stop the chat's running turn and wait until it settled; return its message.
 
-        Raises :class:`NoLiveTurnError` (nothing runs), ``ChatNotFoundError``,
+        Raises :class:`NoRunningTurnError` (nothing runs), ``ChatNotFoundError``,
         ``TimeoutError`` (it did not settle within :data:`INTERRUPT_TIMEOUT`).
         """
         turn = await self.latest(workspace_id, chat_id)
         if turn is None:
-            raise NoLiveTurnError(chat_id)
+            raise NoRunningTurnError(chat_id)
         with trio.fail_after(INTERRUPT_TIMEOUT):
             try:
                 await turn.session.interrupt()
@@ -386,16 +386,16 @@ class ChatTurns:
     async def send_message(self, workspace_id: str, chat_id: str, text: str) -> PersistedMessage:
         """Give ``text`` to the chat's running turn and persist it as a user message.
 
-        Raises :class:`NoLiveTurnError` (nothing runs, or it ended meanwhile),
+        Raises :class:`NoRunningTurnError` (nothing runs, or it ended meanwhile),
         ``ChatNotFoundError``, ``RemoteRunnerError``.
         """
         turn = await self.latest(workspace_id, chat_id)
         if turn is None:
-            raise NoLiveTurnError(chat_id)
+            raise NoRunningTurnError(chat_id)
         try:
             await turn.session.send_message(text)
         except (SessionEndedError, RunnerSessionGoneError):
-            raise NoLiveTurnError(chat_id) from None
+            raise NoRunningTurnError(chat_id) from None
         now = now_ms()
         message = user_message(new_id("msg"), text, created_at=now)
         await self.store.append_user_message(workspace_id, chat_id, message, now)
@@ -410,16 +410,16 @@ class ChatTurns:
         request's push alert is then moot (dropped if it waits, dismissed if sent; the log
         mover, folding the request's ``resolved`` line, does it too). Raises
         ``PermissionNotFoundError`` (the turn never asked it), ``PermissionAnsweredError``
-        (answered or resolved before), :class:`NoLiveTurnError` (nothing runs, or it
+        (answered or resolved before), :class:`NoRunningTurnError` (nothing runs, or it
         ended meanwhile), ``ChatNotFoundError``, ``RemoteRunnerError``.
         """
         turn = await self.latest(workspace_id, chat_id)
         if turn is None:
-            raise NoLiveTurnError(chat_id)
+            raise NoRunningTurnError(chat_id)
         try:
             await turn.session.answer_permission(answer)
         except (SessionEndedError, RunnerSessionGoneError):
-            raise NoLiveTurnError(chat_id) from None
+            raise NoRunningTurnError(chat_id) from None
         if self.settings.push.enabled:  # answered: its alert is moot
             try:
                 await self.store.permission_answered(turn.record.id, answer.id, now_ms())

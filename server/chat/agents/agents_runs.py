@@ -1,7 +1,7 @@
 """Agents-block runs: each one ``POST /stream`` dispatch, streamed by its response.
 
 :class:`AgentsRuns` records a run's dispatch and tokens and admits it on the runner; its
-response body (:mod:`.relay`) streams it in one nursery, and :mod:`.live` finishes it
+response body (:mod:`.relay`) streams it in one nursery, and :mod:`.running` finishes it
 exactly once. A run that cannot start raises before anything is kept.
 """
 
@@ -21,7 +21,7 @@ from sandstream.server.chat.turns import Dispatcher
 from sandstream.server.http import abort_scope_connection
 from sandstream.server.runner import Runner
 
-from .live import LiveAgentsRun, LiveRun, LiveRuns
+from .running import AgentsRun, RelayedRun, RunningRuns
 from .upstream import EmbeddedUpstream, RemoteUpstream, Upstream
 
 __all__ = ["PENDING_RUNS", "AgentsRuns"]
@@ -31,7 +31,7 @@ PENDING_RUNS: Final = "sandstream.chat.pending_runs"
 
 
 class AgentsRuns:
-    """The Agents-block runs of one process; ``live`` holds those in flight."""
+    """The Agents-block runs of one process; ``running`` holds those in flight."""
 
     def __init__(
         self,
@@ -47,9 +47,9 @@ class AgentsRuns:
         self.dispatcher = dispatcher
         self.runner = runner
         self.max_line_bytes = max_line_bytes
-        self.live = LiveRuns()
+        self.running = RunningRuns()
 
-    async def start(self, body: AgentsRunRequest, scope: dict[str, Any]) -> LiveAgentsRun:
+    async def start(self, body: AgentsRunRequest, scope: dict[str, Any]) -> AgentsRun:
         """Record the run's session and tokens and admit its dispatch.
 
         Raises ``TargetError`` or ``RunnerUnavailableError`` (nothing kept).
@@ -77,7 +77,7 @@ class AgentsRuns:
             except BaseException:
                 await self.store.close_dispatch(session.id, now=now_ms())
                 raise
-            run = LiveAgentsRun(
+            run = AgentsRun(
                 store=self.store,
                 session_id=session.id,
                 upstream=upstream,
@@ -108,11 +108,11 @@ class AgentsRuns:
             connect_timeout=self.settings.remote_connect_timeout,
         )
 
-    def _register(self, run: LiveRun, scope: dict[str, Any]) -> None:
-        self.live.add(run)
+    def _register(self, run: RelayedRun, scope: dict[str, Any]) -> None:
+        self.running.add(run)
         scope.setdefault(PENDING_RUNS, []).append(run)
 
     async def shutdown(self) -> None:
         """End every run with ``error{code:"shutdown"}`` and wait (at most
         ``settings.shutdown_timeout`` s) until each one finished."""
-        await self.live.shutdown(self.settings.shutdown_timeout)
+        await self.running.shutdown(self.settings.shutdown_timeout)
