@@ -6,7 +6,7 @@ the chats API), ``/api/agents/run`` and workflow environments — these with COR
 ``settings.cors_origins`` —, the sandbox callbacks ``/api/sandbox/{sessionId}/...``, and
 ``GET /healthz`` when no runner serves one. Cancellation of :func:`serve_chat`:
 Hypercorn stops at once; containers are still reaped. A configuration that cannot work raises
-:class:`~.errors.ChatConfigError` before anything listens.
+:class:`~sandstream.server.chat.model.ChatConfigError` before anything listens.
 """
 
 from __future__ import annotations

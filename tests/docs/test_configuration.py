@@ -19,8 +19,8 @@ READERS = (
     "server/http",
     "server/runner",
     "server/chat/credentials/api_token.py",
-    "server/chat/agent_profile.py",
-    "server/chat/config.py",
+    "server/chat/model/agent_profile.py",
+    "server/chat/config/settings.py",
     "server/chat/push/settings.py",
     "container",
 )

@@ -8,7 +8,7 @@
   bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the blob store),
   :mod:`.downloads` (a bag file's bytes).
 
-A chat error a route lets out answers for itself (:mod:`..errors`).
+A chat error a route lets out answers for itself (:mod:`~sandstream.server.chat.model.errors`).
 """
 
 from .agents import agents_blueprint

@@ -58,7 +58,8 @@ async def _redeem(purpose: Purpose, session_id: str) -> DispatchRecord:
 @callbacks_blueprint.get("/healthz")
 async def healthz() -> Response:
     """Unauthenticated: ``{"status": "ok", "service": "sandstream-chat"}``, so that the
-    public URL can be checked to reach a chat backend (:mod:`..public_url`)."""
+    public URL can be checked to reach a chat backend
+    (:mod:`~sandstream.server.chat.config.public_url`)."""
     return json_response({"status": "ok", "service": CALLBACKS_SERVICE})
 
 

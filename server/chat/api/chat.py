@@ -5,7 +5,7 @@ Every route needs the chat API token (``Authorization: Bearer``) and is scoped b
 workspace (``workspaceId`` in the body or the query), except ``GET
 …/chats/{chatId}/stream``, which also takes a stream token in the query (for a native
 ``EventSource``, :mod:`~sandstream.server.chat.credentials.stream_tokens`). Errors are
-problem JSON (each of :mod:`..errors` says its own).
+problem JSON (each of :mod:`~sandstream.server.chat.model.errors` says its own).
 """
 
 from __future__ import annotations

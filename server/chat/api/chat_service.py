@@ -1,11 +1,11 @@
 """The chat backend's service: one object the routes reach, holding its parts.
 
-:class:`ChatService` composes the chat turns (:class:`~.turns.service.ChatTurns`), the
-Agents-block runs (:class:`~.agents.service.AgentsRuns`), the push notifications
+:class:`ChatService` composes the chat turns (:class:`~sandstream.server.chat.turns.ChatTurns`), the
+Agents-block runs (:class:`~sandstream.server.chat.agents.AgentsRuns`), the push notifications
 (:mod:`.push`) and what they share: the
-settings, the store, the blobs, the embedded runner and the :class:`~.dispatching.Dispatcher`.
-Routes are thin; the parts do the work. :meth:`ChatService.shutdown` refuses new work,
-then ends the turns, then the runs.
+settings, the store, the blobs, the embedded runner and the
+:class:`~sandstream.server.chat.turns.Dispatcher`. Routes are thin; the parts do the work.
+:meth:`ChatService.shutdown` refuses new work, then ends the turns, then the runs.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class ChatService:
 
     ``runner`` is the embedded runner (``None`` when every turn goes to a remote
     runner); :attr:`sessions` its session service, set by
-    :func:`~sandstream.server.app.create_chat_app`. :attr:`bound_url` is set once the
+    :func:`~sandstream.server.create_chat_app`. :attr:`bound_url` is set once the
     server is bound (the default callback base when ``settings.public_url`` is not set).
     """
 
@@ -91,7 +91,7 @@ class ChatService:
         """Run the log mover, and the push outbox if a push service is configured, until
         cancelled (the push senders are open meanwhile: :attr:`push_senders`).
 
-        Raises :class:`~.errors.ChatConfigError` at once for unreadable push
+        Raises :class:`~sandstream.server.chat.model.ChatConfigError` at once for unreadable push
         credentials."""
         push = self.settings.push
         async with PushSenders.open(push) as senders, trio.open_nursery() as nursery:

@@ -1,4 +1,5 @@
-"""Where the routes find the :class:`~..service.ChatService`, and the API-token guard."""
+"""Where the routes find the :class:`~sandstream.server.chat.api.ChatService`, and the API-token
+guard."""
 
 from __future__ import annotations
 

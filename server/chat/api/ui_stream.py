@@ -206,7 +206,8 @@ def _bad_file_part(url: str | None) -> BadRequestError:
 
 
 class ChatSSEBody(Protocol):
-    """A response body of the chat's SSE (:meth:`~..service.ChatService.stream_body`)."""
+    """A response body of the chat's SSE
+    (:meth:`~sandstream.server.chat.turns.ChatTurns.stream_body`)."""
 
     async def __aenter__(self) -> object: ...
 
@@ -221,7 +222,7 @@ class ChatSSEBody(Protocol):
 
 
 class UIMessageStreamBody(ResponseBody):
-    """A chat SSE response body (:meth:`~..service.ChatService.stream_body`),
+    """A chat SSE response body (:meth:`~sandstream.server.chat.turns.ChatTurns.stream_body`),
     translated by ``stream``: the source's frames go out as UI message stream frames.
 
     The source stays in charge of the turn: entering, leaving (also on cancellation)

@@ -2,7 +2,7 @@
 
 :func:`normalize_public_url` checks a configured one (an absolute ``http(s)`` URL with a
 host, no credentials, query or fragment; a path prefix is kept, trailing ``/`` dropped)
-and raises :class:`~.errors.PublicUrlError` naming ``--public-url`` otherwise.
+and raises :class:`~sandstream.server.chat.model.PublicUrlError` naming ``--public-url`` otherwise.
 :func:`replicas_configured` says when several replicas share the chat state, so each
 must be given a public URL that outlives it (a load balancer in front of them all).
 :func:`probe_public_url` checks, once the server listens, that the URL reaches a

@@ -3,8 +3,8 @@
 Each field that is a flag of ``sandstream serve`` declares it, with its environment
 variable, default, help and check (:mod:`sandstream.server.settings_table`;
 docs/configuration.md lists them all); the command builds the settings from those
-flags. Times are seconds. A bad value raises :class:`~.errors.ChatConfigError`
-(:class:`~.errors.PublicUrlError` for a missing ``--public-url``); a
+flags. Times are seconds. A bad value raises :class:`~sandstream.server.chat.model.ChatConfigError`
+(:class:`~sandstream.server.chat.model.PublicUrlError` for a missing ``--public-url``); a
 ``--database-url`` that is not a PostgreSQL URL, :class:`ValueError`.
 """
 

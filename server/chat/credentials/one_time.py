@@ -9,7 +9,7 @@ processes). A callback may carry an ``Idempotency-Key`` (:func:`idempotency_key`
 token is then stored with it, and the same token with the same key is answered again
 while it is unexpired and its session unsettled (a retry whose first answer was lost;
 docs/protocol.md, "Workspace callbacks"). Bad input: a malformed key raises
-:class:`~..errors.IdempotencyKeyError`.
+:class:`~sandstream.server.chat.model.IdempotencyKeyError`.
 """
 
 from __future__ import annotations

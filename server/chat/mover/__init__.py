@@ -11,7 +11,8 @@ fences (and, if asked, a copy of the chunks) through its ``MovedChunks``
 - :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
   :class:`RemoteSource` (a runner's WebSocket), chosen by :class:`SessionSources`;
 - :mod:`.mover`: :class:`LogMover`, the sweep, claim, heartbeat, fold, move and settle;
-- :mod:`.settle`, :mod:`.turns`: a chat turn's fold and settling, the chat's mover;
+- :mod:`.settle`: a chat turn's fold and settling (the chat's use of the mover is
+  :class:`~sandstream.server.chat.turns.TurnMover`);
   :mod:`.permissions`: what a fold says of its permission requests, for push alerts.
 """
 

@@ -5,13 +5,13 @@ generation strictly greater than every one before for that session; the generati
 with every write of the moved chunks, so an owner that lost its lease is refused once a
 newer one claimed. A lease whose ``ttl`` passed is gone, claimed or not.
 :func:`open_lease` picks :class:`RedisLease` or the store's
-:class:`~sandstream.server.chat.store.leases.DatabaseLease`.
+:class:`~sandstream.server.chat.store.DatabaseLease`.
 
 Every call raises what its store raises when it cannot be reached or answers nonsense
-(:class:`sqlite3.Error`, :class:`~..errors.RedisLeaseError`): the outcome is then
-unknown, and the mover calls again at its next heartbeat or sweep. No content of Redis
-(keys deleted, counters at their maximum, values of the wrong type or garbage) can stop
-a claim for longer than the ttl of a lease that was really held: see
+(:class:`sqlite3.Error`, :class:`~sandstream.server.chat.model.RedisLeaseError`): the outcome is
+then unknown, and the mover calls again at its next heartbeat or sweep. No content of Redis (keys
+deleted, counters at their maximum, values of the wrong type or garbage) can stop a claim for longer
+than the ttl of a lease that was really held: see
 :class:`RedisLease`.
 """
 
@@ -134,7 +134,8 @@ class RedisLease:
     from the chat database (``fence_of``) and its generation is above it, whatever
     the counter holds (deleted by a restart without persistence, set to 2^63-1, of
     another type). A reply that is not such a generation raises
-    :class:`~..errors.RedisReplyError` (a failed claim: the next sweep claims again).
+    :class:`~sandstream.server.chat.model.RedisReplyError` (a failed claim: the next sweep claims
+    again).
     """
 
     def __init__(
@@ -180,7 +181,7 @@ class RedisLease:
 async def open_lease(redis_url: str | None, db: Database) -> AsyncIterator[Lease]:
     """The lease the log mover uses: :class:`RedisLease` on ``redis_url`` (the
     ``--redis-url`` flag), its claims fenced by the chat database ``db``'s fences, else
-    a :class:`~sandstream.server.chat.store.leases.DatabaseLease` on ``db``.
+    a :class:`~sandstream.server.chat.store.DatabaseLease` on ``db``.
 
     Raises :class:`ValueError` for a malformed Redis URL or TLS files that cannot be
     used (before anything connects); Redis is first reached by the first lease call.

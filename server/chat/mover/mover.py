@@ -260,7 +260,7 @@ class LogMover(Generic[F]):
         fold)``, still under the lease; release it.
 
         Raises what the source (:class:`~.sources.SourceRefusedError`), the sink
-        (:class:`sqlite3.Error`, :class:`~..errors.ChunkGapError`), the lease,
+        (:class:`sqlite3.Error`, :class:`~sandstream.server.chat.model.ChunkGapError`), the lease,
         ``on_progress`` or ``on_terminal`` raise; the lease is released first.
         Cancellation: stops at once and releases the lease.
         """

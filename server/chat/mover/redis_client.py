@@ -5,8 +5,8 @@ own event loop) on the address of a ``--redis-url`` (:mod:`.redis_url`); nothing
 sent until the first command. A command is never retried: when a connection breaks
 its outcome is unknown, and the lease calls again at its next heartbeat or sweep.
 :func:`redis_errors` turns coredis's exceptions into the chat's
-(:class:`~..errors.RedisLeaseError` and its kinds), each naming the server, never the
-password.
+(:class:`~sandstream.server.chat.model.RedisLeaseError` and its kinds), each naming the server,
+never the password.
 
 Cancellation: a command cancelled in flight is dropped by coredis (its reply is never
 taken for another command's); it may or may not have run. Leaving :func:`open_redis`

@@ -181,8 +181,8 @@ class TurnSettler:
         ``fold`` holds (one transaction). Returns False (nothing written) for a
         session that is no chat turn's, or a turn settled already. With
         ``generation`` (the log mover's lease), the transaction raises
-        :class:`~..errors.FencedError` (nothing written) if a newer generation claimed
-        the session meanwhile.
+        :class:`~sandstream.server.chat.model.FencedError` (nothing written) if a newer generation
+        claimed the session meanwhile.
 
         Raises the store's errors. Cancellation: before the write nothing is written;
         the write itself is not interrupted.

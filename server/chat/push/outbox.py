@@ -14,7 +14,7 @@ logged and not sent again; one a service could not take after the send's retries
 tried again later (``settings.later``, never sooner than its ``Retry-After``) and given up,
 logged, past the policy's attempts or age. The others still go. A replica that lost
 its claim (it stalled past the lease) writes nothing more
-(:class:`~..errors.FencedError`), and a send it made is not made again.
+(:class:`~sandstream.server.chat.model.FencedError`), and a send it made is not made again.
 
 Cancellation: the pushes claimed and not ended are released (shielded), so another
 replica, or this one after a restart, takes them at once; a send under way then (or

@@ -1,13 +1,13 @@
 """The configured push senders, one per service, behind one call:
 :meth:`PushSenders.send` delivers a :class:`~.notification.Notification` to a stored
-:class:`~...records.PushSubscription` on the service it belongs to.
+:class:`~sandstream.server.chat.model.PushSubscription` on the service it belongs to.
 
 A Web Push message carries the notification as JSON (``title``, ``body``, ``tag`` = the
 collapse key, ``silent``, and the notification's ``data``) for the web app's service
 worker. Bad input: a subscription of a service that is not configured raises
 :class:`~.errors.PushError`; :meth:`PushSenders.open` raises
-:class:`~..errors.ChatConfigError` for unreadable credentials. Cancellation: as the
-senders (a send stops at once); leaving closes every client, shielded.
+:class:`~sandstream.server.chat.model.ChatConfigError` for unreadable credentials. Cancellation: as
+the senders (a send stops at once); leaving closes every client, shielded.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ class PushCredentials:
 
 def load_credentials(settings: PushSettings) -> PushCredentials:
     """Read and check the credential files of ``settings`` (blocking: call it at
-    start-up). Raises :class:`~..errors.ChatConfigError` for one that cannot be read or
-    is not a key of the right kind."""
+    start-up). Raises :class:`~sandstream.server.chat.model.ChatConfigError` for one that cannot be
+    read or is not a key of the right kind."""
     vapid = apns = fcm = None
     if settings.vapid_key_file is not None:
         try:

@@ -1,6 +1,6 @@
 """The push notifications' settings: :class:`PushSettings`, part of
 :class:`~..config.ChatSettings`, validated on construction (a bad value raises
-:class:`~..errors.ChatConfigError`). Which push services are on follows from the
+:class:`~sandstream.server.chat.model.ChatConfigError`). Which push services are on follows from the
 credentials given: a VAPID key turns Web Push on, an APNs ``.p8`` key APNs, a service
 account FCM. The files are read when the senders open (:mod:`.senders`). Each flag of
 ``sandstream serve``'s push group is declared on its field

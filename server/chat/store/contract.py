@@ -23,7 +23,7 @@ Implemented once, :class:`~.sql.SqlChatStore`, on either database:
 opens, gives the bag's blob store and closes, which only the code that opens it
 needs. Every method is a coroutine that does its blocking work off the trio event
 loop; every query is scoped by workspace where a workspace is named. Methods raise
-the specific errors of :mod:`.errors`.
+the specific errors of :mod:`~sandstream.server.chat.model.errors`.
 
 Cancellation: a store call runs to completion once started (a transaction is never
 left half-way); a cancelled caller gets :class:`trio.Cancelled` after it returns, so
@@ -84,7 +84,7 @@ class ChatMessageStore(Protocol):
         ...
 
     async def get_chat(self, workspace_id: str, chat_id: str, *, now: int) -> Chat:
-        """One chat. Raises :class:`~.errors.ChatNotFoundError`."""
+        """One chat. Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`."""
         ...
 
     async def get_messages(
@@ -92,15 +92,15 @@ class ChatMessageStore(Protocol):
     ) -> list[PersistedMessage]:
         """The chat's messages in ``seq`` order (the last ``limit`` if given).
 
-        Raises :class:`~.errors.ChatNotFoundError`.
+        Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`.
         """
         ...
 
     async def delete_chat(self, workspace_id: str, chat_id: str, *, now: int) -> None:
         """Soft-delete the chat and its bag files.
 
-        Raises :class:`~.errors.ChatNotFoundError`, and
-        :class:`~.errors.ChatBusyError` while a turn holds its lock.
+        Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`, and
+        :class:`~sandstream.server.chat.model.ChatBusyError` while a turn holds its lock.
         """
         ...
 
@@ -109,7 +109,7 @@ class ChatMessageStore(Protocol):
     ) -> None:
         """Append a user message (a follow-up given to the running turn).
 
-        Raises :class:`~.errors.ChatNotFoundError`."""
+        Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`."""
         ...
 
 
@@ -122,8 +122,9 @@ class TurnStore(Protocol):
 
         A lock whose lease has expired is taken over; the assistant message of the
         turn that held it is written as failed (``turn_lost``) if it is missing.
-        Raises :class:`~.errors.ChatNotFoundError`, :class:`~.errors.ChatBusyError`
-        or :class:`~.errors.AttachmentError`, having written nothing.
+        Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`,
+        :class:`~sandstream.server.chat.model.ChatBusyError` or
+        :class:`~sandstream.server.chat.model.AttachmentError`, having written nothing.
         """
         ...
 
@@ -175,8 +176,8 @@ class TurnStore(Protocol):
         the files its run wrote back), its session settled, the chat's lock released
         (whoever holds it for this turn), the turn marked settled. False (nothing
         written) when it had settled already. With ``generation`` (the log mover's
-        lease), raises :class:`~..errors.FencedError` (nothing written) if a newer
-        generation has claimed the turn's session."""
+        lease), raises :class:`~sandstream.server.chat.model.FencedError` (nothing written) if a
+        newer generation has claimed the turn's session."""
         ...
 
     async def sweep_lost_turns(self, *, now: int, spare: Collection[str] = ()) -> list[str]:
@@ -214,7 +215,7 @@ class DispatchStore(Protocol):
         either be unused (it is then marked used, with ``idempotency_key``) or have been
         redeemed with this same, non-``None`` ``idempotency_key`` while its session is
         unsettled (a retried callback: nothing changes). Raises
-        :class:`~.errors.TokenRejectedError` otherwise, having changed nothing.
+        :class:`~sandstream.server.chat.model.TokenRejectedError` otherwise, having changed nothing.
         """
         ...
 
@@ -223,7 +224,7 @@ class DispatchStore(Protocol):
     ) -> DispatchRecord:
         """Check a token without consuming it: it must exist with this hash, purpose
         and session and be unexpired (redeemed or not), and its session unsettled.
-        Raises :class:`~.errors.TokenRejectedError` otherwise."""
+        Raises :class:`~sandstream.server.chat.model.TokenRejectedError` otherwise."""
         ...
 
 
@@ -258,7 +259,8 @@ class BagFileStore(Protocol):
     async def list_run_files(self, workspace_id: str, session_id: str) -> list[BagFile]:
         """The files an Agents-block run wrote back, oldest first.
 
-        Raises :class:`~.errors.RunNotFoundError` (no such run in the workspace).
+        Raises :class:`~sandstream.server.chat.model.RunNotFoundError` (no such run in the
+        workspace).
         """
         ...
 

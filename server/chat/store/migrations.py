@@ -8,7 +8,7 @@ runner serves both: :func:`migrate` applies every version not yet recorded in
 starts exclusive (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped
 advisory lock, :func:`migrate_postgres`), so processes opening one database at once
 apply each exactly once. Bad input: a database holding a version this code does not
-know is refused with :class:`~.errors.StoreError`.
+know is refused with :class:`~sandstream.server.chat.model.StoreError`.
 """
 
 from __future__ import annotations

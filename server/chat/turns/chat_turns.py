@@ -104,7 +104,7 @@ class ChatTurns:
         self.viewers = Viewers()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the log mover until cancelled (:class:`~..mover.turns.TurnMover`)."""
+        """Run the log mover until cancelled (:class:`~sandstream.server.chat.turns.TurnMover`)."""
         await self.mover.run(self.sessions, task_status=task_status)
 
     async def sweep(self) -> list[str]:

@@ -2,9 +2,9 @@
 its one-time tokens, and whether new ones are taken at all.
 
 :class:`Dispatcher` is used by the chat turn and the Agents-block run alike. A runner
-URL that is malformed or not allowed raises :class:`~.errors.TargetError`; a server
-that is shutting down refuses new dispatches with
-:class:`~sandstream.server.runner.errors.ShuttingDownError`. Nothing here blocks but
+URL that is malformed or not allowed raises :class:`~sandstream.server.chat.model.TargetError`; a
+server that is shutting down refuses new dispatches with
+:class:`~sandstream.server.runner.ShuttingDownError`. Nothing here blocks but
 the workflow environment's lookup in the store.
 """
 
@@ -45,7 +45,8 @@ class Dispatcher:
         self, workspace_id: str, workflow_id: str | None, request_url: str | None
     ) -> Target:
         """The runner: the request's URL, the workflow environment's ``SANDBOX_URL``, the
-        server's, or the embedded runner. Raises :class:`~.errors.TargetError`."""
+        server's, or the embedded runner. Raises
+        :class:`~sandstream.server.chat.model.TargetError`."""
         workflow_url = None
         if workflow_id is not None:
             environment = await self.store.get_environment(workspace_id, workflow_id)

@@ -1,14 +1,13 @@
 """The chat's log mover: each live chat turn's session followed by exactly one replica,
 and the turn settled from its chunks by that replica, under its fenced lease.
 
-:class:`TurnMover` runs one :class:`~.mover.LogMover` per process: its live sessions are
-the running ``chat_turns`` (every remote turn, and the embedded turns this process's
-runner has); it folds each session's chunks into a :class:`~.settle.TurnFold` as they
-come (a copy of them is stored only with ``keep_chunks``) and at the terminal settles
-the turn (:meth:`TurnSettler.settle`, fenced by the generation); with push on, after each
-batch it records the alerts of the permission requests the fold has news of (fenced
-too); its lease is wrapped in :class:`LockKeepingLease`, so the lease's owner holds and
-renews the chat's lock. A turn
+:class:`TurnMover` runs one :class:`~sandstream.server.chat.mover.LogMover` per process: its live
+sessions are the running ``chat_turns`` (every remote turn, and the embedded turns this process's
+runner has); it folds each session's chunks into a :class:`~sandstream.server.chat.mover.TurnFold`
+as they come (a copy of them is stored only with ``keep_chunks``) and at the terminal settles the
+turn (:meth:`TurnSettler.settle`, fenced by the generation); with push on, after each batch it
+records the alerts of the permission requests the fold has news of (fenced too); its lease is
+wrapped in :class:`LockKeepingLease`, so the lease's owner holds and renews the chat's lock. A turn
 started here is claimed at once (:meth:`TurnMover.claim_now`), the sweep claims the rest.
 """
 
@@ -51,9 +50,9 @@ class TurnMoverStore(TurnStore, PushAlertStore, LogMoverTables, Protocol):
 
 
 class LockKeepingLease:
-    """A :class:`~.mover.Lease` that also holds the chat lock of the session's turn:
-    each successful acquire and renew makes the owner its holder for ``lock_lease``
-    more seconds. A failed lock write is logged (the lock outlives a few heartbeats)."""
+    """A :class:`~sandstream.server.chat.mover.Lease` that also holds the chat lock of the session's
+    turn: each successful acquire and renew makes the owner its holder for ``lock_lease`` more
+    seconds. A failed lock write is logged (the lock outlives a few heartbeats)."""
 
     def __init__(self, lease: Lease, store: TurnStore, *, lock_lease: float) -> None:
         self.lease = lease

@@ -3,9 +3,10 @@
 A bag file is an upload or a file a run wrote back; its bytes are in the blob store
 (:mod:`..bag`), its name, size, type, hash, owner and ``deleted_at`` here.
 :class:`BagFiles` holds the :class:`~..contract.ChatStore` methods on it; the functions
-are steps :mod:`.turns` shares. Bad input: :class:`~...errors.ChatNotFoundError`,
-:class:`~...errors.RunNotFoundError`, :class:`~...errors.FileNotFoundInBagError`,
-:class:`~...errors.AttachmentError`. Cancellation: a call that started runs to
+are steps :mod:`.turns` shares. Bad input: :class:`~sandstream.server.chat.model.ChatNotFoundError`,
+:class:`~sandstream.server.chat.model.RunNotFoundError`,
+:class:`~sandstream.server.chat.model.FileNotFoundInBagError`,
+:class:`~sandstream.server.chat.model.AttachmentError`. Cancellation: a call that started runs to
 completion in its worker thread (:mod:`..database`).
 """
 

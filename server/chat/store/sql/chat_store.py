@@ -11,9 +11,8 @@ database:
 
 The parts' transactions are the same SQL on both (:mod:`..database`); what differs is
 named here and in the two database modules. Bad input: ``open`` raises
-:class:`~...errors.StoreError` for a database newer than this code. Cancellation: a
-call that started runs to completion in its worker thread; the caller does not learn
-its outcome.
+:class:`~sandstream.server.chat.model.StoreError` for a database newer than this code. Cancellation:
+a call that started runs to completion in its worker thread; the caller does not learn its outcome.
 """
 
 from __future__ import annotations
@@ -71,7 +70,8 @@ class SQLiteChatStore(SqlChatStore):
     async def open(cls, data_dir: Path, *, readers: int = 4) -> SQLiteChatStore:
         """Open (creating and migrating) ``data_dir/chat.sqlite3``.
 
-        Raises :class:`~...errors.StoreError` for a database newer than this code,
+        Raises :class:`~sandstream.server.chat.model.StoreError` for a database newer than this
+        code,
         :class:`sqlite3.Error` or :class:`OSError` if it cannot be opened.
         """
         return cls(
@@ -89,7 +89,8 @@ class PostgresChatStore(SqlChatStore):
         """Connect to ``url`` (``postgresql://…``) and migrate the database (replicas
         starting at once take turns: :func:`~..migrations.migrate_postgres`).
 
-        Raises :class:`~...errors.StoreError` for a database newer than this code,
+        Raises :class:`~sandstream.server.chat.model.StoreError` for a database newer than this
+        code,
         :class:`psycopg.Error` if it cannot be reached or used.
         """
         return cls(

@@ -7,9 +7,10 @@ message, its replay). A message is one row, ``(chat_id, seq)`` ordered, its
 A chat's lock columns live on its row; :mod:`.turns` takes, renews and releases the
 lock, this module only reads whether it is held.
 
-Bad input: an unknown or deleted chat raises :class:`~...errors.ChatNotFoundError`,
-a chat whose lock is held :class:`~...errors.ChatBusyError`. Cancellation: a call that
-started runs to completion in its worker thread (:mod:`..database`).
+Bad input: an unknown or deleted chat raises
+:class:`~sandstream.server.chat.model.ChatNotFoundError`, a chat whose lock is held
+:class:`~sandstream.server.chat.model.ChatBusyError`. Cancellation: a call that started runs to
+completion in its worker thread (:mod:`..database`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ one conditional ``UPDATE`` (and again, changing nothing, by a retried callback c
 the idempotency key it was redeemed with, while its session is unsettled).
 :class:`Dispatches` holds the :class:`~..contract.ChatStore` methods on them; the
 functions are steps :mod:`.turns` and :mod:`.bag_files` share.
-Bad input: :class:`~...errors.TokenRejectedError`, :class:`~...errors.RunNotFoundError`.
-Cancellation: a call that started runs to completion in its worker thread.
+Bad input: :class:`~sandstream.server.chat.model.TokenRejectedError`,
+:class:`~sandstream.server.chat.model.RunNotFoundError`. Cancellation: a call that started runs to
+completion in its worker thread.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ database, so a replica's outbox drops it (:mod:`.push_claims` sends). Dropping a
 waiting push raises its generation, so an outbox sending it writes nothing more.
 
 Bad input: an unknown subscription, push or turn is ``False`` / ``None`` / nothing
-written; a write under a lost mover lease raises :class:`~...errors.FencedError`
+written; a write under a lost mover lease raises :class:`~sandstream.server.chat.model.FencedError`
 (nothing written). Cancellation: a call that started runs to completion in its worker
 thread.
 """

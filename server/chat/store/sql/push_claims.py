@@ -10,7 +10,7 @@ generation. A send to a device is recorded ``sending`` before it is made and
 with devices to try again waits for its next attempt (:meth:`~PushClaims.postpone_push`);
 ended, it is ``sent`` if a device had it, else ``dropped``.
 
-Bad input: a write under a lost claim raises :class:`~...errors.FencedError`
+Bad input: a write under a lost claim raises :class:`~sandstream.server.chat.model.FencedError`
 (nothing written). Cancellation: a call that started runs to completion in its worker
 thread.
 """

@@ -7,10 +7,11 @@ its push alert recorded). An expired lock is taken over, its turn recovered as l
 (``failed``/``turn_lost``) if its session cannot be running; one the sweep recovers
 records its alert as a failed turn does (not one a new turn of its chat recovers: its
 user is there). :class:`Turns` holds the :class:`~..contract.ChatStore` methods on
-turns. Bad input: :class:`~...errors.ChatNotFoundError`,
-:class:`~...errors.ChatBusyError`, :class:`~...errors.AttachmentError`,
-:class:`~...errors.FencedError`: nothing written. Cancellation: a call that started
-runs to completion in its worker thread: callers that must know the outcome shield it.
+turns. Bad input: :class:`~sandstream.server.chat.model.ChatNotFoundError`,
+:class:`~sandstream.server.chat.model.ChatBusyError`,
+:class:`~sandstream.server.chat.model.AttachmentError`,
+:class:`~sandstream.server.chat.model.FencedError`: nothing written. Cancellation: a call that
+started runs to completion in its worker thread: callers that must know the outcome shield it.
 """
 
 from __future__ import annotations
