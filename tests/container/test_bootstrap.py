@@ -99,7 +99,7 @@ async def test_hanging_workspace_is_retried_with_the_same_key_then_times_out(
     workspace.hang.add("config")
     with trio.fail_after(20):
         run = await run_in_process(
-            workspace.mint_dispatch(), "--http-timeout", "0.5", "--callback-retry", "1.5"
+            workspace.mint_dispatch(), "--http-timeout", "0.5", "--callback-retry", "4"
         )
     assert run.terminal["code"] == "bootstrap_failed"
     assert "timed out" in run.terminal["message"]
