@@ -60,26 +60,43 @@ def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) 
     if "const" in schema and value != schema["const"]:
         errors.append(f"{path}: must be {schema['const']!r}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: must be >= {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: must be <= {schema['maximum']}")
+        _check_number(value, schema, path, errors)
     if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']}")
+        _check_string(value, schema, path, errors)
     if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for index, item in enumerate(value):
-                _check(item, items, f"{path}[{index}]", errors)
+        _check_array(value, schema, path, errors)
     if isinstance(value, dict):
         _check_object(value, schema, path, errors)
+
+
+def _check_number(
+    value: int | float, schema: Mapping[str, Any], path: str, errors: list[str]
+) -> None:
+    """``minimum`` and ``maximum``."""
+    if "minimum" in schema and value < schema["minimum"]:
+        errors.append(f"{path}: must be >= {schema['minimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+        errors.append(f"{path}: must be <= {schema['maximum']}")
+
+
+def _check_string(value: str, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    """``minLength`` and ``maxLength``."""
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(f"{path}: shorter than {schema['minLength']}")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(f"{path}: longer than {schema['maxLength']}")
+
+
+def _check_array(value: list[Any], schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    """``minItems``, ``maxItems`` and each item against ``items``."""
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        errors.append(f"{path}: fewer than {schema['minItems']} items")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(f"{path}: more than {schema['maxItems']} items")
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        for index, item in enumerate(value):
+            _check(item, items, f"{path}[{index}]", errors)
 
 
 def _check_object(

@@ -26,7 +26,7 @@ starts a process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
@@ -76,8 +76,71 @@ def direct_command(
     return [str(node), str(modules / ".bin" / "pi"), "--mode", "json", "-p", prompt]
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+_END: Final[tuple[Event, str]] = ("end", "")
+
+
+def _text(value: Any) -> tuple[Event, str] | None:
+    """``("text", value)`` for a non-empty string, else ``None``."""
+    return ("text", value) if isinstance(value, str) and value else None
+
+
+def _claude(event: dict[str, Any]) -> tuple[Event, str] | None:
+    kind = event.get("type")
+    if kind == "result":
+        return _END
+    delta = (event.get("event") or {}).get("delta") or {}
+    if kind == "stream_event" and delta.get("type") == "text_delta":
+        return _text(delta.get("text"))
+    return None
+
+
+def _codex(event: dict[str, Any]) -> tuple[Event, str] | None:
+    kind = event.get("type")
+    if kind == "turn.completed":
+        return _END
+    item = event.get("item") or {}
+    if kind == "item.completed" and item.get("type") == "agent_message":
+        return _text(item.get("text"))
+    return None
+
+
+def _opencode(event: dict[str, Any]) -> tuple[Event, str] | None:
+    kind = event.get("type")
+    part = event.get("part") or {}
+    if kind == "step_finish" and part.get("reason") == "stop":
+        return _END
+    if kind == "text":
+        return _text(part.get("text"))
+    return None
+
+
+def _gemini(event: dict[str, Any]) -> tuple[Event, str] | None:
+    kind = event.get("type")
+    if kind == "result":
+        return _END
+    if kind == "message" and event.get("role") == "assistant":
+        return _text(event.get("content"))
+    return None
+
+
+def _pi(event: dict[str, Any]) -> tuple[Event, str] | None:
+    kind = event.get("type")
+    if kind == "agent_end":
+        return _END
+    update = event.get("assistantMessageEvent") or {}
+    if kind == "message_update" and update.get("type") == "text_delta":
+        return _text(update.get("delta"))
+    return None
+
+
+_CLASSIFIERS: Final[Mapping[AcpPreset, Callable[[dict[str, Any]], tuple[Event, str] | None]]] = {
+    "claude": _claude,
+    "codex": _codex,
+    "opencode": _opencode,
+    "gemini": _gemini,
+    "pi": _pi,
+}
+"""Each preset's reading of one of its (object) events, as :func:`classify` returns it."""
 
 
 def classify(preset: AcpPreset, event: Any) -> tuple[Event, str] | None:
@@ -85,35 +148,4 @@ def classify(preset: AcpPreset, event: Any) -> tuple[Event, str] | None:
     ``("text", its text)``, ``("end", "")`` or ``None``."""
     if not isinstance(event, dict):
         return None
-    kind = event.get("type")
-    text: str | None = None
-    if preset == "claude":
-        if kind == "result":
-            return "end", ""
-        delta = (event.get("event") or {}).get("delta") or {}
-        if kind == "stream_event" and delta.get("type") == "text_delta":
-            text = _text(delta.get("text"))
-    elif preset == "codex":
-        if kind == "turn.completed":
-            return "end", ""
-        item = event.get("item") or {}
-        if kind == "item.completed" and item.get("type") == "agent_message":
-            text = _text(item.get("text"))
-    elif preset == "opencode":
-        part = event.get("part") or {}
-        if kind == "step_finish" and part.get("reason") == "stop":
-            return "end", ""
-        if kind == "text":
-            text = _text(part.get("text"))
-    elif preset == "gemini":
-        if kind == "result":
-            return "end", ""
-        if kind == "message" and event.get("role") == "assistant":
-            text = _text(event.get("content"))
-    else:
-        if kind == "agent_end":
-            return "end", ""
-        update = event.get("assistantMessageEvent") or {}
-        if kind == "message_update" and update.get("type") == "text_delta":
-            text = _text(update.get("delta"))
-    return ("text", text) if text is not None else None
+    return _CLASSIFIERS[preset](event)

@@ -95,6 +95,16 @@ class _LineBuffer:
         return [None if len(tail) > self._max else tail]
 
 
+def _skipped_line_problem(line: bytes | None, after_terminal: bool) -> str | None:
+    """The diagnostic for a line the processors do not decode: one too long (``None``)
+    or one after the terminal event; ``None`` for a blank line, skipped quietly."""
+    if line is None:
+        return "line too long"
+    if line and after_terminal:
+        return "line after the terminal event"
+    return None
+
+
 # -- naive: the standard library ------------------------------------------------------
 
 
@@ -138,13 +148,10 @@ def _check(obj: Any) -> str | None:
             return "`message` must be a string"
         return None
     if kind == "result":
-        if type(obj.get("message")) is not str:
-            return "`message` must be a string"
-        return None
+        return None if type(obj.get("message")) is str else "`message` must be a string"
     if kind == "error":
-        if type(obj.get("code")) is not str or type(obj.get("message")) is not str:
-            return "`code` and `message` must be strings"
-        return None
+        strings = type(obj.get("code")) is str and type(obj.get("message")) is str
+        return None if strings else "`code` and `message` must be strings"
     return f"unknown line type {kind!r}"
 
 
@@ -188,15 +195,11 @@ class NaiveProcessor:
         steps = self.steps
         for line in lines:
             self.lineno += 1
-            if line is None:
-                self.diagnostics.append((self.lineno, "line too long"))
-                continue
-            if not line:
-                continue
-            if self.terminal is not None:
-                self.diagnostics.append((self.lineno, "line after the terminal event"))
-                continue
-            if not line.strip():
+            # too long (None), blank or after the terminal: not decoded
+            if not line or self.terminal is not None or not line.strip():
+                skipped = _skipped_line_problem(line, self.terminal is not None)
+                if skipped is not None:
+                    self.diagnostics.append((self.lineno, skipped))
                 continue
             try:
                 obj = _json_decode(line.decode())
@@ -230,11 +233,9 @@ class NaiveProcessor:
                         "lastTs": ts,
                     }
                 else:
-                    if row["status"] != "running":
-                        self.diagnostics.append((self.lineno, f"step {step_id!r} already ended"))
-                        continue
-                    if row["name"] != obj["name"]:
-                        self.diagnostics.append((self.lineno, f"step {step_id!r} renamed"))
+                    if row["status"] != "running" or row["name"] != obj["name"]:
+                        problem = "already ended" if row["status"] != "running" else "renamed"
+                        self.diagnostics.append((self.lineno, f"step {step_id!r} {problem}"))
                         continue
                     row["status"] = obj["status"]
                     for key in ("args", "result", "error", "durationMs"):
@@ -343,15 +344,11 @@ class PydanticProcessor:
         validate = _envelope.validate_json
         for line in lines:
             self.lineno += 1
-            if line is None:
-                self.diagnostics.append((self.lineno, "line too long"))
-                continue
-            if not line:
-                continue
-            if self.terminal is not None:
-                self.diagnostics.append((self.lineno, "line after the terminal event"))
-                continue
-            if not line.strip():
+            # too long (None), blank or after the terminal: not decoded
+            if not line or self.terminal is not None or not line.strip():
+                skipped = _skipped_line_problem(line, self.terminal is not None)
+                if skipped is not None:
+                    self.diagnostics.append((self.lineno, skipped))
                 continue
             try:
                 envelope = validate(line)
@@ -366,11 +363,9 @@ class PydanticProcessor:
                     envelope.first_ts = envelope.ts
                     steps[envelope.id] = envelope
                 else:
-                    if row.status != "running":
-                        self.diagnostics.append((self.lineno, f"step {row.id!r} already ended"))
-                        continue
-                    if row.name != envelope.name:
-                        self.diagnostics.append((self.lineno, f"step {row.id!r} renamed"))
+                    if row.status != "running" or row.name != envelope.name:
+                        problem = "already ended" if row.status != "running" else "renamed"
+                        self.diagnostics.append((self.lineno, f"step {row.id!r} {problem}"))
                         continue
                     row.status = envelope.status
                     if envelope.args is not None:

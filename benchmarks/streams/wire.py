@@ -14,6 +14,7 @@ may not be) raises :class:`WireError`; nothing here blocks or does I/O.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +39,8 @@ _FILL: Final = b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """Printable, no line break: a payload is valid text for a ``text/plain`` stream."""
 MAX_PAYLOAD: Final = HEADER_BYTES + len(_FILL)
 _NO_BODY: Final = frozenset({204, 304})
+_UNTIL_CLOSE: Final = sys.maxsize
+"""The bytes left of a body that runs until the peer closes: more than ever come."""
 
 
 class WireError(Exception):
@@ -123,7 +126,7 @@ class ResponseParser:
         while pos < end:
             self._started = True
             state = self._state
-            if state in ("body", "chunk"):
+            if state in ("body", "chunk", "until-close"):  # until-close: never runs out
                 take = min(self._remaining, end - pos)
                 events.append(Body(buffer[pos : pos + take] if pos or take < end else buffer))
                 pos += take
@@ -133,9 +136,6 @@ class ResponseParser:
                         self._finish(events)
                     else:
                         self._state = "chunk-crlf"
-            elif state == "until-close":
-                events.append(Body(buffer[pos:] if pos else buffer))
-                pos = end
             elif state == "chunk-crlf":
                 if end - pos < 2:
                     break
@@ -152,11 +152,8 @@ class ResponseParser:
                 except ValueError:
                     raise WireError(f"a bad chunk size: {buffer[pos:line_end]!r}") from None
                 pos = line_end + 2
-                if size:
-                    self._remaining = size
-                    self._state = "chunk"
-                else:
-                    self._state = "trailers"
+                self._remaining = size
+                self._state = "chunk" if size else "trailers"  # 0: the last chunk
             elif state == "trailers":
                 line_end = buffer.find(b"\r\n", pos)
                 if line_end < 0:
@@ -210,6 +207,7 @@ class ResponseParser:
             if not self._remaining:
                 self._finish(events)
         else:
+            self._remaining = _UNTIL_CLOSE
             self._state = "until-close"
 
     def _finish(self, events: list[Head | Body | End]) -> None:

@@ -334,10 +334,47 @@ class BwrapLauncher:
         cgroup: CgroupMeter | None,
         task_status: trio.TaskStatus[ContainerHandle],
     ) -> ContainerExit:
-        ports: list[int] = []
-        if self.network == "isolated":
-            callback = callback_endpoint(dispatch)
-            ports = await forwarded_ports([*([callback] if callback else []), *self.allowed])
+        """Start the sandbox, hand it to ``task_status``, tend it until bwrap exits, then
+        tear it down and return how it ended.
+
+        Cancellation before the sandbox is handed over: what was started is killed and
+        released before this raises (:meth:`_spawn`, :meth:`_start`). After: the sandbox
+        is killed at once (:meth:`_supervise`) and torn down, shielded, before this
+        raises (:meth:`_Sandbox.teardown`).
+        """
+        ports = await self._forwarded_ports(dispatch)
+        process, info_r, block_w = await self._spawn(turn_id)
+        sandbox = await self._start(process, turn_id, info_r, block_w, cgroup, ports)
+        container = BwrapContainer(process, turn_id, sandbox.init_pid, sandbox.namespace)
+        if self.pipe_size:
+            grow_pipe(container.stdout, self.pipe_size)
+        meter: Meter = cgroup if cgroup is not None else ProcMeter(sandbox.init_pid)
+        task_status.started(container)
+        try:
+            await self._supervise(sandbox, dispatch, messages, meter)
+        finally:
+            with trio.CancelScope(shield=True):
+                container.exit = await sandbox.teardown()
+        assert container.exit is not None
+        return container.exit
+
+    async def _forwarded_ports(self, dispatch: bytes) -> list[int]:
+        """The host ports an ``isolated`` sandbox's pasta forwards: the turn's callback
+        port and those of the ``allowed`` endpoints on this host; [] for other networks.
+        Cancellation: raises, nothing to undo."""
+        if self.network != "isolated":
+            return []
+        callback = callback_endpoint(dispatch)
+        return await forwarded_ports([*([callback] if callback else []), *self.allowed])
+
+    async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
+        """Start bwrap, which stops before running the container until it is unblocked:
+        (bwrap, the read end of its ``--info-fd`` pipe, the write end of its
+        ``--block-fd`` pipe); the other ends are closed. Raises :class:`LaunchError`.
+
+        Cancellation or failure: the four pipe ends are closed before this raises
+        (:func:`~.spawn.spawn` hands back a process it forked, cancelled or not).
+        """
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         try:
@@ -361,6 +398,27 @@ class BwrapLauncher:
             raise
         os.close(info_w)
         os.close(block_r)
+        return process, info_r, block_w
+
+    async def _start(
+        self,
+        process: SpawnedProcess,
+        turn_id: str,
+        info_r: int,
+        block_w: int,
+        cgroup: CgroupMeter | None,
+        ports: list[int],
+    ) -> _Sandbox:
+        """Bring up the sandbox bwrap set up: read its init's pid and PID namespace from
+        ``info_r`` (which this closes), hold the init's pidfd and mount namespace, put it
+        in ``cgroup``, connect its network through pasta (``isolated``, ``ports``), then
+        unblock bwrap through ``block_w`` (closed in every case) so that it runs the
+        container. Raises :class:`LaunchError`.
+
+        Cancellation or failure: bwrap's process group is killed and reaped, and what
+        was taken so far released, shielded, before this raises
+        (:func:`_abandon_start`).
+        """
         init_pidfd: int | None = None
         mounts: int | None = None
         pasta: SpawnedProcess | None = None
@@ -383,105 +441,70 @@ class BwrapLauncher:
             os.write(block_w, b"1")
         except BaseException:
             with trio.CancelScope(shield=True):
-                signal_group(process.pid, signal.SIGKILL)
-                await process.wait()
-                close_pidfd(init_pidfd)
-                await _release_mounts(mounts)
-                if pasta is not None:
-                    await stop_pasta(pasta)
-                for stream in (process.stdin, process.stdout, process.stderr):
-                    if stream is not None:
-                        await stream.aclose()
+                await _abandon_start(process, init_pidfd, mounts, pasta)
             raise
         finally:
             os.close(block_w)
-        container = BwrapContainer(process, turn_id, init_pid, namespace)
-        if self.pipe_size:
-            grow_pipe(container.stdout, self.pipe_size)
+        return _Sandbox(process, turn_id, init_pid, namespace, init_pidfd, mounts, pasta)
 
-        killed = False
+    async def _supervise(
+        self,
+        sandbox: _Sandbox,
+        dispatch: bytes,
+        messages: trio.MemoryReceiveChannel[bytes] | None,
+        meter: Meter,
+    ) -> None:
+        """Feed the container ``dispatch`` and ``messages``, log its stderr and hold it to
+        its limits until bwrap exits (it does when the init does); then close
+        ``messages``, note a limit the kernel enforced, and let its stderr drain for at
+        most :data:`_DRAIN_STDERR_AFTER_EXIT` s.
 
-        def kill_sandbox() -> None:
-            nonlocal killed
-            if not killed:
-                killed = True
-                _kill_sandbox(init_pid, init_pidfd, namespace)
-
-        meter: Meter = cgroup if cgroup is not None else ProcMeter(init_pid)
-        limit: LimitExceeded | None = None
+        Cancellation: the sandbox is killed in that step, not once the feeders have
+        unwound (``sandbox.stopped_at`` says when), and ``Cancelled`` propagates; the
+        caller's teardown waits for the sandbox to be gone.
+        """
+        process = sandbox.process
         limit_scope = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+            assert process.stdin is not None
+            nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
+            if process.stderr is not None:
+                nursery.start_soon(log_stderr, process.stderr, sandbox.turn_id)
+            nursery.start_soon(self._enforce_limits, sandbox, meter, limit_scope)
+            try:
+                await process.wait_exited()
+            except trio.Cancelled:
+                # The turn is over: kill now, not once this nursery has unwound.
+                sandbox.stopped_at = time.monotonic()
+                sandbox.kill()
+                raise
+            sandbox.exited = True
+            if messages is not None:
+                messages.close()  # nobody reads them any more
+            limit_scope.cancel()
+            if sandbox.limit is None:  # a kernel-enforced hit the last poll did not see
+                sandbox.limit = exceeded(meter.sample(), self.limits)
+                if sandbox.limit is not None:
+                    log.warning(
+                        "turn %s: %s (seen at exit)", sandbox.turn_id, sandbox.limit.message
+                    )
+            nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
 
-        async def enforce_limits() -> None:
-            nonlocal limit
-            disks = [f"/proc/{init_pid}/root{path}" for path in (SANDBOX_TMP, SANDBOX_SHM)]
-            with limit_scope:
-                limit = await watch_limits(
-                    meter, self.limits, disk_paths=disks, interval=self.poll_interval
-                )
-                log.warning("turn %s: %s; ending the sandbox", turn_id, limit.message)
-                kill_sandbox()
-
-        exited = False
-        stopped_at: float | None = None
-        escalated = False
-        task_status.started(container)
-        try:
-            async with trio.open_nursery() as nursery:
-                assert process.stdin is not None
-                nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
-                if process.stderr is not None:
-                    nursery.start_soon(log_stderr, process.stderr, turn_id)
-                nursery.start_soon(enforce_limits)
-                try:
-                    await process.wait_exited()
-                except trio.Cancelled:
-                    # The turn is over: kill now, not once this nursery has unwound.
-                    stopped_at = time.monotonic()
-                    kill_sandbox()
-                    raise
-                exited = True
-                if messages is not None:
-                    messages.close()  # nobody reads them any more
-                limit_scope.cancel()
-                if limit is None:  # a kernel-enforced hit the last poll did not see
-                    limit = exceeded(meter.sample(), self.limits)
-                    if limit is not None:
-                        log.warning("turn %s: %s (seen at exit)", turn_id, limit.message)
-                nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
-        finally:
-            with trio.CancelScope(shield=True):
-                emptied_at: float | None = None
-                if not exited and stopped_at is None:
-                    stopped_at = time.monotonic()
-                # Also when bwrap exited by itself: it exits as soon as the command,
-                # the init, does, which the kernel follows by killing the rest.
-                kill_sandbox()
-                with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
-                    if init_pidfd is not None:
-                        # The init exits last, once the kernel has ended every
-                        # other process of its namespace: the sandbox is empty.
-                        await trio.lowlevel.wait_readable(init_pidfd)
-                        emptied_at = time.monotonic()
-                    await process.wait_exited()
-                if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
-                    escalated = True
-                    signal_group(process.pid, signal.SIGKILL)
-                returncode = await process.wait()
-                reaped_at = emptied_at or time.monotonic()
-                close_pidfd(init_pidfd)
-                await _release_mounts(mounts)
-                if pasta is not None:  # the namespace is empty: its network goes
-                    await stop_pasta(pasta)
-                container.exit = ContainerExit(
-                    returncode=returncode,
-                    terminated=stopped_at is not None,
-                    escalated=escalated,
-                    stopped_at=stopped_at,
-                    reaped_at=reaped_at,
-                    limit=limit,
-                )
-        assert container.exit is not None
-        return container.exit
+    async def _enforce_limits(
+        self, sandbox: _Sandbox, meter: Meter, limit_scope: trio.CancelScope
+    ) -> None:
+        """Read ``meter`` and the sandbox's ``/tmp`` and ``/dev/shm`` usage every
+        ``poll_interval`` s; at the first limit exceeded, note it in ``sandbox.limit``
+        and kill the sandbox. Cancellation (``limit_scope`` once bwrap exited, or the
+        run's): returns, or raises ``Cancelled``, with nothing to undo."""
+        init_pid = sandbox.init_pid
+        disks = [f"/proc/{init_pid}/root{path}" for path in (SANDBOX_TMP, SANDBOX_SHM)]
+        with limit_scope:
+            sandbox.limit = await watch_limits(
+                meter, self.limits, disk_paths=disks, interval=self.poll_interval
+            )
+            log.warning("turn %s: %s; ending the sandbox", sandbox.turn_id, sandbox.limit.message)
+            sandbox.kill()
 
     async def _startup_failure(self, process: SpawnedProcess) -> str:
         """bwrap exited before starting the sandbox: its status and last stderr line."""
@@ -495,6 +518,94 @@ class BwrapLauncher:
                 last = f": {lines[-1]}" if lines else ""
         returncode = await process.wait()
         return f"bubblewrap could not start the sandbox (status {returncode}){last}"
+
+
+async def _abandon_start(
+    process: SpawnedProcess,
+    init_pidfd: int | None,
+    mounts: int | None,
+    pasta: SpawnedProcess | None,
+) -> None:
+    """Undo a start that failed or was cancelled: ``SIGKILL`` bwrap's process group and
+    reap it, close the init's pidfd, release the mounts, stop pasta, close bwrap's pipes.
+    Call it shielded."""
+    signal_group(process.pid, signal.SIGKILL)
+    await process.wait()
+    close_pidfd(init_pidfd)
+    await _release_mounts(mounts)
+    if pasta is not None:
+        await stop_pasta(pasta)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            await stream.aclose()
+
+
+@dataclass(eq=False)
+class _Sandbox:
+    """A started sandbox as :meth:`BwrapLauncher.run` tends it: what its teardown
+    releases, and what happened to it on the way."""
+
+    process: SpawnedProcess
+    """bwrap."""
+    turn_id: str
+    init_pid: int
+    namespace: int
+    """The inode of its PID namespace; 0: unknown."""
+    init_pidfd: int | None
+    mounts: int | None
+    """An fd holding its mount namespace (:func:`_hold_mounts`)."""
+    pasta: SpawnedProcess | None
+    """The pasta connecting its network (``isolated``)."""
+    exited: bool = False
+    """bwrap exited while the run was tending it, uncancelled."""
+    stopped_at: float | None = None
+    """When it was killed for the run's end (cancelled or torn down before bwrap exited)."""
+    limit: LimitExceeded | None = None
+    """The limit it exceeded, if it did."""
+    killed: bool = False
+
+    def kill(self) -> None:
+        """``SIGKILL`` every process of the sandbox (:func:`_kill_sandbox`); once."""
+        if not self.killed:
+            self.killed = True
+            _kill_sandbox(self.init_pid, self.init_pidfd, self.namespace)
+
+    async def teardown(self) -> ContainerExit:
+        """Kill the sandbox, also when bwrap exited by itself (it exits as soon as the
+        init does, which the kernel follows by killing the rest), wait until its PID
+        namespace is empty and bwrap reaped (bwrap stuck for :data:`_STARTUP_TIMEOUT` s:
+        its process group is ``SIGKILL``-ed too), then release its mounts and stop its
+        pasta; return how it ended. Call it shielded: it must not be cancelled.
+        """
+        if not self.exited and self.stopped_at is None:
+            self.stopped_at = time.monotonic()
+        self.kill()
+        emptied_at: float | None = None
+        escalated = False
+        with trio.move_on_after(_STARTUP_TIMEOUT) as wait:
+            if self.init_pidfd is not None:
+                # The init exits last, once the kernel has ended every
+                # other process of its namespace: the sandbox is empty.
+                await trio.lowlevel.wait_readable(self.init_pidfd)
+                emptied_at = time.monotonic()
+            await self.process.wait_exited()
+        if wait.cancelled_caught:  # bwrap itself is stuck: it goes too
+            escalated = True
+            signal_group(self.process.pid, signal.SIGKILL)
+        returncode = await self.process.wait()
+        reaped_at = emptied_at or time.monotonic()
+        close_pidfd(self.init_pidfd)
+        await _release_mounts(self.mounts)
+        if self.pasta is not None:  # the namespace is empty: its network goes
+            await stop_pasta(self.pasta)
+        return ContainerExit(
+            returncode=returncode,
+            terminated=self.stopped_at is not None,
+            escalated=escalated,
+            stopped_at=self.stopped_at,
+            reaped_at=reaped_at,
+            limit=self.limit,
+        )
 
 
 def _kill_sandbox(init_pid: int, init_pidfd: int | None, namespace: int) -> None:

@@ -5,7 +5,7 @@ client would (SSE parsed by the core's SSEParser, then folded per protocol), its
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,72 +40,87 @@ class Folded:
     done: bool = False
 
 
+def _fold_anthropic(out: Folded, event: ServerSentEvent, data: Any) -> None:
+    assert event.event == data["type"]
+    if data["type"] == "content_block_start" and data["content_block"]["type"] == "tool_use":
+        out.tool = data["content_block"]["name"]
+    delta = data.get("delta", {})
+    if delta.get("type") == "thinking_delta":
+        out.reasoning += delta["thinking"]
+    elif delta.get("type") == "text_delta":
+        out.text += delta["text"]
+        out.text_chunks.append(delta["text"])
+    elif delta.get("type") == "input_json_delta":
+        out.arguments += delta["partial_json"]
+    elif data["type"] == "message_delta":
+        out.stop = delta["stop_reason"]
+    elif data["type"] == "message_stop":
+        out.done = True
+
+
+def _fold_chat(out: Folded, event: ServerSentEvent, data: Any) -> None:
+    for choice in data["choices"]:
+        delta = choice["delta"]
+        out.reasoning += delta.get("reasoning_content", "")
+        if delta.get("content"):
+            out.text += delta["content"]
+            out.text_chunks.append(delta["content"])
+        for call in delta.get("tool_calls", []):
+            out.tool = call["function"].get("name", out.tool)
+            out.arguments += call["function"]["arguments"]
+        out.stop = choice["finish_reason"] or out.stop
+
+
+def _fold_responses(out: Folded, event: ServerSentEvent, data: Any) -> None:
+    assert event.event == data["type"]
+    kind = data["type"]
+    if kind == "response.reasoning_summary_text.delta":
+        out.reasoning += data["delta"]
+    elif kind == "response.output_text.delta":
+        out.text += data["delta"]
+        out.text_chunks.append(data["delta"])
+    elif kind == "response.output_item.added" and data["item"]["type"] == "function_call":
+        out.tool = data["item"]["name"]
+    elif kind == "response.function_call_arguments.delta":
+        out.arguments += data["delta"]
+    elif kind == "response.completed":
+        out.done = True
+        out.stop = data["response"]["status"]
+
+
+def _fold_gemini(out: Folded, event: ServerSentEvent, data: Any) -> None:
+    candidate = data["candidates"][0]
+    for part in candidate["content"]["parts"]:
+        if "functionCall" in part:
+            out.tool = part["functionCall"]["name"]
+            out.arguments = json.dumps(part["functionCall"]["args"])
+        elif part.get("thought"):
+            out.reasoning += part["text"]
+        else:
+            out.text += part["text"]
+            out.text_chunks.append(part["text"])
+    if "finishReason" in candidate:
+        out.stop = candidate["finishReason"]
+        out.done = True
+
+
+_FOLDS: dict[Protocol, Callable[[Folded, ServerSentEvent, Any], None]] = {
+    "anthropic": _fold_anthropic,
+    "chat": _fold_chat,
+    "responses": _fold_responses,
+    "gemini": _fold_gemini,
+}
+"""Each protocol's reading of one event (its JSON ``data``) into what the client has."""
+
+
 def _fold(protocol: Protocol, events: list[ServerSentEvent]) -> Folded:
     out = Folded()
+    fold = _FOLDS[protocol]
     for event in events:
         if event.data == "[DONE]":
             out.done = True
             continue
-        data = json.loads(event.data)
-        if protocol == "anthropic":
-            assert event.event == data["type"]
-            if (
-                data["type"] == "content_block_start"
-                and data["content_block"]["type"] == "tool_use"
-            ):
-                out.tool = data["content_block"]["name"]
-            delta = data.get("delta", {})
-            if delta.get("type") == "thinking_delta":
-                out.reasoning += delta["thinking"]
-            elif delta.get("type") == "text_delta":
-                out.text += delta["text"]
-                out.text_chunks.append(delta["text"])
-            elif delta.get("type") == "input_json_delta":
-                out.arguments += delta["partial_json"]
-            elif data["type"] == "message_delta":
-                out.stop = delta["stop_reason"]
-            elif data["type"] == "message_stop":
-                out.done = True
-        elif protocol == "chat":
-            for choice in data["choices"]:
-                delta = choice["delta"]
-                out.reasoning += delta.get("reasoning_content", "")
-                if delta.get("content"):
-                    out.text += delta["content"]
-                    out.text_chunks.append(delta["content"])
-                for call in delta.get("tool_calls", []):
-                    out.tool = call["function"].get("name", out.tool)
-                    out.arguments += call["function"]["arguments"]
-                out.stop = choice["finish_reason"] or out.stop
-        elif protocol == "responses":
-            assert event.event == data["type"]
-            kind = data["type"]
-            if kind == "response.reasoning_summary_text.delta":
-                out.reasoning += data["delta"]
-            elif kind == "response.output_text.delta":
-                out.text += data["delta"]
-                out.text_chunks.append(data["delta"])
-            elif kind == "response.output_item.added" and data["item"]["type"] == "function_call":
-                out.tool = data["item"]["name"]
-            elif kind == "response.function_call_arguments.delta":
-                out.arguments += data["delta"]
-            elif kind == "response.completed":
-                out.done = True
-                out.stop = data["response"]["status"]
-        else:
-            candidate = data["candidates"][0]
-            for part in candidate["content"]["parts"]:
-                if "functionCall" in part:
-                    out.tool = part["functionCall"]["name"]
-                    out.arguments = json.dumps(part["functionCall"]["args"])
-                elif part.get("thought"):
-                    out.reasoning += part["text"]
-                else:
-                    out.text += part["text"]
-                    out.text_chunks.append(part["text"])
-            if "finishReason" in candidate:
-                out.stop = candidate["finishReason"]
-                out.done = True
+        fold(out, event, json.loads(event.data))
     return out
 
 

@@ -293,14 +293,7 @@ class ChatSettings:
                     tls_context(address.tls)  # its files can be read and used
             except ValueError as exc:
                 raise ChatConfigError(str(exc)) from None
-        missing = [p for p in PURPOSES if p not in self.token_lifetimes]
-        if missing:
-            raise ChatConfigError(f"token_lifetimes lacks {missing}")
-        for purpose in PURPOSES:
-            wrong = finite_positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
-            if wrong is not None:
-                raise ChatConfigError(wrong)
-        object.__setattr__(self, "token_lifetimes", MappingProxyType(dict(self.token_lifetimes)))
+        self._freeze_token_lifetimes()
         if self.public_url is not None:
             object.__setattr__(self, "public_url", normalize_public_url(self.public_url))
         elif replicas_configured(self):
@@ -316,6 +309,28 @@ class ChatSettings:
         except ValueError as exc:
             raise ChatConfigError(str(exc)) from exc
         object.__setattr__(self, "allowed_sandbox_urls", allowed)
+        self._normalize_cors_origins()
+        if not self.embedded_runner and self.sandbox_url is None:
+            raise ChatConfigError(
+                "the Assistant has no runner: set SANDBOX_URL (--sandbox-url) to a "
+                "runner's base URL, or run the embedded runner (drop --no-embedded-runner)"
+            )
+
+    def _freeze_token_lifetimes(self) -> None:
+        """Check that every purpose has a finite positive token lifetime, then make the
+        mapping read-only. Raises :class:`ChatConfigError`."""
+        missing = [p for p in PURPOSES if p not in self.token_lifetimes]
+        if missing:
+            raise ChatConfigError(f"token_lifetimes lacks {missing}")
+        for purpose in PURPOSES:
+            wrong = finite_positive(f"token lifetime ({purpose})", self.token_lifetimes[purpose])
+            if wrong is not None:
+                raise ChatConfigError(wrong)
+        object.__setattr__(self, "token_lifetimes", MappingProxyType(dict(self.token_lifetimes)))
+
+    def _normalize_cors_origins(self) -> None:
+        """Check that each CORS origin is ``*`` or an http(s) origin, then drop their
+        trailing slashes. Raises :class:`ChatConfigError`."""
         for origin in self.cors_origins:
             if origin != "*" and not origin.startswith(("http://", "https://")):
                 raise ChatConfigError(
@@ -324,8 +339,3 @@ class ChatSettings:
         object.__setattr__(
             self, "cors_origins", frozenset(o.rstrip("/") for o in self.cors_origins)
         )
-        if not self.embedded_runner and self.sandbox_url is None:
-            raise ChatConfigError(
-                "the Assistant has no runner: set SANDBOX_URL (--sandbox-url) to a "
-                "runner's base URL, or run the embedded runner (drop --no-embedded-runner)"
-            )
