@@ -12,7 +12,7 @@ collector on it, served as ``GET /metrics`` behind the role's tokens unless
 ``metrics_route=False`` (then :func:`create_metrics_app` serves it).
 
 Serve an app with :func:`sandstream.server.http.serve.serve` (the chat's with
-:func:`~sandstream.server.chat.serving.serve_chat`) so that shutdown ends live turns first.
+:func:`~sandstream.server.chat.serving.serve_chat`) so that shutdown ends running turns first.
 A composition that cannot work raises :class:`~sandstream.server.chat.model.errors.ChatConfigError`.
 """
 

@@ -2,7 +2,7 @@
 
 The token comes from ``--token`` or ``$SANDSTREAM_RUNNER_TOKEN``; without one the
 runner refuses to start unless ``--insecure-no-token`` is given. A bad flag or setting
-is one line on stderr and exit status 2. SIGINT/SIGTERM end live turns with
+is one line on stderr and exit status 2. SIGINT/SIGTERM end running turns with
 ``error{code:"shutdown"}``, every container is reaped, then the process exits 0.
 """
 

@@ -2,7 +2,7 @@
 
 Flags take their defaults from environment variables where the help names one
 (``$SANDSTREAM_...``); flags win. A bad flag, setting or data dir is one line on stderr
-and exit status 2, before anything listens. SIGINT/SIGTERM end live turns with
+and exit status 2, before anything listens. SIGINT/SIGTERM end running turns with
 ``error{code:"shutdown"}`` (persisted), every container is reaped, then it exits 0.
 """
 

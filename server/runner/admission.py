@@ -8,7 +8,7 @@
             ...
 
 A slot is taken when the turn is admitted and given back when its container is gone
-(a stalled client does not hold one). :meth:`Runner.shutdown` ends every live turn with
+(a stalled client does not hold one). :meth:`Runner.shutdown` ends every running turn with
 ``error{code:"shutdown"}`` and returns once every container has been reaped.
 """
 
@@ -180,7 +180,7 @@ class Runner:
     async def shutdown(self, timeout: float | None = None) -> None:
         """End every turn with ``error{code:"shutdown"}``; return once all are closed.
 
-        New turns are refused from the first call on. Live turns are ended at once
+        New turns are refused from the first call on. Running turns are ended at once
         (their containers are stopped while their stdout is drained: a bwrap sandbox
         is ``SIGKILL``-ed, a local one gets ``SIGTERM``, ``SIGKILL`` after the grace);
         a client still holding a chunk is cut off if it has not taken it within
@@ -197,7 +197,7 @@ class Runner:
         for turn in self.turns():
             turn.end("shutdown", "the runner is shutting down", client_grace=END_GRACE)
         if self._open:
-            log.info("shutdown: ending %d live turn(s)", len(self._open))
+            log.info("shutdown: ending %d running turn(s)", len(self._open))
         with trio.move_on_after(timeout):
             await self._wait(lambda: not self._open)
         for turn in self.turns():

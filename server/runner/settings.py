@@ -37,7 +37,7 @@ SHUTDOWN_TIMEOUT: Final = Setting(
     flag="--shutdown-timeout",
     default=10.0,
     parse=float,
-    help="seconds live turns get to deliver their last line on shutdown",
+    help="seconds running turns get to deliver their last line on shutdown",
     check=finite_positive,
 )
 
@@ -59,7 +59,7 @@ class RunnerSettings:
     ``drain_timeout``: after the container exits, how long its stdout may stay open
     (held by a leftover process) before the turn ends without it. ``read_size``:
     bytes asked of the container's stdout per read; what one read returns goes out
-    in one write. ``shutdown_timeout``: on shutdown, how long live turns get to
+    in one write. ``shutdown_timeout``: on shutdown, how long running turns get to
     deliver their final line before their connections are cut. ``strict``: the core's
     strict mode, where the first invalid line ends the turn with
     ``error{code:"protocol_error"}`` (and stops the container) instead of being dropped.

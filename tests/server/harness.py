@@ -97,7 +97,7 @@ class RunnerServer:
         return self.records
 
     async def wait_container(self, timeout: float = 30.0) -> tuple[TurnStream, LocalContainer]:
-        """Wait for a live turn with a running container; return both."""
+        """Wait for a running turn with a running container; return both."""
         with trio.fail_after(timeout):
             while True:
                 for turn in self.runner.turns():
@@ -107,7 +107,7 @@ class RunnerServer:
                 await trio.sleep(0.005)
 
     async def wait_sandbox(self, timeout: float = 30.0) -> tuple[TurnStream, BwrapContainer]:
-        """Wait for a live turn with a running bwrap sandbox; return both."""
+        """Wait for a running turn with a running bwrap sandbox; return both."""
         with trio.fail_after(timeout):
             while True:
                 for turn in self.runner.turns():

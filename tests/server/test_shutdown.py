@@ -1,4 +1,4 @@
-"""Server shutdown: every live turn ends with error{code:"shutdown"}, every container reaped."""
+"""Server shutdown: every running turn ends with error{code:"shutdown"}, every container reaped."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ class ServerThread:
     """The chat server (:func:`start_chat_server`) in a trio loop on its own thread.
 
     Entering starts it and waits until it listens; leaving runs its shutdown path
-    (live turns settle, containers are reaped) and joins the thread. ``model``: a
+    (running turns settle, containers are reaped) and joins the thread. ``model``: a
     stand-in model server with this script is started first, and the server's agent is
     what the callable makes of it.
     """

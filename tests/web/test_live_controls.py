@@ -29,7 +29,7 @@ from tests.web.harness import (
 SLEEPING = (
     "article.message-assistant[data-status=running] .step-running .step-name:text('run_shell')"
 )
-"""The live turn's sleeping tool, shown as running."""
+"""The running turn's sleeping tool, shown as running."""
 
 
 def wait_sleeping(page: Page) -> None:

@@ -101,7 +101,7 @@ def _authorize_stream(workspace_id: str, chat_id: str) -> None:
 
 @stream_blueprint.get("/chats/<chat_id>/stream")
 async def join_stream(chat_id: str) -> Response:
-    """Join the chat's live turn after a cursor → SSE; ``204`` when nothing is live.
+    """Join the chat's running turn after a cursor → SSE; ``204`` when no turn is running.
 
     Without a cursor the whole running turn (from ``start``); with ``Last-Event-ID``
     (which wins: an ``EventSource`` keeps its URL and adds it on each reconnect) or

@@ -109,7 +109,7 @@ class ChatService:
                 self.push_senders = None
 
     async def shutdown(self) -> None:
-        """Refuse new work, end every live turn and wait for it to settle, then end every
+        """Refuse new work, end every running turn and wait for it to settle, then end every
         Agents-block run (each waits at most ``settings.shutdown_timeout`` s)."""
         self.dispatcher.draining = True
         await self.turns.shutdown()

@@ -78,7 +78,7 @@ class ChatSettings:
     name. ``embedded_runner``: whether this process runs turns itself.
 
     ``lock_lease``: how long a chat lock lives without a heartbeat;
-    ``lock_heartbeat``: how often the replica that moves a live turn's session (the
+    ``lock_heartbeat``: how often the replica that moves a running turn's session (the
     owner of its log mover lease) renews that lease and the chat's lock; also the log
     mover's sweep interval. ``lease_ttl``: the log mover's lease (a replica that stops
     renewing loses a session this long after its last renewal). ``keep_chunks``: the

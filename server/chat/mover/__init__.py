@@ -1,4 +1,4 @@
-"""The log mover: each live session followed and folded by exactly one replica, under
+"""The log mover: each open session followed and folded by exactly one replica, under
 a fenced lease. The chat database's tables are the store's: the mover writes the
 fences (and, if asked, a copy of the chunks) through its ``MovedChunks``
 (:mod:`..store.moved_runs`) and leases sessions with its ``DatabaseLease``

@@ -1,4 +1,4 @@
-"""The log mover: exactly one replica follows each live session, under a lease, folds
+"""The log mover: exactly one replica follows each open session, under a lease, folds
 its chunks as they come and settles it when it ends.
 
 :class:`LogMover` sweeps (``open_sessions()``, every ``sweep_interval``) and moves each
@@ -95,7 +95,7 @@ OnProgress = Callable[[OpenSessionRef, int, F], Awaitable[None]]
 folded (or, for a fold made elsewhere, passed), still under the lease."""
 
 LiveSessions = Callable[[], Awaitable[Sequence[OpenSessionRef]]]
-"""The sessions that should be moved (the chat's live turns)."""
+"""The sessions that should be moved (the chat's running turns)."""
 
 SourceFor = Callable[[OpenSessionRef], Source]
 """The source a session's chunks are read from (:class:`~.sources.SessionSources`)."""
@@ -123,7 +123,7 @@ class _Holding:
 
 
 class LogMover(Generic[F]):
-    """Moves live sessions' chunks under a lease; see the module docstring.
+    """Moves open sessions' chunks under a lease; see the module docstring.
 
     ``sink`` holds the fences (and, with ``keep_chunks``, the copies of the chunks);
     ``owner_id`` names this replica in the leases (unique per process). Times are in
@@ -202,7 +202,7 @@ class LogMover(Generic[F]):
     # -- the sweep ------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Sweep every ``sweep_interval`` s until cancelled, moving each live session
+        """Sweep every ``sweep_interval`` s until cancelled, moving each open session
         in a task of its own. Cancellation: every move stops and releases its lease."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -220,7 +220,7 @@ class LogMover(Generic[F]):
         try:
             refs = await self._open_sessions()
         except Exception:
-            log.exception("the log mover's sweep could not list the live sessions")
+            log.exception("the log mover's sweep could not list the open sessions")
             return
         for ref in refs:
             self.claim_now(ref)

@@ -425,7 +425,7 @@ async def _batches(
 ) -> None:
     """Hand what ``receive`` holds to ``deliver`` as batches: whatever has arrived while
     the previous batch was delivered, and for up to ``linger`` s after a batch's first
-    message, up to 256 KiB (fewer, larger transactions: a live session's messages are
+    message, up to 256 KiB (fewer, larger transactions: a open session's messages are
     small). The end of the channel ends a batch at once."""
     async with receive:
         async for batch in receive:

@@ -1,4 +1,4 @@
-"""The chat's log mover: each live chat turn's session followed by exactly one replica,
+"""The chat's log mover: each running chat turn's session followed by exactly one replica,
 and the turn settled from its chunks by that replica, under its fenced lease.
 
 :class:`TurnMover` runs one :class:`~sandstream.server.chat.mover.LogMover` per process: its live
