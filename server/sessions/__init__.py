@@ -1,6 +1,6 @@
 """The sessions role: durable sessions, runs that outlive their clients.
 
-:class:`SessionService` (:mod:`.service`: one nursery per session, restore, retire),
+:class:`SessionService` (:mod:`.supervisor`: one nursery per session, restore, retire),
 :class:`SessionBuffer` (:mod:`.buffer`: chunks by cursor, each session's stored once in
 its Durable Stream at ``/v1/stream/sessions/{id}``; :class:`SessionRuns` lets another
 role copy them), :class:`Session` (:mod:`.session`: state, reads,
@@ -23,9 +23,9 @@ from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
 from .metrics import SessionsCollector
 from .resume import CURSOR_AHEAD, INVALID_CURSOR, cursor_ahead, request_cursor
 from .routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND, get_sessions, install_sessions
-from .service import RUNNER_LOST, SessionService, terminal_state
 from .session import LiveSubscriber, Session, SessionStatus
 from .settings import SessionSettings
+from .supervisor import RUNNER_LOST, SessionService, terminal_state
 
 __all__ = [
     "CURSOR_AHEAD",

@@ -1,6 +1,6 @@
 """What the sessions count as they go, for their metrics (:mod:`.metrics`).
 
-One :class:`SessionCounts` per :class:`~.service.SessionService`: chunks and bytes
+One :class:`SessionCounts` per :class:`~.supervisor.SessionService`: chunks and bytes
 stored, counted once per stored run (a batch of whole lines), never per chunk; readers
 connected, by transport, counted when each starts and stops (:meth:`SessionCounts.reading`).
 """

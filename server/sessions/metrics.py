@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .counts import TRANSPORTS
-from .service import SessionService
+from .supervisor import SessionService
 
 __all__ = ["SessionsCollector"]
 

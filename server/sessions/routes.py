@@ -50,8 +50,8 @@ from .errors import (
 )
 from .follow import CaughtUp, Chunks, Follow
 from .resume import cursor_ahead, request_cursor
-from .service import SessionService
 from .session import Session
+from .supervisor import SessionService
 from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [

@@ -1,6 +1,6 @@
 """One durable session: its state, its tail in memory, reads by cursor, message, interrupt.
 
-A :class:`Session` is written by one task, the session's own (:mod:`.service`):
+A :class:`Session` is written by one task, the session's own (:mod:`.supervisor`):
 :meth:`Session.append` hands runs to the buffer, and a run is published (the tail grows,
 ``last_cursor`` moves, waiting readers wake once) only once it is stored: **a chunk is
 never visible before it is stored**. Readers ask for the chunks after their own cursor
