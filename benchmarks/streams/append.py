@@ -7,7 +7,8 @@ split between them), one connection per stream, for ``warmup`` + ``duration`` s;
 appends answered in the window count. Then every stream is read back whole and must
 hold exactly the appends its client was told were made, in order. Rounds alternate
 the order of the servers; the medians are reported, with the server's CPU and the
-clients' (% of one core) over the window.
+clients' (% of one core) over the window, and every append answered (``appends``, in
+or out of the window).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ async def _one(
                 )
     rate = sum(r["window_appends"] for r in results) / duration
     return {
+        "appends": sum(appended.values()),
         "appends_per_s": rate,
         "mb_per_s": rate * size / 1e6,
         "server_cpu_percent": server_cpu / duration * 100,
