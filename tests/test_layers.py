@@ -55,7 +55,7 @@ package's root (its API)."""
 
 ROOFS = frozenset({"sandstream.server", "sandstream.server.chat"})
 """Units that hold only their ``__init__`` and the modules directly in them: their
-subpackages are units of their own, each placed above."""
+subpackages are units of their own, each ranked on its own line."""
 
 
 def _ranks() -> dict[str, tuple[str, int]]:
