@@ -91,13 +91,16 @@ class ModelScript:
     """What the stand-in model answers: the shell ``command`` to call first, then the
     final ``text`` in these chunks (after ``reasoning`` chunks, if any); ``failure``
     makes every generation request fail that way instead. ``pace_sec``: the pause
-    between two events of a streamed answer (as a model's tokens come)."""
+    between two events of a streamed answer (as a model's tokens come). ``hold_at``: a
+    streamed final answer (one after a tool result) stops before its first event holding
+    this text until :meth:`ModelServer.release` (so a test sees the answer in part)."""
 
     command: str = "echo stand-in"
     text: tuple[str, ...] = ("The command ", "ran ", "fine.")
     reasoning: tuple[str, ...] = ()
     failure: Failure | None = None
     pace_sec: float = 0.0
+    hold_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,11 @@ class ModelServer:
         self.base_url = ""
         self.echo = echo
         self._ids = itertools.count(1)
+        self._released = trio.Event()
+
+    def release(self) -> None:
+        """Let held answers (:attr:`ModelScript.hold_at`) go on, now and from now on."""
+        self._released.set()
 
     @property
     def url(self) -> str:
@@ -329,9 +337,10 @@ class ModelServer:
             if failure is not None:
                 return await self._fail_plain(failure)
             return _json(render_json(protocol, reply))
-        events = render_stream(protocol, reply)
+        events = [e.encode() for e in render_stream(protocol, reply)]
+        hold = _held_event(events, script.hold_at) if conversation.tool_results else None
         response = Response(
-            self._stream([e.encode() for e in events], failure, script.pace_sec),
+            self._stream(events, failure, script.pace_sec, hold),
             status=200,
             content_type="text/event-stream",
         )
@@ -362,12 +371,14 @@ class ModelServer:
         return _json(item)
 
     async def _stream(
-        self, events: list[bytes], failure: Failure | None, pace: float
+        self, events: list[bytes], failure: Failure | None, pace: float, hold: int | None
     ) -> AsyncIterator[bytes]:
         cut = min(_EVENTS_BEFORE_FAILURE, len(events) - 1)
         for number, event in enumerate(events):
             if pace and number:
                 await trio.sleep(pace)
+            if number == hold:
+                await self._released.wait()
             if failure is not None and number == cut:
                 if failure == "stall":
                     await trio.sleep_forever()
@@ -453,6 +464,14 @@ def _gemini_model(name: str) -> dict[str, Any]:
 
 def _json(value: Any, status: int = 200) -> Response:
     return Response(json.dumps(value), status=status, content_type="application/json")
+
+
+def _held_event(events: list[bytes], text: str | None) -> int | None:
+    """The index of the first of ``events`` carrying ``text`` (JSON-encoded), if any."""
+    if text is None:
+        return None
+    needle = json.dumps(text)[1:-1].encode()
+    return next((number for number, event in enumerate(events) if needle in event), None)
 
 
 def _error(status: int, kind: str, message: str) -> Response:

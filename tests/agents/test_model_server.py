@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -309,6 +310,32 @@ async def test_a_shell_tool_call_then_the_final_text(
 
     assert server.tool_results() == ["out-1"]
     assert [r.protocol for r in server.generations()] == [protocol, protocol]
+
+
+@pytest.mark.parametrize("protocol", list(REQUESTS))
+async def test_a_held_answer_stops_before_the_text_until_released(
+    nursery: trio.Nursery, protocol: Protocol
+) -> None:
+    path, _, second, _ = REQUESTS[protocol]
+    server = await start_model_server(
+        nursery, ModelScript(text=("a1 ", "b2 ", "c3"), hold_at="b2 ")
+    )
+    received: list[bytes] = []
+    async with (
+        http1_client(server.base_url, headers=KEY) as client,
+        client.stream("POST", path, json=second) as response,
+    ):
+
+        async def read() -> None:
+            received.extend([chunk async for chunk in response.aiter_raw()])
+
+        async with trio.open_nursery() as reading:
+            reading.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+            assert received == [], "the held answer was sent before it was released"
+            server.release()
+    body = b"".join(received)
+    assert _fold(protocol, _parse(body)).text_chunks == ["a1 ", "b2 ", "c3"]
 
 
 @pytest.mark.parametrize("protocol", list(REQUESTS))

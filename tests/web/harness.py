@@ -126,6 +126,7 @@ class ServerThread:
         self.proxied = proxied
         self.url = ""
         self._proxy: Proxy | None = None
+        self._model: ModelServer | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
         self._ready = threading.Event()
@@ -163,7 +164,7 @@ class ServerThread:
         async with trio.open_nursery() as nursery:
             if self.model is not None:  # a stand-in model server, and the agent using it
                 script, agent = self.model
-                model = await start_model_server(nursery, script)
+                model = self._model = await start_model_server(nursery, script)
                 self.overrides["agent"] = agent(model)
                 self.overrides["sandbox_allow"] = allow(model)
             server = await start_chat_server(nursery, self.data_dir, **self.overrides)
@@ -181,6 +182,11 @@ class ServerThread:
         """Drop every connection through the proxy now (``proxied=True`` only)."""
         assert self._proxy is not None and self._token is not None, "not proxied"
         trio.from_thread.run_sync(self._proxy.cut, trio_token=self._token)
+
+    def release_model(self) -> None:
+        """Let the stand-in model's held answers go on (``model`` given only)."""
+        assert self._model is not None and self._token is not None, "no stand-in model"
+        trio.from_thread.run_sync(self._model.release, trio_token=self._token)
 
     def api(self) -> httpx.Client:
         """A plain HTTP/1.1 client of the chat API, with the token."""
