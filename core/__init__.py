@@ -70,6 +70,15 @@ from .schemas import (
     UserMessage,
     agent_kind,
 )
+from .snapshots import (
+    SNAPSHOT_ROOTS,
+    EntryType,
+    SnapshotEntry,
+    SnapshotManifest,
+    SnapshotManifestError,
+    check_manifest,
+    manifest_digest,
+)
 from .splitter import DEFAULT_MAX_LINE_BYTES, NDJSONSplitter
 from .sse import (
     PING,
@@ -108,6 +117,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "PING",
     "SINGLE_LINE_FRAME",
+    "SNAPSHOT_ROOTS",
     "UI_MESSAGE_STREAM_HEADERS",
     "AcpAgent",
     "AcpPreset",
@@ -123,6 +133,7 @@ __all__ = [
     "Diagnostic",
     "DiagnosticCode",
     "Dispatch",
+    "EntryType",
     "EnvResponse",
     "Envelope",
     "Error",
@@ -157,6 +168,9 @@ __all__ = [
     "ServerSentEvent",
     "SkillManifest",
     "SkillSpec",
+    "SnapshotEntry",
+    "SnapshotManifest",
+    "SnapshotManifestError",
     "SplitterClosedError",
     "Step",
     "StepRow",
@@ -168,6 +182,7 @@ __all__ = [
     "UserMessage",
     "agent_kind",
     "assistant_message",
+    "check_manifest",
     "data_fields",
     "decode_json",
     "decode_payload",
@@ -179,6 +194,7 @@ __all__ = [
     "format_event",
     "line_frames",
     "load_failure",
+    "manifest_digest",
     "replay_text",
     "replay_window",
     "resume_cursor",

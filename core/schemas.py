@@ -16,6 +16,8 @@ from typing import Annotated, Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from .snapshots import SnapshotManifest
+
 __all__ = [
     "ATTACHMENTS_DIR",
     "DEFAULT_MAX_RUNTIME_SEC",
@@ -245,7 +247,8 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     none). ``prompt`` and ``conversation``, when set, take precedence over the
     dispatch's. ``max_runtime_sec`` is the run's hard cap. ``attachments`` are the
     files the user attached to the turn: the container downloads them into the work
-    dir before the setup script runs.
+    dir before the setup script runs. ``snapshot``: what the chat's previous turn left
+    (its work dir and the agent's home), restored before the setup script runs.
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)
@@ -257,6 +260,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     conversation: list[ChatTurn] | None = None
     max_runtime_sec: _Positive = DEFAULT_MAX_RUNTIME_SEC
     attachments: list[Attachment] = msgspec.field(default_factory=list)
+    snapshot: SnapshotManifest | None = None
 
 
 class ResultFile(msgspec.Struct, frozen=True):
