@@ -248,7 +248,9 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     dispatch's. ``max_runtime_sec`` is the run's hard cap. ``attachments`` are the
     files the user attached to the turn: the container downloads them into the work
     dir before the setup script runs. ``snapshot``: what the chat's previous turn left
-    (its work dir and the agent's home), restored before the setup script runs.
+    (its work dir and the agent's home), restored before the setup script runs;
+    ``snapshot_max_bytes``: save this turn's, if its files come to no more than that
+    (0: save none).
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)
@@ -261,6 +263,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     max_runtime_sec: _Positive = DEFAULT_MAX_RUNTIME_SEC
     attachments: list[Attachment] = msgspec.field(default_factory=list)
     snapshot: SnapshotManifest | None = None
+    snapshot_max_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class ResultFile(msgspec.Struct, frozen=True):
