@@ -24,6 +24,10 @@ __all__ = [
     "OutputClosedError",
     "RuntimeExceededError",
     "SetupError",
+    "SnapshotChangedError",
+    "SnapshotError",
+    "SnapshotRestoreError",
+    "SnapshotTooLargeError",
     "UnauthorizedError",
     "WritebackError",
 ]
@@ -103,6 +107,28 @@ class WritebackError(SandstreamError):
     """Produced files could not be written back to ``/results``. Not a
     :class:`ContainerError`: the writeback reports it as a failed ``write_back`` step
     and the run's answer stands."""
+
+
+class SnapshotError(ContainerError):
+    """A workspace snapshot could not be taken or restored (``snapshot_failed``), by
+    :mod:`~sandstream.container.snapshots`: a file or folder it could not read or
+    write. Taking one changes nothing on disk; a restore that raises one of these has
+    left its roots as they were."""
+
+    default_code = "snapshot_failed"
+
+
+class SnapshotTooLargeError(SnapshotError):
+    """The files to snapshot hold more bytes than allowed."""
+
+
+class SnapshotChangedError(SnapshotError):
+    """A file changed while it was read for a snapshot (hashed, or packed for upload)."""
+
+
+class SnapshotRestoreError(SnapshotError):
+    """A snapshot could not be restored: its manifest or blob pack was refused, a root
+    was not an empty folder, or a write failed."""
 
 
 class RuntimeExceededError(ContainerError):

@@ -5,6 +5,16 @@ clock. Depends on msgspec alone.
 """
 
 from .agents_dir import AGENTS_DIR_ENV, default_agents_dir
+from .blob_pack import (
+    MAX_BLOB_HEADER_BYTES,
+    BlobData,
+    BlobEnd,
+    BlobEvent,
+    BlobPackError,
+    BlobPackReader,
+    BlobStart,
+    blob_header,
+)
 from .commands import exit_quietly_on_broken_pipe, load_failure
 from .cursors import resume_cursor
 from .envelope import (
@@ -113,6 +123,7 @@ __all__ = [
     "DEFAULT_MAX_STEP_BYTES",
     "HEAP_TUNABLES",
     "LIVE_EXTENSION",
+    "MAX_BLOB_HEADER_BYTES",
     "MAX_COMPONENT_BYTES",
     "MAX_NAME_BYTES",
     "PING",
@@ -123,6 +134,12 @@ __all__ = [
     "AcpPreset",
     "AgentSpec",
     "Attachment",
+    "BlobData",
+    "BlobEnd",
+    "BlobEvent",
+    "BlobPackError",
+    "BlobPackReader",
+    "BlobStart",
     "ChatTurn",
     "ClaudeCodeAgent",
     "ClaudeCodeTranslator",
@@ -182,6 +199,7 @@ __all__ = [
     "UserMessage",
     "agent_kind",
     "assistant_message",
+    "blob_header",
     "check_manifest",
     "data_fields",
     "decode_json",

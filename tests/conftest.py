@@ -70,6 +70,7 @@ FAST: Final = (
     "tests/container/test_acp_translate.py",
     "tests/container/test_attachments.py",
     "tests/container/test_output.py",
+    "tests/container/test_snapshots.py",
     "tests/container/test_stdin_framing.py",
     "tests/server/test_bwrap_command.py",
     "tests/server/test_limits.py",
