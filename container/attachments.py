@@ -174,8 +174,11 @@ async def _download(
 
 
 async def _write(response: httpx.Response, attachment: Attachment, target: Path) -> None:
-    """Stream the body into ``target`` (created exclusively); remove it on any failure."""
+    """Stream the body into ``target`` (created exclusively, in place of a file an
+    earlier turn of the chat left there); remove it on any failure."""
     try:
+        if target.is_symlink() or target.is_file():
+            target.unlink()
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise AttachmentsError(f"cannot create {attachment.path}: {exc.strerror}") from exc

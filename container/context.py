@@ -18,7 +18,9 @@ __all__ = ["RunContext"]
 
 @dataclass
 class RunContext:
-    """One turn's inputs. ``env`` is the full environment for subprocesses.
+    """One turn's inputs. ``env`` is the full environment for subprocesses;
+    ``home_dir`` the agent's home (saved with the work dir for the chat's next turn),
+    ``unsaved``: files in either that the container writes anew every turn (never saved).
 
     ``prompt`` and ``conversation`` come from ``/config`` when it sets them, else from
     the dispatch. ``inbox`` holds user messages sent during the run: an agent takes
@@ -31,11 +33,13 @@ class RunContext:
     work_dir: Path
     output_dir: Path
     state_dir: Path
+    home_dir: Path
     emitter: Emitter
     toolbox: Toolbox
     http: HttpSettings
     kill_grace: float = KILL_GRACE
     inbox: Inbox = field(default_factory=Inbox)
+    unsaved: set[Path] = field(default_factory=set)
 
     @property
     def live(self) -> bool:

@@ -1,13 +1,15 @@
-"""One container run: bootstrap, setup, agent, writeback, and exactly one terminal line.
+"""One container run: bootstrap, workspace, setup, agent, writeback, one terminal line.
 
 :func:`run_container` is the whole lifecycle (docs/container.md, "Lifecycle") in one
 trio nursery. Bad input or a failing step: a :class:`~.errors.ContainerError` becomes
 ``error{code, message}``; any other exception is a bug (traceback to stderr,
 ``error{code:"internal_error"}``). Cancellation (SIGTERM/SIGINT) terminates the tools'
 process groups, then ``error{code:"cancelled"}`` and exit ``128 + signum``; the runtime
-cap ends the run with ``error{code:"runtime_exceeded"}``. Nothing is written back after
-a cancellation or a failure. Each one-time token is blanked in the dispatch once
-redeemed (:func:`~.bootstrap.forget_token`).
+cap ends the run with ``error{code:"runtime_exceeded"}``. Once the agent has started,
+the chat's workspace is saved however the turn ends (:mod:`.workspace`; shielded, at
+most ``save_timeout_sec``); nothing is written back after a cancellation or a failure.
+Each one-time token is blanked in the dispatch once redeemed
+(:func:`~.bootstrap.forget_token`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .procs import KILL_GRACE
 from .setup_script import run_setup_script
 from .skills import BUILTIN_SKILLS_DIR, SkillRegistry, SkillRunner, skill_env
 from .tools import Toolbox
+from .workspace import restore_workspace, save_workspace
 from .writeback import write_back
 
 __all__ = [
@@ -57,6 +60,9 @@ EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
 EXIT_BAD_DISPATCH: Final = 2
 SKILLS_PATH_VAR: Final = "SANDSTREAM_SKILLS_PATH"
+SAVE_TIMEOUT_SEC: Final = 60.0
+"""How long saving the chat's workspace may take after the agent ends, however it
+ended (a cancelled or capped run included)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,8 @@ class RunOptions:
     ``keep_work_dir``. ``max_runtime_sec`` caps the run below the config's cap.
     ``base_env`` (default: this process's environment) is what ``/env`` vars are
     applied on top of. ``messages``: where user messages arrive during the run
-    (stdin after the dispatch, :mod:`.inbox`); ``None``: none do.
+    (stdin after the dispatch, :mod:`.inbox`); ``None``: none do. ``save_timeout_sec``:
+    how long saving the workspace may take after the agent ended.
     """
 
     work_dir: Path | None = None
@@ -79,34 +86,55 @@ class RunOptions:
     handle_signals: bool = True
     base_env: Mapping[str, str] | None = None
     messages: BinaryIO | None = None
+    save_timeout_sec: float = SAVE_TIMEOUT_SEC
 
 
 class RunDirs:
-    """The run's folders: ``work`` (tools' cwd), ``work/output`` (written back), ``state``.
+    """The run's folders under one root: ``work`` (the tools' cwd; its ``output/`` is
+    written back), ``home`` (the agent's home; saved with ``work`` for the chat's next
+    turn) and ``state`` (the container's own: setup script, MCP config; never saved).
 
-    ``state`` is private to the container (setup script, MCP config) and always
-    removed; ``work`` is removed only if it was created here and not kept.
+    The root is ``$TMPDIR/sandstream`` when that is free — a sandbox's own temp dir, so
+    that every sandbox of a chat has the same paths (agents keep absolute paths in what
+    they save) — else a fresh temporary dir. A given ``work_dir`` is the work dir. On
+    exit the root is removed, and the work dir with it unless it was given or ``keep``.
+    ``output/`` is made by :meth:`make_output`, once the work dir is restored.
     """
 
     def __init__(self, work_dir: Path | None, *, keep: bool = False) -> None:
         self._given = work_dir
         self._keep = keep
-        self._root: Path | None = None
+        self._root = Path()
         self.work = Path()
-        self.output = Path()
+        self.home = Path()
         self.state = Path()
 
+    @property
+    def output(self) -> Path:
+        return self.work / "output"
+
+    @property
+    def saved(self) -> dict[str, Path]:
+        """The dirs a snapshot of the chat's workspace holds, by root name."""
+        return {"work": self.work, "home": self.home}
+
+    def make_output(self) -> None:
+        self.output.mkdir(exist_ok=True)
+
     def __enter__(self) -> RunDirs:
-        self.state = Path(tempfile.mkdtemp(prefix="sandstream-state-"))
-        if self._given is None:
-            self._root = Path(tempfile.mkdtemp(prefix="sandstream-run-"))
-            self.work = self._root / "work"
-        else:
-            self.work = self._given
+        root = Path(tempfile.gettempdir()) / "sandstream"
+        try:
+            root.mkdir(mode=0o700)
+        except OSError:
+            root = Path(tempfile.mkdtemp(prefix="sandstream-run-"))
+        self._root = root.resolve()
+        self.home = self._root / "home"
+        self.state = self._root / "state"
+        self.home.mkdir()
+        self.state.mkdir()
+        self.work = self._given if self._given is not None else self._root / "work"
         self.work.mkdir(parents=True, exist_ok=True)
         self.work = self.work.resolve()
-        self.output = self.work / "output"
-        self.output.mkdir(exist_ok=True)
         return self
 
     def __exit__(
@@ -115,8 +143,10 @@ class RunDirs:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        shutil.rmtree(self.state, ignore_errors=True)
-        if self._root is not None and not self._keep:
+        if self._given is None and self._keep:
+            shutil.rmtree(self.home, ignore_errors=True)
+            shutil.rmtree(self.state, ignore_errors=True)
+        else:
             shutil.rmtree(self._root, ignore_errors=True)
 
 
@@ -242,6 +272,8 @@ async def _run_turn(
             "info",
             f"bootstrap: {len(env_response.vars)} env var(s), agent {agent_kind(config.agent)}",
         )
+        await restore_workspace(client, options.http, dispatch, config, dirs.saved, emitter)
+        dirs.make_output()
         await download_attachments(
             client,
             options.http,
@@ -273,13 +305,21 @@ async def _run_turn(
             work_dir=dirs.work,
             output_dir=dirs.output,
             state_dir=dirs.state,
+            home_dir=dirs.home,
             emitter=emitter,
             toolbox=Toolbox(runner, emitter),
             http=options.http,
             kill_grace=options.kill_grace,
             inbox=inbox,
         )
-        message = await agent_for(config.agent)(ctx)
+        try:
+            message = await agent_for(config.agent)(ctx)
+        finally:
+            with trio.CancelScope(shield=True) as saving:
+                saving.deadline = trio.current_time() + options.save_timeout_sec
+                await save_workspace(
+                    client, options.http, dispatch, config, dirs.saved, emitter, ctx.unsaved
+                )
         await write_back(
             client,
             options.http,

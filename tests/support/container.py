@@ -303,7 +303,7 @@ def remove_run_dirs() -> list[str]:
     only what the calling test's containers left. Call it once they are dead.
     """
     temp = Path(tempfile.gettempdir())
-    left = sorted([*temp.glob("sandstream-run-*"), *temp.glob("sandstream-state-*")])
+    left = sorted([*temp.glob("sandstream"), *temp.glob("sandstream-run-*")])
     for folder in left:
         shutil.rmtree(folder)
     return [folder.name for folder in left]

@@ -58,13 +58,16 @@ class ProviderSettingsError(ConfigError):
 @dataclass(frozen=True)
 class PreparedAgent:
     """How to start an ACP agent: ``command``, its whole ``env``, the session ``mode``
-    to set after ``session/new`` (``None``: leave the agent's), and agent text chunks to
-    drop (``hidden_text``: exact chunk texts that are the agent's own markers)."""
+    to set after ``session/new`` (``None``: leave the agent's), agent text chunks to
+    drop (``hidden_text``: exact chunk texts that are the agent's own markers), and the
+    config files written for it (``config_files``: written again every turn, so never
+    saved with its home; one may hold a provider key)."""
 
     command: list[str]
     env: dict[str, str]
     mode: str | None = None
     hidden_text: tuple[str, ...] = ()
+    config_files: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,15 @@ class _Preset:
 @dataclass(frozen=True)
 class _Where:
     """What a preset reads: the provider settings, the agent's home and work dir, the
-    model the agent config chose, and the agent's npm prefix."""
+    model the agent config chose, and the agent's npm prefix; ``written``: the config
+    files it wrote."""
 
     env: Mapping[str, str]
     home: Path
     work_dir: Path
     model: str | None
     prefix: Path
+    written: list[Path] = field(default_factory=list)
 
 
 def _required(env: Mapping[str, str], name: str, preset: str) -> str:
@@ -100,14 +105,15 @@ def _required(env: Mapping[str, str], name: str, preset: str) -> str:
     return value
 
 
-def _write(path: Path, text: str) -> None:
+def _write(at: _Where, path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     path.chmod(0o600)
+    at.written.append(path)
 
 
-def _write_json(path: Path, value: Any) -> None:
-    _write(path, json.dumps(value, indent=2) + "\n")
+def _write_json(at: _Where, path: Path, value: Any) -> None:
+    _write(at, path, json.dumps(value, indent=2) + "\n")
 
 
 def _toml_string(value: str) -> str:
@@ -154,7 +160,7 @@ def _codex(at: _Where) -> _Preset:
         "enabled = false",
         "",
     ]
-    _write(codex_home / "config.toml", "\n".join(lines))
+    _write(at, codex_home / "config.toml", "\n".join(lines))
     # Codex puts helper commands on PATH only when CODEX_HOME is outside the temp dir,
     # and a sandbox's home is inside /tmp: its TMPDIR moves beside CODEX_HOME.
     tmp = home / ".tmp"
@@ -186,7 +192,7 @@ def _opencode(at: _Where) -> _Preset:
         },
         "permission": {"bash": "ask"},
     }
-    _write_json(home / ".config" / "opencode" / "opencode.json", config)
+    _write_json(at, home / ".config" / "opencode" / "opencode.json", config)
     return _Preset(
         {
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -209,7 +215,7 @@ def _gemini(at: _Where) -> _Preset:
     chosen = model or env.get("GEMINI_MODEL")
     if chosen:
         settings["model"] = {"name": chosen}
-    _write_json(home / ".gemini" / "settings.json", settings)
+    _write_json(at, home / ".gemini" / "settings.json", settings)
     return _Preset(
         {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true"},
         hidden_text=("[MODE_UPDATE]",),
@@ -227,14 +233,14 @@ def _pi(at: _Where) -> _Preset:
         "apiKey": "$OPENAI_API_KEY",
         "models": [{"id": chosen}],
     }
-    _write_json(agent_dir / "models.json", {"providers": {"local": provider}})
+    _write_json(at, agent_dir / "models.json", {"providers": {"local": provider}})
     settings = {
         "defaultProvider": "local",
         "defaultModel": chosen,
         "enableInstallTelemetry": False,
         "quietStartup": True,  # no banner as the first prompt's text
     }
-    _write_json(agent_dir / "settings.json", settings)
+    _write_json(at, agent_dir / "settings.json", settings)
     # pi needs a newer node than the system's: the prefix's own, first on PATH.
     path = f"{at.prefix / 'node_modules' / '.bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     # pi-acp asks the registry for a newer pi at each session/new (``npm view``) and
@@ -281,6 +287,9 @@ def prepare(
         return PreparedAgent(list(spec.command), {**base, **spec.env}, spec.mode)
     preset: AcpPreset = spec.preset
     command = list(spec.command) if spec.command else installed_command(preset, agents_dir)
-    own = _PRESETS[preset](_Where(settings, home, work_dir, model, prefix_of(preset, agents_dir)))
+    at = _Where(settings, home, work_dir, model, prefix_of(preset, agents_dir))
+    own = _PRESETS[preset](at)
     environment = {**base, **own.env, **spec.env, **own.chosen}
-    return PreparedAgent(command, environment, spec.mode or own.mode, own.hidden_text)
+    return PreparedAgent(
+        command, environment, spec.mode or own.mode, own.hidden_text, tuple(at.written)
+    )

@@ -16,78 +16,26 @@ import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
 
 from ...procs import adopts_orphans, kill_group, terminate_group
+from ...strays import alive, descendants, kill_all, reap, started
 
-__all__ = ["agent_process", "descendants"]
+__all__ = ["agent_process"]
 
 _SWEEPS = 5
 _WATCH_INTERVAL = 0.2
-
-
-def descendants(pid: int) -> set[int]:
-    """The pids of ``pid``'s descendants now (from ``/proc``; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
-
-
-def _started(pid: int) -> str | None:
-    """When ``pid`` started (clock ticks since boot), to tell it from a reused pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2 :].split()[19]
-
-
-def _reap(pids: set[int]) -> None:
-    """Collect the exit of those of ``pids`` that were re-parented to this process."""
-    for pid in pids:
-        with suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
 
 
 async def _watch(pid: int, seen: dict[int, str | None]) -> None:
     """Remember ``pid``'s descendants, with their start times, until cancelled."""
     while True:
         for child in descendants(pid) - seen.keys():
-            seen[child] = _started(child)
+            seen[child] = started(child)
         await trio.sleep(_WATCH_INTERVAL)
-
-
-def _kill_all(pids: set[int]) -> None:
-    for pid in pids:
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
 
 
 @asynccontextmanager
@@ -113,7 +61,7 @@ async def agent_process(
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            orphans = {pid for pid, started in seen.items() if _started(pid) == started}
+            orphans = {pid for pid, since in seen.items() if started(pid) == since}
             if adopts_orphans():  # the container: what its agent left is its own now
                 orphans |= descendants(os.getpid()) - {process.pid}
             strays = descendants(process.pid) | orphans
@@ -121,12 +69,12 @@ async def agent_process(
                 await terminate_group(process, grace)
             kill_group(process.pid, signal.SIGKILL)
             for _ in range(_SWEEPS):
-                _kill_all(strays)
-                strays = {pid for pid in strays if _alive(pid)}
+                kill_all(strays)
+                strays = {pid for pid in strays if alive(pid)}
                 if not strays:
                     break
                 await trio.sleep(0.01)
-            _reap(orphans)
+            reap(orphans)
             for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()

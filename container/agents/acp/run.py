@@ -68,8 +68,7 @@ async def run_acp(ctx: RunContext) -> str:
     """Run the turn; return the agent's message (see the module doc)."""
     spec = ctx.config.agent
     assert isinstance(spec, AcpAgent)
-    home = ctx.state_dir / "acp-home"
-    home.mkdir(exist_ok=True)
+    home = ctx.home_dir
     scratch = ctx.state_dir / "acp-tmp"  # removed with the state dir, whatever the agent left
     scratch.mkdir(exist_ok=True)
     prepared = prepare(
@@ -80,10 +79,12 @@ async def run_acp(ctx: RunContext) -> str:
         model=ctx.config.model,
         agents_dir=_agents_dir(ctx.env),
     )
+    ctx.unsaved.update(prepared.config_files)
     name = spec.preset or os.path.basename(prepared.command[0])
     ctx.emitter.log("info", f"acp agent: running {name}")
     session = AcpSession(
         ctx,
+        agent=name,
         mode=prepared.mode,
         hidden_text=prepared.hidden_text,
         permission_timeout=spec.permission_timeout_sec,

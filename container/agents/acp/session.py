@@ -1,5 +1,10 @@
-"""The ACP client role for one turn: ``initialize``, ``session/new``, ``session/set_mode``,
-``session/prompt``, then ``session/update`` notifications until the prompt's answer.
+"""The ACP client role for one turn: ``initialize``, the session (resumed, loaded or new:
+:mod:`.continuation`), ``session/set_mode``, ``session/prompt``, then ``session/update``
+notifications until the prompt's answer.
+
+A session resumed or loaded already holds the conversation: the prompt is the turn's
+own text, and what ``session/load`` replays is dropped. A resume or load that fails
+falls to the next way with a ``warn`` line; an ``info`` line says which way was used.
 
 :class:`AcpSession` is the connection's :class:`~.connection.Handler`: updates go
 through the :class:`~.translate.Translator` to the emitter, permission requests to the
@@ -39,12 +44,14 @@ from ...errors import ContainerError
 from ...output import now_ms
 from ..claude_code import render_prompt
 from .connection import Connection, Reply, RpcFault
+from .continuation import METHODS, Rung, read_session, remember_session, rungs
 from .errors import (
     AgentStalledError,
     MaxTokensError,
     MaxTurnRequestsError,
     ProtocolError,
     RefusalError,
+    RemoteError,
 )
 from .permissions import PermissionDesk
 from .translate import TRANSLATED, Translator
@@ -93,6 +100,7 @@ class AcpSession:
         self,
         ctx: RunContext,
         *,
+        agent: str,
         mode: str | None,
         hidden_text: tuple[str, ...],
         permission_timeout: float,
@@ -105,7 +113,9 @@ class AcpSession:
         self._grace = cancel_grace
         self._translator = Translator(live=ctx.live, hidden_text=hidden_text)
         self._desk = PermissionDesk(ctx, permission_timeout)
+        self._agent = agent
         self._session_id: str | None = None
+        self._loading = False
         self._cancel = trio.Event()
 
     # --- what the agent sends (Handler) -------------------------------------------------
@@ -114,6 +124,8 @@ class AcpSession:
         if method != "session/update":
             self._ctx.emitter.log("debug", f"agent notification {method} ignored")
             return
+        if self._loading:
+            return  # the conversation so far, replayed by session/load
         kind = params.get("update", {}).get("sessionUpdate") if isinstance(params, dict) else None
         if isinstance(kind, str) and kind not in TRANSLATED:
             return  # usage, commands, session info, config options: nothing to show
@@ -161,24 +173,21 @@ class AcpSession:
         info = init.agent_info
         described = f"{info.name} {info.version}" if info is not None else "an agent"
         ctx.emitter.log("info", f"acp agent: {described}, protocol {init.protocol_version}")
-        new = await self._call(
-            connection,
-            "session/new",
-            {"cwd": str(Path(ctx.work_dir)), "mcpServers": mcp_servers(ctx.config)},
-            NewSessionResponse,
-        )
-        self._session_id = new.session_id
+        rung, session_id = await self._open(connection, init)
+        self._session_id = session_id
+        remember_session(ctx.home_dir, self._agent, session_id)
         if self._mode is not None:
             await self._call(
                 connection,
                 "session/set_mode",
-                {"sessionId": new.session_id, "modeId": self._mode},
+                {"sessionId": session_id, "modeId": self._mode},
                 None,
             )
-        text = render_prompt(ctx.prompt, ctx.conversation, ctx.config.attachments)
+        history = ctx.conversation if rung == "new" else []
+        text = render_prompt(ctx.prompt, history, ctx.config.attachments)
         if ctx.config.system_prompt:
             text = f"{ctx.config.system_prompt}\n\n{text}"
-        params = {"sessionId": new.session_id, "prompt": [{"type": "text", "text": text}]}
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
         response = await self._prompt(connection, params)
         reason = response.stop_reason
         if reason == "end_turn":
@@ -189,6 +198,32 @@ class AcpSession:
         error, message = _STOP_ERRORS[reason]
         ctx.emitter.emit_many(self._translator.finish(f"the turn stopped ({reason})"))
         raise error(message)
+
+    async def _open(self, connection: Connection, init: InitializeResponse) -> tuple[Rung, str]:
+        """Open the turn's session by the first of :func:`~.continuation.rungs` that
+        works; the way used and the session id."""
+        ctx = self._ctx
+        kept = read_session(ctx.home_dir, self._agent)
+        opening = {"cwd": str(Path(ctx.work_dir)), "mcpServers": mcp_servers(ctx.config)}
+        for rung in rungs(init, kept):
+            method = METHODS[rung]
+            if rung == "new":
+                new = await self._call(connection, method, opening, NewSessionResponse)
+                said = "a new session" + (", the conversation as a preamble" if kept else "")
+                ctx.emitter.log("info", f"acp agent: {said} ({method})")
+                return rung, new.session_id
+            assert kept is not None
+            self._loading = rung == "load"
+            try:
+                await self._call(connection, method, {**opening, "sessionId": kept}, None)
+            except RemoteError as exc:  # it could not: the next way may
+                ctx.emitter.log("warn", f"acp agent: {method} failed ({exc}); trying the next way")
+                continue
+            finally:
+                self._loading = False
+            ctx.emitter.log("info", f"acp agent: its session from the chat's last turn ({method})")
+            return rung, kept
+        raise AssertionError("rungs() always ends with new")
 
     async def _call(self, connection: Connection, method: str, params: Any, model: Any) -> Any:
         """A setup request, bounded by the stall timeout and given up on a cancel."""
