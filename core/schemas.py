@@ -1,6 +1,7 @@
 """The wire schemas the server and the container both speak, as msgspec types: the
-dispatch, ``/env``, ``/config`` (with the turn's attachments), ``/results``, the skills
-manifest and the user messages on the container's stdin.
+dispatch, ``/env``, ``/config`` (with the turn's attachments), ``/results``, the
+snapshot callbacks' bodies, the skills manifest and the user messages on the
+container's stdin.
 
 These are the single source of truth for the workspace callback API: the chat backend
 serves exactly :class:`EnvResponse` and :class:`ConfigResponse` (encode them with
@@ -22,10 +23,12 @@ __all__ = [
     "ATTACHMENTS_DIR",
     "DEFAULT_MAX_RUNTIME_SEC",
     "HEAP_TUNABLES",
+    "MAX_SNAPSHOT_HASHES",
     "AcpAgent",
     "AcpPreset",
     "AgentSpec",
     "Attachment",
+    "BlobHashes",
     "ChatTurn",
     "ClaudeCodeAgent",
     "ConfigResponse",
@@ -34,6 +37,7 @@ __all__ = [
     "InboundMessage",
     "LoadSpec",
     "McpServer",
+    "MissingBlobs",
     "OpenAIAgent",
     "PermissionAnswer",
     "ResultFile",
@@ -43,6 +47,8 @@ __all__ = [
     "ScriptedStep",
     "SkillManifest",
     "SkillSpec",
+    "SnapshotReceipt",
+    "StoredBlobs",
     "UserMessage",
     "agent_kind",
 ]
@@ -277,6 +283,42 @@ class ResultsReceipt(msgspec.Struct, frozen=True):
     """``POST {agent_url}/results`` (upload token) answer: the files stored."""
 
     files: list[ResultFile] = msgspec.field(default_factory=list)
+
+
+MAX_SNAPSHOT_HASHES: Final = 100_000
+"""The most SHA-256s a :class:`BlobHashes` names (and blobs one blob pack holds)."""
+_Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+
+
+class BlobHashes(msgspec.Struct, frozen=True):
+    """``POST {agent_url}/snapshot/missing`` (upload token) and ``…/snapshot/restore``
+    (run token): blobs by SHA-256 (lowercase hex), at most :data:`MAX_SNAPSHOT_HASHES`."""
+
+    sha256: Annotated[list[_Sha256], msgspec.Meta(max_length=MAX_SNAPSHOT_HASHES)]
+
+
+class MissingBlobs(msgspec.Struct, frozen=True):
+    """``POST {agent_url}/snapshot/missing`` answer: the blobs asked for that the
+    workspace does not store, each once, in the order asked."""
+
+    missing: list[str]
+
+
+class StoredBlobs(msgspec.Struct, frozen=True):
+    """``POST {agent_url}/snapshot/blobs`` (upload token) answer: the blobs of the pack,
+    each stored (once, by its SHA-256)."""
+
+    stored: int
+
+
+class SnapshotReceipt(msgspec.Struct, frozen=True):
+    """``PUT {agent_url}/snapshot`` (upload token) answer: the snapshot stored, its
+    regular files and their bytes (:class:`~.snapshots.SnapshotManifest`'s
+    ``files`` and ``total_bytes``)."""
+
+    id: str
+    files: int
+    total_bytes: int = msgspec.field(name="bytes")
 
 
 class SkillSpec(msgspec.Struct, frozen=True):
