@@ -7,7 +7,7 @@ the records the store keeps and returns (:mod:`.records`), request bodies
 the chat; nothing here blocks or is cancelled.
 """
 
-from .agent_profile import AgentProfile, load_agent_profile, with_attachments
+from .agent_profile import AgentProfile, load_agent_profile, with_attachments, with_snapshot
 from .errors import (
     AttachmentError,
     ChatBusyError,
@@ -19,6 +19,7 @@ from .errors import (
     FencedError,
     FileNotFoundInBagError,
     IdempotencyKeyError,
+    NoChatError,
     NoRunningTurnError,
     PublicUrlError,
     RedisAuthError,
@@ -28,6 +29,9 @@ from .errors import (
     RemoteRunnerError,
     RunnerSessionGoneError,
     RunNotFoundError,
+    SnapshotBlobNotFoundError,
+    SnapshotIncompleteError,
+    SnapshotTooLargeError,
     SourceError,
     SourceGoneError,
     SourceRefusedError,
@@ -53,6 +57,7 @@ from .records import (
     Purpose,
     PushKind,
     PushSubscription,
+    SnapshotRecord,
     TokenMint,
     TurnFinish,
     TurnRecord,
@@ -86,6 +91,7 @@ __all__ = [
     "IdempotencyKeyError",
     "Identifier",
     "NewBlob",
+    "NoChatError",
     "NoRunningTurnError",
     "PendingPush",
     "PublicUrlError",
@@ -99,6 +105,10 @@ __all__ = [
     "RemoteRunnerError",
     "RunNotFoundError",
     "RunnerSessionGoneError",
+    "SnapshotBlobNotFoundError",
+    "SnapshotIncompleteError",
+    "SnapshotRecord",
+    "SnapshotTooLargeError",
     "SourceError",
     "SourceGoneError",
     "SourceRefusedError",
@@ -124,4 +134,5 @@ __all__ = [
     "now_ms",
     "resolve_target",
     "with_attachments",
+    "with_snapshot",
 ]

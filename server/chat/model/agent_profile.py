@@ -1,4 +1,5 @@
-"""What a turn's sandbox is told: the ``/env`` and ``/config`` answers.
+"""What a turn's sandbox is told: the ``/env`` and ``/config`` answers (with the turn's
+attachments and the chat's workspace snapshot).
 
 An :class:`AgentProfile` is the server's agent: a :class:`ConfigResponse` template and
 the env vars the agent needs; per session it fills in the prompt and conversation.
@@ -26,6 +27,7 @@ from sandstream.core import (
     OpenAIAgent,
     ScriptedAgent,
     ScriptedStep,
+    SnapshotManifest,
     agent_kind,
     decode_json,
     sanitize_name,
@@ -42,6 +44,7 @@ __all__ = [
     "load_agent_profile",
     "sandbox_attachments",
     "with_attachments",
+    "with_snapshot",
 ]
 
 OPENAI_ENV_VARS: Final = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL")
@@ -167,6 +170,14 @@ def with_attachments(config: ConfigResponse, files: Sequence[BagFile]) -> Config
     """``config`` naming the turn's attached ``files`` (:func:`sandbox_attachments`):
     its ``attachments`` are always the turn's, never a template's."""
     return msgspec.structs.replace(config, attachments=sandbox_attachments(files))
+
+
+def with_snapshot(
+    config: ConfigResponse, snapshot: SnapshotManifest | None, max_bytes: int
+) -> ConfigResponse:
+    """``config`` with the workspace ``snapshot`` to restore (the chat's latest) and the
+    bound of the one to save (0: none): always the dispatch's, never a template's."""
+    return msgspec.structs.replace(config, snapshot=snapshot, snapshot_max_bytes=max_bytes)
 
 
 def load_agent_profile(

@@ -20,8 +20,10 @@ __all__ = [
     "BAD_RUNNER",
     "BUSY_RETRY_AFTER",
     "CHAT_BUSY",
+    "NO_CHAT",
     "NO_LIVE_TURN",
     "RUNNER_FAILED",
+    "SNAPSHOT_INCOMPLETE",
     "STREAM_TOKEN_SCOPE",
     "UNKNOWN_ATTACHMENT",
     "AttachmentError",
@@ -34,6 +36,7 @@ __all__ = [
     "FencedError",
     "FileNotFoundInBagError",
     "IdempotencyKeyError",
+    "NoChatError",
     "PublicUrlError",
     "RedisAuthError",
     "RedisConnectionError",
@@ -42,6 +45,9 @@ __all__ = [
     "RemoteRunnerError",
     "RunNotFoundError",
     "RunnerSessionGoneError",
+    "SnapshotBlobNotFoundError",
+    "SnapshotIncompleteError",
+    "SnapshotTooLargeError",
     "SourceError",
     "SourceGoneError",
     "SourceRefusedError",
@@ -59,6 +65,8 @@ BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
 NO_LIVE_TURN: Final = "urn:sandstream:problem:no-live-turn"
 RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
 STREAM_TOKEN_SCOPE: Final = "urn:sandstream:problem:stream-token-scope"
+NO_CHAT: Final = "urn:sandstream:problem:no-chat"
+SNAPSHOT_INCOMPLETE: Final = "urn:sandstream:problem:snapshot-incomplete"
 BUSY_RETRY_AFTER: Final = 2
 """Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
 
@@ -276,6 +284,71 @@ class UploadTooLargeError(UploadError):
     status: ClassVar[int] = 413
     type: ClassVar[str] = PAYLOAD_TOO_LARGE
     title: ClassVar[str] = "Payload Too Large"
+
+
+class NoChatError(ChatError, ProblemError):
+    """A workspace snapshot callback of a dispatch that has no chat, an Agents-block
+    run: it has no snapshots to save or restore (409)."""
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = NO_CHAT
+    title: ClassVar[str] = "No chat"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"dispatch {session_id!r} has no chat (an Agents-block run): workspace snapshots "
+            "are kept for a chat's turns only"
+        )
+        self.session_id = session_id
+
+    def extensions(self) -> dict[str, Any]:
+        return {"sessionId": self.session_id}
+
+
+class SnapshotTooLargeError(ChatError, ProblemError):
+    """A workspace snapshot, or a blob pack, over ``--snapshot-max-bytes``, or any while
+    snapshots are off (413)."""
+
+    status: ClassVar[int] = 413
+    type: ClassVar[str] = PAYLOAD_TOO_LARGE
+    title: ClassVar[str] = "Payload Too Large"
+
+
+class SnapshotIncompleteError(ChatError, ProblemError):
+    """A snapshot manifest lists blobs the blob store does not hold; nothing was stored
+    (409)."""
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = SNAPSHOT_INCOMPLETE
+    title: ClassVar[str] = "Snapshot blobs missing"
+
+    def __init__(self, missing: int) -> None:
+        super().__init__(f"{missing} blob(s) the manifest lists are not stored")
+        self.missing = missing
+
+    def detail(self) -> str:
+        return f"{self}: send them first (POST …/snapshot/blobs), then the manifest again"
+
+    def extensions(self) -> dict[str, Any]:
+        return {"missingCount": self.missing}
+
+
+class SnapshotBlobNotFoundError(ChatError, ProblemError):
+    """A blob asked for restore that no kept snapshot of the dispatch's chat lists (or
+    that is no longer stored) (404). ``count``: how many of those asked are so."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "Blob not found"
+
+    def __init__(self, sha256: str, count: int) -> None:
+        more = f" ({count - 1} more of those asked are not either)" if count > 1 else ""
+        super().__init__(f"no kept snapshot of this chat has the blob {sha256}{more}")
+        self.sha256 = sha256
+        self.count = count
+
+    def extensions(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "notFoundCount": self.count}
 
 
 class TargetError(ChatError, ProblemError, ValueError):

@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from sandstream.core import ChatTurn, PersistedFileAttachment, PersistedMessage
+from sandstream.core import ChatTurn, PersistedFileAttachment, PersistedMessage, SnapshotManifest
 
 __all__ = [
     "BagFile",
@@ -27,6 +27,7 @@ __all__ = [
     "Purpose",
     "PushKind",
     "PushSubscription",
+    "SnapshotRecord",
     "TokenMint",
     "TurnFinish",
     "TurnRecord",
@@ -116,6 +117,23 @@ class DispatchRecord(msgspec.Struct, kw_only=True):
     user_message_id: str | None = None
     assistant_message_id: str | None = None
     settled_at: int | None = None
+
+
+class SnapshotRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A chat's workspace snapshot (``chat_snapshots``): what the turn of dispatch
+    ``dispatch_id`` (its assistant message ``assistant_message_id``) saved of its
+    sandbox for the chat's next turn. ``files`` and ``total_bytes``: the manifest's
+    regular files and their bytes."""
+
+    id: str
+    workspace_id: str
+    chat_id: str
+    dispatch_id: str
+    assistant_message_id: str | None
+    manifest: SnapshotManifest
+    files: int
+    total_bytes: int
+    created_at: int
 
 
 class TokenMint(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ from .contract import (
     LogMoverTables,
     PushAlertStore,
     PushOutboxStore,
+    SnapshotStore,
     TurnStore,
 )
 from .database import Database
@@ -35,6 +36,7 @@ __all__: list[str] = [
     "PushAlertStore",
     "PushOutboxStore",
     "SQLiteChatStore",
+    "SnapshotStore",
     "SqlChatStore",
     "TurnStore",
     "content_type_for",

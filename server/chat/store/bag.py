@@ -9,8 +9,9 @@ progress), then committed to their content address before their metadata is writ
 (flushed and renamed into place; or inserted in one transaction), so a blob is either
 absent or complete, and identical contents are stored once. Blobs are never
 rewritten; soft-deleting a chat hides its files' metadata and leaves the blobs (a
-purge of unreferenced blobs is a separate, offline concern). Reads stream a blob in
-pieces of :data:`READ_SIZE`, each read in a worker thread.
+purge of unreferenced blobs is a separate, offline concern). The chats' workspace
+snapshots keep their files' bytes here too, by the same addresses. Reads stream a
+blob in pieces of :data:`READ_SIZE`, each read in a worker thread.
 
 :func:`sanitize_name` (from :mod:`sandstream.core.names`, shared with the
 container) makes a client's file name safe to store and to show.
@@ -23,7 +24,8 @@ import mimetypes
 import os
 import re
 import secrets
-from collections.abc import AsyncGenerator
+import stat
+from collections.abc import AsyncGenerator, Collection
 from pathlib import Path
 from typing import Final
 
@@ -44,6 +46,8 @@ __all__ = [
 
 READ_SIZE: Final = 256 * 1024
 """The bytes of a blob one read returns."""
+_LOOKUP_BATCH: Final = 1000
+"""SHA-256s one query of :meth:`PostgresBlobStore.stored_sizes` looks up."""
 
 _SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 _CONTENT_TYPE_RE: Final = re.compile(
@@ -125,6 +129,24 @@ class BlobStore:
         """Whether the blob is stored."""
         return await trio.to_thread.run_sync(self.path(sha256).is_file)
 
+    async def stored_sizes(self, hashes: Collection[str]) -> dict[str, int]:
+        """Those of the blobs ``hashes`` (SHA-256s) that are stored, with their sizes;
+        in one worker thread. Raises :class:`ValueError` for a string that is not a
+        SHA-256."""
+
+        def run() -> dict[str, int]:
+            sizes: dict[str, int] = {}
+            for sha256 in set(hashes):
+                try:
+                    status = os.stat(self.path(sha256))
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(status.st_mode):
+                    sizes[sha256] = status.st_size
+            return sizes
+
+        return await trio.to_thread.run_sync(run)
+
     async def read(self, sha256: str) -> AsyncGenerator[bytes, None]:
         """The blob's bytes, :data:`READ_SIZE` at a time (the file is closed when the
         iterator is closed or ends). Raises :class:`OSError` if it is not stored."""
@@ -165,6 +187,25 @@ class PostgresBlobStore(BlobStore):
                 conn.execute("SELECT 1 FROM bag_blobs WHERE sha256 = ?", (sha256,)).fetchone()
                 is not None
             )
+
+        return await self.db.read(run)
+
+    async def stored_sizes(self, hashes: Collection[str]) -> dict[str, int]:
+        wanted = sorted(set(hashes))
+        for sha256 in wanted:
+            self.path(sha256)  # a SHA-256, or ValueError
+
+        def run(conn: Connection) -> dict[str, int]:
+            sizes: dict[str, int] = {}
+            for start in range(0, len(wanted), _LOOKUP_BATCH):
+                batch = wanted[start : start + _LOOKUP_BATCH]
+                marks = ", ".join("?" * len(batch))
+                rows = conn.execute(
+                    f"SELECT sha256, octet_length(data) FROM bag_blobs WHERE sha256 IN ({marks})",
+                    batch,
+                )
+                sizes.update((row[0], int(row[1])) for row in rows)
+            return sizes
 
         return await self.db.read(run)
 

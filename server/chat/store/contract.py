@@ -8,6 +8,8 @@ and :class:`ChatStore`, all of them.
 - :class:`EnvironmentStore`: workflow environments;
 - :class:`PushSubscriptionStore`, :class:`PushAlertStore`, :class:`PushOutboxStore`:
   push subscriptions, the alerts events record, the outbox's claims and deliveries;
+- :class:`SnapshotStore`: chats' workspace snapshots (their manifests; the blobs are
+  the bag's blob store's);
 - :class:`LogMoverTables`: the log mover's tables, handed to it whole.
 
 Each consumer takes the parts it uses: the log mover's settler and its lock-keeping
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from sandstream.core import PersistedMessage
+from sandstream.core import PersistedMessage, SnapshotManifest
 from sandstream.server.chat.model import (
     BagFile,
     Chat,
@@ -46,6 +48,7 @@ from sandstream.server.chat.model import (
     PendingPush,
     Purpose,
     PushSubscription,
+    SnapshotRecord,
     TokenMint,
     TurnFinish,
     TurnRecord,
@@ -66,6 +69,7 @@ __all__ = [
     "PushAlertStore",
     "PushOutboxStore",
     "PushSubscriptionStore",
+    "SnapshotStore",
     "TurnStore",
 ]
 
@@ -97,7 +101,8 @@ class ChatMessageStore(Protocol):
         ...
 
     async def delete_chat(self, workspace_id: str, chat_id: str, *, now: int) -> None:
-        """Soft-delete the chat and its bag files.
+        """Soft-delete the chat and its bag files and delete its workspace snapshots, in
+        one transaction.
 
         Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`, and
         :class:`~sandstream.server.chat.model.ChatBusyError` while a turn holds its lock.
@@ -406,6 +411,34 @@ class PushOutboxStore(Protocol):
         ...
 
 
+class SnapshotStore(Protocol):
+    """Chats' workspace snapshots: what a chat turn's sandbox saved for the chat's next
+    turn. A chat keeps its ``keep`` newest; their blobs are never deleted here."""
+
+    async def add_snapshot(
+        self, session: DispatchRecord, manifest: SnapshotManifest, *, keep: int, now: int
+    ) -> SnapshotRecord:
+        """In one transaction: store ``manifest`` as the newest snapshot of the chat of
+        dispatch ``session`` and delete that chat's snapshots older than its ``keep``
+        newest. The same manifest again from the same dispatch (the same
+        :func:`~sandstream.core.manifest_digest`) stores nothing and returns the snapshot
+        stored. Raises :class:`~sandstream.server.chat.model.NoChatError` (a dispatch
+        without a chat) or :class:`~sandstream.server.chat.model.ChatNotFoundError`
+        (the chat was deleted), having written nothing."""
+        ...
+
+    async def latest_snapshot(self, workspace_id: str, chat_id: str) -> SnapshotRecord | None:
+        """The chat's newest snapshot, if it has one."""
+        ...
+
+    async def unkept_hashes(
+        self, workspace_id: str, chat_id: str, hashes: Collection[str]
+    ) -> list[str]:
+        """Those of ``hashes`` (each once, in their order) that no kept snapshot of the
+        chat lists: none when a restore may read them all."""
+        ...
+
+
 class LogMoverTables(Protocol):
     """The log mover's tables in the chat database."""
 
@@ -425,6 +458,7 @@ class ChatStore(
     PushSubscriptionStore,
     PushAlertStore,
     PushOutboxStore,
+    SnapshotStore,
     LogMoverTables,
     Protocol,
 ):

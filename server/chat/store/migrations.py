@@ -128,6 +128,32 @@ def _push_retries_and_permissions(integer: str) -> tuple[str, ...]:
     )
 
 
+def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]:
+    """The chats' workspace snapshots, with ``integer`` the 64-bit integer type and
+    ``blob`` the bytes type; ``rowid``: add the column that gives their insertion order
+    (PostgreSQL; SQLite has its own, which every index holds): per snapshot its chat and
+    workspace, the dispatch (and its assistant message) that saved it, the manifest (its
+    canonical JSON and that JSON's SHA-256, which makes a repeat of one dispatch's
+    manifest idempotent), its files and their bytes."""
+    return (
+        "CREATE TABLE chat_snapshots ("
+        + (" rowid BIGINT GENERATED ALWAYS AS IDENTITY," if rowid else "")
+        + " id TEXT PRIMARY KEY,"
+        " workspace_id TEXT NOT NULL,"
+        " chat_id TEXT NOT NULL REFERENCES chats (id),"
+        " dispatch_id TEXT NOT NULL REFERENCES sessions (id),"
+        " assistant_message_id TEXT,"
+        f" manifest {blob} NOT NULL,"
+        " manifest_sha256 TEXT NOT NULL,"
+        f" files {integer} NOT NULL,"
+        f" total_bytes {integer} NOT NULL,"
+        f" created_at {integer} NOT NULL,"
+        " UNIQUE (dispatch_id, manifest_sha256))",
+        "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
+        + ("(chat_id, rowid)" if rowid else "(chat_id)"),
+    )
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         1,
@@ -316,6 +342,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "permission requests and seen_permissions",
         _push_retries_and_permissions("INTEGER"),
     ),
+    Migration(
+        9,
+        "chat_snapshots: each chat's workspace snapshots, the newest kept",
+        _snapshot_tables("INTEGER", "BLOB", rowid=False),
+    ),
 )
 
 
@@ -469,6 +500,11 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
         "push notifications: later attempts, at most one send per device, the alerts of "
         "permission requests and seen_permissions",
         _push_retries_and_permissions("BIGINT"),
+    ),
+    Migration(
+        4,
+        "chat_snapshots: each chat's workspace snapshots, the newest kept",
+        _snapshot_tables("BIGINT", "BYTEA", rowid=True),
     ),
 )
 

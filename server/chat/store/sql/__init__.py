@@ -9,7 +9,8 @@
 - :mod:`.bag_files`: the chat bag's metadata;
 - :mod:`.environments`: workflow environments;
 - :mod:`.push`: push subscriptions, the alerts events record, seen and moot ones;
-- :mod:`.push_claims`: the push outbox's claims and each device's delivery.
+- :mod:`.push_claims`: the push outbox's claims and each device's delivery;
+- :mod:`.snapshots`: chats' workspace snapshots, the newest kept.
 
 The log mover's tables of the same database are the store's too:
 :mod:`..moved_runs` and :mod:`..leases`.

@@ -1,7 +1,7 @@
 """The chat store: :class:`SqlChatStore`, the :class:`~..contract.ChatStore` composed
 of one part per concern (:mod:`.chats`, :mod:`.turns`, :mod:`.dispatch`,
-:mod:`.bag_files`, :mod:`.environments`, :mod:`.push`, :mod:`.push_claims`), on either
-database:
+:mod:`.bag_files`, :mod:`.environments`, :mod:`.push`, :mod:`.push_claims`,
+:mod:`.snapshots`), on either database:
 
 - :class:`SQLiteChatStore`: one file, ``chat.sqlite3`` in the data dir, WAL mode; the
   bag's blobs are files beside it (:class:`~..bag.BlobStore`);
@@ -33,6 +33,7 @@ from .dispatch import Dispatches
 from .environments import Environments
 from .push import PushNotifications
 from .push_claims import PushClaims
+from .snapshots import Snapshots
 from .turns import Turns
 
 __all__ = ["DATABASE_NAME", "PostgresChatStore", "SQLiteChatStore", "SqlChatStore"]
@@ -43,7 +44,9 @@ PAGE_SIZE: Final = 32 * 1024
 docs/chat.md, "Storage")."""
 
 
-class SqlChatStore(Chats, Turns, Dispatches, BagFiles, Environments, PushNotifications, PushClaims):
+class SqlChatStore(
+    Chats, Turns, Dispatches, BagFiles, Environments, PushNotifications, PushClaims, Snapshots
+):
     """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there; it
     also gives the bag's blob store and closes (what the code that opens it needs)."""
 

@@ -5,7 +5,9 @@ functions are the steps the other modules' transactions share (load a chat, appe
 message, its replay). A message is one row, ``(chat_id, seq)`` ordered, its
 ``PersistedMessage`` as JSON and its replay text beside it (docs/chat.md, "Storage").
 A chat's lock columns live on its row; :mod:`.turns` takes, renews and releases the
-lock, this module only reads whether it is held.
+lock, this module only reads whether it is held. Deleting a chat soft-deletes it and
+its bag files and deletes its workspace snapshots (:mod:`.snapshots`), in one
+transaction.
 
 Bad input: an unknown or deleted chat raises
 :class:`~sandstream.server.chat.model.ChatNotFoundError`, a chat whose lock is held
@@ -219,6 +221,7 @@ class Chats:
                 "UPDATE bag_files SET deleted_at = ? WHERE chat_id = ? AND deleted_at IS NULL",
                 (now, chat_id),
             )
+            conn.execute("DELETE FROM chat_snapshots WHERE chat_id = ?", (chat_id,))
 
         await self.db.write(run)
 

@@ -1,0 +1,136 @@
+"""Chats' workspace snapshots in the chat store: the ``chat_snapshots`` table.
+
+A snapshot is what a chat turn's sandbox saved of its work dir and agent home for the
+chat's next turn: its manifest (:class:`~sandstream.core.SnapshotManifest`, stored as
+its canonical JSON with that JSON's SHA-256) and where it came from. The files' bytes
+are blobs of the bag's blob store (:mod:`..bag`), by SHA-256, and are never deleted
+here. A chat keeps its newest snapshots only: adding one deletes the older ones past
+``keep`` in the same transaction, and deleting the chat deletes them all
+(:mod:`.chats`). :class:`Snapshots` holds the :class:`~..contract.ChatStore` methods
+on it.
+
+Bad input: :class:`~sandstream.server.chat.model.NoChatError` for a dispatch without a
+chat, :class:`~sandstream.server.chat.model.ChatNotFoundError` for a deleted chat.
+Cancellation: a call that started runs to completion in its worker thread
+(:mod:`..database`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+import msgspec
+
+from sandstream.core import SnapshotManifest, manifest_digest
+from sandstream.server.chat.model import DispatchRecord, NoChatError, SnapshotRecord, new_id
+
+from ..database import Connection, Database
+from .chats import load_chat
+
+__all__ = ["Snapshots"]
+
+_manifest_decoder: Final = msgspec.json.Decoder(SnapshotManifest)
+_COLUMNS: Final = (
+    "id, workspace_id, chat_id, dispatch_id, assistant_message_id, manifest, files, "
+    "total_bytes, created_at"
+)
+
+
+def _snapshot(row: Any) -> SnapshotRecord:
+    return SnapshotRecord(
+        id=row["id"],
+        workspace_id=row["workspace_id"],
+        chat_id=row["chat_id"],
+        dispatch_id=row["dispatch_id"],
+        assistant_message_id=row["assistant_message_id"],
+        manifest=_manifest_decoder.decode(row["manifest"]),
+        files=row["files"],
+        total_bytes=row["total_bytes"],
+        created_at=row["created_at"],
+    )
+
+
+class Snapshots:
+    """The :class:`~..contract.ChatStore` methods on chats' workspace snapshots."""
+
+    db: Database
+
+    async def add_snapshot(
+        self, session: DispatchRecord, manifest: SnapshotManifest, *, keep: int, now: int
+    ) -> SnapshotRecord:
+        chat_id = session.chat_id
+        if chat_id is None:
+            raise NoChatError(session.id)
+        body = msgspec.json.encode(manifest)
+        snapshot = SnapshotRecord(
+            id=new_id("snap"),
+            workspace_id=session.workspace_id,
+            chat_id=chat_id,
+            dispatch_id=session.id,
+            assistant_message_id=session.assistant_message_id,
+            manifest=manifest,
+            files=len(manifest.files),
+            total_bytes=manifest.total_bytes,
+            created_at=now,
+        )
+        digest = manifest_digest(manifest)
+
+        def run(conn: Connection) -> SnapshotRecord:
+            load_chat(conn, session.workspace_id, chat_id)
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM chat_snapshots "
+                "WHERE dispatch_id = ? AND manifest_sha256 = ?",
+                (session.id, digest),
+            ).fetchone()
+            if row is not None:  # this dispatch stored this manifest already
+                return _snapshot(row)
+            conn.execute(
+                f"INSERT INTO chat_snapshots ({_COLUMNS}, manifest_sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    snapshot.id,
+                    snapshot.workspace_id,
+                    snapshot.chat_id,
+                    snapshot.dispatch_id,
+                    snapshot.assistant_message_id,
+                    body,
+                    snapshot.files,
+                    snapshot.total_bytes,
+                    snapshot.created_at,
+                    digest,
+                ),
+            )
+            conn.execute(
+                "DELETE FROM chat_snapshots WHERE chat_id = ? AND id NOT IN ("
+                "SELECT id FROM chat_snapshots WHERE chat_id = ? ORDER BY rowid DESC LIMIT ?)",
+                (chat_id, chat_id, keep),
+            )
+            return snapshot
+
+        return await self.db.write(run)
+
+    async def latest_snapshot(self, workspace_id: str, chat_id: str) -> SnapshotRecord | None:
+        def run(conn: Connection) -> SnapshotRecord | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM chat_snapshots WHERE chat_id = ? AND workspace_id = ? "
+                "ORDER BY rowid DESC LIMIT 1",
+                (chat_id, workspace_id),
+            ).fetchone()
+            return None if row is None else _snapshot(row)
+
+        return await self.db.read(run)
+
+    async def unkept_hashes(
+        self, workspace_id: str, chat_id: str, hashes: Collection[str]
+    ) -> list[str]:
+        def run(conn: Connection) -> list[str]:
+            kept: set[str] = set()
+            for row in conn.execute(
+                "SELECT manifest FROM chat_snapshots WHERE chat_id = ? AND workspace_id = ?",
+                (chat_id, workspace_id),
+            ):
+                kept |= _manifest_decoder.decode(row[0]).hashes()
+            return [sha256 for sha256 in dict.fromkeys(hashes) if sha256 not in kept]
+
+        return await self.db.read(run)
