@@ -64,6 +64,7 @@ FAST: Final = (
     "tests/agents/test_presets.py",
     "tests/benchmarks/test_baselines.py",
     "tests/chat/push/test_encryption.py",
+    "tests/chat/test_blob_packs.py",
     "tests/chat/test_multipart_reader.py",
     "tests/chat/test_runner_answers.py",
     "tests/chat/test_turn_fold.py",

@@ -3,9 +3,10 @@ log mover (:func:`serve_chat`).
 
 The routes: ``/api/assistant/...`` (the chat turn over SSE, joining, stopping, follow-up,
 the chats API), ``/api/agents/run`` and workflow environments — these with CORS for
-``settings.cors_origins`` —, the sandbox callbacks ``/api/sandbox/{sessionId}/...``, and
-``GET /healthz`` when no runner serves one. Cancellation of :func:`serve_chat`:
-Hypercorn stops at once; containers are still reaped. A configuration that cannot work raises
+``settings.cors_origins`` —, the sandbox callbacks ``/api/sandbox/{sessionId}/...``
+(the workspace snapshot ones too), and ``GET /healthz`` when no runner serves one.
+Cancellation of :func:`serve_chat`: Hypercorn stops at once; containers are still
+reaped. A configuration that cannot work raises
 :class:`~sandstream.server.chat.model.ChatConfigError` before anything listens.
 """
 
@@ -29,8 +30,10 @@ from sandstream.server.chat.api import (
     chat_blueprint,
     get_service,
     install_cors,
+    largest_snapshot_body,
     push_ack_blueprint,
     push_blueprint,
+    snapshots_blueprint,
     stream_blueprint,
     ui_blueprint,
 )
@@ -82,6 +85,7 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
         settings.max_json_bytes,
         settings.max_upload_bytes + (settings.max_upload_files + 1) * PART_OVERHEAD,
         settings.max_results_bytes + (settings.max_results_files + 1) * PART_OVERHEAD,
+        largest_snapshot_body(settings),
     )
     app.extensions[CHAT_EXTENSION] = service
     app.asgi_http_class = ChatAwareHTTPConnection
@@ -94,7 +98,7 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
         push_ack_blueprint,
     )
     install_cors(app, settings.cors_origins, api)
-    for blueprint in (*api, callbacks_blueprint):
+    for blueprint in (*api, callbacks_blueprint, snapshots_blueprint):
         app.register_blueprint(blueprint)
 
     @app.after_serving

@@ -109,6 +109,8 @@ _CHAT_FLAGS: Final = (
     "stream_token_ttl",
     "max_upload_bytes",
     "max_results_bytes",
+    "snapshot_max_bytes",
+    "snapshots_kept",
 )
 """The chat group's flags of :class:`ChatSettings`, in order (``--stall-timeout`` and
 ``--body-timeout`` come after the first seven)."""

@@ -3,9 +3,11 @@
 - :mod:`.chat` — the Assistant API (turn, join, stop, follow-up, chats, files);
   :mod:`.ui_stream` — the same turn as the AI SDK's UI message stream;
   :mod:`.agents` — the Agents block and workflow environments;
-  :mod:`.callbacks` — the sandbox callbacks (one-time tokens);
-- :mod:`.guard` (the service and the API-token check), :mod:`.bodies` (request
-  bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the blob store),
+  :mod:`.callbacks` — the sandbox callbacks (one-time tokens); :mod:`.snapshots` —
+  the sandbox's workspace snapshot callbacks;
+- :mod:`.guard` (the service, the API-token check, a one-time token's check),
+  :mod:`.bodies` (request bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the
+  blob store), :mod:`.blob_packs` (blob packs into and out of the blob store),
   :mod:`.downloads` (a bag file's bytes).
 
 A chat error a route lets out answers for itself (:mod:`~sandstream.server.chat.model.errors`).
@@ -19,6 +21,7 @@ from .cors import install_cors
 from .guard import CHAT_EXTENSION, get_service
 from .multipart import PART_OVERHEAD
 from .push import push_ack_blueprint, push_blueprint
+from .snapshots import largest_snapshot_body, snapshots_blueprint
 from .ui_stream import ui_blueprint
 
 __all__: list[str] = [
@@ -30,8 +33,10 @@ __all__: list[str] = [
     "chat_blueprint",
     "get_service",
     "install_cors",
+    "largest_snapshot_body",
     "push_ack_blueprint",
     "push_blueprint",
+    "snapshots_blueprint",
     "stream_blueprint",
     "ui_blueprint",
 ]

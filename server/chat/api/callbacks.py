@@ -3,9 +3,10 @@
 the public URL probe calls.
 
 The container redeems each of its one-time tokens here (``Authorization: Bearer <otp>``);
-the answers are the schemas of :mod:`sandstream.core.schemas`. Bad input: a wrong,
-expired, replayed or other-purpose token is 401 and nothing is written (for ``/results``
-the body is not even read); an upload over the limits is refused whole (413); a
+the answers are the schemas of :mod:`sandstream.core.schemas` (the workspace snapshot
+callbacks are :mod:`.snapshots`). Bad input: a wrong, expired, replayed or
+other-purpose token is 401 and nothing is written (for ``/results`` the body is not
+even read); an upload over the limits is refused whole (413); a
 malformed ``Idempotency-Key`` is 422. A redeemed token is answered again when it comes
 back with the ``Idempotency-Key`` of its redemption (a retried callback); a retried
 upload whose first attempt was stored gets the same files back and stores nothing.
@@ -26,11 +27,12 @@ from sandstream.server.chat.model import (
     TokenRejectedError,
     now_ms,
     with_attachments,
+    with_snapshot,
 )
 from sandstream.server.http import json_response
 
 from .downloads import file_response
-from .guard import get_service
+from .guard import checked_dispatch, get_service
 from .multipart import UploadLimits, receive_files
 
 __all__ = ["callbacks_blueprint"]
@@ -77,25 +79,27 @@ async def env(session_id: str) -> Response:
 @callbacks_blueprint.get("/<session_id>/config")
 async def config(session_id: str) -> Response:
     """The agent and the turn (run token): ``ConfigResponse``, naming the turn's
-    attachments."""
+    attachments and, for a chat's turn, the chat's latest workspace snapshot and the
+    bound of the one to save (``--snapshot-max-bytes``; 0, and no snapshot, for an
+    Agents-block run or with snapshots off)."""
     session = await _redeem("run", session_id)
     service = get_service()
     answer = service.settings.agent.config_for(session)
     files = await service.store.turn_attachments(session)
-    return json_response(with_attachments(answer, files))
+    bound, snapshot = 0, None
+    if session.chat_id is not None and service.settings.snapshot_max_bytes:
+        bound = service.settings.snapshot_max_bytes
+        latest = await service.store.latest_snapshot(session.workspace_id, session.chat_id)
+        snapshot = None if latest is None else latest.manifest
+    return json_response(with_snapshot(with_attachments(answer, files), snapshot, bound))
 
 
 @callbacks_blueprint.get("/<session_id>/attachments/<file_id>")
 async def attachment(session_id: str, file_id: str) -> Response:
     """One of the turn's attached files (run token, not consumed: valid for exactly
     this turn's attachments until it expires or the turn settles) → its bytes."""
-    token = bearer_token(request.headers.get("Authorization"))
-    if token is None:
-        raise TokenRejectedError("no bearer token on /attachments")
+    session = await checked_dispatch("run", session_id)
     service = get_service()
-    session = await service.store.check_token(
-        hash_token(token), purpose="run", session_id=session_id, now=now_ms()
-    )
     files = await service.store.turn_attachments(session)
     bag_file = next((f for f in files if f.id == file_id), None)
     if bag_file is None:

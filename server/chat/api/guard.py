@@ -1,5 +1,5 @@
-"""Where the routes find the :class:`~sandstream.server.chat.api.ChatService`, and the API-token
-guard."""
+"""Where the routes find the :class:`~sandstream.server.chat.api.ChatService`, the API-token
+guard, and the check of a sandbox callback's one-time token that does not consume it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from typing import Final
 
 from quart import Blueprint, Quart, Response, current_app, request
 
+from sandstream.server.chat.credentials import bearer_token, hash_token
+from sandstream.server.chat.model import DispatchRecord, Purpose, TokenRejectedError, now_ms
 from sandstream.server.http import check_bearer, unauthorized
 
 from .chat_service import ChatService
 
-__all__ = ["CHAT_EXTENSION", "get_service", "require_api_token"]
+__all__ = ["CHAT_EXTENSION", "checked_dispatch", "get_service", "require_api_token"]
 
 CHAT_EXTENSION: Final = "sandstream.chat"
 
@@ -34,3 +36,16 @@ def require_api_token(blueprint: Blueprint) -> None:
         return unauthorized(
             "this API needs the chat API token: Authorization: Bearer <token>", "sandstream"
         )
+
+
+async def checked_dispatch(purpose: Purpose, session_id: str) -> DispatchRecord:
+    """The dispatch whose ``purpose`` token the request carries (``Authorization: Bearer
+    <otp>``) for session ``session_id``, checked and not consumed: it holds, redeemed or
+    not, until it expires or its turn settles. Raises
+    :class:`~sandstream.server.chat.model.TokenRejectedError` (401) otherwise."""
+    token = bearer_token(request.headers.get("Authorization"))
+    if token is None:
+        raise TokenRejectedError(f"no bearer token on a {purpose} callback")
+    return await get_service().store.check_token(
+        hash_token(token), purpose=purpose, session_id=session_id, now=now_ms()
+    )

@@ -99,6 +99,10 @@ class ChatSettings:
     adopted (their session still runs, or ended: settled from its chunks) or settled
     as ``turn_lost``; also done once at start-up.
 
+    ``snapshot_max_bytes``: the bytes of files a chat turn's workspace snapshot may
+    hold (0: turns save none and restore none); ``snapshots_kept``: a chat's newest
+    snapshots kept, older ones deleted as a new one is stored.
+
     ``cors_origins``: browser origins allowed to call the API (``*``: any; empty:
     none). ``stream_token_ttl``: how long a stream token (``EventSource`` auth) lives.
     ``push``: the push notifications' services and delay (:class:`PushSettings`).
@@ -252,6 +256,24 @@ class ChatSettings:
         check=at_least(1),
     ).field()
     max_results_files: int = Setting(default=1000, check=at_least(1)).field()
+    snapshot_max_bytes: int = Setting(
+        flag="--snapshot-max-bytes",
+        default=1024 * 1024 * 1024,
+        parse=int,
+        env="SANDSTREAM_SNAPSHOT_MAX_BYTES",
+        shown="1 GiB",
+        help="bytes of files a chat turn may save of its workspace for the chat's next "
+        "turn; 0 turns workspace snapshots off",
+        check=at_least(0),
+    ).field()
+    snapshots_kept: int = Setting(
+        flag="--snapshots-kept",
+        default=10,
+        parse=int,
+        env="SANDSTREAM_SNAPSHOTS_KEPT",
+        help="workspace snapshots kept per chat: the newest; older ones are deleted",
+        check=at_least(1),
+    ).field()
     max_chats_listed: int = Setting(default=500, check=at_least(1)).field()
     remote_connect_timeout: float = Setting(default=10.0, check=finite_positive).field()
     shutdown_timeout: float = SHUTDOWN_TIMEOUT.field()
