@@ -105,13 +105,15 @@ class _Turn:
         return {"Authorization": f"Bearer {self.tokens.run}"}
 
 
-async def _begin(server: ChatServer, chat_id: str | None = None) -> _Turn:
+async def _begin(
+    server: ChatServer, chat_id: str | None = None, *, workspace: str = WORKSPACE
+) -> _Turn:
     now = now_ms()
     tokens = mint_tokens(now)
     session_id = new_id("sess")
     start = await server.store.begin_turn(
         TurnRequest(
-            workspace_id=WORKSPACE,
+            workspace_id=workspace,
             chat_id=chat_id,
             workflow_id=None,
             text="keep working",
@@ -279,6 +281,35 @@ async def test_identical_content_is_stored_once_across_chats(
         assert put.status_code == 201, put.text
     assert await server.stored_blobs() == [_sha(shared)]
     assert [row[1] for row in await _rows(server)] == [one.chat_id, other.chat_id]
+
+
+async def test_a_manifest_lists_only_blobs_its_workspace_sent(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path)
+    secret = b"a file of another workspace\n"
+    theirs = await _begin(server, workspace="ws_other")
+    mine = await _begin(server)
+    manifest = _manifest({"work/copy": secret})
+    async with server.client(auth=False) as client:
+        saved = await _save(client, theirs, _manifest({"work/s": secret}), secret)
+        assert saved.status_code == 201, saved.text
+        # Stored, but knowing its hash is no proof of holding its bytes.
+        missing = await client.post(
+            f"{mine.base}/snapshot/missing",
+            headers=mine.upload(),
+            json={"sha256": [_sha(secret)]},
+        )
+        assert missing.json() == {"missing": [_sha(secret)]}
+        put = await client.put(
+            f"{mine.base}/snapshot", headers=mine.upload(), content=msgspec.json.encode(manifest)
+        )
+        assert _problem(put, 409, "snapshot-incomplete")["missingCount"] == 1
+        assert [row[1] for row in await _rows(server)] == [theirs.chat_id]
+        # Sent, the bytes are proved: the manifest is taken, the blob still stored once.
+        assert (await _save(client, mine, manifest, secret)).status_code == 201
+    assert await server.stored_blobs() == [_sha(secret)]
+    assert [row[1] for row in await _rows(server)] == [theirs.chat_id, mine.chat_id]
 
 
 async def test_a_chat_keeps_its_newest_snapshots(nursery: trio.Nursery, tmp_path: Path) -> None:

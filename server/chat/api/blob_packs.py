@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,8 @@ async def receive_pack(
     *,
     max_bytes: int,
     content_length: int | None = None,
-) -> int:
-    """Store every blob of the pack ``body``; return how many it held.
+) -> list[str]:
+    """Store every blob of the pack ``body``; return their SHA-256s, in order.
 
     ``max_bytes``: the blob bytes the pack may hold (``--snapshot-max-bytes``; 0: none).
     Raises :class:`BadRequestError` (422) and
@@ -124,7 +124,7 @@ class _PackWriter:
 
     blobs: BlobStore
     max_bytes: int
-    stored: int = 0
+    stored: list[str] = field(default_factory=list)
     announced: int = 0
     current: _Blob | None = None
 
@@ -143,7 +143,7 @@ class _PackWriter:
             await self.current.file.aclose()
             await self.blobs.commit(self.current.temp, event.sha256)
             self.current = None
-            self.stored += 1
+            self.stored.append(event.sha256)
 
     async def discard(self) -> None:
         """Close and remove the blob being received, if any (shielded)."""

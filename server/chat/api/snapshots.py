@@ -9,9 +9,12 @@ settles):
 
 - ``POST /api/sandbox/{sessionId}/snapshot/missing``: ``{"sha256": [...]}`` (at most
   :data:`~sandstream.core.MAX_SNAPSHOT_HASHES`, each 64 lowercase hex) → ``200
-  {"missing": [...]}``, those the blob store lacks (each once, in the order asked);
+  {"missing": [...]}``, those to send (each once, in the order asked): the blob store
+  lacks them, or no sandbox of the workspace sent them yet — knowing a hash is no
+  proof of holding its bytes, so a manifest lists only blobs its workspace sent;
 - ``POST …/snapshot/blobs``: a blob pack (:mod:`.blob_packs`) → ``201 {"stored": n}``,
-  each blob committed at its end;
+  each blob committed at its end (bytes stored before are stored once) and recorded as
+  sent by the workspace;
 - ``PUT …/snapshot``: the manifest → ``201 {"id", "files", "bytes"}``, stored as the
   chat's newest snapshot (its older ones past ``--snapshots-kept`` deleted); the same
   manifest again from the same dispatch answers the same snapshot.
@@ -30,7 +33,8 @@ nothing is read or written; a dispatch without a chat (an Agents-block run) a 40
 manifest :func:`~sandstream.core.check_manifest` refuses or whose sizes are not its
 blobs', a malformed pack: 422; a manifest over ``--snapshot-max-bytes`` (or any while
 that is 0), a pack over it, a body over its route's bound: 413; a manifest listing
-blobs not stored: 409 (:class:`~sandstream.server.chat.model.SnapshotIncompleteError`);
+blobs not stored, or not sent by its workspace: 409
+(:class:`~sandstream.server.chat.model.SnapshotIncompleteError`);
 a restore of a blob no kept snapshot of the chat lists: 404
 (:class:`~sandstream.server.chat.model.SnapshotBlobNotFoundError`). Cancellation: a
 pack being received discards the blob it was in (whole ones before it may stay
@@ -63,10 +67,10 @@ from sandstream.server.chat.model import (
     SnapshotTooLargeError,
     now_ms,
 )
-from sandstream.server.chat.store import BlobStore
 from sandstream.server.http import BadRequestError, invalid, json_response, read_json
 
 from .blob_packs import pack_limit, pack_response, receive_pack
+from .chat_service import ChatService
 from .guard import checked_dispatch, get_service
 
 __all__ = ["largest_snapshot_body", "snapshots_blueprint"]
@@ -97,17 +101,21 @@ async def _chat_dispatch(purpose: Purpose, session_id: str) -> tuple[DispatchRec
 @snapshots_blueprint.post("/<session_id>/snapshot/missing")
 async def missing(session_id: str) -> Response:
     """Which of the blobs asked the blob store lacks (upload token) → ``MissingBlobs``."""
-    await _chat_dispatch("upload", session_id)
+    session, _ = await _chat_dispatch("upload", session_id)
     asked = await read_json(BlobHashes, _HASHES_BYTES)
-    stored = await get_service().blobs.stored_sizes(asked.sha256)
-    lacking = [sha256 for sha256 in dict.fromkeys(asked.sha256) if sha256 not in stored]
+    service = get_service()
+    stored = await service.blobs.stored_sizes(asked.sha256)
+    unsent = set(await service.store.unsent_hashes(session.workspace_id, asked.sha256))
+    lacking = [
+        sha256 for sha256 in dict.fromkeys(asked.sha256) if sha256 not in stored or sha256 in unsent
+    ]
     return json_response(MissingBlobs(missing=lacking))
 
 
 @snapshots_blueprint.post("/<session_id>/snapshot/blobs")
 async def blobs(session_id: str) -> Response:
     """A blob pack into the blob store (upload token) → 201 ``StoredBlobs``."""
-    await _chat_dispatch("upload", session_id)
+    session, _ = await _chat_dispatch("upload", session_id)
     service = get_service()
     stored = await receive_pack(
         request.body,
@@ -115,7 +123,8 @@ async def blobs(session_id: str) -> Response:
         max_bytes=service.settings.snapshot_max_bytes,
         content_length=request.content_length,
     )
-    return json_response(StoredBlobs(stored=stored), 201)
+    await service.store.add_workspace_blobs(session.workspace_id, stored)
+    return json_response(StoredBlobs(stored=len(stored)), 201)
 
 
 @snapshots_blueprint.put("/<session_id>/snapshot")
@@ -136,7 +145,7 @@ async def put_snapshot(session_id: str) -> Response:
         raise SnapshotTooLargeError(
             f"the snapshot's files come to {manifest.total_bytes} bytes, over {bound}"
         )
-    await _check_blobs(service.blobs, manifest)
+    await _check_blobs(service, session.workspace_id, manifest)
     snapshot = await service.store.add_snapshot(
         session, manifest, keep=settings.snapshots_kept, now=now_ms()
     )
@@ -146,11 +155,13 @@ async def put_snapshot(session_id: str) -> Response:
     return json_response(receipt, 201)
 
 
-async def _check_blobs(blobs: BlobStore, manifest: SnapshotManifest) -> None:
-    """Raise :class:`SnapshotIncompleteError` (409) unless every file's blob is stored,
-    and a 422 unless each has the size its entry says."""
-    sizes = await blobs.stored_sizes(manifest.hashes())
-    lacking = len(manifest.hashes() - sizes.keys())
+async def _check_blobs(service: ChatService, workspace_id: str, manifest: SnapshotManifest) -> None:
+    """Raise :class:`SnapshotIncompleteError` (409) unless every file's blob is stored
+    and was sent by the workspace, and a 422 unless each has the size its entry says."""
+    hashes = manifest.hashes()
+    sizes = await service.blobs.stored_sizes(hashes)
+    unsent = await service.store.unsent_hashes(workspace_id, hashes)
+    lacking = len((hashes - sizes.keys()) | set(unsent))
     if lacking:
         raise SnapshotIncompleteError(lacking)
     for entry in manifest.files:

@@ -438,6 +438,16 @@ class SnapshotStore(Protocol):
         chat lists: none when a restore may read them all."""
         ...
 
+    async def add_workspace_blobs(self, workspace_id: str, hashes: Collection[str]) -> None:
+        """Record that a sandbox of the workspace sent the blobs ``hashes`` (their bytes,
+        checked): its snapshots may list them."""
+        ...
+
+    async def unsent_hashes(self, workspace_id: str, hashes: Collection[str]) -> list[str]:
+        """Those of ``hashes`` (each once, in their order) no sandbox of the workspace
+        sent: a manifest listing one is refused, whoever stored the bytes."""
+        ...
+
 
 class LogMoverTables(Protocol):
     """The log mover's tables in the chat database."""

@@ -134,7 +134,9 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     (PostgreSQL; SQLite has its own, which every index holds): per snapshot its chat and
     workspace, the dispatch (and its assistant message) that saved it, the manifest (its
     canonical JSON and that JSON's SHA-256, which makes a repeat of one dispatch's
-    manifest idempotent), its files and their bytes."""
+    manifest idempotent), its files and their bytes; and per workspace the blobs one of
+    its sandboxes sent (a manifest may list only those: holding a hash is no proof of
+    holding the bytes)."""
     return (
         "CREATE TABLE chat_snapshots ("
         + (" rowid BIGINT GENERATED ALWAYS AS IDENTITY," if rowid else "")
@@ -151,6 +153,10 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
         " UNIQUE (dispatch_id, manifest_sha256))",
         "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
         + ("(chat_id, rowid)" if rowid else "(chat_id)"),
+        "CREATE TABLE workspace_blobs ("
+        " workspace_id TEXT NOT NULL,"
+        " sha256 TEXT NOT NULL,"
+        " PRIMARY KEY (workspace_id, sha256))",
     )
 
 
@@ -344,7 +350,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
     Migration(
         9,
-        "chat_snapshots: each chat's workspace snapshots, the newest kept",
+        "chat_snapshots: each chat's workspace snapshots, the newest kept; workspace_blobs",
         _snapshot_tables("INTEGER", "BLOB", rowid=False),
     ),
 )
@@ -503,7 +509,7 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
     Migration(
         4,
-        "chat_snapshots: each chat's workspace snapshots, the newest kept",
+        "chat_snapshots: each chat's workspace snapshots, the newest kept; workspace_blobs",
         _snapshot_tables("BIGINT", "BYTEA", rowid=True),
     ),
 )

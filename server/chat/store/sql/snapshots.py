@@ -4,8 +4,10 @@ A snapshot is what a chat turn's sandbox saved of its work dir and agent home fo
 chat's next turn: its manifest (:class:`~sandstream.core.SnapshotManifest`, stored as
 its canonical JSON with that JSON's SHA-256) and where it came from. The files' bytes
 are blobs of the bag's blob store (:mod:`..bag`), by SHA-256, and are never deleted
-here. A chat keeps its newest snapshots only: adding one deletes the older ones past
-``keep`` in the same transaction, and deleting the chat deletes them all
+here; ``workspace_blobs`` records which blobs a workspace's sandboxes sent, the only
+ones its snapshots may list. A chat keeps its newest snapshots only: adding one
+deletes the older ones past ``keep`` in the same transaction, and deleting the chat
+deletes them all
 (:mod:`.chats`). :class:`Snapshots` holds the :class:`~..contract.ChatStore` methods
 on it.
 
@@ -31,6 +33,8 @@ from .chats import load_chat
 __all__ = ["Snapshots"]
 
 _manifest_decoder: Final = msgspec.json.Decoder(SnapshotManifest)
+_BATCH: Final = 500
+"""Hashes asked in one ``IN (...)``: below SQLite's bound on a statement's parameters."""
 _COLUMNS: Final = (
     "id, workspace_id, chat_id, dispatch_id, assistant_message_id, manifest, files, "
     "total_bytes, created_at"
@@ -132,5 +136,39 @@ class Snapshots:
             ):
                 kept |= _manifest_decoder.decode(row[0]).hashes()
             return [sha256 for sha256 in dict.fromkeys(hashes) if sha256 not in kept]
+
+        return await self.db.read(run)
+
+    async def add_workspace_blobs(self, workspace_id: str, hashes: Collection[str]) -> None:
+        rows = [(workspace_id, sha256) for sha256 in dict.fromkeys(hashes)]
+        if not rows:
+            return
+
+        def run(conn: Connection) -> None:
+            conn.executemany(
+                "INSERT INTO workspace_blobs (workspace_id, sha256) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+        await self.db.write(run)
+
+    async def unsent_hashes(self, workspace_id: str, hashes: Collection[str]) -> list[str]:
+        asked = list(dict.fromkeys(hashes))
+
+        def run(conn: Connection) -> list[str]:
+            sent: set[str] = set()
+            for start in range(0, len(asked), _BATCH):
+                batch = asked[start : start + _BATCH]
+                marks = ", ".join("?" * len(batch))
+                sent.update(
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT sha256 FROM workspace_blobs WHERE workspace_id = ? "
+                        f"AND sha256 IN ({marks})",
+                        (workspace_id, *batch),
+                    )
+                )
+            return [sha256 for sha256 in asked if sha256 not in sent]
 
         return await self.db.read(run)
