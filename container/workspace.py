@@ -28,7 +28,13 @@ from typing import Final
 import httpx
 import msgspec
 
-from sandstream.core import ConfigResponse, Dispatch, SnapshotManifest
+from sandstream.core import (
+    BlobHashes,
+    ConfigResponse,
+    Dispatch,
+    MissingBlobs,
+    SnapshotManifest,
+)
 
 from .bootstrap import workspace_url
 from .errors import SnapshotError
@@ -62,7 +68,7 @@ async def restore_workspace(
     if manifest is None:
         return
     url = workspace_url(dispatch.agent_url, "snapshot/restore")
-    body = msgspec.json.encode({"sha256": sorted(manifest.hashes())})
+    body = msgspec.json.encode(BlobHashes(sha256=sorted(manifest.hashes())))
     headers = {"Authorization": f"Bearer {dispatch.otp_run}", "Content-Type": "application/json"}
     try:
         response = await send_callback(
@@ -142,9 +148,9 @@ async def _send(
     auth = {"Authorization": f"Bearer {token}"}
     hashes = sorted(taken.paths)
     answer = await _call(
-        client, settings, "POST", agent_url, "snapshot/missing", auth, {"sha256": hashes}
+        client, settings, "POST", agent_url, "snapshot/missing", auth, BlobHashes(sha256=hashes)
     )
-    missing = msgspec.json.decode(answer, type=_Missing).missing
+    missing = msgspec.json.decode(answer, type=MissingBlobs).missing
     unknown = set(missing) - taken.paths.keys()
     if unknown:
         raise _Refused(f"the workspace asked for {len(unknown)} blob(s) not in the snapshot")
@@ -159,10 +165,6 @@ async def _send(
         _check(await send_callback(client, settings, blobs), "POST /snapshot/blobs")
     await _call(client, settings, "PUT", agent_url, "snapshot", auth, taken.manifest)
     return sum(sizes[sha256] for sha256 in missing)
-
-
-class _Missing(msgspec.Struct, frozen=True):
-    missing: list[str]
 
 
 async def _call(

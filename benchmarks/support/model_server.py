@@ -7,13 +7,14 @@ Gemini (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``,
 ``:generateContent``, ``:countTokens``, ``GET /v1beta/models``), streaming or not as asked.
 Routes also answer under any path prefix (a base URL ending ``/v1`` or ``/api``).
 
-It scripts the model (:class:`ModelScript`): while the conversation holds no tool result,
-one call of the agent's own shell tool (found in the request's tool list) running
-``command``; once a tool result is in, the final text in chunks, optionally reasoning
-first. A request offering no shell tool (title generation, a structured question) gets
-the final text, or a value of the JSON schema asked for. Explicit answers queued with
-:meth:`ModelServer.add` (:func:`reply`, :func:`tool_calls`, :class:`HttpError`,
-:class:`Hang`, :class:`Raw`) go first; with no script, an exhausted queue answers 500.
+It scripts the model (:class:`ModelScript`): after what the user said, one call of the
+agent's own shell tool (found in the request's tool list) running ``command``; after
+its result, the final text in chunks, optionally reasoning first (so each turn of a
+conversation calls the command once). A request offering no shell tool (title
+generation, a structured question) gets the final text, or a value of the JSON schema
+asked for. Explicit answers queued with :meth:`ModelServer.add` (:func:`reply`,
+:func:`tool_calls`, :class:`HttpError`, :class:`Hang`, :class:`Raw`) go first; with no
+script, an exhausted queue answers 500.
 Every request is recorded (:attr:`ModelServer.received`) so a test can check what
 reached the model; a wrong API key gets 401.
 
@@ -277,7 +278,7 @@ class ModelServer:
         if conversation.response_schema is not None:
             answer = json.dumps(schema_example(conversation.response_schema))
             return Reply(model, text=(answer,), message_id=message_id)
-        if shell is not None and not conversation.tool_results:
+        if shell is not None and not conversation.ends_with_result:
             arguments = shell_arguments(conversation.tools[shell], script.command)
             call = ToolCall(f"call_stand_in_{number}", shell, arguments)
             return Reply(model, tool_call=call, message_id=message_id)
@@ -338,7 +339,7 @@ class ModelServer:
                 return await self._fail_plain(failure)
             return _json(render_json(protocol, reply))
         events = [e.encode() for e in render_stream(protocol, reply)]
-        hold = _held_event(events, script.hold_at) if conversation.tool_results else None
+        hold = _held_event(events, script.hold_at) if conversation.ends_with_result else None
         response = Response(
             self._stream(events, failure, script.pace_sec, hold),
             status=200,

@@ -71,14 +71,16 @@ class SseEvent:
 class Conversation:
     """What the stand-in needs from a request: the tools (name → JSON schema of their
     arguments), the text of each tool result in the conversation, the model asked for,
-    whether to stream, and a JSON schema the answer must follow (Gemini's structured
-    output)."""
+    whether to stream, a JSON schema the answer must follow (Gemini's structured
+    output), and whether the conversation ends with a tool result (else with what the
+    user said)."""
 
     tools: Mapping[str, Mapping[str, Any]]
     tool_results: tuple[str, ...]
     model: str
     stream: bool
     response_schema: Mapping[str, Any] | None = None
+    ends_with_result: bool = False
 
     def shell_tool(self) -> str | None:
         """The name of the agent's shell tool among the tools offered, if any."""
@@ -148,15 +150,19 @@ def _read_anthropic(body: Mapping[str, Any]) -> Conversation:
         if isinstance(t, Mapping) and "name" in t
     }
     results: list[str] = []
+    last: list[str] = []
     for message in _list(body, "messages"):
         content = message.get("content") if isinstance(message, Mapping) else None
+        last = []
         if isinstance(content, list):
-            results.extend(
+            last = [
                 _text_of(block.get("content"))
                 for block in content
                 if isinstance(block, Mapping) and block.get("type") == "tool_result"
-            )
-    return Conversation(tools, tuple(results), str(body.get("model", "")), bool(body.get("stream")))
+            ]
+            results.extend(last)
+    model, stream = str(body.get("model", "")), bool(body.get("stream"))
+    return Conversation(tools, tuple(results), model, stream, ends_with_result=bool(last))
 
 
 def _read_chat(body: Mapping[str, Any]) -> Conversation:
@@ -165,12 +171,11 @@ def _read_chat(body: Mapping[str, Any]) -> Conversation:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if isinstance(function, Mapping) and "name" in function:
             tools[function["name"]] = function.get("parameters") or {}
-    results = tuple(
-        _text_of(m.get("content"))
-        for m in _list(body, "messages")
-        if isinstance(m, Mapping) and m.get("role") == "tool"
-    )
-    return Conversation(tools, results, str(body.get("model", "")), bool(body.get("stream")))
+    messages = [m for m in _list(body, "messages") if isinstance(m, Mapping)]
+    results = tuple(_text_of(m.get("content")) for m in messages if m.get("role") == "tool")
+    ends = bool(messages) and messages[-1].get("role") == "tool"
+    model, stream = str(body.get("model", "")), bool(body.get("stream"))
+    return Conversation(tools, results, model, stream, ends_with_result=ends)
 
 
 def _read_responses(body: Mapping[str, Any]) -> Conversation:
@@ -180,12 +185,15 @@ def _read_responses(body: Mapping[str, Any]) -> Conversation:
         if isinstance(t, Mapping) and t.get("type") == "function" and "name" in t
     }
     items = body.get("input")
+    listed = items if isinstance(items, list) else []
+    given = [item for item in listed if isinstance(item, Mapping)]
+    outputs = [str(item.get("type", "")).endswith("call_output") for item in given]
     results = tuple(
-        _text_of(item.get("output"))
-        for item in (items if isinstance(items, list) else [])
-        if isinstance(item, Mapping) and str(item.get("type", "")).endswith("call_output")
+        _text_of(item.get("output")) for item, output in zip(given, outputs, strict=True) if output
     )
-    return Conversation(tools, results, str(body.get("model", "")), bool(body.get("stream")))
+    model, stream = str(body.get("model", "")), bool(body.get("stream"))
+    ends = bool(outputs) and outputs[-1]
+    return Conversation(tools, results, model, stream, ends_with_result=ends)
 
 
 def _read_gemini(body: Mapping[str, Any], model: str, stream: bool) -> Conversation:
@@ -197,15 +205,19 @@ def _read_gemini(body: Mapping[str, Any], model: str, stream: bool) -> Conversat
             schema = declaration.get("parametersJsonSchema") or declaration.get("parameters") or {}
             tools[declaration["name"]] = schema
     results: list[str] = []
+    last: list[str] = []
     for content in _list(body, "contents"):
-        for part in (content.get("parts") or []) if isinstance(content, Mapping) else []:
-            if isinstance(part, Mapping) and "functionResponse" in part:
-                results.append(_text_of(part["functionResponse"].get("response")))
+        last = [
+            _text_of(part["functionResponse"].get("response"))
+            for part in ((content.get("parts") or []) if isinstance(content, Mapping) else [])
+            if isinstance(part, Mapping) and "functionResponse" in part
+        ]
+        results.extend(last)
     config = body.get("generationConfig")
     schema = None
     if isinstance(config, Mapping):
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
-    return Conversation(tools, tuple(results), model, stream, schema)
+    return Conversation(tools, tuple(results), model, stream, schema, ends_with_result=bool(last))
 
 
 def read_request(

@@ -8,6 +8,7 @@ the stored message is the live fold; an interrupt mid-tool leaves no process.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -17,6 +18,7 @@ import pytest
 import trio
 
 from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from sandstream.container.agents.acp.session import SESSION_STEP
 from sandstream.core.schemas import AcpPreset
 from sandstream.core.sse_parser import ServerSentEvent
 from tests.chat.harness import (
@@ -103,7 +105,7 @@ async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
     text = [_data(e) for e in events if e.event == "delta" and _data(e)["kind"] == "text"]
     assert "".join(d["text"] for d in text) == result["message"]
     assert kinds.index("delta") < kinds.index("result")
-    steps = [_data(e) for e in events if e.event == "step"]
+    steps = [_data(e) for e in events if e.event == "step" and _data(e)["name"] != SESSION_STEP]
     done = [s for s in steps if s["status"] != "running"]
     assert done and done[-1]["status"] == "succeeded", steps
     if preset != "gemini":  # gemini reports neither the input nor the output of a command
@@ -162,3 +164,86 @@ def _running(served: ServeProcess, needle: str) -> bool:
         if needle.encode() in cmdline:
             return True
     return False
+
+
+COUNT: Final = "cat notes.txt 2>/dev/null; echo line >> notes.txt; wc -l < notes.txt"
+"""Prints the notes so far (none on the first turn), adds a line, prints the count."""
+CONTINUING: Final[dict[AcpPreset, str]] = {
+    "claude": "session/resume",
+    "codex": "session/resume",
+    "opencode": "session/resume",
+    "gemini": "session/new",
+    "pi": "session/load",
+}
+"""How each agent goes on with its session: the first way it advertises, but for Gemini
+CLI, which advertises ``session/load`` and answers it ``-32603 Internal error`` for a
+session of its restored home: the turn falls to a new session with the preamble."""
+
+
+async def _turn(
+    client: httpx.AsyncClient, preset: AcpPreset, message: str, chat_id: str | None = None
+) -> tuple[str, list[ServerSentEvent]]:
+    """One chat turn to its end (answering ``once`` when asked): its chat and events."""
+    body = {"workspaceId": WORKSPACE, "message": message}
+    if chat_id is not None:
+        body["chatId"] = chat_id
+    async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
+        assert response.status_code == 200, await response.aread()
+        reader = EventReader(response)
+        chat_id = _data(await reader.until(lambda e: e.event == "start"))["chatId"]
+        with trio.fail_after(DEADLINE):
+            if preset in ASKING:
+                asked = _data(await reader.until(_pending))
+                answer = await client.post(
+                    f"/api/assistant/chats/{chat_id}/permissions/{asked['id']}",
+                    params=PARAMS,
+                    json={"reply": "once"},
+                )
+                assert answer.status_code == 200, answer.text
+            await reader.until(lambda e: e.event == "done")
+    with trio.fail_after(DEADLINE):
+        while (
+            "activeMessageId"
+            in (await client.get(f"/api/assistant/chats/{chat_id}", params=PARAMS)).json()
+        ):
+            await trio.sleep(0.1)
+    kinds = [e.event for e in reader.events]
+    assert kinds[-2:] == ["result", "done"], kinds
+    assert chat_id is not None
+    return chat_id, reader.events
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+async def test_the_next_turn_goes_on_with_the_agents_own_session_and_files(
+    nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
+) -> None:
+    model = await start_model_server(nursery, ModelScript(command=COUNT, text=TEXT))
+    served = await _serve(nursery, tmp_path, _config(preset, model), model)
+    async with _client(served, tmp_path) as client:
+        chat_id, _ = await _turn(client, preset, "Count the notes")
+        first_turn = len(model.generations())
+        [first_result] = model.tool_results()
+        _, events = await _turn(client, preset, "Count them again", chat_id)
+    opened = [
+        _data(e)
+        for e in events
+        if e.event == "step"
+        and _data(e)["name"] == SESSION_STEP
+        and _data(e)["status"] != "running"
+    ]
+    way = CONTINUING[preset]
+    assert [step["result"] for step in opened] == [
+        {"way": way, "continued": way != "session/new"}
+    ], opened
+    # The agent's shell found the file the first turn wrote.
+    results = model.tool_results()
+    assert re.search(r"\bline\s+2\b", results[-1]), results
+    if CONTINUING[preset] == "session/new":
+        return
+    # The first turn's call and its result reached the model as history, not as a preamble.
+    later = [
+        request.conversation
+        for request in model.generations()[first_turn:]
+        if request.conversation is not None and request.conversation.shell_tool() is not None
+    ]
+    assert later and later[0].tool_results == (first_result,), later[:1]

@@ -21,6 +21,7 @@ import trio
 
 from benchmarks.support.model_server import ModelScript, start_model_server
 from benchmarks.support.workspace import WorkspaceServer
+from sandstream.container.agents.acp.session import SESSION_STEP
 from sandstream.core.schemas import AcpPreset, ConfigResponse
 from tests.support.agents import ASKING, PRESETS, WRITE, acp_spec
 from tests.support.container import RunningContainer, run_in_process, start_container
@@ -105,7 +106,13 @@ async def test_a_live_turn_streams_text_and_runs_the_tool(
     texts = [line for line in lines if line["type"] == "delta" and line["kind"] == "text"]
     assert "".join(d["text"] for d in texts) == terminal["message"]
     assert texts and lines.index(texts[0]) < len(lines) - 1
-    steps = [line for line in lines if line["type"] == "step"]
+    session, *steps = [line for line in lines if line["type"] == "step"]
+    assert (session["name"], session["args"]) == (SESSION_STEP, {"ways": ["session/new"]})
+    opened = [s for s in steps if s["id"] == session["id"]]
+    assert [(s["status"], s["result"]) for s in opened] == [
+        ("succeeded", {"way": "session/new", "continued": False})
+    ]
+    steps = [s for s in steps if s["id"] != session["id"]]
     ended = [s for s in steps if s["status"] != "running"]
     assert ended and ended[-1]["status"] == "succeeded", steps
     first = steps[0]

@@ -4,7 +4,8 @@ notifications until the prompt's answer.
 
 A session resumed or loaded already holds the conversation: the prompt is the turn's
 own text, and what ``session/load`` replays is dropped. A resume or load that fails
-falls to the next way with a ``warn`` line; an ``info`` line says which way was used.
+falls to the next way with a ``warn`` line; an ``agent_session`` step says which way was
+used (and an ``info`` line).
 
 :class:`AcpSession` is the connection's :class:`~.connection.Handler`: updates go
 through the :class:`~.translate.Translator` to the emitter, permission requests to the
@@ -37,11 +38,11 @@ from acp.schema import (
     SessionNotification,
 )
 
-from sandstream.core import ConfigResponse
+from sandstream.core import ConfigResponse, Step
 
 from ...context import RunContext
 from ...errors import ContainerError
-from ...output import now_ms
+from ...output import new_step_id, now_ms
 from ..claude_code import render_prompt
 from .connection import Connection, Reply, RpcFault
 from .continuation import METHODS, Rung, read_session, remember_session, rungs
@@ -57,9 +58,12 @@ from .permissions import PermissionDesk
 from .translate import TRANSLATED, Translator
 from .wire import INVALID_PARAMS
 
-__all__ = ["PROTOCOL_VERSION", "AcpSession", "TurnCancelled", "mcp_servers"]
+__all__ = ["PROTOCOL_VERSION", "SESSION_STEP", "AcpSession", "TurnCancelled", "mcp_servers"]
 
 PROTOCOL_VERSION: Final = 1
+SESSION_STEP: Final = "agent_session"
+"""The step that opens the agent's session: ``args.ways`` the ways it tries, in order;
+``result.way`` the one used, ``result.continued`` whether it is the last turn's."""
 CANCEL_GRACE: Final = 3.0
 """Seconds an agent gets to answer the prompt after ``session/cancel``."""
 
@@ -201,11 +205,47 @@ class AcpSession:
 
     async def _open(self, connection: Connection, init: InitializeResponse) -> tuple[Rung, str]:
         """Open the turn's session by the first of :func:`~.continuation.rungs` that
-        works; the way used and the session id."""
+        works, as one ``agent_session`` step (its ``result`` says the way used); the
+        way and the session id."""
         ctx = self._ctx
         kept = read_session(ctx.home_dir, self._agent)
+        ways = rungs(init, kept)
+        step_id = new_step_id()
+        started = trio.current_time()
+        tried = [METHODS[rung] for rung in ways]
+        ctx.emitter.emit(
+            Step(id=step_id, name=SESSION_STEP, status="running", args={"ways": tried})
+        )
+        try:
+            rung, session_id = await self._first_way(connection, ways, kept)
+        except BaseException as exc:
+            ctx.emitter.emit(
+                Step(
+                    id=step_id,
+                    name=SESSION_STEP,
+                    status="failed",
+                    error=str(exc) or type(exc).__name__,
+                    duration_ms=round((trio.current_time() - started) * 1000),
+                )
+            )
+            raise
+        ctx.emitter.emit(
+            Step(
+                id=step_id,
+                name=SESSION_STEP,
+                status="succeeded",
+                result={"way": METHODS[rung], "continued": rung != "new"},
+                duration_ms=round((trio.current_time() - started) * 1000),
+            )
+        )
+        return rung, session_id
+
+    async def _first_way(
+        self, connection: Connection, ways: list[Rung], kept: str | None
+    ) -> tuple[Rung, str]:
+        ctx = self._ctx
         opening = {"cwd": str(Path(ctx.work_dir)), "mcpServers": mcp_servers(ctx.config)}
-        for rung in rungs(init, kept):
+        for rung in ways:
             method = METHODS[rung]
             if rung == "new":
                 new = await self._call(connection, method, opening, NewSessionResponse)
