@@ -168,16 +168,17 @@ def _running(served: ServeProcess, needle: str) -> bool:
 
 COUNT: Final = "cat notes.txt 2>/dev/null; echo line >> notes.txt; wc -l < notes.txt"
 """Prints the notes so far (none on the first turn), adds a line, prints the count."""
-CONTINUING: Final[dict[AcpPreset, str]] = {
-    "claude": "session/resume",
-    "codex": "session/resume",
-    "opencode": "session/resume",
-    "gemini": "session/new",
-    "pi": "session/load",
+RESUME, LOAD, NEW = "session/resume", "session/load", "session/new"
+CONTINUING: Final[dict[AcpPreset, tuple[list[str], str]]] = {
+    "claude": ([RESUME, LOAD, NEW], RESUME),
+    "codex": ([RESUME, LOAD, NEW], RESUME),
+    "opencode": ([RESUME, LOAD, NEW], RESUME),
+    "gemini": ([LOAD, NEW], NEW),
+    "pi": ([LOAD, NEW], LOAD),
 }
-"""How each agent goes on with its session: the first way it advertises, but for Gemini
-CLI, which advertises ``session/load`` and answers it ``-32603 Internal error`` for a
-session of its restored home: the turn falls to a new session with the preamble."""
+"""The ways each agent's second turn tries (what it advertises) and the one used: the
+first, but for Gemini CLI, which answers ``session/load`` of a session of its restored
+home ``-32603 Internal error``: the turn falls to a new session with the preamble."""
 
 
 async def _turn(
@@ -224,21 +225,16 @@ async def test_the_next_turn_goes_on_with_the_agents_own_session_and_files(
         first_turn = len(model.generations())
         [first_result] = model.tool_results()
         _, events = await _turn(client, preset, "Count them again", chat_id)
-    opened = [
-        _data(e)
-        for e in events
-        if e.event == "step"
-        and _data(e)["name"] == SESSION_STEP
-        and _data(e)["status"] != "running"
-    ]
-    way = CONTINUING[preset]
-    assert [step["result"] for step in opened] == [
-        {"way": way, "continued": way != "session/new"}
+    ways, way = CONTINUING[preset]
+    opened = [_data(e) for e in events if e.event == "step" and _data(e)["name"] == SESSION_STEP]
+    assert [(step["status"], step.get("args"), step.get("result")) for step in opened] == [
+        ("running", {"ways": ways}, None),
+        ("succeeded", None, {"way": way, "continued": way != NEW}),
     ], opened
     # The agent's shell found the file the first turn wrote.
     results = model.tool_results()
     assert re.search(r"\bline\s+2\b", results[-1]), results
-    if CONTINUING[preset] == "session/new":
+    if way == NEW:
         return
     # The first turn's call and its result reached the model as history, not as a preamble.
     later = [

@@ -26,6 +26,7 @@ from sandstream.core import (
     SnapshotEntry,
     SnapshotManifest,
     blob_header,
+    manifest_digest,
 )
 from sandstream.server.chat.credentials.one_time import MintedTokens, mint_tokens
 from sandstream.server.chat.model.ids import new_id, now_ms
@@ -184,6 +185,13 @@ async def _rows(server: ChatServer) -> list[tuple[Any, ...]]:
                 "ORDER BY rowid"
             )
         ]
+    )
+
+
+async def _manifests(server: ChatServer) -> list[str]:
+    """The SHA-256 of every stored manifest."""
+    return await server.store.db.read(
+        lambda conn: sorted(row[0] for row in conn.execute("SELECT sha256 FROM snapshot_manifests"))
     )
 
 
@@ -352,6 +360,23 @@ async def test_deleting_a_chat_deletes_its_snapshots(nursery: trio.Nursery, tmp_
     assert deleted.status_code == 204, deleted.text
     assert [row[1] for row in await _rows(server)] == [other.chat_id]
     assert await server.stored_blobs() == [_sha(content)]  # blobs are never deleted here
+    assert await _manifests(server) == [manifest_digest(_manifest({"work/b": content}))]
+
+
+async def test_an_unchanged_workspace_adds_a_snapshot_not_a_manifest(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    server = await start_chat_server(nursery, tmp_path)
+    content = b"nothing changes\n"
+    manifest = _manifest({"work/a": content})
+    turn = await _begin(server)
+    async with server.client(auth=False) as client:
+        assert (await _save(client, turn, manifest, content)).status_code == 201
+        await _finish(server, turn)
+        following = await _begin(server, turn.chat_id)
+        assert (await _save(client, following, manifest)).status_code == 201
+    assert len(await _rows(server)) == 2
+    assert await _manifests(server) == [manifest_digest(manifest)]
 
 
 async def test_a_tampered_or_cut_pack_commits_no_blob_of_its_own(

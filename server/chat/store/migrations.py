@@ -132,12 +132,13 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     """The chats' workspace snapshots, with ``integer`` the 64-bit integer type and
     ``blob`` the bytes type; ``rowid``: add the column that gives their insertion order
     (PostgreSQL; SQLite has its own, which every index holds): per snapshot its chat and
-    workspace, the dispatch (and its assistant message) that saved it, the manifest (its
-    canonical JSON and that JSON's SHA-256, which makes a repeat of one dispatch's
-    manifest idempotent), its files and their bytes; and per workspace the blobs one of
-    its sandboxes sent (a manifest may list only those: holding a hash is no proof of
-    holding the bytes)."""
+    workspace, the dispatch (and its assistant message) that saved it, its manifest's
+    SHA-256 (the same manifest again from one dispatch is the same snapshot), its files
+    and their bytes; the manifests by SHA-256, each stored once (an unchanged workspace
+    adds a row, not a manifest); and per workspace the blobs one of its sandboxes sent
+    (a manifest may list only those: holding a hash is no proof of holding the bytes)."""
     return (
+        f"CREATE TABLE snapshot_manifests (sha256 TEXT PRIMARY KEY, manifest {blob} NOT NULL)",
         "CREATE TABLE chat_snapshots ("
         + (" rowid BIGINT GENERATED ALWAYS AS IDENTITY," if rowid else "")
         + " id TEXT PRIMARY KEY,"
@@ -145,14 +146,14 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
         " chat_id TEXT NOT NULL REFERENCES chats (id),"
         " dispatch_id TEXT NOT NULL REFERENCES sessions (id),"
         " assistant_message_id TEXT,"
-        f" manifest {blob} NOT NULL,"
-        " manifest_sha256 TEXT NOT NULL,"
+        " manifest_sha256 TEXT NOT NULL REFERENCES snapshot_manifests (sha256),"
         f" files {integer} NOT NULL,"
         f" total_bytes {integer} NOT NULL,"
         f" created_at {integer} NOT NULL,"
         " UNIQUE (dispatch_id, manifest_sha256))",
         "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
         + ("(chat_id, rowid)" if rowid else "(chat_id)"),
+        "CREATE INDEX chat_snapshots_by_manifest ON chat_snapshots (manifest_sha256)",
         "CREATE TABLE workspace_blobs ("
         " workspace_id TEXT NOT NULL,"
         " sha256 TEXT NOT NULL,"
@@ -350,7 +351,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
     Migration(
         9,
-        "chat_snapshots: each chat's workspace snapshots, the newest kept; workspace_blobs",
+        "chat_snapshots: each chat's workspace snapshots, the newest kept; snapshot_manifests; "
+        "workspace_blobs",
         _snapshot_tables("INTEGER", "BLOB", rowid=False),
     ),
 )
@@ -509,7 +511,8 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
     Migration(
         4,
-        "chat_snapshots: each chat's workspace snapshots, the newest kept; workspace_blobs",
+        "chat_snapshots: each chat's workspace snapshots, the newest kept; snapshot_manifests; "
+        "workspace_blobs",
         _snapshot_tables("BIGINT", "BYTEA", rowid=True),
     ),
 )

@@ -27,6 +27,7 @@ from sandstream.server.chat.model import Chat, ChatBusyError, ChatNotFoundError,
 from ..database import Connection, Database
 
 __all__ = [
+    "DROP_UNUSED_MANIFESTS",
     "TITLE_CHARS",
     "Chats",
     "append_message",
@@ -158,6 +159,14 @@ def replay(conn: Connection, chat_id: str, limit: int) -> list[ChatTurn]:
     return [ChatTurn(row[0], row[1], row[2]) for row in reversed(rows)]
 
 
+DROP_UNUSED_MANIFESTS: Final = (
+    "DELETE FROM snapshot_manifests WHERE sha256 NOT IN "
+    "(SELECT manifest_sha256 FROM chat_snapshots)"
+)
+"""Deletes the workspace snapshot manifests no snapshot holds any more (once snapshots
+are deleted: a chat's, or those past what a chat keeps)."""
+
+
 class Chats:
     """The :class:`~..contract.ChatStore` methods on chats and messages."""
 
@@ -222,6 +231,7 @@ class Chats:
                 (now, chat_id),
             )
             conn.execute("DELETE FROM chat_snapshots WHERE chat_id = ?", (chat_id,))
+            conn.execute(DROP_UNUSED_MANIFESTS)
 
         await self.db.write(run)
 

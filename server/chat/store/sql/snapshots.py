@@ -1,8 +1,10 @@
 """Chats' workspace snapshots in the chat store: the ``chat_snapshots`` table.
 
 A snapshot is what a chat turn's sandbox saved of its work dir and agent home for the
-chat's next turn: its manifest (:class:`~sandstream.core.SnapshotManifest`, stored as
-its canonical JSON with that JSON's SHA-256) and where it came from. The files' bytes
+chat's next turn: its manifest (:class:`~sandstream.core.SnapshotManifest`, stored once
+as its canonical JSON by that JSON's SHA-256 in ``snapshot_manifests``, so an unchanged
+workspace adds a row and no manifest; dropped once no snapshot holds it) and where it
+came from. The files' bytes
 are blobs of the bag's blob store (:mod:`..bag`), by SHA-256, and are never deleted
 here; ``workspace_blobs`` records which blobs a workspace's sandboxes sent, the only
 ones its snapshots may list. A chat keeps its newest snapshots only: adding one
@@ -28,7 +30,7 @@ from sandstream.core import SnapshotManifest, manifest_digest
 from sandstream.server.chat.model import DispatchRecord, NoChatError, SnapshotRecord, new_id
 
 from ..database import Connection, Database
-from .chats import load_chat
+from .chats import DROP_UNUSED_MANIFESTS, load_chat
 
 __all__ = ["Snapshots"]
 
@@ -36,8 +38,13 @@ _manifest_decoder: Final = msgspec.json.Decoder(SnapshotManifest)
 _BATCH: Final = 500
 """Hashes asked in one ``IN (...)``: below SQLite's bound on a statement's parameters."""
 _COLUMNS: Final = (
-    "id, workspace_id, chat_id, dispatch_id, assistant_message_id, manifest, files, "
+    "id, workspace_id, chat_id, dispatch_id, assistant_message_id, manifest_sha256, files, "
     "total_bytes, created_at"
+)
+_SELECT: Final = (
+    "SELECT s.id, s.workspace_id, s.chat_id, s.dispatch_id, s.assistant_message_id, "
+    "m.manifest, s.files, s.total_bytes, s.created_at FROM chat_snapshots s "
+    "JOIN snapshot_manifests m ON m.sha256 = s.manifest_sha256"
 )
 
 
@@ -83,26 +90,28 @@ class Snapshots:
         def run(conn: Connection) -> SnapshotRecord:
             load_chat(conn, session.workspace_id, chat_id)
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM chat_snapshots "
-                "WHERE dispatch_id = ? AND manifest_sha256 = ?",
+                f"{_SELECT} WHERE s.dispatch_id = ? AND s.manifest_sha256 = ?",
                 (session.id, digest),
             ).fetchone()
             if row is not None:  # this dispatch stored this manifest already
                 return _snapshot(row)
             conn.execute(
-                f"INSERT INTO chat_snapshots ({_COLUMNS}, manifest_sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO snapshot_manifests (sha256, manifest) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (digest, body),
+            )
+            conn.execute(
+                f"INSERT INTO chat_snapshots ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     snapshot.id,
                     snapshot.workspace_id,
                     snapshot.chat_id,
                     snapshot.dispatch_id,
                     snapshot.assistant_message_id,
-                    body,
+                    digest,
                     snapshot.files,
                     snapshot.total_bytes,
                     snapshot.created_at,
-                    digest,
                 ),
             )
             conn.execute(
@@ -110,6 +119,7 @@ class Snapshots:
                 "SELECT id FROM chat_snapshots WHERE chat_id = ? ORDER BY rowid DESC LIMIT ?)",
                 (chat_id, chat_id, keep),
             )
+            conn.execute(DROP_UNUSED_MANIFESTS)
             return snapshot
 
         return await self.db.write(run)
@@ -117,8 +127,8 @@ class Snapshots:
     async def latest_snapshot(self, workspace_id: str, chat_id: str) -> SnapshotRecord | None:
         def run(conn: Connection) -> SnapshotRecord | None:
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM chat_snapshots WHERE chat_id = ? AND workspace_id = ? "
-                "ORDER BY rowid DESC LIMIT 1",
+                f"{_SELECT} WHERE s.chat_id = ? AND s.workspace_id = ? "
+                "ORDER BY s.rowid DESC LIMIT 1",
                 (chat_id, workspace_id),
             ).fetchone()
             return None if row is None else _snapshot(row)
@@ -131,7 +141,9 @@ class Snapshots:
         def run(conn: Connection) -> list[str]:
             kept: set[str] = set()
             for row in conn.execute(
-                "SELECT manifest FROM chat_snapshots WHERE chat_id = ? AND workspace_id = ?",
+                "SELECT DISTINCT m.manifest FROM chat_snapshots s "
+                "JOIN snapshot_manifests m ON m.sha256 = s.manifest_sha256 "
+                "WHERE s.chat_id = ? AND s.workspace_id = ?",
                 (chat_id, workspace_id),
             ):
                 kept |= _manifest_decoder.decode(row[0]).hashes()
