@@ -5,7 +5,7 @@ as the snapshot ``/config`` names (:class:`~sandstream.core.SnapshotManifest`) �
 leaves its own for the next, whatever way it ended. :func:`restore_workspace` asks
 the workspace for the snapshot's blobs in one blob pack (``POST
 {agent_url}/snapshot/restore``, run token) and restores them
-(:func:`~.snapshots.restore_snapshot`: whole, or not at all). :func:`save_workspace`
+(:func:`~.snapshot_restore.restore_snapshot`: whole, or not at all). :func:`save_workspace`
 first ends every process still below the container (nothing the agent ran can change
 a file afterwards), takes the snapshot, asks which blobs the workspace lacks (``POST
 …/snapshot/missing``), sends those (``POST …/snapshot/blobs``) and stores the manifest

@@ -85,7 +85,9 @@ async def _replicas(
     data_dir.mkdir()
     (data_dir / "runner-token").write_text(RUNNER_TOKEN + "\n")
     flags = ["--no-embedded-runner", "--sandbox-url", runner.url, "--lease-ttl", "2", *lease]
-    flags += ["--public-url", balancer.url]
+    # No workspace snapshots: a stopped replica would hold the sandbox's saving callbacks
+    # that land on it for the callback timeout, and these tests are about the log mover.
+    flags += ["--public-url", balancer.url, "--snapshot-max-bytes", "0"]
     first = await start_serve_process(nursery, data_dir, COUNTING, *flags)
     second = await start_serve_process(nursery, data_dir, COUNTING, *flags)
     balancer.backends = [u.removeprefix("http://").rstrip("/") for u in (first.url, second.url)]
