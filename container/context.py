@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandstream.core import LIVE_EXTENSION, ChatTurn, ConfigResponse, Dispatch
+from sandstream.core import LIVE_EXTENSION, ChatTurn, ConfigResponse, Dispatch, PermissionGrant
 
 from .http import HttpSettings
 from .inbox import Inbox
@@ -56,6 +56,11 @@ class RunContext:
         if self.config.conversation is not None:
             return self.config.conversation
         return self.dispatch.conversation or []
+
+    def granted(self, tool_kind: str, title: str | None) -> bool:
+        """Whether one of the chat's grants (``/config``'s ``grants``) answers a request
+        about a tool call of ``tool_kind`` titled exactly ``title`` (never an untitled one)."""
+        return title is not None and PermissionGrant(tool_kind, title) in self.config.grants
 
     def take_messages(self) -> list[str]:
         """The user messages received since the last call, each logged as taken."""

@@ -47,6 +47,7 @@ from .json_input import decode_json
 from .names import MAX_COMPONENT_BYTES, MAX_NAME_BYTES, sanitize_name
 from .persistence import (
     ErrorBlock,
+    PermissionBlock,
     PersistedFileAttachment,
     PersistedMessage,
     assistant_message,
@@ -74,6 +75,7 @@ from .schemas import (
     MissingBlobs,
     OpenAIAgent,
     PermissionAnswer,
+    PermissionGrant,
     ResultFile,
     ResultsReceipt,
     ScriptedAgent,
@@ -176,6 +178,8 @@ __all__ = [
     "OpenAIAgent",
     "Permission",
     "PermissionAnswer",
+    "PermissionBlock",
+    "PermissionGrant",
     "PermissionOption",
     "PermissionReply",
     "PermissionRow",

@@ -26,6 +26,7 @@ __all__ = [
     "Log",
     "LogLevel",
     "Permission",
+    "PermissionAnsweredBy",
     "PermissionOption",
     "PermissionOptionKind",
     "PermissionReply",
@@ -44,6 +45,8 @@ PermissionOptionKind: TypeAlias = Literal[
     "allow_once", "allow_always", "reject_once", "reject_always"
 ]
 PermissionReply: TypeAlias = Literal["once", "always", "reject", "cancelled"]
+PermissionAnsweredBy: TypeAlias = Literal["grant"]
+"""Who answered a request when not the user: ``grant``, an earlier ``always`` of the chat."""
 """How a permission request ended: the user's ``once``/``always``/``reject`` (also
 ``reject`` when nobody answered in time), or ``cancelled`` by an interrupt."""
 
@@ -130,15 +133,19 @@ class Permission(msgspec.Struct, tag_field="type", tag="permission", omit_defaul
 
     Lines with the same ``id`` (the request) update one request. ``pending`` carries
     ``options`` and, when the request is about a tool call, ``step`` (the id of the
-    step it would run) and a ``title``; ``resolved`` carries the ``reply``.
+    step it would run), a ``title`` and ``tool_kind`` (the tool call's kind: ACP's
+    ``execute``, ``edit``, …); ``resolved`` carries the ``reply`` and, when a grant of
+    the chat answered it without asking, ``by: "grant"``.
     """
 
     id: NonEmptyStr
     status: PermissionStatus
     step: NonEmptyStr | None = None
     title: str | None = None
+    tool_kind: str | None = None
     options: list[PermissionOption] | None = None
     reply: PermissionReply | None = None
+    by: PermissionAnsweredBy | None = None
     ts: EpochMs | None = None
 
 

@@ -21,6 +21,7 @@ from .envelope import (
     Delta,
     DeltaKind,
     Permission,
+    PermissionAnsweredBy,
     PermissionOption,
     PermissionReply,
     PermissionStatus,
@@ -81,8 +82,8 @@ class MessagePart:
 class PermissionRow(msgspec.Struct, omit_defaults=True, gc=False):
     """One permission request, folded from its ``pending`` and ``resolved`` lines.
 
-    ``options``, ``step`` and ``title`` are the ``pending`` line's; ``reply`` the
-    ``resolved`` line's (``None`` while pending).
+    ``options``, ``step``, ``title`` and ``tool_kind`` are the ``pending`` line's;
+    ``reply`` and ``by`` the ``resolved`` line's (``None`` while pending).
     """
 
     id: str
@@ -93,6 +94,8 @@ class PermissionRow(msgspec.Struct, omit_defaults=True, gc=False):
     reply: PermissionReply | None = None
     first_ts: int | None = None
     last_ts: int | None = None
+    tool_kind: str | None = None
+    by: PermissionAnsweredBy | None = None
 
 
 _Violation: TypeAlias = tuple[LiveDiagnosticCode, str]
@@ -159,7 +162,7 @@ class LiveFold:
         rule (then nothing changes)."""
         row = self._permissions.get(line.id)
         if line.status == "pending":
-            if not line.options or line.reply is not None:
+            if not line.options or line.reply is not None or line.by is not None:
                 return "permission_invalid", "a pending request needs options and no reply"
             if row is not None:
                 if row.status == "resolved":
@@ -168,7 +171,15 @@ class LiveFold:
             if len(self._permissions) >= self.max_permissions:
                 return "permission_limit", f"more than {self.max_permissions} requests"
             self._permissions[line.id] = PermissionRow(
-                line.id, "pending", line.options, line.step, line.title, None, line.ts, line.ts
+                line.id,
+                "pending",
+                line.options,
+                line.step,
+                line.title,
+                None,
+                line.ts,
+                line.ts,
+                line.tool_kind,
             )
             return None
         if line.reply is None or line.options is not None:
@@ -179,6 +190,7 @@ class LiveFold:
             return "permission_resolved", f"request {line.id!r} is already resolved"
         row.status = "resolved"
         row.reply = line.reply
+        row.by = line.by
         if line.ts is not None:
             if row.first_ts is None:
                 row.first_ts = line.ts

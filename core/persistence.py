@@ -20,7 +20,13 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import PermissionOption, PermissionReply, PermissionStatus, StepStatus
+from .envelope import (
+    PermissionAnsweredBy,
+    PermissionOption,
+    PermissionReply,
+    PermissionStatus,
+    StepStatus,
+)
 from .schemas import ChatTurn
 from .turn import PermissionRow, StepRow, Turn
 
@@ -80,7 +86,8 @@ class ReasoningBlock(_Block, tag="reasoning"):
 
 class PermissionBlock(_Block, tag="permission"):
     """A permission request of the turn and its outcome: asked what (``title``,
-    ``options``), about which ``step``, answered how (``reply``).
+    ``options``, the tool call's ``tool_kind``), about which ``step``, answered how
+    (``reply``) and, when a grant of the chat answered it, ``by: "grant"``.
 
     ``pending`` only while the turn is live; in an ended turn an unanswered request
     is stored ``resolved`` with reply ``cancelled``.
@@ -92,6 +99,8 @@ class PermissionBlock(_Block, tag="permission"):
     step: str | None = None
     title: str | None = None
     reply: PermissionReply | None = None
+    tool_kind: str | None = None
+    by: PermissionAnsweredBy | None = None
 
 
 class StepTrace(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -314,8 +323,12 @@ def _step_trace(row: StepRow, display_bytes: int) -> StepTrace:
 def permission_block(row: PermissionRow, *, ended: bool) -> PermissionBlock:
     """``row`` as stored; still pending in an ended turn, it is closed ``cancelled``."""
     if ended and row.status == "pending":
-        return PermissionBlock(row.id, "resolved", row.options, row.step, row.title, "cancelled")
-    return PermissionBlock(row.id, row.status, row.options, row.step, row.title, row.reply)
+        return PermissionBlock(
+            row.id, "resolved", row.options, row.step, row.title, "cancelled", row.tool_kind
+        )
+    return PermissionBlock(
+        row.id, row.status, row.options, row.step, row.title, row.reply, row.tool_kind, row.by
+    )
 
 
 _STOPPED: Final = ("cancelled", "interrupted")

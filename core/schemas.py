@@ -40,6 +40,7 @@ __all__ = [
     "MissingBlobs",
     "OpenAIAgent",
     "PermissionAnswer",
+    "PermissionGrant",
     "ResultFile",
     "ResultsReceipt",
     "ScriptedAgent",
@@ -246,6 +247,14 @@ class Attachment(msgspec.Struct, frozen=True):
     sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
+class PermissionGrant(msgspec.Struct, frozen=True):
+    """An ``always`` the chat keeps: a later permission request whose tool call has this
+    ``kind`` and exactly this ``title`` is answered ``always`` without asking."""
+
+    kind: str
+    title: str
+
+
 class ConfigResponse(msgspec.Struct, frozen=True):
     """``GET {agent_url}/config`` (run token): the agent definition and the turn.
 
@@ -256,7 +265,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     dir before the setup script runs. ``snapshot``: what the chat's previous turn left
     (its work dir and the agent's home), restored before the setup script runs;
     ``snapshot_max_bytes``: save this turn's, if its files come to no more than that
-    (0: save none).
+    (0: save none). ``grants``: the chat's permission grants, answered without asking.
     """
 
     agent: AgentSpec = msgspec.field(default_factory=OpenAIAgent)
@@ -270,6 +279,7 @@ class ConfigResponse(msgspec.Struct, frozen=True):
     attachments: list[Attachment] = msgspec.field(default_factory=list)
     snapshot: SnapshotManifest | None = None
     snapshot_max_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    grants: list[PermissionGrant] = msgspec.field(default_factory=list)
 
 
 class ResultFile(msgspec.Struct, frozen=True):

@@ -68,6 +68,7 @@ FAST: Final = (
     "tests/chat/test_multipart_reader.py",
     "tests/chat/test_runner_answers.py",
     "tests/chat/test_turn_fold.py",
+    "tests/container/test_acp_permissions.py",
     "tests/container/test_acp_translate.py",
     "tests/container/test_attachments.py",
     "tests/container/test_output.py",

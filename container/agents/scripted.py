@@ -13,7 +13,9 @@ message are streamed as ``delta`` lines (a word each) before the run ends, and a
 asks the user: the step ``running``, a ``permission`` line ``pending`` about it, then
 the answer from the inbox (none within ``permission_timeout_sec``: ``reject``), then the
 ``permission`` line ``resolved``. ``once`` runs the step, ``always`` runs it and every
-later asking step of the same tool, ``reject`` fails it. Without the extension nobody
+later asking step of the same tool, ``reject`` fails it. A request one of the chat's
+grants matches (its tool kind is the tool's name, its title ``Run <tool>?``) is resolved
+``always`` with ``by: "grant"`` at once, without waiting. Without the extension nobody
 can answer: an asking step is rejected (and a ``warn`` logged).
 
 Cancellation propagates at the next step, load batch or delta; a request still
@@ -215,16 +217,23 @@ def _asker(
     request_id = f"perm_{uuid.uuid4().hex[:16]}"
     timeout = spec.permission_timeout_sec
 
+    title = f"Run {planned.tool}?"
+
     async def ask() -> str | None:
         emitter.emit(
             Permission(
                 id=request_id,
                 status="pending",
                 step=step_id,
-                title=f"Run {planned.tool}?",
+                title=title,
+                tool_kind=planned.tool,
                 options=PERMISSION_OPTIONS,
             )
         )
+        if ctx.granted(planned.tool, title):
+            emitter.emit(Permission(id=request_id, status="resolved", reply="always", by="grant"))
+            always.add(planned.tool)
+            return None
         reply: PermissionReply = "cancelled"
         try:
             with trio.move_on_after(timeout) as timer:

@@ -79,3 +79,35 @@ def test_a_reload_shows_the_request_pending_and_every_viewer_sees_its_outcome(
         assert page.inner_text(f"{CARD} .permission-outcome") == "Rejected"
         done = assistant(page, "complete")
         assert page.locator(f"{done} .step-failed .step-name").all_inner_texts() == ["run_shell"]
+
+
+def test_always_is_kept_for_the_chat_and_revoked_from_its_list(
+    context: BrowserContext, server: ServerThread
+) -> None:
+    page = signed_in(context, server)
+    send(page, "ask away")
+    page.wait_for_selector(PENDING)
+    assert page.locator("#grants").is_hidden()
+    page.click(f'{PENDING} button[data-reply="always"]')
+    _outcome(page, "always")
+    assistant(page, "complete")
+    page.wait_for_selector("#grants:not([hidden])")
+    page.click("#grants summary")
+    assert page.locator("#grant-list .grant-title").all_inner_texts() == ["Run run_shell?"]
+
+    # The next turn asks nobody: its card says a grant answered it.
+    send(page, "ask away again")
+    granted = "article.message-assistant >> nth=1"
+    page.wait_for_selector(f"{granted} >> .permission-resolved")
+    page.locator('article.message-assistant[data-status="complete"]').nth(1).wait_for()
+    outcome = page.locator(f"{granted} >> .permission-outcome")
+    assert outcome.inner_text() == "Allowed by an earlier 'always'"
+    live = thread_html(page)
+    page.reload()
+    page.locator('article.message-assistant[data-status="complete"]').nth(1).wait_for()
+    assert thread_html(page) == live  # the stored message says so too
+
+    page.wait_for_selector("#grants:not([hidden])")
+    page.click("#grants summary")
+    page.click("#grant-list button")
+    page.wait_for_selector("#grants[hidden]", state="attached")

@@ -1,11 +1,15 @@
 """An agent's ``session/request_permission``, put to the user and answered by option kind.
 
-With the ``live`` extension, :meth:`PermissionDesk.ask` writes a ``permission`` pending
-line (the request id assigned here, the tool call's step, its title, the options),
-waits for the user's answer on stdin (:meth:`~sandstream.container.inbox.Inbox.ask`) at
-most ``timeout`` seconds (then ``reject``), answers the agent with the option of the
-matching kind (``once`` → ``allow_once``, ``always`` → ``allow_always``, ``reject`` →
-``reject_once``, each falling back to its sibling kind), and writes the resolved line.
+With the ``live`` extension, :meth:`PermissionDesk.announce` writes a ``permission``
+pending line (the request id assigned here, the tool call's step, title and kind, the
+options) and :meth:`PermissionDesk.answer` waits for the user's answer on stdin
+(:meth:`~sandstream.container.inbox.Inbox.ask`) at most ``timeout`` seconds (then
+``reject``), answers the agent with the option of the matching kind (``once`` →
+``allow_once``, ``always`` → ``allow_always``, ``reject`` → ``reject_once``, each
+falling back to its sibling kind), and writes the resolved line.
+A request one of the chat's grants matches (the same tool kind, exactly the same title:
+:meth:`~sandstream.container.context.RunContext.granted`) is resolved ``always`` with
+``by: "grant"`` right after its pending line, without waiting.
 Without ``live`` the request is rejected at once (and logged). :meth:`cancel_all`
 (an interrupt) answers every waiting request ``cancelled``.
 """
@@ -48,6 +52,7 @@ class PermissionDesk:
         self._ctx = ctx
         self._timeout = timeout
         self._waiting: dict[str, trio.CancelScope] = {}
+        self._granted: set[str] = set()
         self.cancelled = False
         self.last_answered = trio.current_time()
 
@@ -62,8 +67,11 @@ class PermissionDesk:
         for scope in self._waiting.values():
             scope.cancel()
 
-    def announce(self, step_id: str, title: str | None, options: Sequence[AcpOption]) -> str | None:
-        """Write the pending line (live only); the request id, or ``None`` when not live."""
+    def announce(
+        self, step_id: str, tool_kind: str, title: str | None, options: Sequence[AcpOption]
+    ) -> str | None:
+        """Write the pending line (live only; resolved at once when a grant matches); the
+        request id, or ``None`` when not live."""
         if not self._ctx.live:
             self._ctx.emitter.log(
                 "warn", f"agent asks permission for {title!r}: rejected (no live reader)"
@@ -75,15 +83,31 @@ class PermissionDesk:
             for option in options
         ]
         self._ctx.emitter.emit(
-            Permission(id=request_id, status="pending", step=step_id, title=title, options=shown)
+            Permission(
+                id=request_id,
+                status="pending",
+                step=step_id,
+                title=title,
+                tool_kind=tool_kind,
+                options=shown,
+            )
         )
-        self._waiting[request_id] = trio.CancelScope()
+        if self._ctx.granted(tool_kind, title):
+            self._ctx.emitter.emit(
+                Permission(id=request_id, status="resolved", reply="always", by="grant")
+            )
+            self._granted.add(request_id)
+        else:
+            self._waiting[request_id] = trio.CancelScope()
         return request_id
 
     async def answer(self, request_id: str | None, options: Sequence[AcpOption]) -> Any:
         """Wait for the user (see the module doc); the ``session/request_permission`` result."""
         reply: PermissionReply = "reject"
-        if request_id is not None:
+        if request_id in self._granted:
+            self._granted.discard(request_id)
+            reply = "always"
+        elif request_id is not None:
             scope = self._waiting[request_id]
             if self.cancelled:
                 scope.cancel()

@@ -148,7 +148,8 @@ class AcpSession:
             raise RpcFault(INVALID_PARAMS, f"invalid params: {_first_error(exc)}") from None
         step_id, lines = self._translator.tool_call(asked.tool_call, now_ms())
         self._ctx.emitter.emit_many(lines)
-        request_id = self._desk.announce(step_id, asked.tool_call.title, asked.options)
+        tool_kind = self._translator.tool_kind(asked.tool_call.tool_call_id)
+        request_id = self._desk.announce(step_id, tool_kind, asked.tool_call.title, asked.options)
         return self._desk.answer(request_id, asked.options)
 
     # --- the turn -------------------------------------------------------------------------

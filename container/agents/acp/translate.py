@@ -62,6 +62,7 @@ TRANSLATED: Final = frozenset(
 class _ToolCall:
     step_id: str
     name: str
+    kind: str
     args: Any
     started: int
     done: bool = False
@@ -125,12 +126,18 @@ class Translator:
         out: list[LiveEnvelope] = []
         known = self._calls.get(call.tool_call_id)
         if known is None:
-            known = _ToolCall(self._step_ids(), _name(call), call.raw_input, now)
+            kind = call.kind or "other"
+            known = _ToolCall(self._step_ids(), _name(call), kind, call.raw_input, now)
             self._calls[call.tool_call_id] = known
             out.append(Step(id=known.step_id, name=known.name, status="running", args=known.args))
-        elif call.raw_input is not None and call.raw_input != known.args and not known.done:
-            known.args = call.raw_input
-            out.append(Step(id=known.step_id, name=known.name, status="running", args=known.args))
+        else:
+            if call.kind is not None:
+                known.kind = call.kind
+            if call.raw_input is not None and call.raw_input != known.args and not known.done:
+                known.args = call.raw_input
+                out.append(
+                    Step(id=known.step_id, name=known.name, status="running", args=known.args)
+                )
         output = _terminal_output(call)
         if output and not known.done:
             known.terminal_output.append(output)
@@ -160,6 +167,11 @@ class Translator:
             )
         out.append(step)
         return known.step_id, out
+
+    def tool_kind(self, tool_call_id: str) -> str:
+        """The kind of a tool call :meth:`tool_call` has seen (``other`` when the agent
+        never said)."""
+        return self._calls[tool_call_id].kind
 
     def finish(self, why: str) -> list[LiveEnvelope]:
         """End of the turn: fail each step still running, with ``why`` as its error."""

@@ -27,6 +27,7 @@ from sandstream.server.chat.model import (
     TokenRejectedError,
     now_ms,
     with_attachments,
+    with_grants,
     with_snapshot,
 )
 from sandstream.server.http import json_response
@@ -79,13 +80,16 @@ async def env(session_id: str) -> Response:
 @callbacks_blueprint.get("/<session_id>/config")
 async def config(session_id: str) -> Response:
     """The agent and the turn (run token): ``ConfigResponse``, naming the turn's
-    attachments and, for a chat's turn, the chat's latest workspace snapshot and the
-    bound of the one to save (``--snapshot-max-bytes``; 0, and no snapshot, for an
-    Agents-block run or with snapshots off)."""
+    attachments and, for a chat's turn, the chat's permission grants, its latest
+    workspace snapshot and the bound of the one to save (``--snapshot-max-bytes``; 0,
+    and no snapshot, for an Agents-block run or with snapshots off)."""
     session = await _redeem("run", session_id)
     service = get_service()
     answer = service.settings.agent.config_for(session)
     files = await service.store.turn_attachments(session)
+    if session.chat_id is not None:
+        grants = await service.store.list_grants(session.workspace_id, session.chat_id)
+        answer = with_grants(answer, grants)
     bound, snapshot = 0, None
     if session.chat_id is not None and service.settings.snapshot_max_bytes:
         bound = service.settings.snapshot_max_bytes

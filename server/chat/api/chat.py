@@ -1,5 +1,5 @@
 """The Assistant API: ``POST /api/assistant/chat/stream``, joining, stopping and
-following up a turn, and the chats API.
+following up a turn, and the chats API (with a chat's files and permission grants).
 
 Every route needs the chat API token (``Authorization: Bearer``) and is scoped by
 workspace (``workspaceId`` in the body or the query), except ``GET
@@ -228,6 +228,25 @@ async def delete_chat(chat_id: str) -> Response:
     service = get_service()
     workspace_id = workspace_query()
     await service.store.delete_chat(workspace_id, chat_id, now=now_ms())
+    return Response(b"", status=204)
+
+
+@chat_blueprint.get("/chats/<chat_id>/grants")
+async def list_grants(chat_id: str) -> Response:
+    """``{"grants": [...]}``: the chat's permission grants, oldest first."""
+    service = get_service()
+    workspace_id = workspace_query()
+    grants = await service.store.list_grants(workspace_id, chat_id)
+    return json_response({"grants": grants})
+
+
+@chat_blueprint.delete("/chats/<chat_id>/grants/<grant_id>")
+async def revoke_grant(chat_id: str, grant_id: str) -> Response:
+    """Revoke one of the chat's permission grants → 204 (404 for one it does not hold)."""
+    service = get_service()
+    workspace_id = workspace_query()
+    check_id(grant_id, "grantId")
+    await service.store.revoke_grant(workspace_id, chat_id, grant_id)
     return Response(b"", status=204)
 
 

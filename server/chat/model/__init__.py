@@ -7,7 +7,13 @@ the records the store keeps and returns (:mod:`.records`), request bodies
 the chat; nothing here blocks or is cancelled.
 """
 
-from .agent_profile import AgentProfile, load_agent_profile, with_attachments, with_snapshot
+from .agent_profile import (
+    AgentProfile,
+    load_agent_profile,
+    with_attachments,
+    with_grants,
+    with_snapshot,
+)
 from .errors import (
     AttachmentError,
     ChatBusyError,
@@ -18,6 +24,7 @@ from .errors import (
     ChunkShapeError,
     FencedError,
     FileNotFoundInBagError,
+    GrantNotFoundError,
     IdempotencyKeyError,
     NoChatError,
     NoRunningTurnError,
@@ -54,6 +61,7 @@ from .records import (
     Environment,
     NewBlob,
     PendingPush,
+    PermissionGrantRecord,
     Purpose,
     PushKind,
     PushSubscription,
@@ -88,12 +96,14 @@ __all__ = [
     "Environment",
     "FencedError",
     "FileNotFoundInBagError",
+    "GrantNotFoundError",
     "IdempotencyKeyError",
     "Identifier",
     "NewBlob",
     "NoChatError",
     "NoRunningTurnError",
     "PendingPush",
+    "PermissionGrantRecord",
     "PublicUrlError",
     "Purpose",
     "PushKind",
@@ -134,5 +144,6 @@ __all__ = [
     "now_ms",
     "resolve_target",
     "with_attachments",
+    "with_grants",
     "with_snapshot",
 ]

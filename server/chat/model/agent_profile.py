@@ -25,6 +25,7 @@ from sandstream.core import (
     EnvResponse,
     JSONInputError,
     OpenAIAgent,
+    PermissionGrant,
     ScriptedAgent,
     ScriptedStep,
     SnapshotManifest,
@@ -34,7 +35,7 @@ from sandstream.core import (
 )
 
 from .errors import ChatConfigError
-from .records import BagFile, DispatchRecord, Environment
+from .records import BagFile, DispatchRecord, Environment, PermissionGrantRecord
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -44,6 +45,7 @@ __all__ = [
     "load_agent_profile",
     "sandbox_attachments",
     "with_attachments",
+    "with_grants",
     "with_snapshot",
 ]
 
@@ -170,6 +172,14 @@ def with_attachments(config: ConfigResponse, files: Sequence[BagFile]) -> Config
     """``config`` naming the turn's attached ``files`` (:func:`sandbox_attachments`):
     its ``attachments`` are always the turn's, never a template's."""
     return msgspec.structs.replace(config, attachments=sandbox_attachments(files))
+
+
+def with_grants(config: ConfigResponse, grants: Sequence[PermissionGrantRecord]) -> ConfigResponse:
+    """``config`` with the chat's permission ``grants``: always the chat's, never a
+    template's."""
+    return msgspec.structs.replace(
+        config, grants=[PermissionGrant(kind=g.kind, title=g.title) for g in grants]
+    )
 
 
 def with_snapshot(

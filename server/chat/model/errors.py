@@ -35,6 +35,7 @@ __all__ = [
     "ChunkShapeError",
     "FencedError",
     "FileNotFoundInBagError",
+    "GrantNotFoundError",
     "IdempotencyKeyError",
     "NoChatError",
     "PublicUrlError",
@@ -217,6 +218,21 @@ class FileNotFoundInBagError(ChatError, ProblemError):
 
     def extensions(self) -> dict[str, Any]:
         return {"fileId": self.file_id}
+
+
+class GrantNotFoundError(ChatError, ProblemError):
+    """No such permission grant in this chat (or it was revoked) (404)."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "Grant not found"
+
+    def __init__(self, grant_id: str) -> None:
+        super().__init__(f"no grant {grant_id!r} in this chat")
+        self.grant_id = grant_id
+
+    def extensions(self) -> dict[str, Any]:
+        return {"grantId": self.grant_id}
 
 
 class RunNotFoundError(ChatError, ProblemError):

@@ -24,6 +24,7 @@ __all__ = [
     "NewBlob",
     "OnDisconnect",
     "PendingPush",
+    "PermissionGrantRecord",
     "Purpose",
     "PushKind",
     "PushSubscription",
@@ -134,6 +135,18 @@ class SnapshotRecord(msgspec.Struct, frozen=True, kw_only=True):
     files: int
     total_bytes: int
     created_at: int
+
+
+class PermissionGrantRecord(msgspec.Struct, frozen=True, rename="camel", kw_only=True):
+    """A chat's permission grant (``permission_grants``): the user answered ``always``
+    to a request about a tool call of ``kind`` titled ``title`` in the turn of assistant
+    message ``message_id``; the chat's later turns answer such a request without asking."""
+
+    id: str
+    kind: str
+    title: str
+    created_at: int
+    message_id: str
 
 
 class TokenMint(msgspec.Struct, frozen=True, kw_only=True):

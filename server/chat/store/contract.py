@@ -46,6 +46,7 @@ from sandstream.server.chat.model import (
     Environment,
     NewBlob,
     PendingPush,
+    PermissionGrantRecord,
     Purpose,
     PushSubscription,
     SnapshotRecord,
@@ -65,6 +66,7 @@ __all__ = [
     "ChatStore",
     "DispatchStore",
     "EnvironmentStore",
+    "GrantStore",
     "LogMoverTables",
     "PushAlertStore",
     "PushOutboxStore",
@@ -178,7 +180,8 @@ class TurnStore(Protocol):
         self, turn_id: str, message: PersistedMessage, now: int, *, generation: int | None = None
     ) -> bool:
         """In one transaction: the assistant message of turn ``turn_id`` written (with
-        the files its run wrote back), its session settled, the chat's lock released
+        the files its run wrote back, and the chat's grants its ``always`` answers give:
+        :class:`GrantStore`), its session settled, the chat's lock released
         (whoever holds it for this turn), the turn marked settled. False (nothing
         written) when it had settled already. With ``generation`` (the log mover's
         lease), raises :class:`~sandstream.server.chat.model.FencedError` (nothing written) if a
@@ -449,6 +452,24 @@ class SnapshotStore(Protocol):
         ...
 
 
+class GrantStore(Protocol):
+    """Chats' permission grants: the ``always`` answers a chat keeps for its next turns,
+    one per tool kind and title. Recorded as a turn settles
+    (:meth:`TurnStore.settle_turn`), deleted with the chat."""
+
+    async def list_grants(self, workspace_id: str, chat_id: str) -> list[PermissionGrantRecord]:
+        """The chat's grants, oldest first. Raises
+        :class:`~sandstream.server.chat.model.ChatNotFoundError` (no such chat in the
+        workspace, or deleted)."""
+        ...
+
+    async def revoke_grant(self, workspace_id: str, chat_id: str, grant_id: str) -> None:
+        """Delete grant ``grant_id`` of the chat: its later turns ask again. Raises
+        :class:`~sandstream.server.chat.model.ChatNotFoundError` or
+        :class:`~sandstream.server.chat.model.GrantNotFoundError`, having deleted nothing."""
+        ...
+
+
 class LogMoverTables(Protocol):
     """The log mover's tables in the chat database."""
 
@@ -469,6 +490,7 @@ class ChatStore(
     PushAlertStore,
     PushOutboxStore,
     SnapshotStore,
+    GrantStore,
     LogMoverTables,
     Protocol,
 ):

@@ -161,6 +161,22 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     )
 
 
+def _grant_table(integer: str) -> tuple[str, ...]:
+    """Chats' permission grants, with ``integer`` the 64-bit integer type: per grant its
+    chat, the tool call's kind and title it answers (once per chat), the assistant
+    message whose turn the user answered ``always`` in, and when."""
+    return (
+        "CREATE TABLE permission_grants ("
+        " id TEXT PRIMARY KEY,"
+        " chat_id TEXT NOT NULL REFERENCES chats (id),"
+        " kind TEXT NOT NULL,"
+        " title TEXT NOT NULL,"
+        " message_id TEXT NOT NULL,"
+        f" created_at {integer} NOT NULL,"
+        " UNIQUE (chat_id, kind, title))",
+    )
+
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         1,
@@ -355,6 +371,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "workspace_blobs",
         _snapshot_tables("INTEGER", "BLOB", rowid=False),
     ),
+    Migration(
+        10,
+        "permission_grants: the always answers a chat keeps for its next turns",
+        _grant_table("INTEGER"),
+    ),
 )
 
 
@@ -514,6 +535,11 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
         "chat_snapshots: each chat's workspace snapshots, the newest kept; snapshot_manifests; "
         "workspace_blobs",
         _snapshot_tables("BIGINT", "BYTEA", rowid=True),
+    ),
+    Migration(
+        5,
+        "permission_grants: the always answers a chat keeps for its next turns",
+        _grant_table("BIGINT"),
     ),
 )
 

@@ -18,6 +18,9 @@ export const ROUTES = {
   interrupt: (chatId) => `/api/assistant/chats/${enc(chatId)}/interrupt`,
   followUp: (chatId) => `/api/assistant/chats/${enc(chatId)}/messages`,
   permission: (chatId, requestId) => `/api/assistant/chats/${enc(chatId)}/permissions/${enc(requestId)}`,
+  // The chat's grants: its kept "always" answers.
+  grants: (chatId) => `/api/assistant/chats/${enc(chatId)}/grants`,
+  grant: (chatId, grantId) => `/api/assistant/chats/${enc(chatId)}/grants/${enc(grantId)}`,
   // Push notifications (notify.js, sw.js).
   vapidPublicKey: () => "/api/assistant/push/vapid-public-key",
   pushSubscriptions: () => "/api/assistant/push/subscriptions",
@@ -119,6 +122,16 @@ export class Api {
    */
   answerPermission(chatId, requestId, reply) {
     return this.json("POST", ROUTES.permission(chatId, requestId), { json: { reply } });
+  }
+
+  /** The chat's grants → {grants: [{id, kind, title, createdAt, messageId}]}. */
+  listGrants(chatId) {
+    return this.json("GET", ROUTES.grants(chatId));
+  }
+
+  /** Revoke one: the chat's next turns ask again (404: revoked already). */
+  revokeGrant(chatId, grantId) {
+    return this.json("DELETE", ROUTES.grant(chatId, grantId));
   }
 
   /** A message for the running turn's agent → {chatId, message} as stored (409: none runs). */

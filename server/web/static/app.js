@@ -168,6 +168,7 @@ function render(message) {
 
 function openNewChat() {
   state.chatId = null;
+  $("grants").hidden = true;
   $("messages").replaceChildren();
   clearPending();
   $("alert").textContent = "";
@@ -188,7 +189,10 @@ async function openChat(chatId) {
   const opened = chatId !== state.chatId;
   state.chatId = chatId;
   $("alert").textContent = "";
-  if (opened) clearPending();
+  if (opened) {
+    clearPending();
+    $("grants").hidden = true;
+  }
   markCurrentChat();
   let chat;
   try {
@@ -202,6 +206,7 @@ async function openChat(chatId) {
   const live = turn ? turn.live.id : chat.activeMessageId;
   const shown = chat.messages.filter((message) => !(live && message.id === live));
   $("messages").replaceChildren(...shown.map(render));
+  showGrants(chatId).catch(fail);
   if (turn) {
     $("messages").append(turn.element);
   } else if (chat.activeMessageId) {
@@ -327,7 +332,40 @@ async function follow(turn, open) {
     announce("turn-ended", turn.chatId);
     updateControls();
     await refreshChats().catch(fail);
+    if (state.chatId === turn.chatId) await showGrants(turn.chatId).catch(fail);
   }
+}
+
+/** The chat's grants (its kept "always" answers), each with a Revoke button; hidden when none. */
+async function showGrants(chatId) {
+  const { grants } = await state.api.listGrants(chatId);
+  if (state.chatId !== chatId) return;
+  $("grant-list").replaceChildren(...grants.map((grant) => grantItem(chatId, grant)));
+  $("grants").hidden = grants.length === 0;
+}
+
+function grantItem(chatId, grant) {
+  const item = document.createElement("li");
+  const title = document.createElement("span");
+  title.className = "grant-title";
+  title.textContent = grant.title;
+  title.title = grant.kind;
+  const revoke = document.createElement("button");
+  revoke.type = "button";
+  revoke.className = "quiet";
+  revoke.textContent = "Revoke";
+  revoke.setAttribute("aria-label", `Revoke: ${grant.title}`);
+  revoke.addEventListener("click", async () => {
+    revoke.disabled = true;
+    try {
+      await state.api.revokeGrant(chatId, grant.id);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) fail(error); // 404: revoked already
+    }
+    await showGrants(chatId).catch(fail);
+  });
+  item.append(title, " ", revoke);
+  return item;
 }
 
 /**

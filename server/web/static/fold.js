@@ -24,7 +24,7 @@ export class LiveTurn {
     this.error = null;
     this.files = [];
     this.parts = []; // runs of deltas of one message id and kind: {id, kind, text}
-    this.permissions = new Map(); // request id → {id, status, options, step, title, reply}
+    this.permissions = new Map(); // request id → {id, status, options, step, title, reply, toolKind, by}
     this.createdAt = Date.now();
   }
 
@@ -75,10 +75,12 @@ export class LiveTurn {
     const row = this.permissions.get(line.id);
     if (line.status === "pending" && row === undefined) {
       this.permissions.set(line.id, { id: line.id, status: "pending", options: line.options || [],
-                                      step: line.step ?? null, title: line.title ?? null, reply: null });
+                                      step: line.step ?? null, title: line.title ?? null, reply: null,
+                                      toolKind: line.tool_kind ?? null, by: null });
     } else if (line.status === "resolved" && row !== undefined && row.status === "pending") {
       row.status = "resolved";
       row.reply = line.reply;
+      row.by = line.by ?? null;
     } // anything else breaks a rule: the server drops it too
   }
 
@@ -122,6 +124,8 @@ export class LiveTurn {
     if (row.step !== null) block.step = row.step;
     if (row.title !== null) block.title = row.title;
     if (row.reply !== null) block.reply = row.reply;
+    if (row.toolKind !== null) block.toolKind = row.toolKind;
+    if (row.by !== null) block.by = row.by;
     if (this.ended && block.status === "pending") {
       block.status = "resolved";
       block.reply = "cancelled";

@@ -43,6 +43,7 @@ const REPLIES = [
   ["always", "Always allow", ["allow_always"]],
   ["reject", "Reject", ["reject_once", "reject_always"]],
 ];
+const GRANTED = "Allowed by an earlier 'always'";
 const OUTCOMES = { once: "Allowed once", always: "Always allowed", reject: "Rejected", cancelled: "Cancelled" };
 
 /**
@@ -141,7 +142,8 @@ function renderPermission(block, answer, answered) {
     "aria-label": "Permission request",
   }, el("p", { class: "permission-title" }, block.title || "The agent asks for permission"));
   if (block.status !== "pending") {
-    card.append(el("p", { class: "permission-outcome", "data-reply": block.reply || "" }, OUTCOMES[block.reply] || block.reply || ""));
+    const outcome = block.by === "grant" ? GRANTED : OUTCOMES[block.reply] || block.reply || "";
+    card.append(el("p", { class: "permission-outcome", "data-reply": block.reply || "" }, outcome));
     return card;
   }
   const kinds = new Set((block.options || []).map((option) => option.kind));

@@ -6,8 +6,8 @@ message, its replay). A message is one row, ``(chat_id, seq)`` ordered, its
 ``PersistedMessage`` as JSON and its replay text beside it (docs/chat.md, "Storage").
 A chat's lock columns live on its row; :mod:`.turns` takes, renews and releases the
 lock, this module only reads whether it is held. Deleting a chat soft-deletes it and
-its bag files and deletes its workspace snapshots (:mod:`.snapshots`), in one
-transaction.
+its bag files and deletes its workspace snapshots (:mod:`.snapshots`) and permission
+grants (:mod:`.grants`), in one transaction.
 
 Bad input: an unknown or deleted chat raises
 :class:`~sandstream.server.chat.model.ChatNotFoundError`, a chat whose lock is held
@@ -232,6 +232,7 @@ class Chats:
             )
             conn.execute("DELETE FROM chat_snapshots WHERE chat_id = ?", (chat_id,))
             conn.execute(DROP_UNUSED_MANIFESTS)
+            conn.execute("DELETE FROM permission_grants WHERE chat_id = ?", (chat_id,))
 
         await self.db.write(run)
 
