@@ -45,10 +45,10 @@ PermissionOptionKind: TypeAlias = Literal[
     "allow_once", "allow_always", "reject_once", "reject_always"
 ]
 PermissionReply: TypeAlias = Literal["once", "always", "reject", "cancelled"]
-PermissionAnsweredBy: TypeAlias = Literal["grant"]
-"""Who answered a request when not the user: ``grant``, an earlier ``always`` of the chat."""
 """How a permission request ended: the user's ``once``/``always``/``reject`` (also
 ``reject`` when nobody answered in time), or ``cancelled`` by an interrupt."""
+PermissionAnsweredBy: TypeAlias = Literal["grant"]
+"""Who answered a request when not the user: ``grant``, an earlier ``always`` of the chat."""
 
 LIVE_EXTENSION: Final = "live"
 """The envelope extension that adds :class:`Delta` and :class:`Permission` lines."""
