@@ -128,6 +128,32 @@ def _push_retries_and_permissions(integer: str) -> tuple[str, ...]:
     )
 
 
+_SNAPSHOT_COLUMNS: Final = (
+    "id, workspace_id, chat_id, dispatch_id, assistant_message_id, manifest_sha256, files, "
+    "total_bytes, created_at"
+)
+
+
+def _chat_snapshots(table: str, integer: str, *, rowid: bool, unique: str) -> str:
+    """``CREATE TABLE`` of the chats' workspace snapshots as ``table``, with ``integer``
+    the 64-bit integer type, ``rowid`` (see :func:`_snapshot_tables`) and ``unique`` the
+    columns whose values no two snapshots share."""
+    return (
+        f"CREATE TABLE {table} ("
+        + (" rowid BIGINT GENERATED ALWAYS AS IDENTITY," if rowid else "")
+        + " id TEXT PRIMARY KEY,"
+        " workspace_id TEXT NOT NULL,"
+        " chat_id TEXT NOT NULL REFERENCES chats (id),"
+        " dispatch_id TEXT NOT NULL REFERENCES sessions (id),"
+        " assistant_message_id TEXT,"
+        " manifest_sha256 TEXT NOT NULL REFERENCES snapshot_manifests (sha256),"
+        f" files {integer} NOT NULL,"
+        f" total_bytes {integer} NOT NULL,"
+        f" created_at {integer} NOT NULL,"
+        f" UNIQUE ({unique}))"
+    )
+
+
 def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]:
     """The chats' workspace snapshots, with ``integer`` the 64-bit integer type and
     ``blob`` the bytes type; ``rowid``: add the column that gives their insertion order
@@ -139,26 +165,45 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     (a manifest may list only those: holding a hash is no proof of holding the bytes)."""
     return (
         f"CREATE TABLE snapshot_manifests (sha256 TEXT PRIMARY KEY, manifest {blob} NOT NULL)",
-        "CREATE TABLE chat_snapshots ("
-        + (" rowid BIGINT GENERATED ALWAYS AS IDENTITY," if rowid else "")
-        + " id TEXT PRIMARY KEY,"
-        " workspace_id TEXT NOT NULL,"
-        " chat_id TEXT NOT NULL REFERENCES chats (id),"
-        " dispatch_id TEXT NOT NULL REFERENCES sessions (id),"
-        " assistant_message_id TEXT,"
-        " manifest_sha256 TEXT NOT NULL REFERENCES snapshot_manifests (sha256),"
-        f" files {integer} NOT NULL,"
-        f" total_bytes {integer} NOT NULL,"
-        f" created_at {integer} NOT NULL,"
-        " UNIQUE (dispatch_id, manifest_sha256))",
-        "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
-        + ("(chat_id, rowid)" if rowid else "(chat_id)"),
-        "CREATE INDEX chat_snapshots_by_manifest ON chat_snapshots (manifest_sha256)",
+        _chat_snapshots(
+            "chat_snapshots", integer, rowid=rowid, unique="dispatch_id, manifest_sha256"
+        ),
+        *_snapshot_indexes(rowid=rowid),
         "CREATE TABLE workspace_blobs ("
         " workspace_id TEXT NOT NULL,"
         " sha256 TEXT NOT NULL,"
         " PRIMARY KEY (workspace_id, sha256))",
     )
+
+
+def _snapshot_indexes(*, rowid: bool) -> tuple[str, ...]:
+    return (
+        "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
+        + ("(chat_id, rowid)" if rowid else "(chat_id)"),
+        "CREATE INDEX chat_snapshots_by_manifest ON chat_snapshots (manifest_sha256)",
+    )
+
+
+_FORKABLE: Final = "chat_id, dispatch_id, manifest_sha256"
+"""What no two snapshots share once chats fork: a fork's copy of a snapshot keeps the
+dispatch that saved it, in another chat."""
+
+_FORKABLE_SNAPSHOTS_SQLITE: Final = (
+    _chat_snapshots("chat_snapshots_forkable", "INTEGER", rowid=False, unique=_FORKABLE),
+    f"INSERT INTO chat_snapshots_forkable (rowid, {_SNAPSHOT_COLUMNS}) "
+    f"SELECT rowid, {_SNAPSHOT_COLUMNS} FROM chat_snapshots",
+    "DROP TABLE chat_snapshots",
+    "ALTER TABLE chat_snapshots_forkable RENAME TO chat_snapshots",
+    *_snapshot_indexes(rowid=False),
+)
+"""SQLite's version 10: ``chat_snapshots`` made anew (its ``rowid``, the rows' order,
+kept) with :data:`_FORKABLE` unique instead of the dispatch and manifest."""
+
+_FORKABLE_SNAPSHOTS_POSTGRES: Final = (
+    "ALTER TABLE chat_snapshots DROP CONSTRAINT chat_snapshots_dispatch_id_manifest_sha256_key",
+    f"ALTER TABLE chat_snapshots ADD CONSTRAINT chat_snapshots_forkable UNIQUE ({_FORKABLE})",
+)
+"""PostgreSQL's version 5: SQLite's 10, in place."""
 
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
@@ -355,6 +400,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "workspace_blobs",
         _snapshot_tables("INTEGER", "BLOB", rowid=False),
     ),
+    Migration(
+        10,
+        "chat_snapshots: unique per chat, dispatch and manifest, so that a fork of a chat "
+        "holds a copy of the snapshot it starts from",
+        _FORKABLE_SNAPSHOTS_SQLITE,
+    ),
 )
 
 
@@ -514,6 +565,12 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
         "chat_snapshots: each chat's workspace snapshots, the newest kept; snapshot_manifests; "
         "workspace_blobs",
         _snapshot_tables("BIGINT", "BYTEA", rowid=True),
+    ),
+    Migration(
+        5,
+        "chat_snapshots: unique per chat, dispatch and manifest, so that a fork of a chat "
+        "holds a copy of the snapshot it starts from",
+        _FORKABLE_SNAPSHOTS_POSTGRES,
     ),
 )
 

@@ -1,7 +1,7 @@
 """The chat store: :class:`SqlChatStore`, the :class:`~..contract.ChatStore` composed
 of one part per concern (:mod:`.chats`, :mod:`.turns`, :mod:`.dispatch`,
 :mod:`.bag_files`, :mod:`.environments`, :mod:`.push`, :mod:`.push_claims`,
-:mod:`.snapshots`), on either database:
+:mod:`.snapshots`, :mod:`.forks`), on either database:
 
 - :class:`SQLiteChatStore`: one file, ``chat.sqlite3`` in the data dir, WAL mode; the
   bag's blobs are files beside it (:class:`~..bag.BlobStore`);
@@ -31,6 +31,7 @@ from .bag_files import BagFiles
 from .chats import Chats
 from .dispatch import Dispatches
 from .environments import Environments
+from .forks import Forks
 from .push import PushNotifications
 from .push_claims import PushClaims
 from .snapshots import Snapshots
@@ -45,7 +46,15 @@ docs/chat.md, "Storage")."""
 
 
 class SqlChatStore(
-    Chats, Turns, Dispatches, BagFiles, Environments, PushNotifications, PushClaims, Snapshots
+    Chats,
+    Turns,
+    Dispatches,
+    BagFiles,
+    Environments,
+    PushNotifications,
+    PushClaims,
+    Snapshots,
+    Forks,
 ):
     """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there; it
     also gives the bag's blob store and closes (what the code that opens it needs)."""
