@@ -14,6 +14,7 @@ from sandstream.server.http import BadRequestError, invalid, require_query
 __all__ = [
     "CreateChatRequest",
     "EnvironmentRequest",
+    "ForkRequest",
     "MessageRequest",
     "PermissionReplyRequest",
     "check_id",
@@ -56,6 +57,12 @@ class CreateChatRequest(msgspec.Struct, rename="camel", kw_only=True):
     workspace_id: Identifier
     workflow_id: Identifier | None = None
     title: Title | None = None
+
+
+class ForkRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``POST /api/assistant/chats/{chatId}/fork``: the assistant message to fork from."""
+
+    message_id: Identifier
 
 
 class EnvironmentRequest(msgspec.Struct, rename="camel", kw_only=True):

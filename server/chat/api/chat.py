@@ -1,5 +1,6 @@
 """The Assistant API: ``POST /api/assistant/chat/stream``, joining, stopping and
-following up a turn, and the chats API (with a chat's files and permission grants).
+following up a turn, and the chats API (with a chat's files and permission grants;
+forking a chat too).
 
 Every route needs the chat API token (``Authorization: Bearer``) and is scoped by
 workspace (``workspaceId`` in the body or the query), except ``GET
@@ -23,6 +24,7 @@ from sandstream.server.sessions import cursor_ahead, request_cursor
 
 from .bodies import (
     CreateChatRequest,
+    ForkRequest,
     MessageRequest,
     PermissionReplyRequest,
     check_id,
@@ -220,6 +222,21 @@ async def get_chat(chat_id: str) -> Response:
     payload: dict[str, Any] = msgspec.to_builtins(chat)
     payload["messages"] = messages
     return json_response(payload)
+
+
+@chat_blueprint.post("/chats/<chat_id>/fork")
+async def fork_chat(chat_id: str) -> Response:
+    """A new chat from the assistant message ``messageId`` of this one → 201 with the new
+    chat: that message and the ones before it copied, and the workspace its turn left
+    (the snapshot it saved, else the newest saved before it), so its next turn goes on
+    from there. The source may be busy; 404 for no such chat, 422 for a message that is
+    not one of its assistant messages, 409 for the running turn's.
+    """
+    service = get_service()
+    workspace_id = workspace_query()
+    body = await read_json(ForkRequest, service.settings.max_json_bytes)
+    chat = await service.store.fork_chat(workspace_id, chat_id, body.message_id, now=now_ms())
+    return json_response(chat, 201)
 
 
 @chat_blueprint.delete("/chats/<chat_id>")

@@ -20,6 +20,8 @@ __all__ = [
     "BAD_RUNNER",
     "BUSY_RETRY_AFTER",
     "CHAT_BUSY",
+    "FORK_POINT",
+    "FORK_POINT_RUNNING",
     "NO_CHAT",
     "NO_LIVE_TURN",
     "RUNNER_FAILED",
@@ -35,6 +37,8 @@ __all__ = [
     "ChunkShapeError",
     "FencedError",
     "FileNotFoundInBagError",
+    "ForkPointError",
+    "ForkPointRunningError",
     "GrantNotFoundError",
     "IdempotencyKeyError",
     "NoChatError",
@@ -68,6 +72,8 @@ RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
 STREAM_TOKEN_SCOPE: Final = "urn:sandstream:problem:stream-token-scope"
 NO_CHAT: Final = "urn:sandstream:problem:no-chat"
 SNAPSHOT_INCOMPLETE: Final = "urn:sandstream:problem:snapshot-incomplete"
+FORK_POINT: Final = "urn:sandstream:problem:fork-point"
+FORK_POINT_RUNNING: Final = "urn:sandstream:problem:fork-point-running"
 BUSY_RETRY_AFTER: Final = 2
 """Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
 
@@ -167,6 +173,41 @@ class NoRunningTurnError(ChatError, ProblemError):
 
     def extensions(self) -> dict[str, Any]:
         return {"chatId": self.chat_id}
+
+
+class ForkPointError(ChatError, ProblemError):
+    """A fork's ``messageId`` is not a stored assistant message of the chat: no message
+    of it, or a user message (422)."""
+
+    status: ClassVar[int] = 422
+    type: ClassVar[str] = FORK_POINT
+    title: ClassVar[str] = "Not a fork point"
+
+    def __init__(self, chat_id: str, message_id: str, reason: str) -> None:
+        super().__init__(f"message {message_id!r} {reason}")
+        self.chat_id = chat_id
+        self.message_id = message_id
+
+    def detail(self) -> str:
+        return f"{self}; a fork starts from an assistant message of the chat"
+
+    def extensions(self) -> dict[str, Any]:
+        return {"chatId": self.chat_id, "messageId": self.message_id}
+
+
+class ForkPointRunningError(ForkPointError):
+    """A fork's ``messageId`` is the assistant message of the chat's running turn: it has
+    not settled, so there is nothing to fork from yet (409)."""
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = FORK_POINT_RUNNING
+    title: ClassVar[str] = "Fork point still running"
+
+    def __init__(self, chat_id: str, message_id: str) -> None:
+        super().__init__(chat_id, message_id, "is the answer of the chat's running turn")
+
+    def detail(self) -> str:
+        return f"{self}; fork from it once the turn settles, or from an earlier answer"
 
 
 class StreamTokenError(ChatError, ProblemError):

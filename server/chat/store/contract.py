@@ -10,6 +10,7 @@ and :class:`ChatStore`, all of them.
   push subscriptions, the alerts events record, the outbox's claims and deliveries;
 - :class:`SnapshotStore`: chats' workspace snapshots (their manifests; the blobs are
   the bag's blob store's);
+- :class:`ForkStore`: a new chat from one assistant message of another;
 - :class:`LogMoverTables`: the log mover's tables, handed to it whole.
 
 Each consumer takes the parts it uses: the log mover's settler and its lock-keeping
@@ -66,6 +67,7 @@ __all__ = [
     "ChatStore",
     "DispatchStore",
     "EnvironmentStore",
+    "ForkStore",
     "GrantStore",
     "LogMoverTables",
     "PushAlertStore",
@@ -470,6 +472,28 @@ class GrantStore(Protocol):
         ...
 
 
+class ForkStore(Protocol):
+    """Forks: a new chat from one assistant message of another, so two lines of work go
+    on from one point."""
+
+    async def fork_chat(
+        self, workspace_id: str, chat_id: str, message_id: str, *, now: int
+    ) -> Chat:
+        """In one transaction: a new chat (titled after the source, `` (fork)``) holding
+        copies, under new ids, of the chat's messages up to and including the assistant
+        message ``message_id``, of the bag files they attach, and of the workspace
+        snapshot that message's turn saved (else the newest saved before it, else none):
+        its next turn restores that and replays those. Returns the new chat.
+
+        Raises :class:`~sandstream.server.chat.model.ChatNotFoundError`,
+        :class:`~sandstream.server.chat.model.ForkPointError` (not a message of the
+        chat, or a user message) or
+        :class:`~sandstream.server.chat.model.ForkPointRunningError` (the running
+        turn's), having written nothing.
+        """
+        ...
+
+
 class LogMoverTables(Protocol):
     """The log mover's tables in the chat database."""
 
@@ -491,6 +515,7 @@ class ChatStore(
     PushOutboxStore,
     SnapshotStore,
     GrantStore,
+    ForkStore,
     LogMoverTables,
     Protocol,
 ):

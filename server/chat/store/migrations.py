@@ -133,7 +133,8 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     ``blob`` the bytes type; ``rowid``: add the column that gives their insertion order
     (PostgreSQL; SQLite has its own, which every index holds): per snapshot its chat and
     workspace, the dispatch (and its assistant message) that saved it, its manifest's
-    SHA-256 (the same manifest again from one dispatch is the same snapshot), its files
+    SHA-256 (the same manifest again from one dispatch to one chat is the same snapshot;
+    a fork's copy keeps the dispatch, in another chat), its files
     and their bytes; the manifests by SHA-256, each stored once (an unchanged workspace
     adds a row, not a manifest); and per workspace the blobs one of its sandboxes sent
     (a manifest may list only those: holding a hash is no proof of holding the bytes)."""
@@ -150,7 +151,7 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
         f" files {integer} NOT NULL,"
         f" total_bytes {integer} NOT NULL,"
         f" created_at {integer} NOT NULL,"
-        " UNIQUE (dispatch_id, manifest_sha256))",
+        " UNIQUE (chat_id, dispatch_id, manifest_sha256))",
         "CREATE INDEX chat_snapshots_by_chat ON chat_snapshots "
         + ("(chat_id, rowid)" if rowid else "(chat_id)"),
         "CREATE INDEX chat_snapshots_by_manifest ON chat_snapshots (manifest_sha256)",

@@ -11,7 +11,8 @@
 - :mod:`.push`: push subscriptions, the alerts events record, seen and moot ones;
 - :mod:`.push_claims`: the push outbox's claims and each device's delivery;
 - :mod:`.snapshots`: chats' workspace snapshots, the newest kept;
-- :mod:`.grants`: chats' permission grants.
+- :mod:`.grants`: chats' permission grants;
+- :mod:`.forks`: a new chat from one assistant message of another.
 
 The log mover's tables of the same database are the store's too:
 :mod:`..moved_runs` and :mod:`..leases`.

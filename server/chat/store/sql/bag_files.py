@@ -3,7 +3,8 @@
 A bag file is an upload or a file a run wrote back; its bytes are in the blob store
 (:mod:`..bag`), its name, size, type, hash, owner and ``deleted_at`` here.
 :class:`BagFiles` holds the :class:`~..contract.ChatStore` methods on it; the functions
-are steps :mod:`.turns` shares. Bad input: :class:`~sandstream.server.chat.model.ChatNotFoundError`,
+are steps :mod:`.turns` and :mod:`.forks` share. Bad input:
+:class:`~sandstream.server.chat.model.ChatNotFoundError`,
 :class:`~sandstream.server.chat.model.RunNotFoundError`,
 :class:`~sandstream.server.chat.model.FileNotFoundInBagError`,
 :class:`~sandstream.server.chat.model.AttachmentError`. Cancellation: a call that started runs to
@@ -29,7 +30,13 @@ from ..database import Connection, Database
 from .chats import find_message, load_chat
 from .dispatch import load_agents_run
 
-__all__ = ["BagFiles", "claim_results", "resolve_attachments"]
+__all__ = [
+    "BagFiles",
+    "claim_results",
+    "insert_files",
+    "live_chat_files",
+    "resolve_attachments",
+]
 
 
 def _bag_file(row: Any) -> BagFile:
@@ -117,7 +124,40 @@ def claim_results(conn: Connection, session_id: str, message_id: str) -> list[Ba
     return files
 
 
-def _insert_files(
+def insert_files(
+    conn: Connection, files: Sequence[BagFile], *, deleted_at: int | None = None
+) -> None:
+    """Store the metadata of ``files`` (their blobs are in the blob store already)."""
+    conn.executemany(
+        "INSERT INTO bag_files (id, workspace_id, chat_id, session_id, message_id, name, size, "
+        "content_type, sha256, source, created_at, deleted_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                f.id,
+                f.workspace_id,
+                f.chat_id,
+                f.session_id,
+                f.message_id,
+                f.name,
+                f.size,
+                f.content_type,
+                f.sha256,
+                f.source,
+                f.created_at,
+                deleted_at,
+            )
+            for f in files
+        ],
+    )
+
+
+def live_chat_files(conn: Connection, chat_id: str) -> list[BagFile]:
+    """The chat's files that are not deleted, oldest first."""
+    return _live_files(conn, "chat_id = ?", (chat_id,))
+
+
+def _insert_blobs(
     conn: Connection,
     blobs: Sequence[NewBlob],
     *,
@@ -143,26 +183,7 @@ def _insert_files(
         )
         for blob in blobs
     ]
-    conn.executemany(
-        "INSERT INTO bag_files (id, workspace_id, chat_id, session_id, name, size, content_type, "
-        "sha256, source, created_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                f.id,
-                f.workspace_id,
-                f.chat_id,
-                f.session_id,
-                f.name,
-                f.size,
-                f.content_type,
-                f.sha256,
-                f.source,
-                f.created_at,
-                deleted_at,
-            )
-            for f in files
-        ],
-    )
+    insert_files(conn, files, deleted_at=deleted_at)
     return files
 
 
@@ -176,7 +197,7 @@ class BagFiles:
     ) -> list[BagFile]:
         def run(conn: Connection) -> list[BagFile]:
             load_chat(conn, workspace_id, chat_id)
-            return _insert_files(
+            return _insert_blobs(
                 conn,
                 blobs,
                 workspace_id=workspace_id,
@@ -201,7 +222,7 @@ class BagFiles:
                     "SELECT deleted_at FROM chats WHERE id = ?", (session.chat_id,)
                 ).fetchone()
                 deleted_at = None if row is None else row["deleted_at"]
-            return _insert_files(
+            return _insert_blobs(
                 conn,
                 blobs,
                 workspace_id=session.workspace_id,

@@ -1,7 +1,7 @@
 """The chat store: :class:`SqlChatStore`, the :class:`~..contract.ChatStore` composed
 of one part per concern (:mod:`.chats`, :mod:`.turns`, :mod:`.dispatch`,
 :mod:`.bag_files`, :mod:`.environments`, :mod:`.push`, :mod:`.push_claims`,
-:mod:`.snapshots`, :mod:`.grants`), on either database:
+:mod:`.snapshots`, :mod:`.grants`, :mod:`.forks`), on either database:
 
 - :class:`SQLiteChatStore`: one file, ``chat.sqlite3`` in the data dir, WAL mode; the
   bag's blobs are files beside it (:class:`~..bag.BlobStore`);
@@ -31,6 +31,7 @@ from .bag_files import BagFiles
 from .chats import Chats
 from .dispatch import Dispatches
 from .environments import Environments
+from .forks import Forks
 from .grants import Grants
 from .push import PushNotifications
 from .push_claims import PushClaims
@@ -55,6 +56,7 @@ class SqlChatStore(
     PushClaims,
     Snapshots,
     Grants,
+    Forks,
 ):
     """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there; it
     also gives the bag's blob store and closes (what the code that opens it needs)."""

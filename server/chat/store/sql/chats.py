@@ -2,7 +2,7 @@
 
 :class:`Chats` holds the :class:`~..contract.ChatStore` methods on them; the
 functions are the steps the other modules' transactions share (load a chat, append a
-message, its replay). A message is one row, ``(chat_id, seq)`` ordered, its
+message, its replay, a fork's title). A message is one row, ``(chat_id, seq)`` ordered, its
 ``PersistedMessage`` as JSON and its replay text beside it (docs/chat.md, "Storage").
 A chat's lock columns live on its row; :mod:`.turns` takes, renews and releases the
 lock, this module only reads whether it is held. Deleting a chat soft-deletes it and
@@ -34,6 +34,7 @@ __all__ = [
     "busy",
     "chat_of",
     "find_message",
+    "fork_title",
     "has_message",
     "load_chat",
     "locked",
@@ -56,6 +57,12 @@ def title(text: str) -> str:
     """A chat's title from its first message: one line, at most :data:`TITLE_CHARS`."""
     line = " ".join(text.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def fork_title(source: str | None) -> str:
+    """The title of a fork of the chat titled ``source``: that title, cut as
+    :func:`title` cuts, and `` (fork)``."""
+    return f"{title(source)} (fork)" if source else "(fork)"
 
 
 def locked(row: Any, now: int) -> bool:

@@ -10,8 +10,9 @@ here; ``workspace_blobs`` records which blobs a workspace's sandboxes sent, the 
 ones its snapshots may list. A chat keeps its newest snapshots only: adding one
 deletes the older ones past ``keep`` in the same transaction, and deleting the chat
 deletes them all
-(:mod:`.chats`). :class:`Snapshots` holds the :class:`~..contract.ChatStore` methods
-on it.
+(:mod:`.chats`); a fork of the chat gets its own copy of the row it starts from
+(:func:`copy_snapshot`, :mod:`.forks`), the same manifest. :class:`Snapshots` holds the
+:class:`~..contract.ChatStore` methods on it.
 
 Bad input: :class:`~sandstream.server.chat.model.NoChatError` for a dispatch without a
 chat, :class:`~sandstream.server.chat.model.ChatNotFoundError` for a deleted chat.
@@ -21,7 +22,7 @@ Cancellation: a call that started runs to completion in its worker thread
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -32,7 +33,7 @@ from sandstream.server.chat.model import DispatchRecord, NoChatError, SnapshotRe
 from ..database import Connection, Database
 from .chats import DROP_UNUSED_MANIFESTS, load_chat
 
-__all__ = ["Snapshots"]
+__all__ = ["Snapshots", "copy_snapshot"]
 
 _manifest_decoder: Final = msgspec.json.Decoder(SnapshotManifest)
 _BATCH: Final = 500
@@ -59,6 +60,39 @@ def _snapshot(row: Any) -> SnapshotRecord:
         files=row["files"],
         total_bytes=row["total_bytes"],
         created_at=row["created_at"],
+    )
+
+
+def copy_snapshot(
+    conn: Connection, chat_id: str, seq: int, *, to_chat: str, message_ids: Mapping[str, str]
+) -> None:
+    """Copy to chat ``to_chat`` the snapshot of chat ``chat_id`` its fork from the message
+    at ``seq`` starts with: the newest one saved by the turn of that message, else the
+    newest saved by a turn of an earlier message; its ``assistant_message_id`` becomes
+    that message's copy (``message_ids``: the source's ids to the fork's). Nothing when
+    the chat keeps no such snapshot (none was saved, or only ones it no longer keeps)."""
+    row = conn.execute(
+        "SELECT s.workspace_id, s.dispatch_id, s.assistant_message_id, s.manifest_sha256, "
+        "s.files, s.total_bytes, s.created_at FROM chat_snapshots s JOIN messages m "
+        "ON m.chat_id = s.chat_id AND m.id = s.assistant_message_id "
+        "WHERE s.chat_id = ? AND m.seq <= ? ORDER BY m.seq DESC, s.rowid DESC LIMIT 1",
+        (chat_id, seq),
+    ).fetchone()
+    if row is None:
+        return
+    conn.execute(
+        f"INSERT INTO chat_snapshots ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new_id("snap"),
+            row["workspace_id"],
+            to_chat,
+            row["dispatch_id"],
+            message_ids[row["assistant_message_id"]],
+            row["manifest_sha256"],
+            row["files"],
+            row["total_bytes"],
+            row["created_at"],
+        ),
     )
 
 
@@ -90,8 +124,8 @@ class Snapshots:
         def run(conn: Connection) -> SnapshotRecord:
             load_chat(conn, session.workspace_id, chat_id)
             row = conn.execute(
-                f"{_SELECT} WHERE s.dispatch_id = ? AND s.manifest_sha256 = ?",
-                (session.id, digest),
+                f"{_SELECT} WHERE s.chat_id = ? AND s.dispatch_id = ? AND s.manifest_sha256 = ?",
+                (chat_id, session.id, digest),
             ).fetchone()
             if row is not None:  # this dispatch stored this manifest already
                 return _snapshot(row)
