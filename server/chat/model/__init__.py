@@ -50,6 +50,7 @@ from .errors import (
     UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
+    WorkspaceFileNotFoundError,
 )
 from .ids import new_id, now_ms
 from .records import (
@@ -137,6 +138,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
+    "WorkspaceFileNotFoundError",
     "answer_detail",
     "load_agent_profile",
     "new_id",
