@@ -2,11 +2,11 @@
 log mover (:func:`serve_chat`).
 
 The routes: ``/api/assistant/...`` (the chat turn over SSE, joining, stopping, follow-up,
-the chats API), ``/api/agents/run`` and workflow environments — these with CORS for
-``settings.cors_origins`` —, the sandbox callbacks ``/api/sandbox/{sessionId}/...``
-(the workspace snapshot ones too), and ``GET /healthz`` when no runner serves one.
-Cancellation of :func:`serve_chat`: Hypercorn stops at once; containers are still
-reaped. A configuration that cannot work raises
+the chats API, a chat's workspace), ``/api/agents/run`` and workflow environments —
+these with CORS for ``settings.cors_origins`` —, the sandbox callbacks
+``/api/sandbox/{sessionId}/...`` (the workspace snapshot ones too), and ``GET /healthz``
+when no runner serves one. Cancellation of :func:`serve_chat`: Hypercorn stops at once;
+containers are still reaped. A configuration that cannot work raises
 :class:`~sandstream.server.chat.model.ChatConfigError` before anything listens.
 """
 
@@ -36,6 +36,7 @@ from sandstream.server.chat.api import (
     snapshots_blueprint,
     stream_blueprint,
     ui_blueprint,
+    workspace_blueprint,
 )
 from sandstream.server.http import SHUTTING_DOWN, json_response, problem, serve
 from sandstream.server.runner import TurnAwareHTTPConnection
@@ -92,6 +93,7 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
     api = (
         chat_blueprint,
         stream_blueprint,
+        workspace_blueprint,
         ui_blueprint,
         agents_blueprint,
         push_blueprint,

@@ -60,6 +60,7 @@ WAIT_MS: Final = int(DEADLINE * 1000)
 """Playwright's deadline for any single wait, in ms."""
 
 REPORT = "# Report\n\nWritten by the agent.\n"
+PLAN = "# Plan\n\n1. Keep this file in the work dir.\n"
 LIST_FILES = ScriptedStep(tool="list_files", args={"path": "."})
 ANSWER = "**Done**: {prompt}\n\n- listed the work dir\n- wrote `output/report.md`"
 ASKED = "**Ran** it <img src=x onerror=alert(1)> as you allowed, one word at a time: {prompt}"
@@ -76,9 +77,10 @@ def web_plans() -> AgentProfile:
     in Markdown. ``fail``: a failing step (a missing file) ends the turn with an error.
     ``long``: a step whose result is over the 16 KiB display bound. ``cat``: print
     the attached ``notes.txt``. ``slow``: a step, then a tool sleeping 300 s.
-    ``nap``: a step, then a tool sleeping 5 s. ``ask``: reasons, asks before a shell
-    step, then streams its answer (Markdown-looking, with markup to escape) a word
-    every 0.2 s.
+    ``nap``: a step, then a tool sleeping 5 s. ``keep``: write ``src/plan.md`` in the
+    work dir (saved with the chat's workspace, not written back). ``ask``: reasons,
+    asks before a shell step, then streams its answer (Markdown-looking, with markup
+    to escape) a word every 0.2 s.
     """
     template = ConfigResponse(agent=_plan(LIST_FILES, write_step("output/report.md", REPORT)))
     return PlanByPrompt(
@@ -93,6 +95,7 @@ def web_plans() -> AgentProfile:
             "cat": _plan(shell("cat attachments/notes.txt"), message="read the notes"),
             "slow": _plan(LIST_FILES, shell("sleep 300"), message="slept"),
             "nap": _plan(LIST_FILES, shell("sleep 5"), message="napped: {prompt}"),
+            "keep": _plan(write_step("src/plan.md", PLAN), message="kept: {prompt}"),
             "ask": _plan(
                 ScriptedStep(tool="run_shell", args={"command": "echo asked"}, ask=True),
                 message=ASKED,

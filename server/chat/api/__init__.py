@@ -3,12 +3,13 @@
 - :mod:`.chat` — the Assistant API (turn, join, stop, follow-up, chats, files);
   :mod:`.ui_stream` — the same turn as the AI SDK's UI message stream;
   :mod:`.agents` — the Agents block and workflow environments;
+  :mod:`.workspace` — a chat's workspace (its latest snapshot's work dir) and its files;
   :mod:`.callbacks` — the sandbox callbacks (one-time tokens); :mod:`.snapshots` —
   the sandbox's workspace snapshot callbacks;
 - :mod:`.guard` (the service, the API-token check, a one-time token's check),
   :mod:`.bodies` (request bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the
   blob store), :mod:`.blob_packs` (blob packs into and out of the blob store),
-  :mod:`.downloads` (a bag file's bytes).
+  :mod:`.downloads` (a blob's bytes as a download).
 
 A chat error a route lets out answers for itself (:mod:`~sandstream.server.chat.model.errors`).
 """
@@ -23,6 +24,7 @@ from .multipart import PART_OVERHEAD
 from .push import push_ack_blueprint, push_blueprint
 from .snapshots import largest_snapshot_body, snapshots_blueprint
 from .ui_stream import ui_blueprint
+from .workspace import workspace_blueprint
 
 __all__: list[str] = [
     "CHAT_EXTENSION",
@@ -39,4 +41,5 @@ __all__: list[str] = [
     "snapshots_blueprint",
     "stream_blueprint",
     "ui_blueprint",
+    "workspace_blueprint",
 ]

@@ -1,4 +1,5 @@
-"""Serving a bag file's bytes: a streaming body read in worker threads.
+"""Serving a blob's bytes as a file download (a bag file, a file of a chat's workspace):
+a streaming body read in worker threads.
 
 :class:`FileBody` streams a blob (:meth:`~..store.bag.BlobStore.read`, each read in
 a worker thread) and closes its reader in ``__aexit__`` (also when the client leaves
@@ -20,7 +21,7 @@ from quart.wrappers.response import ResponseBody
 from sandstream.server.chat.model import BagFile, FileNotFoundInBagError
 from sandstream.server.chat.store import BlobStore
 
-__all__ = ["FileBody", "file_response"]
+__all__ = ["FileBody", "blob_download", "file_response"]
 
 
 class FileBody(ResponseBody):
@@ -59,13 +60,27 @@ async def file_response(bag_file: BagFile, blobs: BlobStore) -> Response:
     FileNotFoundInBagError if its blob is missing."""
     if not await blobs.exists(bag_file.sha256):
         raise FileNotFoundInBagError(bag_file.id)
-    body = FileBody(blobs.read(bag_file.sha256))
-    response = Response(body, status=200, content_type=bag_file.content_type)
-    response.headers["Content-Length"] = str(bag_file.size)
-    response.headers["Content-Disposition"] = _disposition(bag_file.name)
+    return blob_download(
+        blobs,
+        sha256=bag_file.sha256,
+        size=bag_file.size,
+        name=bag_file.name,
+        content_type=bag_file.content_type,
+    )
+
+
+def blob_download(
+    blobs: BlobStore, *, sha256: str, size: int, name: str, content_type: str
+) -> Response:
+    """The download response for the stored blob ``sha256`` (``size`` bytes) as the
+    file ``name`` (its last path component names the download), ETag its SHA-256."""
+    body = FileBody(blobs.read(sha256))
+    response = Response(body, status=200, content_type=content_type)
+    response.headers["Content-Length"] = str(size)
+    response.headers["Content-Disposition"] = _disposition(name)
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
     response.headers["Cache-Control"] = "private, no-store"
-    response.headers["ETag"] = f'"{bag_file.sha256}"'
+    response.headers["ETag"] = f'"{sha256}"'
     response.timeout = None
     return response

@@ -52,6 +52,7 @@ from .errors import (
     UnsupportedMediaTypeError,
     UploadError,
     UploadTooLargeError,
+    WorkspaceFileNotFoundError,
 )
 from .ids import new_id, now_ms
 from .records import (
@@ -141,6 +142,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
+    "WorkspaceFileNotFoundError",
     "answer_detail",
     "load_agent_profile",
     "new_id",

@@ -62,6 +62,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UploadError",
     "UploadTooLargeError",
+    "WorkspaceFileNotFoundError",
 ]
 
 CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
@@ -274,6 +275,22 @@ class GrantNotFoundError(ChatError, ProblemError):
 
     def extensions(self) -> dict[str, Any]:
         return {"grantId": self.grant_id}
+
+
+class WorkspaceFileNotFoundError(ChatError, ProblemError):
+    """No regular file at this path of the work dir in the chat's latest workspace
+    snapshot (none there, a directory or a link, or the chat has no snapshot) (404)."""
+
+    status: ClassVar[int] = 404
+    type: ClassVar[str] = NOT_FOUND
+    title: ClassVar[str] = "File not found"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"no file {path!r} in the chat's workspace")
+        self.path = path
+
+    def extensions(self) -> dict[str, Any]:
+        return {"path": self.path}
 
 
 class RunNotFoundError(ChatError, ProblemError):

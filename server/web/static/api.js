@@ -12,6 +12,9 @@ export const ROUTES = {
   chat: (chatId) => `/api/assistant/chats/${enc(chatId)}`,
   files: (chatId) => `/api/assistant/chats/${enc(chatId)}/files`,
   file: (chatId, fileId) => `/api/assistant/chats/${enc(chatId)}/files/${enc(fileId)}`,
+  // The chat's workspace: the work dir its latest turn left, and one of its files.
+  workspace: (chatId) => `/api/assistant/chats/${enc(chatId)}/workspace`,
+  workspaceFile: (chatId) => `/api/assistant/chats/${enc(chatId)}/workspace/file`,
   turn: () => "/api/assistant/chat/stream",
   // A running turn: join it (after a frame id), stop it, send its agent a message.
   join: (chatId) => `/api/assistant/chats/${enc(chatId)}/stream`,
@@ -84,6 +87,15 @@ export class Api {
 
   async download(chatId, fileId) {
     return (await this.request("GET", ROUTES.file(chatId, fileId))).blob();
+  }
+
+  /** The chat's workspace: {snapshotId, createdAt, messageId, files} (snapshotId null: none yet). */
+  getWorkspace(chatId) {
+    return this.json("GET", ROUTES.workspace(chatId));
+  }
+
+  async downloadWorkspaceFile(chatId, path) {
+    return (await this.request("GET", ROUTES.workspaceFile(chatId), { query: { path } })).blob();
   }
 
   /**

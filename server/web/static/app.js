@@ -10,12 +10,14 @@
 // interrupts it (POST …/interrupt), and a message sent while it runs goes to its
 // agent (POST …/messages). Its text streams in as it is written; a permission request
 // shows a card whose buttons answer it (POST …/permissions/{requestId}); every viewer
-// sees the outcome when the request's resolved line arrives.
+// sees the outcome when the request's resolved line arrives. The Files panel shows
+// the chat's workspace (workspace.js), drawn when the chat opens and when its turn ends.
 
 import { Api, ApiError, readFrames } from "./api.js";
 import { LiveTurn } from "./fold.js";
 import { setUpNotifyToggle } from "./notify.js";
 import { formatSize, renderMessage } from "./render.js";
+import { drawWorkspace } from "./workspace.js";
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "sandstream.token";
@@ -129,6 +131,11 @@ $("toggle-chats").addEventListener("click", () => {
   $("toggle-chats").setAttribute("aria-expanded", String(open));
 });
 
+$("toggle-files").addEventListener("click", () => {
+  const open = document.body.classList.toggle("files-open");
+  $("toggle-files").setAttribute("aria-expanded", String(open));
+});
+
 // -- the thread ---------------------------------------------------------------------------
 
 function fileChip(file) {
@@ -144,22 +151,32 @@ function fileChip(file) {
   size.className = "chip-size";
   size.textContent = formatSize(file.size);
   button.append(name, size);
-  button.addEventListener("click", () => download(file));
+  button.addEventListener("click", () => download(file.name, () => state.api.download(state.chatId, file.id)));
   return button;
 }
 
-async function download(file) {
+/** Save the blob `fetchBlob()` gives as the file `name` (its last path component). */
+async function download(name, fetchBlob) {
   try {
-    const blob = await state.api.download(state.chatId, file.id);
+    const blob = await fetchBlob();
     const url = URL.createObjectURL(blob);
     const anchor = document.createElement("a");
     anchor.href = url;
-    anchor.download = file.name.split("/").pop();
+    anchor.download = name.split("/").pop();
     anchor.click();
     setTimeout(() => URL.revokeObjectURL(url), 60_000);
   } catch (error) {
     fail(error);
   }
+}
+
+/** Draw the Files panel: the workspace of `chatId` (none for a new chat). */
+async function refreshWorkspace(chatId) {
+  const listing = chatId ? await state.api.getWorkspace(chatId) : null;
+  if (state.chatId !== chatId) return; // another chat was opened meanwhile
+  drawWorkspace($("workspace-files"), $("workspace-empty"), listing, (file) =>
+    download(file.path, () => state.api.downloadWorkspaceFile(chatId, file.path)),
+  );
 }
 
 function render(message) {
@@ -175,6 +192,7 @@ function openNewChat() {
   say("");
   updateControls();
   markCurrentChat();
+  refreshWorkspace(null);
 }
 
 function markCurrentChat() {
@@ -207,6 +225,7 @@ async function openChat(chatId) {
   const shown = chat.messages.filter((message) => !(live && message.id === live));
   $("messages").replaceChildren(...shown.map(render));
   showGrants(chatId).catch(fail);
+  refreshWorkspace(chatId).catch(fail);
   if (turn) {
     $("messages").append(turn.element);
   } else if (chat.activeMessageId) {
@@ -332,7 +351,10 @@ async function follow(turn, open) {
     announce("turn-ended", turn.chatId);
     updateControls();
     await refreshChats().catch(fail);
-    if (state.chatId === turn.chatId) await showGrants(turn.chatId).catch(fail);
+    if (state.chatId === turn.chatId) {
+      await showGrants(turn.chatId).catch(fail);
+      await refreshWorkspace(turn.chatId).catch(fail);
+    }
   }
 }
 

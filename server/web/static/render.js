@@ -119,6 +119,8 @@ function renderStep(step, output) {
     el("span", { class: "step-name" }, step.name),
     el("span", { class: "step-status" }, step.status),
   );
+  const note = stepNote(step, output);
+  if (note) summary.append(el("span", { class: "step-note" }, note));
   if (step.durationMs !== undefined && step.durationMs !== null) {
     summary.append(el("span", { class: "step-duration" }, formatDuration(step.durationMs)));
   }
@@ -132,6 +134,22 @@ function renderStep(step, output) {
     details.append(el("p", { class: "step-omitted" }, `${formatSize(step.omittedBytes)} of later output not kept`));
   }
   return el("li", { class: `step step-${step.status}`, "data-step-id": step.id }, details);
+}
+
+/**
+ * What a step did, in words, for the steps that say it in their result: an acp turn's
+ * `agent_session` (result {way, continued}) went on with the agent's own session from
+ * the chat's last turn, or opened a new one (after the ways of going on failed, if
+ * its args.ways tried any).
+ */
+function stepNote(step, output) {
+  if (step.name !== "agent_session") return "";
+  if (step.status === "running") return "Opening its session…";
+  const result = output && !output.truncated ? output.output : null;
+  if (step.status !== "succeeded" || !result || typeof result !== "object") return "";
+  if (result.continued) return `Continued its session (${result.way})`;
+  const tried = Array.isArray(step.args?.ways) ? step.args.ways.filter((way) => way !== result.way) : [];
+  return tried.length ? `New session (${tried.join(", ")} did not work)` : "New session";
 }
 
 /** A permission request: its question, then its buttons while pending, else its outcome. */
