@@ -26,7 +26,7 @@ MAKE = (
 LOOK = "cat link; stat -c %a src/f.py; ls output; wc -l < ticks; sleep 0.1; wc -l < ticks; pwd"
 
 
-def _stdout(run: TurnRun) -> str:
+def stdout(run: TurnRun) -> str:
     step = run.folded().steps[-1]
     assert step.status == "succeeded" and step.result is not None, step
     result: dict[str, Any] = msgspec.json.decode(step.result)
@@ -52,7 +52,7 @@ async def test_the_next_turn_finds_the_work_dir_the_last_one_left(
 
     second = await server.turn("look at it", chat_id=first.chat_id)
     assert second.kinds[-2:] == ["result", "done"], second.body[-800:]
-    out = _stdout(second).splitlines()
+    out = stdout(second).splitlines()
     assert out[:3] == ["def f():", "    return 1", "750"]
     # the writer was ended before the snapshot (which it would have torn): its file is
     # whole, and nothing writes it any more
@@ -76,4 +76,23 @@ async def test_a_new_chat_starts_with_an_empty_workspace(
     server = await start_chat_server(nursery, tmp_path, agent=agent)
     assert (await server.turn("make it")).kinds[-2:] == ["result", "done"]
     other = await server.turn("look elsewhere")
-    assert _stdout(other).split() == ["output"]
+    assert stdout(other).split() == ["output"]
+
+
+CHANGE = "cat src/f.py; echo '    # changed' >> src/f.py"
+
+
+async def test_the_workspace_outlives_a_restart(nursery: trio.Nursery, tmp_path: Path) -> None:
+    agent = plans(
+        make=ScriptedAgent(steps=[shell(MAKE)], message="made"),
+        change=ScriptedAgent(steps=[shell(CHANGE)], message="changed"),
+    )
+    data_dir = tmp_path / "data"
+    first = await start_chat_server(nursery, data_dir, agent=agent)
+    made = await first.turn("make it")
+    assert made.kinds[-2:] == ["result", "done"], made.body[-800:]
+    await first.shutdown()
+    again = await start_chat_server(nursery, data_dir, agent=agent)
+    changed = await again.turn("change it", chat_id=made.chat_id)
+    assert changed.kinds[-2:] == ["result", "done"], changed.body[-800:]
+    assert stdout(changed).splitlines() == ["def f():", "    return 1"]
