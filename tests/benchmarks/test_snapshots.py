@@ -46,6 +46,7 @@ def test_the_benchmark_reports_its_figures_and_restores_the_workspace() -> None:
     assert result["save"]["edited"]["blobs_sent"] == result["files_edited"] == 2
     restore = result["restore"]
     assert restore["verified"] is True
+    assert restore["compared_paths"] == sum(workspace[key] for key in ("files", "folders", "links"))
     assert restore["snapshot"]["p50_ms"] > 0 and restore["tar"]["p50_ms"] > 0
     stored = result["stored"]
     manifest = stored["manifest_json_bytes"]
