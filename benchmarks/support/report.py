@@ -61,6 +61,8 @@ def goal_line(
 def _number(value: float, unit: str) -> str:
     if unit in ("", "x"):
         return f"{value:.2f}{unit}"
+    if unit == "%":
+        return f"{value:.2f}%"
     if unit == "ms":
         return f"{value:,.2f} ms"
     return f"{value:,.0f} {unit}"

@@ -15,6 +15,7 @@ from benchmarks.chat.load import PUBLISHED as CHAT_LOAD
 from benchmarks.chat.run import PUBLISHED as CHAT
 from benchmarks.core.run import PUBLISHED_VS_CEILING, PUBLISHED_VS_NAIVE
 from benchmarks.runner.run import PUBLISHED_RATIO
+from benchmarks.snapshots.run import PUBLISHED as SNAPSHOTS
 from benchmarks.support.report import DOCS, Published
 from benchmarks.teardown.run import PUBLISHED_P99
 
@@ -23,6 +24,7 @@ PAGE = (ROOT / DOCS).read_text()
 ALL = {
     **{f"chat {key}": figure for key, figure in CHAT.items()},
     **{f"chat load {key}": figure for key, figure in CHAT_LOAD.items()},
+    **{f"snapshots {key}": figure for key, figure in SNAPSHOTS.items()},
     "core vs naive": PUBLISHED_VS_NAIVE,
     "core vs ceiling": PUBLISHED_VS_CEILING,
     "runner ratio": PUBLISHED_RATIO,
