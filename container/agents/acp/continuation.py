@@ -7,6 +7,11 @@ chat that changes agents starts the new one afresh. The next turn tries the rung
 ``session/load`` if it advertises that (the history it replays is not the turn's: the
 caller drops it), else ``session/new`` with the conversation so far as a text preamble.
 
+Some agents write their session to disk after they answered the prompt (Claude Code
+appends the turn's last messages to its transcript a moment later):
+:func:`wait_until_written` waits, boundedly, until nothing in the agent's home has
+changed for a while, before the agent is ended and its home saved.
+
 Bad input: a session file that is not this module's (unreadable, malformed, another
 agent's) is no session: the turn starts a new one. Nothing here talks to the agent.
 """
@@ -15,13 +20,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
+import trio
 from acp.schema import InitializeResponse
 
-__all__ = ["SESSION_FILE", "Rung", "read_session", "remember_session", "rungs"]
+__all__ = [
+    "SESSION_FILE",
+    "Rung",
+    "read_session",
+    "remember_session",
+    "rungs",
+    "wait_until_written",
+]
 
 SESSION_FILE: Final = Path(".sandstream") / "acp-session.json"
 """Where, under the agent's home, its session id is kept."""
@@ -76,3 +90,25 @@ def rungs(init: InitializeResponse, session_id: str | None) -> list[Rung]:
         if capabilities.load_session:
             found.append("load")
     return [*found, "new"]
+
+
+async def wait_until_written(home: Path, *, quiet: float = 0.3, limit: float = 3.0) -> None:
+    """Return once no file under ``home`` has changed for ``quiet`` seconds, or after
+    ``limit`` seconds whatever happens (the walk in a worker thread)."""
+    with trio.move_on_after(limit):
+        while True:
+            newest = await trio.to_thread.run_sync(_newest_change, home)
+            still = quiet - (time.time() - newest)
+            if still <= 0:
+                return
+            await trio.sleep(still)
+
+
+def _newest_change(root: Path) -> float:
+    """The newest modification time (epoch s) of anything under ``root`` (0: none)."""
+    newest = 0.0
+    for folder, _, names in os.walk(root):
+        for name in (".", *names):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(folder, name)).st_mtime)
+    return newest

@@ -25,6 +25,7 @@ from sandstream.core import AcpAgent
 from ...context import RunContext
 from ...errors import AgentError, ContainerError
 from .connection import open_connection
+from .continuation import wait_until_written
 from .errors import AgentExitedError
 from .presets import prepare
 from .process import agent_process
@@ -109,6 +110,8 @@ async def run_acp(ctx: RunContext) -> str:
                     async with open_connection(process.stdin, process.stdout, session) as rpc:
                         try:
                             message = await session.run(rpc)
+                            if ctx.config.snapshot_max_bytes:  # its home is saved next
+                                await wait_until_written(home)
                         except (ContainerError, TurnCancelled) as exc:
                             failure = exc
                 turn_over.set()

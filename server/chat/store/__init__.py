@@ -21,7 +21,7 @@ from .contract import (
 from .database import Database
 from .leases import DatabaseLease, ttl_ms
 from .moved_runs import Batch, MovedChunks
-from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore
+from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore, stored_manifest
 
 __all__: list[str] = [
     "Batch",
@@ -45,5 +45,6 @@ __all__: list[str] = [
     "TurnStore",
     "content_type_for",
     "sanitize_name",
+    "stored_manifest",
     "ttl_ms",
 ]

@@ -20,6 +20,7 @@ The log mover's tables of the same database are the store's too:
 
 from .chat_store import DATABASE_NAME, PostgresChatStore, SqlChatStore, SQLiteChatStore
 from .chats import TITLE_CHARS
+from .snapshots import stored_manifest
 from .turns import TURN_LOST
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "PostgresChatStore",
     "SQLiteChatStore",
     "SqlChatStore",
+    "stored_manifest",
 ]

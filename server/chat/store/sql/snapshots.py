@@ -2,9 +2,9 @@
 
 A snapshot is what a chat turn's sandbox saved of its work dir and agent home for the
 chat's next turn: its manifest (:class:`~sandstream.core.SnapshotManifest`, stored once
-as its canonical JSON by that JSON's SHA-256 in ``snapshot_manifests``, so an unchanged
-workspace adds a row and no manifest; dropped once no snapshot holds it) and where it
-came from. The files' bytes
+as its canonical JSON, zlib-compressed, by that JSON's SHA-256 in
+``snapshot_manifests``, so an unchanged workspace adds a row and no manifest; dropped
+once no snapshot holds it) and where it came from. The files' bytes
 are blobs of the bag's blob store (:mod:`..bag`), by SHA-256, and are never deleted
 here; ``workspace_blobs`` records which blobs a workspace's sandboxes sent, the only
 ones its snapshots may list. A chat keeps its newest snapshots only: adding one
@@ -22,6 +22,7 @@ Cancellation: a call that started runs to completion in its worker thread
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
@@ -36,6 +37,19 @@ from .chats import DROP_UNUSED_MANIFESTS, load_chat
 __all__ = ["Snapshots", "copy_snapshot"]
 
 _manifest_decoder: Final = msgspec.json.Decoder(SnapshotManifest)
+_MANIFEST_LEVEL: Final = 6
+"""zlib's level for a stored manifest (its JSON is mostly paths and hex: about 4.5x)."""
+
+
+def stored_manifest(manifest: SnapshotManifest) -> bytes:
+    """``manifest`` as ``snapshot_manifests`` keeps it: its JSON, zlib-compressed."""
+    return zlib.compress(msgspec.json.encode(manifest), _MANIFEST_LEVEL)
+
+
+def _manifest(stored: bytes) -> SnapshotManifest:
+    return _manifest_decoder.decode(zlib.decompress(stored))
+
+
 _BATCH: Final = 500
 """Hashes asked in one ``IN (...)``: below SQLite's bound on a statement's parameters."""
 _COLUMNS: Final = (
@@ -56,7 +70,7 @@ def _snapshot(row: Any) -> SnapshotRecord:
         chat_id=row["chat_id"],
         dispatch_id=row["dispatch_id"],
         assistant_message_id=row["assistant_message_id"],
-        manifest=_manifest_decoder.decode(row["manifest"]),
+        manifest=_manifest(bytes(row["manifest"])),
         files=row["files"],
         total_bytes=row["total_bytes"],
         created_at=row["created_at"],
@@ -107,7 +121,7 @@ class Snapshots:
         chat_id = session.chat_id
         if chat_id is None:
             raise NoChatError(session.id)
-        body = msgspec.json.encode(manifest)
+        body = stored_manifest(manifest)
         snapshot = SnapshotRecord(
             id=new_id("snap"),
             workspace_id=session.workspace_id,
@@ -180,7 +194,7 @@ class Snapshots:
                 "WHERE s.chat_id = ? AND s.workspace_id = ?",
                 (chat_id, workspace_id),
             ):
-                kept |= _manifest_decoder.decode(row[0]).hashes()
+                kept |= _manifest(bytes(row[0])).hashes()
             return [sha256 for sha256 in dict.fromkeys(hashes) if sha256 not in kept]
 
         return await self.db.read(run)
