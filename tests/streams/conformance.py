@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -75,14 +77,25 @@ class SuiteRun:
         return "\n".join(lines)
 
 
-async def run_suite(node: Path, url: str, *, report: Path, token: str | None = None) -> SuiteRun:
-    """The suite against the server at ``url`` (``token``: its bearer token)."""
+async def run_suite(
+    node: Path,
+    url: str,
+    *,
+    report: Path,
+    token: str | None = None,
+    only: Sequence[str] = (),
+) -> SuiteRun:
+    """The suite against the server at ``url`` (``token``: its bearer token); with
+    ``only``, just the cases of those names."""
     env = {**os.environ, "DURABLE_STREAMS_URL": url, "NO_COLOR": "1"}
     env.pop("DURABLE_STREAMS_TOKEN", None)
     if token is not None:
         env["DURABLE_STREAMS_TOKEN"] = token
     argv = [str(node), str(_VITEST), "run", "--config", str(_CONFIG)]
     argv += ["--reporter=json", f"--outputFile={report}"]
+    if only:
+        titles = sorted({name.rpartition(" > ")[2] for name in only})
+        argv.append("--testNamePattern=(" + "|".join(map(re.escape, titles)) + ")$")
     started = time.monotonic()
     with trio.fail_after(_DEADLINE):
         done = await trio.run_process(
