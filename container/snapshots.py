@@ -80,32 +80,73 @@ async def take_snapshot(roots: Mapping[str, Path], *, max_bytes: int) -> TakenSn
 
 async def pack_blobs(taken: TakenSnapshot, hashes: Iterable[str]) -> AsyncIterator[bytes]:
     """The blob pack of ``hashes`` (each once, in their order), read from ``taken``'s
-    files in pieces; :class:`~.errors.SnapshotError` for a hash it does not hold,
+    files: small files many at a time, a large one in pieces (each read in a worker
+    thread); :class:`~.errors.SnapshotError` for a hash it does not hold,
     :class:`~.errors.SnapshotChangedError` for a file whose bytes changed since."""
     sizes = {entry.sha256: entry.size for entry in taken.manifest.files}
     wanted = list(dict.fromkeys(hashes))
     unknown = [sha256 for sha256 in wanted if sha256 not in taken.paths]
     if unknown:
         raise SnapshotError(f"{len(unknown)} blob(s) asked for are not in the snapshot")
+    batch: list[tuple[str, Path, int]] = []
+    batched = 0
     for sha256 in wanted:
         path, size = taken.paths[sha256], sizes[sha256]
-        fd = await _reread(path, os.open, path, _READ_FLAGS)
-        try:
-            yield blob_header(sha256, size)
-            digest = hashlib.sha256()
-            left = size
-            while left:
-                piece = await _reread(path, os.read, fd, min(PIECE_BYTES, left))
-                if not piece:
-                    raise SnapshotChangedError(f"{path} is shorter than when it was hashed")
-                digest.update(piece)
-                left -= len(piece)
+        if size < PIECE_BYTES:
+            batch.append((sha256, path, size))
+            batched += size
+            if batched < PIECE_BYTES:
+                continue
+        if batch:
+            yield await trio.to_thread.run_sync(_read_small, batch)
+            batch, batched = [], 0
+        if size >= PIECE_BYTES:
+            async for piece in _read_large(sha256, path, size):
                 yield piece
-            longer = await _reread(path, os.read, fd, 1)
-        finally:
-            os.close(fd)
-        if longer or digest.hexdigest() != sha256:
+    if batch:
+        yield await trio.to_thread.run_sync(_read_small, batch)
+
+
+def _read_small(batch: list[tuple[str, Path, int]]) -> bytes:
+    """The pack entries (header and bytes) of the small files of ``batch``, each read
+    whole and checked."""
+    out = bytearray()
+    for sha256, path, size in batch:
+        try:
+            fd = os.open(path, _READ_FLAGS)
+            try:
+                data = os.read(fd, size + 1)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _gone(path, exc) from exc
+        if len(data) != size or hashlib.sha256(data).hexdigest() != sha256:
             raise SnapshotChangedError(f"{path} changed since it was hashed")
+        out += blob_header(sha256, size)
+        out += data
+    return bytes(out)
+
+
+async def _read_large(sha256: str, path: Path, size: int) -> AsyncIterator[bytes]:
+    """The pack entry of one large file: its header, then its bytes piece by piece,
+    checked at the end."""
+    fd = await _reread(path, os.open, path, _READ_FLAGS)
+    try:
+        yield blob_header(sha256, size)
+        digest = hashlib.sha256()
+        left = size
+        while left:
+            piece = await _reread(path, os.read, fd, min(PIECE_BYTES, left))
+            if not piece:
+                raise SnapshotChangedError(f"{path} is shorter than when it was hashed")
+            digest.update(piece)
+            left -= len(piece)
+            yield piece
+        longer = await _reread(path, os.read, fd, 1)
+    finally:
+        os.close(fd)
+    if longer or digest.hexdigest() != sha256:
+        raise SnapshotChangedError(f"{path} changed since it was hashed")
 
 
 async def _reread(path: Path, call: Callable[[*Ts], T], *args: *Ts) -> T:
@@ -113,7 +154,11 @@ async def _reread(path: Path, call: Callable[[*Ts], T], *args: *Ts) -> T:
     try:
         return await trio.to_thread.run_sync(call, *args)
     except OSError as exc:
-        raise SnapshotChangedError(f"{path} can no longer be read: {exc.strerror}") from exc
+        raise _gone(path, exc) from exc
+
+
+def _gone(path: Path, exc: OSError) -> SnapshotChangedError:
+    return SnapshotChangedError(f"{path} can no longer be read: {exc.strerror}")
 
 
 def _take(roots: dict[str, Path], max_bytes: int) -> TakenSnapshot:

@@ -9,6 +9,7 @@ the stored message is the live fold; an interrupt mid-tool leaves no process.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,20 +68,29 @@ def _client(served: ServeProcess, tmp_path: Path) -> httpx.AsyncClient:
     return client
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
-    nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
-) -> None:
-    model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
-    served = await _serve(nursery, tmp_path, _config(preset, model), model)
-    body = {"workspaceId": WORKSPACE, "message": "Write the file"}
-    async with (
-        _client(served, tmp_path) as client,
-        client.stream("POST", "/api/assistant/chat/stream", json=body) as response,
-    ):
-        assert response.status_code == 200
+@dataclass(frozen=True)
+class _Turn:
+    """A chat turn run to its end: its chat, its events, the permission request it
+    answered ``once`` (``None`` if the agent asked none) and the chat as stored after."""
+
+    chat_id: str
+    events: list[ServerSentEvent]
+    asked: dict[str, Any] | None
+    chat: dict[str, Any]
+
+
+async def _turn(
+    client: httpx.AsyncClient, preset: AcpPreset, message: str, chat_id: str | None = None
+) -> _Turn:
+    """One chat turn to its end, answering ``once`` when asked, and the chat settled."""
+    body = {"workspaceId": WORKSPACE, "message": message}
+    if chat_id is not None:
+        body["chatId"] = chat_id
+    asked = None
+    async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
+        assert response.status_code == 200, await response.aread()
         reader = EventReader(response)
-        chat_id = _data(await reader.until(lambda e: e.event == "start"))["chatId"]
+        chat_id = str(_data(await reader.until(lambda e: e.event == "start"))["chatId"])
         with trio.fail_after(DEADLINE):
             if preset in ASKING:
                 asked = _data(await reader.until(_pending))
@@ -91,15 +101,31 @@ async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
                 )
                 assert answer.status_code == 200, answer.text
             await reader.until(lambda e: e.event == "done")
-        chat = await client.get(f"/api/assistant/chats/{chat_id}", params=PARAMS)
-        for _ in range(int(DEADLINE / 0.1)):
-            if "activeMessageId" not in chat.json():
-                break
+    with trio.fail_after(DEADLINE):
+        while "activeMessageId" in (chat := await _chat(client, chat_id)):
             await trio.sleep(0.1)
-            chat = await client.get(f"/api/assistant/chats/{chat_id}", params=PARAMS)
-    events = reader.events
-    kinds = [e.event for e in events]
+    kinds = [e.event for e in reader.events]
     assert kinds[-2:] == ["result", "done"], kinds
+    return _Turn(chat_id, reader.events, asked, chat)
+
+
+async def _chat(client: httpx.AsyncClient, chat_id: str) -> dict[str, Any]:
+    response = await client.get(f"/api/assistant/chats/{chat_id}", params=PARAMS)
+    assert response.status_code == 200, response.text
+    chat: dict[str, Any] = response.json()
+    return chat
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
+    nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
+) -> None:
+    model = await start_model_server(nursery, ModelScript(command=WRITE, text=TEXT))
+    served = await _serve(nursery, tmp_path, _config(preset, model), model)
+    async with _client(served, tmp_path) as client:
+        turn = await _turn(client, preset, "Write the file")
+    events, asked, chat = turn.events, turn.asked, turn.chat
+    kinds = [e.event for e in events]
     [result] = [_data(e) for e in events if e.event == "result"]
     assert result["message"].endswith("".join(TEXT))
     text = [_data(e) for e in events if e.event == "delta" and _data(e)["kind"] == "text"]
@@ -112,6 +138,7 @@ async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
         assert "hello-from-tool" in msgspec.json.encode(done[-1]).decode()
     assert any("hello-from-tool" in r for r in model.tool_results())
     if preset in ASKING:
+        assert asked is not None
         resolved = [_data(e) for e in events if e.event == "permission"][-1]
         assert (resolved["id"], resolved["status"], resolved["reply"]) == (
             asked["id"],
@@ -119,7 +146,7 @@ async def test_a_chat_turn_streams_live_text_and_takes_an_answer(
             "once",
         )
         assert asked["step"] == steps[0]["id"]
-    stored = chat.json()["messages"][-1]
+    stored = chat["messages"][-1]
     assert stored["status"] == "complete"
     assert stored == persisted_form(events, stored)
     assert [b for b in stored["content"] if b["type"] == "text"] == [
@@ -181,39 +208,6 @@ first, but for Gemini CLI, which answers ``session/load`` of a session of its re
 home ``-32603 Internal error``: the turn falls to a new session with the preamble."""
 
 
-async def _turn(
-    client: httpx.AsyncClient, preset: AcpPreset, message: str, chat_id: str | None = None
-) -> tuple[str, list[ServerSentEvent]]:
-    """One chat turn to its end (answering ``once`` when asked): its chat and events."""
-    body = {"workspaceId": WORKSPACE, "message": message}
-    if chat_id is not None:
-        body["chatId"] = chat_id
-    async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
-        assert response.status_code == 200, await response.aread()
-        reader = EventReader(response)
-        chat_id = _data(await reader.until(lambda e: e.event == "start"))["chatId"]
-        with trio.fail_after(DEADLINE):
-            if preset in ASKING:
-                asked = _data(await reader.until(_pending))
-                answer = await client.post(
-                    f"/api/assistant/chats/{chat_id}/permissions/{asked['id']}",
-                    params=PARAMS,
-                    json={"reply": "once"},
-                )
-                assert answer.status_code == 200, answer.text
-            await reader.until(lambda e: e.event == "done")
-    with trio.fail_after(DEADLINE):
-        while (
-            "activeMessageId"
-            in (await client.get(f"/api/assistant/chats/{chat_id}", params=PARAMS)).json()
-        ):
-            await trio.sleep(0.1)
-    kinds = [e.event for e in reader.events]
-    assert kinds[-2:] == ["result", "done"], kinds
-    assert chat_id is not None
-    return chat_id, reader.events
-
-
 @pytest.mark.parametrize("preset", PRESETS)
 async def test_the_next_turn_goes_on_with_the_agents_own_session_and_files(
     nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
@@ -221,10 +215,10 @@ async def test_the_next_turn_goes_on_with_the_agents_own_session_and_files(
     model = await start_model_server(nursery, ModelScript(command=COUNT, text=TEXT))
     served = await _serve(nursery, tmp_path, _config(preset, model), model)
     async with _client(served, tmp_path) as client:
-        chat_id, _ = await _turn(client, preset, "Count the notes")
+        chat_id = (await _turn(client, preset, "Count the notes")).chat_id
         first_turn = len(model.generations())
         [first_result] = model.tool_results()
-        _, events = await _turn(client, preset, "Count them again", chat_id)
+        events = (await _turn(client, preset, "Count them again", chat_id)).events
     ways, way = CONTINUING[preset]
     opened = [_data(e) for e in events if e.event == "step" and _data(e)["name"] == SESSION_STEP]
     assert [(step["status"], step.get("args"), step.get("result")) for step in opened] == [

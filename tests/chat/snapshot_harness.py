@@ -19,6 +19,7 @@ import httpx
 import msgspec
 
 from sandstream.core import PersistedMessage, SnapshotEntry, SnapshotManifest, blob_header
+from sandstream.core.persistence import TextBlock
 from sandstream.server.chat.credentials.one_time import MintedTokens, mint_tokens
 from sandstream.server.chat.model.ids import new_id, now_ms
 from sandstream.server.chat.model.records import TurnFinish, TurnRequest, TurnStart
@@ -61,6 +62,10 @@ class SandboxTurn:
     def chat_id(self) -> str:
         return self.start.chat.id
 
+    @property
+    def answer_id(self) -> str:
+        return self.start.session.assistant_message_id or ""
+
     def upload(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens.upload}"}
 
@@ -69,9 +74,15 @@ class SandboxTurn:
 
 
 async def begin(
-    server: ChatServer, chat_id: str | None = None, *, workspace: str = WORKSPACE
+    server: ChatServer,
+    chat_id: str | None = None,
+    *,
+    text: str = "keep working",
+    attachment_ids: tuple[str, ...] = (),
+    workspace: str = WORKSPACE,
 ) -> SandboxTurn:
-    """A turn of chat ``chat_id`` (a new chat if ``None``) of ``workspace``, begun."""
+    """A turn of chat ``chat_id`` (a new chat if ``None``) of ``workspace``, begun: the
+    user says ``text`` with the uploads ``attachment_ids``."""
     now = now_ms()
     tokens = mint_tokens(now)
     session_id = new_id("sess")
@@ -80,8 +91,8 @@ async def begin(
             workspace_id=workspace,
             chat_id=chat_id,
             workflow_id=None,
-            text="keep working",
-            attachment_ids=[],
+            text=text,
+            attachment_ids=list(attachment_ids),
             user_message_id=new_id("msg"),
             assistant_message_id=new_id("msg"),
             session_id=session_id,
@@ -95,17 +106,17 @@ async def begin(
     return SandboxTurn(start, tokens)
 
 
-async def finish(server: ChatServer, turn: SandboxTurn) -> None:
-    """Settle ``turn`` with an empty complete answer (its tokens die)."""
+async def finish(server: ChatServer, turn: SandboxTurn, answer: str | None = None) -> None:
+    """Settle ``turn`` with a complete answer, ``answer`` or empty (its tokens die)."""
     await server.store.finish_turn(
         TurnFinish(
             chat_id=turn.chat_id,
             session_id=turn.start.session.id,
             holder=turn.start.holder,
             message=PersistedMessage(
-                id=turn.start.session.assistant_message_id or "",
+                id=turn.answer_id,
                 role="assistant",
-                content=[],
+                content=[] if answer is None else [TextBlock(answer)],
                 created_at=now_ms(),
                 status="complete",
             ),

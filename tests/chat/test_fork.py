@@ -8,8 +8,6 @@ refusal."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +19,12 @@ import trio
 from sandstream.core import (
     ChatTurn,
     ConfigResponse,
-    PersistedMessage,
-    SnapshotEntry,
-    SnapshotManifest,
-    blob_header,
 )
-from sandstream.core.persistence import TextBlock
 from sandstream.core.schemas import ScriptedAgent
-from sandstream.server.chat.credentials.one_time import MintedTokens, mint_tokens
-from sandstream.server.chat.model.ids import new_id, now_ms
-from sandstream.server.chat.model.records import TurnFinish, TurnRequest, TurnStart
 from tests.chat.harness import WORKSPACE, ChatServer, TurnRun, plans, shell, start_chat_server
+from tests.chat.snapshot_harness import SandboxTurn, begin, finish, manifest_of, save, sha
 
 both_databases = pytest.mark.usefixtures("chat_database")
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _workspace(turns: int) -> dict[str, bytes]:
@@ -46,15 +33,6 @@ def _workspace(turns: int) -> dict[str, bytes]:
     files = {f"work/f{n}.txt": f"{n}\n".encode() for n in range(1, turns + 1)}
     files["work/log.txt"] = "".join(f"turn {n}\n" for n in range(1, turns + 1)).encode()
     return files
-
-
-def _manifest(files: dict[str, bytes]) -> SnapshotManifest:
-    entries = [SnapshotEntry(path=root, type="dir") for root in ("work", "home")]
-    for path, data in sorted(files.items()):
-        entries.append(
-            SnapshotEntry(path=path, type="file", mode=0o644, size=len(data), sha256=_sha(data))
-        )
-    return SnapshotManifest(entries=entries)
 
 
 def _problem(response: httpx.Response, status: int, kind: str) -> dict[str, Any]:
@@ -82,109 +60,36 @@ async def _forked(client: httpx.AsyncClient, chat_id: str, message_id: str) -> d
     return chat
 
 
-@dataclass
-class _Turn:
-    """A turn begun as the chat route begins it (no container), its tokens in clear."""
-
-    start: TurnStart
-    tokens: MintedTokens
-
-    @property
-    def base(self) -> str:
-        return f"/api/sandbox/{self.start.session.id}"
-
-    @property
-    def chat_id(self) -> str:
-        return self.start.chat.id
-
-    @property
-    def answer_id(self) -> str:
-        return self.start.session.assistant_message_id or ""
-
-    def bearer(self, token: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {token}"}
+async def _save(client: httpx.AsyncClient, turn: SandboxTurn, files: dict[str, bytes]) -> None:
+    """What a sandbox does after its turn, for the work dir ``files``."""
+    response = await save(client, turn, manifest_of(files), *files.values())
+    assert response.status_code == 201, response.text
 
 
-async def _begin(
-    server: ChatServer, chat_id: str | None, text: str, attachment_ids: tuple[str, ...] = ()
-) -> _Turn:
-    now = now_ms()
-    tokens = mint_tokens(now)
-    session_id = new_id("sess")
-    start = await server.store.begin_turn(
-        TurnRequest(
-            workspace_id=WORKSPACE,
-            chat_id=chat_id,
-            workflow_id=None,
-            text=text,
-            attachment_ids=list(attachment_ids),
-            user_message_id=new_id("msg"),
-            assistant_message_id=new_id("msg"),
-            session_id=session_id,
-            holder=f"test:{session_id}",
-            lease_expires_at=now + 30_000,
-            tokens=list(tokens.stored),
-            now=now,
-            replay_limit=20,
-        )
-    )
-    return _Turn(start, tokens)
-
-
-async def _finish(server: ChatServer, turn: _Turn, answer: str) -> None:
-    await server.store.finish_turn(
-        TurnFinish(
-            chat_id=turn.chat_id,
-            session_id=turn.start.session.id,
-            holder=turn.start.holder,
-            message=PersistedMessage(
-                id=turn.answer_id,
-                role="assistant",
-                content=[TextBlock(answer)],
-                created_at=now_ms(),
-                status="complete",
-            ),
-            now=now_ms(),
-        )
-    )
-
-
-async def _save(client: httpx.AsyncClient, turn: _Turn, files: dict[str, bytes]) -> None:
-    """What a sandbox does after its turn: send the blobs, then put the manifest."""
-    upload = turn.bearer(turn.tokens.upload)
-    pack = b"".join(blob_header(_sha(data), len(data)) + data for data in files.values())
-    sent = await client.post(f"{turn.base}/snapshot/blobs", headers=upload, content=pack)
-    assert sent.status_code == 201, sent.text
-    put = await client.put(
-        f"{turn.base}/snapshot", headers=upload, content=msgspec.json.encode(_manifest(files))
-    )
-    assert put.status_code == 201, put.text
-
-
-async def _config(client: httpx.AsyncClient, turn: _Turn) -> ConfigResponse:
-    response = await client.get(f"{turn.base}/config", headers=turn.bearer(turn.tokens.run))
+async def _config(client: httpx.AsyncClient, turn: SandboxTurn) -> ConfigResponse:
+    response = await client.get(f"{turn.base}/config", headers=turn.run())
     assert response.status_code == 200, response.text
     return msgspec.json.decode(response.content, type=ConfigResponse)
 
 
-async def _restore(client: httpx.AsyncClient, turn: _Turn, data: bytes) -> httpx.Response:
+async def _restore(client: httpx.AsyncClient, turn: SandboxTurn, data: bytes) -> httpx.Response:
     return await client.post(
         f"{turn.base}/snapshot/restore",
-        headers=turn.bearer(turn.tokens.run),
-        json={"sha256": [_sha(data)]},
+        headers=turn.run(),
+        json={"sha256": [sha(data)]},
     )
 
 
-async def _turns(server: ChatServer, client: httpx.AsyncClient, *saves: bool) -> list[_Turn]:
+async def _turns(server: ChatServer, client: httpx.AsyncClient, *saves: bool) -> list[SandboxTurn]:
     """Settled turns of one chat, one per ``saves``: turn n says ``turn n``, answers
     ``answer n`` and saves the workspace of :func:`_workspace` when ``saves[n - 1]``."""
-    turns: list[_Turn] = []
+    turns: list[SandboxTurn] = []
     chat_id: str | None = None
-    for n, save in enumerate(saves, start=1):
-        turn = await _begin(server, chat_id, f"turn {n}")
-        if save:
+    for n, saving in enumerate(saves, start=1):
+        turn = await begin(server, chat_id, text=f"turn {n}")
+        if saving:
             await _save(client, turn, _workspace(n))
-        await _finish(server, turn, f"answer {n}")
+        await finish(server, turn, f"answer {n}")
         chat_id = turn.chat_id
         turns.append(turn)
     return turns
@@ -311,22 +216,22 @@ async def test_the_fork_restores_the_snapshot_of_its_message_and_no_later_one(
     )
     assert "activeMessageId" not in fork
 
-    following = await _begin(server, fork["id"], "go on")
+    following = await begin(server, fork["id"], text="go on")
     assert [(t.role, t.content) for t in following.start.session.conversation] == [
         ("user", "turn 1"),
         ("assistant", "answer 1"),
     ]
     async with server.client(auth=False) as client:
-        assert (await _config(client, following)).snapshot == _manifest(_workspace(1))
+        assert (await _config(client, following)).snapshot == manifest_of(_workspace(1))
         restored = await _restore(client, following, _workspace(1)["work/log.txt"])
         assert restored.status_code == 200, restored.text
         later = await _restore(client, following, _workspace(3)["work/f3.txt"])
         _problem(later, 404, "not-found")  # only the source's later turns list it
     # The source itself goes on from its third turn.
-    await _finish(server, following, "went on")
-    mainline = await _begin(server, three.chat_id, "go on")
+    await finish(server, following, "went on")
+    mainline = await begin(server, three.chat_id, text="go on")
     async with server.client(auth=False) as client:
-        assert (await _config(client, mainline)).snapshot == _manifest(_workspace(3))
+        assert (await _config(client, mainline)).snapshot == manifest_of(_workspace(3))
 
 
 @both_databases
@@ -348,12 +253,12 @@ async def test_a_turn_that_saved_nothing_forks_the_newest_snapshot_before_it(
     assert twice["title"] == "turn 1 (fork) (fork)" and twice["messageCount"] == 4
     expected = {
         forks["one"]["id"]: None,
-        forks["two"]["id"]: _manifest(_workspace(2)),
-        forks["three"]["id"]: _manifest(_workspace(2)),
-        twice["id"]: _manifest(_workspace(2)),
+        forks["two"]["id"]: manifest_of(_workspace(2)),
+        forks["three"]["id"]: manifest_of(_workspace(2)),
+        twice["id"]: manifest_of(_workspace(2)),
     }
     for chat_id, manifest in expected.items():
-        turn = await _begin(server, chat_id, "go on")
+        turn = await begin(server, chat_id, text="go on")
         async with server.client(auth=False) as client:
             assert (await _config(client, turn)).snapshot == manifest, chat_id
 
@@ -373,15 +278,17 @@ async def test_deleting_either_chat_leaves_the_other_whole(
             files=[("files", ("notes.txt", upload, "text/plain"))],
         )
         assert uploaded.status_code == 201, uploaded.text
-        turn = await _begin(server, chat_id, "turn 1", (uploaded.json()["files"][0]["id"],))
+        turn = await begin(
+            server, chat_id, text="turn 1", attachment_ids=(uploaded.json()["files"][0]["id"],)
+        )
         results = await client.post(
             f"{turn.base}/results",
-            headers=turn.bearer(turn.tokens.upload),
+            headers=turn.upload(),
             files=[("files", ("report.txt", result, "text/plain"))],
         )
         assert results.status_code == 201, results.text
         await _save(client, turn, _workspace(1))
-        await _finish(server, turn, "answer 1")
+        await finish(server, turn, "answer 1")
         fork = await _forked(client, chat_id, turn.answer_id)
         other = await _forked(client, chat_id, turn.answer_id)
         assert await _chat_ids(client) == sorted([chat_id, fork["id"], other["id"]])
@@ -400,8 +307,8 @@ async def test_deleting_either_chat_leaves_the_other_whole(
         ).json()["files"]
         attached = [a for m in messages for a in m.get("fileAttachments", [])]
         assert [(a["name"], a["sha256"]) for a in attached] == [
-            ("notes.txt", _sha(upload)),
-            ("report.txt", _sha(result)),
+            ("notes.txt", sha(upload)),
+            ("report.txt", sha(result)),
         ]
         assert sorted(f["id"] for f in listed) == sorted(a["id"] for a in attached)
         assert all(f["chatId"] == fork["id"] for f in listed)
@@ -410,9 +317,9 @@ async def test_deleting_either_chat_leaves_the_other_whole(
                 f"/api/assistant/chats/{fork['id']}/files/{attachment['id']}", params=params
             )
             assert download.status_code == 200 and download.content == content
-    following = await _begin(server, fork["id"], "go on")
+    following = await begin(server, fork["id"], text="go on")
     async with server.client(auth=False) as client:
-        assert (await _config(client, following)).snapshot == _manifest(_workspace(1))
+        assert (await _config(client, following)).snapshot == manifest_of(_workspace(1))
         restored = await _restore(client, following, _workspace(1)["work/f1.txt"])
         assert restored.status_code == 200, restored.text
     # The fork, deleted too: its snapshot goes, and with it the manifest.
@@ -421,7 +328,7 @@ async def test_deleting_either_chat_leaves_the_other_whole(
             f"/api/assistant/chats/{fork['id']}", params={"workspaceId": WORKSPACE}
         )
     assert deleted.status_code == 409  # its turn holds it
-    await _finish(server, following, "done")
+    await finish(server, following, "done")
     async with server.client() as client:
         deleted = await client.delete(
             f"/api/assistant/chats/{fork['id']}", params={"workspaceId": WORKSPACE}
@@ -444,9 +351,9 @@ async def test_a_fork_needs_a_settled_assistant_message_of_the_chat(
     async with server.client() as client:
         [settled] = await _turns(server, client, True)
         chat_id = settled.chat_id
-        elsewhere = await _begin(server, None, "another chat")
-        await _finish(server, elsewhere, "another answer")
-        running = await _begin(server, chat_id, "turn 2")  # the source is busy now
+        elsewhere = await begin(server, None, text="another chat")
+        await finish(server, elsewhere, "another answer")
+        running = await begin(server, chat_id, text="turn 2")  # the source is busy now
         before = await _chat_ids(client)
 
         _problem(await _fork(client, "chat_nope", settled.answer_id), 404, "not-found")
@@ -480,6 +387,6 @@ async def test_a_fork_needs_a_settled_assistant_message_of_the_chat(
         # The busy source forks from what settled.
         fork = await _forked(client, chat_id, settled.answer_id)
     assert fork["messageCount"] == 2 and "activeMessageId" not in fork
-    await _finish(server, running, "answer 2")
+    await finish(server, running, "answer 2")
     async with server.client() as client:
         assert (await _forked(client, chat_id, running.answer_id))["messageCount"] == 4
