@@ -45,6 +45,7 @@ from tests.support import processes
 if TYPE_CHECKING:
     import trio
 
+    from benchmarks.support.postgres_server import PostgresServer
     from benchmarks.support.workspace import WorkspaceServer
 
 settings.register_profile("sandstream", deadline=None)
@@ -200,6 +201,15 @@ def _wait_until(found: Callable[[], list[T]]) -> list[T]:
     while (result := found()) and time.monotonic() < deadline:
         time.sleep(0.05)
     return result
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session (started when a test first needs it)."""
+    from benchmarks.support.postgres_server import open_postgres_server
+
+    with open_postgres_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@ bubblewrap sandbox, against the stand-in model server on loopback.
 
 A turn streams its text as ``delta`` events before the result; an agent that asks
 (Claude Code, OpenCode, Gemini CLI) is answered through the chat's permission route;
-the stored message is the live fold; an interrupt mid-tool leaves no process.
+the stored message is the live fold; an interrupt mid-tool leaves no process; a chat
+goes on with the agent's own session and files on another replica and runner, and after
+a restart.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import pytest
 import trio
 
 from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from benchmarks.support.postgres_server import PostgresServer
 from sandstream.container.agents.acp.session import SESSION_STEP
 from sandstream.core.schemas import AcpPreset
 from sandstream.core.sse_parser import ServerSentEvent
+from tests.chat.databases import one_database
 from tests.chat.harness import (
     WORKSPACE,
     EventReader,
@@ -80,9 +84,15 @@ class _Turn:
 
 
 async def _turn(
-    client: httpx.AsyncClient, preset: AcpPreset, message: str, chat_id: str | None = None
+    client: httpx.AsyncClient,
+    preset: AcpPreset,
+    message: str,
+    chat_id: str | None = None,
+    *,
+    reply: str | None = "once",
 ) -> _Turn:
-    """One chat turn to its end, answering ``once`` when asked, and the chat settled."""
+    """One chat turn to its end, answering ``reply`` when an agent that asks asks (with
+    ``reply`` None, it must not need an answer), and the chat settled."""
     body = {"workspaceId": WORKSPACE, "message": message}
     if chat_id is not None:
         body["chatId"] = chat_id
@@ -92,12 +102,12 @@ async def _turn(
         reader = EventReader(response)
         chat_id = str(_data(await reader.until(lambda e: e.event == "start"))["chatId"])
         with trio.fail_after(DEADLINE):
-            if preset in ASKING:
+            if preset in ASKING and reply is not None:
                 asked = _data(await reader.until(_pending))
                 answer = await client.post(
                     f"/api/assistant/chats/{chat_id}/permissions/{asked['id']}",
                     params=PARAMS,
-                    json={"reply": "once"},
+                    json={"reply": reply},
                 )
                 assert answer.status_code == 200, answer.text
             await reader.until(lambda e: e.event == "done")
@@ -209,35 +219,71 @@ home ``-32603 Internal error``: the turn falls to a new session with the preambl
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-async def test_the_next_turn_goes_on_with_the_agents_own_session_and_files(
-    nursery: trio.Nursery, tmp_path: Path, preset: AcpPreset
+async def test_the_agent_goes_on_with_its_session_and_files_on_any_replica_and_after_a_restart(
+    nursery: trio.Nursery, tmp_path: Path, postgres_server: PostgresServer, preset: AcpPreset
 ) -> None:
+    """Turn 1 on one replica, turn 2 on another (each with its own runner; one
+    PostgreSQL store), turn 3 on the first one restarted: each later turn opens the
+    agent's own session the way it advertises and finds the notes of every turn. An
+    agent that asks is answered ``always`` in turn 1, so turn 2's same command runs
+    by the chat's grant without asking; revoked, turn 3 asks again."""
     model = await start_model_server(nursery, ModelScript(command=COUNT, text=TEXT))
-    served = await _serve(nursery, tmp_path, _config(preset, model), model)
-    async with _client(served, tmp_path) as client:
-        chat_id = (await _turn(client, preset, "Count the notes")).chat_id
-        first_turn = len(model.generations())
-        [first_result] = model.tool_results()
-        events = (await _turn(client, preset, "Count them again", chat_id)).events
+    config = _config(preset, model)
+    one, other = tmp_path / "one", tmp_path / "other"
+    one.mkdir()
+    other.mkdir()
     ways, way = CONTINUING[preset]
+    with one_database(postgres_server, one / "data", other / "data"):
+        first = await _serve(nursery, one, config, model)
+        second = await _serve(nursery, other, config, model)
+        async with _client(first, one) as client:
+            chat_id = (await _turn(client, preset, "Count the notes", reply="always")).chat_id
+        [first_result] = model.tool_results()
+        first_turn = len(model.generations())
+        async with _client(second, other) as client:
+            events = (await _turn(client, preset, "Count them again", chat_id, reply=None)).events
+            if preset in ASKING:
+                granted = [_data(e) for e in events if e.event == "permission"]
+                assert [(p["status"], p.get("reply"), p.get("by")) for p in granted] == [
+                    ("pending", None, None),
+                    ("resolved", "always", "grant"),
+                ], granted
+                await _revoke_every_grant(client, chat_id)
+        _check_continued(events, model.tool_results(), ways, way, lines=2)
+        later = [
+            request.conversation
+            for request in model.generations()[first_turn:]
+            if request.conversation is not None
+        ]
+        if way != NEW:  # the call and its result came as history, not as a preamble
+            assert any(first_result in c.tool_results for c in later), (
+                first_result,
+                [c.tool_results for c in later],
+            )
+        await first.stop()
+        restarted = await _serve(nursery, one, config, model)
+        async with _client(restarted, one) as client:
+            events = (await _turn(client, preset, "And once more", chat_id)).events
+        _check_continued(events, model.tool_results(), ways, way, lines=3)
+
+
+async def _revoke_every_grant(client: httpx.AsyncClient, chat_id: str) -> None:
+    """Revoke the chat's one grant (its ``always`` of turn 1); none is left."""
+    grants = f"/api/assistant/chats/{chat_id}/grants"
+    [grant] = (await client.get(grants, params=PARAMS)).json()["grants"]
+    revoked = await client.delete(f"{grants}/{grant['id']}", params=PARAMS)
+    assert revoked.status_code == 204, revoked.text
+    assert (await client.get(grants, params=PARAMS)).json()["grants"] == []
+
+
+def _check_continued(
+    events: list[ServerSentEvent], results: list[str], ways: list[str], way: str, *, lines: int
+) -> None:
+    """The turn opened the agent's session by ``way`` after offering ``ways``, and the
+    agent's shell counted ``lines`` notes (one per turn so far)."""
     opened = [_data(e) for e in events if e.event == "step" and _data(e)["name"] == SESSION_STEP]
     assert [(step["status"], step.get("args"), step.get("result")) for step in opened] == [
         ("running", {"ways": ways}, None),
         ("succeeded", None, {"way": way, "continued": way != NEW}),
     ], opened
-    # The agent's shell found the file the first turn wrote.
-    results = model.tool_results()
-    assert re.search(r"\bline\s+2\b", results[-1]), results
-    if way == NEW:
-        return
-    # The first turn's call and its result reached the model as history, not as a preamble
-    # (which holds the earlier answers' text, never a tool result).
-    later = [
-        request.conversation
-        for request in model.generations()[first_turn:]
-        if request.conversation is not None
-    ]
-    assert any(first_result in conversation.tool_results for conversation in later), (
-        first_result,
-        [c.tool_results for c in later],
-    )
+    assert re.search(rf"\bline\s+{lines}\b", results[-1]), results

@@ -10,19 +10,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
 from benchmarks.support.redis_server import TlsFiles, make_tls_files
 from sandstream.server.chat.store.database import Database
 from tests.chat import databases
 from tests.chat.harness import ChatServer, plans, sleeping, start_chat_server
 from tests.chat.mover_harness import open_chat_db
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the session (started when a test first needs it)."""
-    with open_postgres_server() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

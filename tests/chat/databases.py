@@ -11,6 +11,8 @@ one afterwards, so two servers on one data dir share a store as they do on SQLit
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.support.postgres_server import PostgresServer
@@ -20,7 +22,15 @@ from sandstream.server.chat.store.sql import PostgresChatStore, SqlChatStore, SQ
 from sandstream.server.databases.postgres import PostgresDatabase
 from sandstream.server.databases.sqlite import SQLiteDatabase
 
-__all__ = ["ChatDatabases", "current", "database_url", "open_database", "open_store", "use"]
+__all__ = [
+    "ChatDatabases",
+    "current",
+    "database_url",
+    "one_database",
+    "open_database",
+    "open_store",
+    "use",
+]
 
 
 class ChatDatabases:
@@ -45,7 +55,7 @@ class ChatDatabases:
 
     def drop_all(self) -> None:
         if self.server is not None:
-            for url in self.urls.values():
+            for url in set(self.urls.values()):
                 self.server.drop_database(url)
         self.urls.clear()
 
@@ -57,6 +67,23 @@ def use(databases: ChatDatabases) -> None:
     """Make ``databases`` the ones the harnesses open (the ``chat_database`` fixture)."""
     global _current
     _current = databases
+
+
+@contextmanager
+def one_database(server: PostgresServer, *data_dirs: Path) -> Iterator[None]:
+    """The stores of ``data_dirs`` are one PostgreSQL database of ``server``: replicas
+    of one deployment, each with its own data dir and embedded runner."""
+    chosen = ChatDatabases(server)
+    url = chosen.url(data_dirs[0])
+    assert url is not None
+    for data_dir in data_dirs[1:]:
+        chosen.urls[data_dir.resolve()] = url
+    use(chosen)
+    try:
+        yield
+    finally:
+        use(ChatDatabases(None))
+        chosen.drop_all()
 
 
 def current() -> ChatDatabases:

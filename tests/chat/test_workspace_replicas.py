@@ -20,18 +20,9 @@ from tests.chat.test_workspace_continuity import CHANGE, MAKE, stdout
 @pytest.fixture
 def one_database(postgres_server: PostgresServer, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """Two data dirs whose stores are one PostgreSQL database."""
-    chosen = databases.ChatDatabases(postgres_server)
     one, other = tmp_path / "one", tmp_path / "other"
-    url = chosen.url(one)
-    assert url is not None
-    chosen.urls[other.resolve()] = url
-    databases.use(chosen)
-    try:
+    with databases.one_database(postgres_server, one, other):
         yield one, other
-    finally:
-        databases.use(databases.ChatDatabases(None))
-        chosen.urls.pop(other.resolve())
-        chosen.drop_all()
 
 
 async def test_another_replica_and_its_runner_go_on_with_the_workspace(
