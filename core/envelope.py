@@ -223,4 +223,4 @@ def new_usage_wire_decoder(*, live: bool) -> msgspec.json.Decoder[LiveWireEnvelo
     the ``live`` extension's when ``live``)."""
     if live:
         return msgspec.json.Decoder(LiveWireEnvelope | ModelUsage)
-    return msgspec.json.Decoder(WireEnvelope | ModelUsage)  # type: ignore[arg-type]
+    return msgspec.json.Decoder(WireEnvelope | ModelUsage)

@@ -35,6 +35,7 @@ from .envelope import (
     USAGE_EXTENSION,
     Delta,
     Error,
+    LiveWireEnvelope,
     Log,
     ModelUsage,
     Permission,
@@ -66,7 +67,7 @@ Mode: TypeAlias = Literal["sse", "ndjson", "trace"]
 
 _MODES: Final = ("sse", "ndjson", "trace")
 # Decoders are immutable and thread-safe: one of each serves all. By (live, usage):
-_DECODERS: Final[dict[tuple[bool, bool], Callable[[bytes], Any]]] = {
+_DECODERS: Final[dict[tuple[bool, bool], Callable[[bytes], LiveWireEnvelope | ModelUsage]]] = {
     (False, False): new_wire_decoder().decode,
     (True, False): new_live_wire_decoder().decode,
     (False, True): new_usage_wire_decoder(live=False).decode,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,10 +28,34 @@ PROTOCOLS: Final[tuple[ModelProtocol, ...]] = ("anthropic", "chat", "responses",
 
 # file, protocol, usage (input, output, cached input, cache write), model, complete
 TRANSCRIPTS: Final[list[tuple[str, ModelProtocol, Usage, str | None, bool]]] = [
-    ("anthropic_stream.sse", "anthropic", Usage(25, 387, 8204, 1510), "claude-sonnet-4-5-20250929", True),
-    ("anthropic_stream_cumulative.sse", "anthropic", Usage(25, 387, 8204, 1510), "claude-sonnet-4-5-20250929", True),
-    ("anthropic_overloaded.sse", "anthropic", Usage(2048, 3, 0, 0), "claude-opus-4-1-20250805", False),
-    ("anthropic_message.json", "anthropic", Usage(2095, 503, 0, 0), "claude-haiku-4-5-20251001", True),
+    (
+        "anthropic_stream.sse",
+        "anthropic",
+        Usage(25, 387, 8204, 1510),
+        "claude-sonnet-4-5-20250929",
+        True,
+    ),
+    (
+        "anthropic_stream_cumulative.sse",
+        "anthropic",
+        Usage(25, 387, 8204, 1510),
+        "claude-sonnet-4-5-20250929",
+        True,
+    ),
+    (
+        "anthropic_overloaded.sse",
+        "anthropic",
+        Usage(2048, 3, 0, 0),
+        "claude-opus-4-1-20250805",
+        False,
+    ),
+    (
+        "anthropic_message.json",
+        "anthropic",
+        Usage(2095, 503, 0, 0),
+        "claude-haiku-4-5-20251001",
+        True,
+    ),
     ("anthropic_error.json", "anthropic", Usage(), None, False),
     ("chat_stream.sse", "chat", Usage(93, 46, 1024), "gpt-4.1-2025-04-14", True),
     ("chat_stream_no_usage.sse", "chat", Usage(), "gpt-4.1-2025-04-14", False),
@@ -43,7 +68,7 @@ TRANSCRIPTS: Final[list[tuple[str, ModelProtocol, Usage, str | None, bool]]] = [
     ("gemini_stream.json", "gemini", Usage(195, 500, 7995), "gemini-2.5-pro", True),
     ("gemini_generate.json", "gemini", Usage(170, 200, 0), "gemini-2.5-flash", True),
     ("gemini_blocked.json", "gemini", Usage(31, 0, 0), "gemini-2.5-flash", True),
-]  # fmt: skip
+]
 
 
 def content_type(name: str) -> str:
@@ -63,7 +88,7 @@ def meter(
 def cut(data: bytes, points: Sequence[int]) -> list[bytes]:
     """``data`` cut at ``points`` (any order, repeats and ends allowed)."""
     bounds = [0, *sorted({min(p, len(data)) for p in points}), len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [data[a:b] for a, b in pairwise(bounds)]
 
 
 def complete_events(data: bytes) -> bytes:
@@ -133,7 +158,7 @@ def test_an_anthropic_stream_cut_after_message_start_has_its_input_and_first_out
 
 def test_a_chat_stream_cut_before_its_usage_chunk_counts_nothing() -> None:
     data = (DATA / "chat_stream.sse").read_bytes()
-    before = data[: data.index(b'data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4.1-2025-04-14","service_tier":"default","system_fingerprint":"fp_fc9f1d7035","choices":[],')]  # fmt: skip
+    before = data[: data.rfind(b"data: ", 0, data.index(b'"choices":[],'))]
     assert meter("chat", SSE, [before]) == (Usage(), "gpt-4.1-2025-04-14", False)
 
 
@@ -148,7 +173,9 @@ def test_a_gemini_json_array_cut_short_gives_its_complete_elements() -> None:
     ends = [len(b"[" + b",\r\n".join(elements[: n + 1])) for n in range(len(elements))]
     for end in range(len(data)):
         whole = sum(1 for e in ends if e <= end)
-        expected = meter("gemini", SSE, [b"".join(b"data: %s\n\n" % e.encode() for e in events[:whole])])
+        expected = meter(
+            "gemini", SSE, [b"".join(b"data: %s\n\n" % e.encode() for e in events[:whole])]
+        )
         assert meter("gemini", JSON, [data[:end]]) == expected, end
         if whole:
             assert expected[0] != Usage()
@@ -241,7 +268,9 @@ def _after_final(protocol: ModelProtocol, stream: bytes) -> int:
 
 def test_a_stand_in_stream_without_its_final_usage_is_not_complete() -> None:
     reply = Reply("gpt-5", reasoning=("hm",), text=("hi",), input_tokens=7, output_tokens=3)
-    final = re.compile(r'"type":"(message_delta|response\.completed)"|"choices":\[\],|usageMetadata')
+    final = re.compile(
+        r'"type":"(message_delta|response\.completed)"|"choices":\[\],|usageMetadata'
+    )
     for protocol in PROTOCOLS:
         events = [e for e in render_stream(protocol, reply) if not final.search(e.data)]
         usage, model, complete = meter(protocol, SSE, [b"".join(e.encode() for e in events)])
@@ -269,9 +298,12 @@ json_values = st.recursive(
     | st.floats(allow_nan=False)
     | st.text(max_size=8)
     | st.sampled_from(["message_start", "message_delta", "message", "response.completed"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(json_keys | st.text(max_size=4), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(json_keys | st.text(max_size=4), inner, max_size=4)
+    ),
     max_leaves=12,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=200)
@@ -351,7 +383,10 @@ def test_a_bad_protocol_or_bound_is_a_value_error() -> None:
 counts = st.integers(0, 1 << 40)
 
 
-@given(a=st.builds(Usage, counts, counts, counts, counts), b=st.builds(Usage, counts, counts, counts, counts))
+@given(
+    a=st.builds(Usage, counts, counts, counts, counts),
+    b=st.builds(Usage, counts, counts, counts, counts),
+)
 def test_usage_adds_field_by_field_and_totals_its_four_counts(a: Usage, b: Usage) -> None:
     total = a + b
     assert total.total == a.total + b.total
