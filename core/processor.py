@@ -323,8 +323,6 @@ class StreamProcessor:
                     continue
             elif kind is Delta:
                 turn.fold_delta(item)  # type: ignore[arg-type]
-            elif kind is ModelUsage:
-                turn.fold_usage(item)  # type: ignore[arg-type]
             elif kind is Log:
                 turn.logs += 1
             elif kind is Permission:
@@ -332,6 +330,8 @@ class StreamProcessor:
                 if violation is not None:
                     self._reject(violation, forwarded, forwarded_heads)
                     continue
+            elif kind is ModelUsage:
+                turn.fold_usage(item)  # type: ignore[arg-type]
             elif kind is Diagnostic:
                 self._reject(item, forwarded, forwarded_heads)  # type: ignore[arg-type]
                 continue
