@@ -19,6 +19,7 @@ from .commands import exit_quietly_on_broken_pipe, load_failure
 from .cursors import resume_cursor
 from .envelope import (
     LIVE_EXTENSION,
+    USAGE_EXTENSION,
     Delta,
     DeltaKind,
     Envelope,
@@ -26,6 +27,8 @@ from .envelope import (
     LiveEnvelope,
     Log,
     LogLevel,
+    ModelProtocol,
+    ModelUsage,
     Permission,
     PermissionOption,
     PermissionReply,
@@ -44,6 +47,8 @@ from .errors import (
     UIMessageStreamError,
 )
 from .json_input import decode_json
+from .model_providers import protocol_of, provider_error
+from .model_usage import Usage, UsageMeter
 from .names import MAX_COMPONENT_BYTES, MAX_NAME_BYTES, sanitize_name
 from .persistence import (
     ErrorBlock,
@@ -138,6 +143,7 @@ __all__ = [
     "SINGLE_LINE_FRAME",
     "SNAPSHOT_ROOTS",
     "UI_MESSAGE_STREAM_HEADERS",
+    "USAGE_EXTENSION",
     "AcpAgent",
     "AcpPreset",
     "AgentSpec",
@@ -174,6 +180,8 @@ __all__ = [
     "MessagePart",
     "MissingBlobs",
     "Mode",
+    "ModelProtocol",
+    "ModelUsage",
     "NDJSONSplitter",
     "OpenAIAgent",
     "Permission",
@@ -210,6 +218,8 @@ __all__ = [
     "Turn",
     "UIMessageStream",
     "UIMessageStreamError",
+    "Usage",
+    "UsageMeter",
     "UserMessage",
     "agent_kind",
     "assistant_message",
@@ -227,6 +237,8 @@ __all__ = [
     "line_frames",
     "load_failure",
     "manifest_digest",
+    "protocol_of",
+    "provider_error",
     "replay_text",
     "replay_window",
     "resume_cursor",

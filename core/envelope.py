@@ -3,8 +3,9 @@
 Every line is a JSON object with a ``type`` tag (``log``, ``step``, ``result`` or
 ``error``) and an optional ``ts`` (Unix epoch milliseconds). The ``live`` extension,
 which a dispatch asks for (``Dispatch.extensions``), adds ``delta`` (live text and
-reasoning) and ``permission`` (a question to the user and its answer) lines; a strict
-consumer that did not ask for it never sees them. The types here are
+reasoning) and ``permission`` (a question to the user and its answer) lines; the
+``usage`` extension adds ``usage`` lines (the tokens of one model call); a strict
+consumer that did not ask for an extension never sees its lines. The types here are
 both what producers construct (``Step(id=..., args={...})``) and what the core
 decodes: the core decodes ``Step[msgspec.Raw]`` so that nested ``args`` and
 ``result`` payloads are validated as JSON but never materialized on the hot path.
@@ -18,6 +19,7 @@ import msgspec
 
 __all__ = [
     "LIVE_EXTENSION",
+    "USAGE_EXTENSION",
     "Delta",
     "DeltaKind",
     "Envelope",
@@ -25,6 +27,8 @@ __all__ = [
     "LiveEnvelope",
     "Log",
     "LogLevel",
+    "ModelProtocol",
+    "ModelUsage",
     "Permission",
     "PermissionAnsweredBy",
     "PermissionOption",
@@ -47,16 +51,24 @@ PermissionOptionKind: TypeAlias = Literal[
 PermissionReply: TypeAlias = Literal["once", "always", "reject", "cancelled"]
 """How a permission request ended: the user's ``once``/``always``/``reject`` (also
 ``reject`` when nobody answered in time), or ``cancelled`` by an interrupt."""
+ModelProtocol: TypeAlias = Literal["anthropic", "chat", "responses", "gemini"]
+"""The wire protocol of a model call: ``anthropic`` (Anthropic Messages), ``chat``
+(OpenAI Chat Completions), ``responses`` (OpenAI Responses), ``gemini`` (Gemini
+``generateContent`` / ``streamGenerateContent``)."""
 PermissionAnsweredBy: TypeAlias = Literal["grant"]
 """Who answered a request when not the user: ``grant``, an earlier ``always`` of the chat."""
 
 LIVE_EXTENSION: Final = "live"
 """The envelope extension that adds :class:`Delta` and :class:`Permission` lines."""
 
+USAGE_EXTENSION: Final = "usage"
+"""The envelope extension that adds :class:`ModelUsage` lines."""
+
 Payload = TypeVar("Payload")
 
 NonEmptyStr: TypeAlias = Annotated[str, msgspec.Meta(min_length=1)]
 EpochMs: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
+Tokens: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class Log(msgspec.Struct, tag_field="type", tag="log", omit_defaults=True, gc=False):
@@ -149,6 +161,27 @@ class Permission(msgspec.Struct, tag_field="type", tag="permission", omit_defaul
     ts: EpochMs | None = None
 
 
+class ModelUsage(msgspec.Struct, tag_field="type", tag="usage", omit_defaults=True, gc=False):
+    """The tokens of one model call of the agent (``usage`` extension).
+
+    ``protocol`` is the call's wire protocol and ``model`` the model the provider named
+    in its answer. The counts are those of :class:`~sandstream.core.model_usage.Usage`:
+    ``input_tokens`` uncached input, ``cached_input_tokens`` input read from the
+    provider's cache, ``cache_write_tokens`` input written to it (Anthropic's), and
+    ``output_tokens`` output, reasoning included. ``complete`` is false when the answer
+    ended before its final usage (a cut stream): the counts are then what it had said.
+    """
+
+    protocol: ModelProtocol
+    input_tokens: Tokens
+    output_tokens: Tokens
+    cached_input_tokens: Tokens
+    cache_write_tokens: Tokens
+    model: str | None = None
+    complete: bool = True
+    ts: EpochMs | None = None
+
+
 Envelope: TypeAlias = Log | Step[Any] | Result | Error
 """Any line of the four strict types, as producers build it."""
 
@@ -161,10 +194,13 @@ WireEnvelope: TypeAlias = Log | Step[msgspec.Raw] | Result | Error
 LiveWireEnvelope: TypeAlias = WireEnvelope | Delta | Permission
 """Any envelope line with the ``live`` extension, as the core decodes it."""
 
+AnyEnvelope: TypeAlias = LiveEnvelope | ModelUsage
+"""Any envelope line of any extension, as producers build it."""
+
 _encoder = msgspec.json.Encoder()
 
 
-def encode_line(envelope: LiveEnvelope) -> bytes:
+def encode_line(envelope: AnyEnvelope) -> bytes:
     """Encode one envelope as an NDJSON line, ``\\n`` included.
 
     Raises ``TypeError`` if a payload holds a value JSON cannot represent.
@@ -180,3 +216,11 @@ def new_wire_decoder() -> msgspec.json.Decoder[WireEnvelope]:
 def new_live_wire_decoder() -> msgspec.json.Decoder[LiveWireEnvelope]:
     """A decoder for one line of the envelope with the ``live`` extension's lines."""
     return msgspec.json.Decoder(LiveWireEnvelope)
+
+
+def new_usage_wire_decoder(*, live: bool) -> msgspec.json.Decoder[LiveWireEnvelope | ModelUsage]:
+    """A decoder for one line of the envelope with the ``usage`` extension's lines (and
+    the ``live`` extension's when ``live``)."""
+    if live:
+        return msgspec.json.Decoder(LiveWireEnvelope | ModelUsage)
+    return msgspec.json.Decoder(WireEnvelope | ModelUsage)

@@ -9,8 +9,11 @@ bytes as they arrive, in any chunking; write out what it returns::
     proc.turn                         # the folded state: steps, result or error
 
 With ``extensions=["live"]`` it also accepts, folds and forwards the ``live``
-extension's ``delta`` and ``permission`` lines; without it they are rejected like
-any line of an unknown type (docs/protocol.md, "The live extension").
+extension's ``delta`` and ``permission`` lines, with ``extensions=["usage"]`` the
+``usage`` lines (summed in ``turn.usage``); without them they are rejected like any
+line of an unknown type (docs/protocol.md, "The live extension", "The usage
+extension"). A caller that meters the model calls itself adds their lines with
+:meth:`~StreamProcessor.add_usage`.
 
 Bad input never raises: a rejected line becomes a diagnostic and is not forwarded
 (``strict=True`` instead ends the turn with ``error{code:"protocol_error"}``).
@@ -21,7 +24,7 @@ Every turn ends with exactly one terminal event, sent upstream or synthesized by
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from itertools import count, filterfalse
 from typing import Any, Final, Literal, TypeAlias
 
@@ -29,15 +32,19 @@ import msgspec
 
 from .envelope import (
     LIVE_EXTENSION,
+    USAGE_EXTENSION,
     Delta,
     Error,
+    LiveWireEnvelope,
     Log,
+    ModelUsage,
     Permission,
     Result,
     Step,
     WireEnvelope,
     encode_line,
     new_live_wire_decoder,
+    new_usage_wire_decoder,
     new_wire_decoder,
 )
 from .errors import ProcessorClosedError
@@ -59,10 +66,14 @@ Mode: TypeAlias = Literal["sse", "ndjson", "trace"]
 """``sse``: SSE without logs (chat). ``trace``: SSE with logs. ``ndjson``: passthrough."""
 
 _MODES: Final = ("sse", "ndjson", "trace")
-# Decoders are immutable and thread-safe: one of each serves all.
-_decode: Final = new_wire_decoder().decode
-_decode_live: Final = new_live_wire_decoder().decode
-_Decoded: TypeAlias = WireEnvelope | Delta | Permission | Diagnostic | None
+# Decoders are immutable and thread-safe: one of each serves all. By (live, usage):
+_DECODERS: Final[dict[tuple[bool, bool], Callable[[bytes], LiveWireEnvelope | ModelUsage]]] = {
+    (False, False): new_wire_decoder().decode,
+    (True, False): new_live_wire_decoder().decode,
+    (False, True): new_usage_wire_decoder(live=False).decode,
+    (True, True): new_usage_wire_decoder(live=True).decode,
+}
+_Decoded: TypeAlias = WireEnvelope | Delta | Permission | ModelUsage | Diagnostic | None
 _json_encoder: Final = msgspec.json.Encoder()
 
 
@@ -72,9 +83,13 @@ class StreamProcessor:
     ``max_line_bytes`` bounds a line (and so the memory held between feeds);
     ``max_steps`` and ``max_step_bytes`` bound the step rows the turn keeps (later
     steps are still forwarded, and counted: :class:`~.turn.Turn`). ``extensions``
-    names the envelope extensions the reader asked for (``"live"``; other names are
-    ignored); ``max_text_chars`` and ``max_permissions`` bound what the turn keeps of
-    the ``live`` lines (:class:`~.live.LiveFold`), which are forwarded all the same.
+    names the envelope extensions the reader asked for (``"live"``, ``"usage"``; other
+    names are ignored); ``max_text_chars`` and ``max_permissions`` bound what the turn
+    keeps of the ``live`` lines (:class:`~.live.LiveFold`), which are forwarded all the
+    same. ``usage_from_upstream=False`` is for a caller that meters the model calls
+    itself (the runner, with its model gateway): ``usage`` lines from upstream are then
+    rejected, so that a sandbox cannot forge its counts, and only
+    :meth:`add_usage` adds to ``turn.usage``.
     """
 
     __slots__ = (
@@ -89,6 +104,7 @@ class StreamProcessor:
         "mode",
         "strict",
         "turn",
+        "usage_extension",
     )
 
     def __init__(
@@ -103,6 +119,7 @@ class StreamProcessor:
         extensions: Collection[str] = (),
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         max_permissions: int = DEFAULT_MAX_PERMISSIONS,
+        usage_from_upstream: bool = True,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -112,6 +129,8 @@ class StreamProcessor:
         self.strict = strict
         self.live = LIVE_EXTENSION in extensions
         """True when the ``live`` extension's lines are accepted."""
+        self.usage_extension = USAGE_EXTENSION in extensions
+        """True when the reader asked for the ``usage`` extension's lines."""
         self.turn = Turn(
             max_diagnostics,
             max_steps=max_steps,
@@ -119,7 +138,7 @@ class StreamProcessor:
             max_text_chars=max_text_chars,
             max_permissions=max_permissions,
         )
-        self._decode = _decode_live if self.live else _decode
+        self._decode = _DECODERS[self.live, self.usage_extension and usage_from_upstream]
         self._splitter = NDJSONSplitter(max_line_bytes)
         self._closed = False
         self._done_sent = False
@@ -129,7 +148,7 @@ class StreamProcessor:
         # None where the type is not forwarded (logs in chat mode).
         heads: dict[type, bytes | None]
         if mode == "ndjson":
-            heads = {Log: b"", Step: b"", Result: b"", Error: b"", Delta: b"", Permission: b""}
+            heads = dict.fromkeys((Log, Step, Result, Error, Delta, Permission, ModelUsage), b"")
         else:
             heads = {
                 Log: event_field("log") if mode == "trace" else None,
@@ -138,6 +157,7 @@ class StreamProcessor:
                 Error: event_field("error"),
                 Delta: event_field("delta"),
                 Permission: event_field("permission"),
+                ModelUsage: event_field("usage"),
             }
         self._frame_heads = heads
 
@@ -221,6 +241,26 @@ class StreamProcessor:
             return line + b"\n"
         return self._render([head], [line])
 
+    def add_usage(self, line: ModelUsage) -> bytes:
+        """A model call the caller metered itself (the runner's model gateway): add it
+        to ``turn.usage`` and return its frame (in ``ndjson`` mode its line), numbered
+        in the turn's sequence, when the reader asked for the ``usage`` extension.
+
+        Returns ``b""`` when the reader did not ask, or once the turn has ended (the
+        tokens were spent all the same: they are added). Never raises, also after
+        :meth:`close`: a gateway's call may end after its turn.
+        """
+        self.turn.fold_usage(line)
+        if not self.usage_extension or self.turn.terminal is not None:
+            return b""
+        data = encode_line(line)[:-1]
+        if self.mode == "ndjson":
+            self._seq += 1
+            return data + b"\n"
+        head = self._frame_heads[ModelUsage]
+        assert head is not None
+        return self._frame(head, data)
+
     # -- output helpers ---------------------------------------------------------
 
     def start(self, data: Mapping[str, Any] | bytes) -> bytes:
@@ -290,6 +330,8 @@ class StreamProcessor:
                 if violation is not None:
                     self._reject(violation, forwarded, forwarded_heads)
                     continue
+            elif kind is ModelUsage:
+                turn.fold_usage(item)  # type: ignore[arg-type]
             elif kind is Diagnostic:
                 self._reject(item, forwarded, forwarded_heads)  # type: ignore[arg-type]
                 continue

@@ -1,5 +1,6 @@
-"""The folded state of one turn: step rows, the terminal event, diagnostics, and (with
-the ``live`` extension) message parts and permission requests (:mod:`.live`).
+"""The folded state of one turn: step rows, the terminal event, diagnostics, (with
+the ``live`` extension) message parts and permission requests (:mod:`.live`), and
+(with the ``usage`` extension) the tokens of the turn's model calls.
 
 A :class:`Turn` is built by :class:`~sandstream.core.processor.StreamProcessor` as
 lines arrive; embedders read it. It never raises on bad input: a line that breaks a
@@ -13,7 +14,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from .envelope import Delta, Error, Permission, Result, Step, StepStatus
+from .envelope import Delta, Error, ModelUsage, Permission, Result, Step, StepStatus
 from .live import (
     DEFAULT_MAX_PERMISSIONS,
     DEFAULT_MAX_TEXT_CHARS,
@@ -22,6 +23,7 @@ from .live import (
     MessagePart,
     PermissionRow,
 )
+from .model_usage import Usage
 
 __all__ = [
     "DEFAULT_MAX_PERMISSIONS",
@@ -116,7 +118,8 @@ class Turn:
     more than 4096 of them run at once (their ids are tracked by hash).
 
     ``live`` folds the ``live`` extension's lines, within its own bounds
-    (``max_text_chars``, ``max_permissions``: :class:`~.live.LiveFold`).
+    (``max_text_chars``, ``max_permissions``: :class:`~.live.LiveFold`); ``usage``
+    sums the ``usage`` extension's lines, ``model_calls`` counts them.
     """
 
     __slots__ = (
@@ -130,12 +133,14 @@ class Turn:
         "max_diagnostics",
         "max_step_bytes",
         "max_steps",
+        "model_calls",
         "omitted_bytes",
         "omitted_steps",
         "step_bytes",
         "synthesized",
         "terminal",
         "terminal_line",
+        "usage",
     )
 
     def __init__(
@@ -171,6 +176,10 @@ class Turn:
         """Physical lines seen, blank and rejected ones included."""
         self.logs = 0
         """Valid ``log`` lines seen."""
+        self.usage = Usage()
+        """The tokens of the turn's model calls so far: every ``usage`` line summed."""
+        self.model_calls = 0
+        """The model calls of the turn so far: ``usage`` lines folded."""
 
     @property
     def steps(self) -> list[StepRow]:
@@ -270,6 +279,13 @@ class Turn:
         """Apply one ``permission`` line; return the violation instead if it breaks a rule."""
         violation = self.live.fold_permission(permission)
         return None if violation is None else Diagnostic(line, *violation)
+
+    def fold_usage(self, line: ModelUsage) -> None:
+        """Add one model call's ``usage`` line to the turn's totals (it breaks no rule)."""
+        self.usage += Usage(
+            line.input_tokens, line.output_tokens, line.cached_input_tokens, line.cache_write_tokens
+        )
+        self.model_calls += 1
 
     def _omit(self, step: Step[msgspec.Raw], size: int) -> None:
         """Count a line of a step that has no row (one step per running/terminal pair)."""

@@ -78,6 +78,7 @@ FAST: Final = (
     "tests/server/test_bwrap_command.py",
     "tests/server/test_limits.py",
     "tests/server/test_log_format.py",
+    "tests/server/test_runner_extensions.py",
     "tests/sessions/test_buffer.py",
     "tests/sessions/test_stored_runs.py",
     "tests/streams/test_protocol_pieces.py",

@@ -645,6 +645,8 @@ def _gemini_json(reply: Reply) -> dict[str, Any]:
         text=("".join(reply.text),) if reply.text else (),
         tool_call=reply.tool_call,
         message_id=reply.message_id,
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output,
     )
     return _gemini_response(whole, [p for ps in _gemini_parts(whole) for p in ps], True)
 

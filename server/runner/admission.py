@@ -21,7 +21,7 @@ from typing import Literal, get_args
 import msgspec
 import trio
 
-from sandstream.core import LIVE_EXTENSION, Dispatch, Mode
+from sandstream.core import LIVE_EXTENSION, USAGE_EXTENSION, Dispatch, Mode
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available
@@ -51,7 +51,7 @@ def _extensions(dispatch: Dispatch | bytes) -> tuple[str, ...]:
         asked = msgspec.json.decode(dispatch, type=_Extensions).extensions
     else:
         asked = dispatch.extensions
-    return (LIVE_EXTENSION,) if LIVE_EXTENSION in asked else ()
+    return tuple(name for name in (LIVE_EXTENSION, USAGE_EXTENSION) if name in asked)
 
 
 def default_launcher() -> ContainerLauncher:

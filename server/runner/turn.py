@@ -127,7 +127,8 @@ class TurnStream:
     with the :class:`AccessRecord`.
     ``messages``: lines for stdin after the dispatch; without it stdin closes after it.
     ``extensions``: the envelope extensions the dispatch asked for (the core then
-    accepts their lines).
+    accepts their lines; ``usage`` lines only from the runner itself,
+    ``processor.add_usage``, never from the container).
     """
 
     def __init__(
@@ -152,6 +153,7 @@ class TurnStream:
             strict=settings.strict,
             max_line_bytes=settings.max_line_bytes,
             extensions=extensions,
+            usage_from_upstream=False,  # usage lines: the runner's own metering, never a sandbox's
         )
         """The core's state for this turn: ``processor.turn`` has steps and terminal."""
         self._dispatch = dispatch
