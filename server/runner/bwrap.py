@@ -64,7 +64,7 @@ from .network import (
     NetworkMode,
     callback_endpoint,
     forwarded_ports,
-    is_loopback,
+    is_forward_address,
     start_pasta,
     stop_pasta,
 )
@@ -218,7 +218,7 @@ class BwrapLauncher:
             )
         if self.network == "sealed":
             for endpoint in self.allowed:
-                if not is_loopback(endpoint.host):
+                if not is_forward_address(endpoint.host):
                     raise ValueError(
                         f"--sandbox-network sealed reaches only this host's loopback: "
                         f"--sandbox-allow {endpoint} is not on it (name 127.0.0.1, [::1] "

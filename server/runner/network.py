@@ -45,7 +45,7 @@ __all__ = [
     "NetworkMode",
     "callback_endpoint",
     "forwarded_ports",
-    "is_loopback",
+    "is_forward_address",
     "network_mode",
     "parse_endpoint",
     "start_pasta",
@@ -60,6 +60,7 @@ PASTA_NETWORKS: Final[frozenset[NetworkMode]] = frozenset({"isolated", "sealed"}
 """The modes whose sandboxes a pasta of their turn connects."""
 
 LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+FORWARD_ADDRESSES: Final = frozenset(map(ipaddress.ip_address, ("127.0.0.1", "::1")))
 
 _STARTUP_TIMEOUT: Final = 10.0
 _STDERR_LIMIT: Final = 4096
@@ -121,13 +122,14 @@ def callback_endpoint(dispatch: bytes) -> Endpoint | None:
     return Endpoint(url.hostname, port) if url.hostname else None
 
 
-def is_loopback(host: str) -> bool:
-    """A loopback name (``localhost``) or address (``127.0.0.0/8``, ``::1``), without
-    resolving anything."""
+def is_forward_address(host: str) -> bool:
+    """Where a sandbox reaches pasta's forwards: ``127.0.0.1``, ``::1`` (pasta listens
+    on these in the namespace) or a loopback name (``localhost``, which ``/etc/hosts``
+    gives those); told without resolving anything."""
     if host in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host) in FORWARD_ADDRESSES
     except ValueError:
         return False
 
@@ -147,7 +149,7 @@ async def forwarded_ports(endpoints: Iterable[Endpoint], ports: Iterable[int] = 
 
 
 async def _is_this_host(host: str) -> bool:
-    if is_loopback(host):
+    if host in LOOPBACK_NAMES:
         return True
     try:
         infos = await trio.socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)

@@ -16,6 +16,7 @@ everything; no pasta is left once a turn is over, however it ended.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import shlex
 import sys
@@ -40,7 +41,7 @@ from sandstream.server.runner.network import (
     NetworkMode,
     callback_endpoint,
     forwarded_ports,
-    is_loopback,
+    is_forward_address,
     network_mode,
     parse_endpoint,
 )
@@ -169,7 +170,7 @@ def _assert_sealed(report: dict[str, str]) -> None:
     for name in OUTSIDE_NAMES:
         if name == "name":
             assert report[name] == "failed gaierror", report
-        elif name == "resolver" and is_loopback(_resolver()):
+        elif name == "resolver" and ipaddress.ip_address(_resolver()).is_loopback:
             assert report[name] == "failed ECONNREFUSED", report
         else:
             assert report[name] == "failed ENETUNREACH", report
@@ -452,10 +453,11 @@ async def test_only_this_hosts_ports_are_forwarded() -> None:
     assert await forwarded_ports([], [4000]) == [4000]
 
 
-def test_loopback_is_told_without_resolving() -> None:
-    loopback = ["localhost", "127.0.0.1", "127.8.0.1", "::1", "ip6-localhost"]
-    assert all(is_loopback(host) for host in loopback)
-    assert not any(is_loopback(h) for h in ["192.0.2.1", "::", "models.internal", "fe80::1"])
+def test_the_forward_addresses_are_told_without_resolving() -> None:
+    forward = ["localhost", "127.0.0.1", "::1", "0:0::1", "ip6-localhost"]
+    assert all(is_forward_address(host) for host in forward)
+    others = ["127.0.0.2", "192.0.2.1", "::", "models.internal", "fe80::1"]
+    assert not any(is_forward_address(host) for host in others)
 
 
 def test_a_sealed_launcher_takes_only_loopback_endpoints_and_real_ports() -> None:
