@@ -386,15 +386,14 @@ class BwrapLauncher:
         if self.network not in PASTA_NETWORKS:
             return []
         callback = callback_endpoint(dispatch)
-        endpoints = [*([callback] if callback else []), *self.allowed]
-        ports = await forwarded_ports(endpoints, self.host_ports)
-        if self.network == "sealed" and callback is not None and callback.port not in ports:
+        if self.network == "sealed" and callback and not await forwarded_ports([callback]):
             raise LaunchError(
                 0,
                 f"a sealed sandbox reaches only this host's loopback: its callback "
                 f"{callback} is not on this host",
             )
-        return ports
+        endpoints = [*([callback] if callback else []), *self.allowed]
+        return await forwarded_ports(endpoints, self.host_ports)
 
     async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:
@@ -441,9 +440,8 @@ class BwrapLauncher:
         """Bring up the sandbox bwrap set up: read its init's pid and PID namespace from
         ``info_r`` (which this closes), hold the init's pidfd and mount namespace, put it
         in ``cgroup``, connect its network through pasta (``isolated``, ``sealed``:
-        ``ports``), then
-        unblock bwrap through ``block_w`` (closed in every case) so that it runs the
-        container. Raises :class:`LaunchError`.
+        ``ports``), then unblock bwrap through ``block_w`` (closed in every case) so
+        that it runs the container. Raises :class:`LaunchError`.
 
         Cancellation or failure: bwrap's process group is killed and reaped, and what
         was taken so far released, shielded, before this raises

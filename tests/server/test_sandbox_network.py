@@ -261,7 +261,10 @@ async def test_the_runners_own_ports_join_the_forwarded_ones(
 async def test_a_sealed_turn_whose_callback_is_on_another_host_fails_to_launch(
     nursery: trio.Nursery, workspace: WorkspaceServer
 ) -> None:
-    server = await start_runner(nursery, launcher=bwrap_launcher(network="sealed"))
+    """Even when an allowed service on this host has the callback's port."""
+    allowed = [Endpoint("127.0.0.1", 8080)]
+    launcher = bwrap_launcher(network="sealed", allowed=allowed)
+    server = await start_runner(nursery, launcher=launcher)
     dispatch = workspace.mint_dispatch()
     dispatch["agent_url"] = "http://198.51.100.7:8080/api/sandbox/s"  # a documentation address
     async with server.stream(dispatch) as response:
