@@ -176,8 +176,10 @@ CONTAINER_SETTINGS: Final = (
         metavar="{" + ",".join(NETWORK_MODES) + "}",
         shown="isolated; on and off: host and none",
         help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
-        "but of this host only the turn's callback and --sandbox-allow; host, shares the "
-        "host's network and its loopback services (development); none, loopback only — "
+        "but of this host only the turn's callback and --sandbox-allow; sealed, a network "
+        "of its own that reaches only those ports of this host's loopback, no outside "
+        "world, no DNS (any other address fails at once); host, shares the host's "
+        "network and its loopback services (development); none, loopback only — "
         "refused with the default --container-cmd, whose callbacks need the network",
     ),
     Setting(
@@ -185,8 +187,9 @@ CONTAINER_SETTINGS: Final = (
         kind="repeated",
         parse=_endpoint,
         metavar="HOST:PORT",
-        help="isolated: a service on this host a sandbox may reach as well (its port on "
-        "the host's loopback), e.g. a model provider at 127.0.0.1:11434",
+        help="isolated, sealed: a service on this host a sandbox may reach as well (its "
+        "port on the host's loopback), e.g. a model provider at 127.0.0.1:11434; sealed "
+        "takes only loopback addresses (127.0.0.1, [::1], localhost)",
     ),
     Setting(
         flag="--memory-limit",
@@ -269,7 +272,7 @@ def launcher_from_args(
     (:data:`NETWORK_OFF_REFUSED`): that container fetches every turn's environment from
     the server's callbacks over the network, which a sandbox of its own loopback cannot
     reach, so every turn would end ``bootstrap_failed``. ``--sandbox local`` with
-    ``--sandbox-network isolated`` or ``none`` given is refused
+    ``--sandbox-network isolated``, ``sealed`` or ``none`` given is refused
     (:data:`LOCAL_NETWORK_REFUSED`); without the flag, it shares the server's network.
     """
     argv = shlex.split(args.container_cmd)
@@ -307,7 +310,7 @@ def launcher_from_args(
             f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
         )
         return launcher
-    if args.sandbox_network in ("isolated", "none") or args.sandbox_allow:
+    if args.sandbox_network in ("isolated", "sealed", "none") or args.sandbox_allow:
         raise ValueError(LOCAL_NETWORK_REFUSED)
     logging.getLogger("sandstream.runner").warning(
         "sandbox: local — containers run as plain subprocesses with this server's user, "

@@ -4,8 +4,8 @@ A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init 
 is the container itself (``--as-pid-1``: no other process of the sandbox holds its
 stdin, stdout or stderr): the system and Python files read-only, a size-limited tmpfs
 at ``/tmp`` and one at ``/dev/shm``, a cleared environment, no capabilities, a network
-of its own (``isolated``: a pasta process of the turn connects it, :mod:`.network`),
-the host's or none, resource limits per sandbox (:mod:`.limits`).
+of its own (``isolated`` and ``sealed``: a pasta process of the turn connects it,
+:mod:`.network`), the host's or none, resource limits per sandbox (:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
 Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
@@ -59,10 +59,12 @@ from .limits import (
     watch_limits,
 )
 from .network import (
+    PASTA_NETWORKS,
     Endpoint,
     NetworkMode,
     callback_endpoint,
     forwarded_ports,
+    is_forward_address,
     start_pasta,
     stop_pasta,
 )
@@ -170,10 +172,13 @@ class BwrapLauncher:
     """Run each container in a bubblewrap sandbox; see the module docstring.
 
     ``argv``: the container command. ``env``: more variables for it. ``network``:
-    ``isolated`` (a network of its own through ``pasta``, which reaches the host's
-    loopback only on the turn's callback port and the ports of ``allowed`` endpoints
-    on this host), ``host`` (the host's network) or ``none`` (loopback only).
-    ``limits``: per sandbox.
+    ``isolated`` (a network of its own through ``pasta``, which reaches the outside
+    world, and the host's loopback only on the forwarded ports: the turn's callback
+    port, the ports of ``allowed`` endpoints on this host and ``host_ports``),
+    ``sealed`` (those forwarded ports and nothing else), ``host`` (the host's network)
+    or ``none`` (loopback only). ``host_ports``: more ports of the host's loopback every
+    sandbox of ``isolated`` or ``sealed`` reaches (the runner's own services for its
+    sandboxes). ``limits``: per sandbox.
     ``hidden_paths``: host paths never visible (the server's data dir).
     ``extra_paths``: more host paths visible read-only. ``stderr``, ``pipe_size``: as
     for :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`.
@@ -186,6 +191,7 @@ class BwrapLauncher:
     env: Mapping[str, str] = field(default_factory=dict)
     network: NetworkMode = "isolated"
     allowed: Sequence[Endpoint] = ()
+    host_ports: Sequence[int] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     hidden_paths: Sequence[str] = ()
     extra_paths: Sequence[str] = ()
@@ -205,11 +211,22 @@ class BwrapLauncher:
             raise ValueError(f"poll_interval must be > 0, got {self.poll_interval}")
         if shutil.which(self.bwrap) is None:
             raise ValueError(f"bubblewrap is not installed ({self.bwrap!r} is not on PATH)")
-        if self.network == "isolated" and shutil.which(self.pasta) is None:
+        if self.network in PASTA_NETWORKS and shutil.which(self.pasta) is None:
             raise ValueError(
-                f"--sandbox-network isolated needs pasta ({self.pasta!r} is not on PATH; "
-                "apt-get install passt), or choose --sandbox-network host or none"
+                f"--sandbox-network {self.network} needs pasta ({self.pasta!r} is not on "
+                "PATH; apt-get install passt), or choose --sandbox-network host or none"
             )
+        if self.network == "sealed":
+            for endpoint in self.allowed:
+                if not is_forward_address(endpoint.host):
+                    raise ValueError(
+                        f"--sandbox-network sealed reaches only this host's loopback: "
+                        f"--sandbox-allow {endpoint} is not on it (name 127.0.0.1, [::1] "
+                        "or localhost, where the service listens)"
+                    )
+        for port in self.host_ports:
+            if not 0 < port < 65536:
+                raise ValueError(f"host_ports: not a port (1-65535): {port!r}")
         if self.use_cgroups:
             self.cgroups = find_cgroup_root()
             if self.cgroups is not None:
@@ -359,13 +376,24 @@ class BwrapLauncher:
         return container.exit
 
     async def _forwarded_ports(self, dispatch: bytes) -> list[int]:
-        """The host ports an ``isolated`` sandbox's pasta forwards: the turn's callback
-        port and those of the ``allowed`` endpoints on this host; [] for other networks.
-        Cancellation: raises, nothing to undo."""
-        if self.network != "isolated":
+        """The host ports a sandbox's pasta forwards (``isolated``, ``sealed``): the
+        turn's callback port, those of the ``allowed`` endpoints on this host and
+        ``host_ports``; [] for other networks. The one list of them: a port every
+        sandbox should reach joins ``host_ports``.
+
+        Raises :class:`LaunchError` for a ``sealed`` sandbox whose callback is not on
+        this host (it could not reach it). Cancellation: raises, nothing to undo."""
+        if self.network not in PASTA_NETWORKS:
             return []
         callback = callback_endpoint(dispatch)
-        return await forwarded_ports([*([callback] if callback else []), *self.allowed])
+        if self.network == "sealed" and callback and not await forwarded_ports([callback]):
+            raise LaunchError(
+                0,
+                f"a sealed sandbox reaches only this host's loopback: its callback "
+                f"{callback} is not on this host",
+            )
+        endpoints = [*([callback] if callback else []), *self.allowed]
+        return await forwarded_ports(endpoints, self.host_ports)
 
     async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:
@@ -411,9 +439,9 @@ class BwrapLauncher:
     ) -> _Sandbox:
         """Bring up the sandbox bwrap set up: read its init's pid and PID namespace from
         ``info_r`` (which this closes), hold the init's pidfd and mount namespace, put it
-        in ``cgroup``, connect its network through pasta (``isolated``, ``ports``), then
-        unblock bwrap through ``block_w`` (closed in every case) so that it runs the
-        container. Raises :class:`LaunchError`.
+        in ``cgroup``, connect its network through pasta (``isolated``, ``sealed``:
+        ``ports``), then unblock bwrap through ``block_w`` (closed in every case) so
+        that it runs the container. Raises :class:`LaunchError`.
 
         Cancellation or failure: bwrap's process group is killed and reaped, and what
         was taken so far released, shielded, before this raises
@@ -436,8 +464,9 @@ class BwrapLauncher:
                     raise LaunchError(
                         exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
                     ) from exc
-            if self.network == "isolated":
-                pasta = await start_pasta(self.pasta, init_pid, ports)
+            if self.network in PASTA_NETWORKS:
+                outside = self.network == "isolated"
+                pasta = await start_pasta(self.pasta, init_pid, ports, outside=outside)
             os.write(block_w, b"1")
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -555,7 +584,7 @@ class _Sandbox:
     mounts: int | None
     """An fd holding its mount namespace (:func:`_hold_mounts`)."""
     pasta: SpawnedProcess | None
-    """The pasta connecting its network (``isolated``)."""
+    """The pasta connecting its network (``isolated``, ``sealed``)."""
     exited: bool = False
     """bwrap exited while the run was tending it, uncancelled."""
     stopped_at: float | None = None

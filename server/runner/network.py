@@ -1,12 +1,15 @@
 """What a bubblewrap sandbox's network reaches: ``--sandbox-network`` and its helper.
 
-Three modes (:data:`NETWORK_MODES`): ``isolated``, a network namespace of the sandbox's
+Four modes (:data:`NETWORK_MODES`): ``isolated``, a network namespace of the sandbox's
 own connected to the outside world by ``pasta`` (Debian's ``passt``), which reaches none
-of the host's loopback services except the ports forwarded to it (the turn's callback
-and ``--sandbox-allow``); ``host``, the host's network; ``none``, loopback only.
+of the host's loopback services except the ports forwarded to it (the turn's callback,
+``--sandbox-allow`` and the runner's own, :func:`forwarded_ports`); ``sealed``, the same
+forwarded ports and nothing else: no outside world, no route at all; ``host``, the
+host's network; ``none``, loopback only.
 
 :func:`start_pasta` attaches one ``pasta`` to a sandbox's network namespace before the
-sandbox's command runs and returns once it is configured; :func:`stop_pasta` ends it.
+sandbox's command runs and returns once it is configured (``isolated``: addresses and
+routes; ``sealed``: the forwards alone); :func:`stop_pasta` ends it.
 The pasta process is the runner's child, dies with the runner (``PR_SET_PDEATHSIG``)
 and is killed when its turn ends, cancelled or not. Bad input (an endpoint that is no
 ``HOST:PORT``, a mode that does not exist) is a :class:`ValueError`; a pasta that
@@ -37,29 +40,35 @@ from .spawn import SpawnedProcess, spawn
 __all__ = [
     "NETWORK_ALIASES",
     "NETWORK_MODES",
+    "PASTA_NETWORKS",
     "Endpoint",
     "NetworkMode",
     "callback_endpoint",
     "forwarded_ports",
+    "is_forward_address",
     "network_mode",
     "parse_endpoint",
     "start_pasta",
     "stop_pasta",
 ]
 
-NetworkMode: TypeAlias = Literal["isolated", "host", "none"]
-NETWORK_MODES: Final[tuple[NetworkMode, ...]] = ("isolated", "host", "none")
+NetworkMode: TypeAlias = Literal["isolated", "sealed", "host", "none"]
+NETWORK_MODES: Final[tuple[NetworkMode, ...]] = ("isolated", "sealed", "host", "none")
 NETWORK_ALIASES: Final[dict[str, NetworkMode]] = {"on": "host", "off": "none"}
 """The names of earlier versions, still accepted."""
+PASTA_NETWORKS: Final[frozenset[NetworkMode]] = frozenset({"isolated", "sealed"})
+"""The modes whose sandboxes a pasta of their turn connects."""
 
 LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+FORWARD_ADDRESSES: Final = frozenset(map(ipaddress.ip_address, ("127.0.0.1", "::1")))
 
 _STARTUP_TIMEOUT: Final = 10.0
 _STDERR_LIMIT: Final = 4096
 
 
 def network_mode(text: str) -> NetworkMode:
-    """``isolated``, ``host`` or ``none`` (or an alias); :class:`ValueError` otherwise."""
+    """``isolated``, ``sealed``, ``host`` or ``none`` (or an alias); :class:`ValueError`
+    otherwise."""
     name = text.strip().lower()
     name = NETWORK_ALIASES.get(name, name)
     for mode in NETWORK_MODES:
@@ -113,15 +122,30 @@ def callback_endpoint(dispatch: bytes) -> Endpoint | None:
     return Endpoint(url.hostname, port) if url.hostname else None
 
 
-async def forwarded_ports(endpoints: Iterable[Endpoint]) -> list[int]:
-    """The ports of ``endpoints`` on this host (a loopback address, or one of the host's
-    own), which an isolated sandbox reaches only through a port forwarded to the
-    host's loopback. Other hosts are reached as the outside world is."""
-    ports: set[int] = set()
+def is_forward_address(host: str) -> bool:
+    """Where a sandbox reaches pasta's forwards: ``127.0.0.1``, ``::1`` (pasta listens
+    on these in the namespace) or a loopback name (``localhost``, which ``/etc/hosts``
+    gives those); told without resolving anything."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host) in FORWARD_ADDRESSES
+    except ValueError:
+        return False
+
+
+async def forwarded_ports(endpoints: Iterable[Endpoint], ports: Iterable[int] = ()) -> list[int]:
+    """The host loopback ports a sandbox's pasta forwards, sorted, each once: those of
+    ``endpoints`` on this host (a loopback address, or one of the host's own), which a
+    sandbox of its own network reaches only through a port forwarded to the host's
+    loopback, and ``ports``, more of the host's loopback (the runner's own services).
+    Endpoints on other hosts are left out: an ``isolated`` sandbox reaches them as the
+    outside world, a ``sealed`` one not at all."""
+    forwarded = set(ports)
     for endpoint in endpoints:
-        if endpoint.port not in ports and await _is_this_host(endpoint.host):
-            ports.add(endpoint.port)
-    return sorted(ports)
+        if endpoint.port not in forwarded and await _is_this_host(endpoint.host):
+            forwarded.add(endpoint.port)
+    return sorted(forwarded)
 
 
 async def _is_this_host(host: str) -> bool:
@@ -148,8 +172,26 @@ def _is_local_address(address: str) -> bool:
     return True
 
 
+SEALED_PASTA_OPTIONS: Final = (
+    "--no-udp",
+    "--no-icmp",
+    "--no-dhcp",
+    "--no-dhcpv6",
+    "--no-ndp",
+    "--no-ra",
+)
+"""What a ``sealed`` pasta turns off on its tap device besides leaving it down: every
+handler but TCP's (which its ``-T`` forwards need)."""
+
+
 def pasta_command(
-    pasta: str, ports: Sequence[int], *, netns_fd: int, userns_fd: int | None, pid_fd: int
+    pasta: str,
+    ports: Sequence[int],
+    *,
+    outside: bool,
+    netns_fd: int,
+    userns_fd: int | None,
+    pid_fd: int,
 ) -> list[str]:
     """The ``pasta`` command that connects the network namespace open as ``netns_fd``
     (owned by the user namespace open as ``userns_fd``, which pasta joins too: a
@@ -157,13 +199,19 @@ def pasta_command(
 
     No inbound forward (``-t none -u none``), no gateway mapped to the host
     (``--no-map-gw``), and from the namespace to the host's loopback only TCP
-    ``ports`` (``-T``; none: ``-T none``), no UDP (``-U none``). ``pid_fd``: where
+    ``ports`` (``-T``; none: ``-T none``), no UDP (``-U none``). ``outside``
+    (``isolated``): pasta gives its tap device the host's addresses and routes
+    (``--config-net``), through which the namespace reaches the outside world; not
+    (``sealed``): the tap device stays down, so the namespace has no route and no
+    address but its loopback, and its handlers are off (:data:`SEALED_PASTA_OPTIONS`);
+    the forwards, spliced between the two loopbacks, work the same. ``pid_fd``: where
     pasta writes its pid once the namespace is configured. As root, pasta keeps
     root's identity (it joins a namespace of root's; it drops its capabilities).
     """
     tcp_ns = ",".join(str(port) for port in ports) or "none"
-    argv = ["setpriv", "--pdeathsig", "KILL", "--", pasta, "--config-net", "--quiet"]
-    argv += ["--foreground", "--no-map-gw", "-t", "none", "-u", "none"]
+    argv = ["setpriv", "--pdeathsig", "KILL", "--", pasta]
+    argv += ["--config-net"] if outside else list(SEALED_PASTA_OPTIONS)
+    argv += ["--quiet", "--foreground", "--no-map-gw", "-t", "none", "-u", "none"]
     argv += ["-T", tcp_ns, "-U", "none", "--pid", f"/proc/self/fd/{pid_fd}"]
     if os.geteuid() == 0:
         argv += ["--runas", "0:0"]
@@ -175,9 +223,12 @@ def pasta_command(
     return argv
 
 
-async def start_pasta(pasta: str, init_pid: int, ports: Sequence[int]) -> SpawnedProcess:
+async def start_pasta(
+    pasta: str, init_pid: int, ports: Sequence[int], *, outside: bool
+) -> SpawnedProcess:
     """Connect the network namespace of ``init_pid`` (not yet running its command) to
-    the outside world; return the running pasta once the namespace is configured.
+    the host's loopback ``ports`` and, if ``outside``, to the outside world
+    (:func:`pasta_command`); return the running pasta once the namespace is configured.
 
     Raises :class:`LaunchError` if pasta cannot start. Cancellation: pasta is killed
     and reaped before this returns.
@@ -186,7 +237,9 @@ async def start_pasta(pasta: str, init_pid: int, ports: Sequence[int]) -> Spawne
     netns_fd, userns_fd = namespaces
     ready_r, ready_w = os.pipe()
     try:
-        argv = pasta_command(pasta, ports, netns_fd=netns_fd, userns_fd=userns_fd, pid_fd=ready_w)
+        argv = pasta_command(
+            pasta, ports, outside=outside, netns_fd=netns_fd, userns_fd=userns_fd, pid_fd=ready_w
+        )
         process = await spawn(
             argv,
             stdin=subprocess.DEVNULL,

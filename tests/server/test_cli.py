@@ -126,7 +126,15 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
     assert any("NOT isolated" in record.getMessage() for record in caplog.records)
     host = launcher_from_args(parser.parse_args(["--sandbox", "bwrap", "--sandbox-network", "on"]))
     assert isinstance(host, BwrapLauncher) and host.network == "host"
-    for network in ("isolated", "none"):
+    sealed = launcher_from_args(
+        parser.parse_args(["--sandbox-network", "sealed", "--sandbox-allow", "localhost:11434"])
+    )
+    assert isinstance(sealed, BwrapLauncher) and sealed.network == "sealed"
+    with pytest.raises(ValueError, match="sealed reaches only this host's loopback"):
+        launcher_from_args(
+            parser.parse_args(["--sandbox-network", "sealed", "--sandbox-allow", "models.lan:80"])
+        )
+    for network in ("isolated", "sealed", "none"):
         with pytest.raises(ValueError, match="cannot isolate the network"):
             launcher_from_args(
                 parser.parse_args(["--sandbox", "local", "--sandbox-network", network])

@@ -3,14 +3,20 @@
 A probe runs in the sandbox (as the container itself, or through the real container's
 ``run_shell`` skill) and connects to what runs on the host's loopback: the runner
 that started it, an unauthenticated redis-server, two stand-in model providers (one
-allowed with ``--sandbox-allow``) and the turn's own callback. ``isolated`` reaches the
-callback and the allowed provider only, ``none`` nothing, ``host`` everything; no pasta
-is left once a turn is over, however it ended.
+allowed with ``--sandbox-allow``) and the turn's own callback; and, for ``sealed``,
+beyond it: another machine made for the test (a network namespace behind a veth,
+:mod:`tests.support.outside_host`) over TCP and UDP, IPv4 and IPv6, a service of this
+host on its address on that link, the resolver of ``/etc/resolv.conf`` and a name.
+``isolated`` reaches the callback and the allowed provider of this host, and the other
+machine; ``sealed`` the same ports of this host and nothing else, every other attempt
+failing at once (refused or unreachable, never a timeout); ``none`` nothing, ``host``
+everything; no pasta is left once a turn is over, however it ended.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import shlex
 import sys
@@ -35,6 +41,7 @@ from sandstream.server.runner.network import (
     NetworkMode,
     callback_endpoint,
     forwarded_ports,
+    is_forward_address,
     network_mode,
     parse_endpoint,
 )
@@ -47,17 +54,30 @@ from tests.server.harness import (
     shell,
     start_runner,
 )
+from tests.support.outside_host import OutsideHost, open_outside_host
 
 PROBE: Final = r"""
-import json, socket, sys, urllib.parse
+import errno, json, socket, sys, urllib.parse
+
+QUERY = bytes.fromhex("5a5a01000001000000000000076578616d706c6503636f6d0000010001")
 
 def attempt(host, port, kind):
     try:
+        if kind == "name":
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+            return "answered resolved"
+        if kind == "udp":
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_DGRAM) as sock:
+                sock.settimeout(5)
+                sock.connect((host, int(port)))
+                sock.send(QUERY)
+                return "answered " + sock.recv(512)[:2].decode("ascii", "replace")
         with socket.create_connection((host, int(port)), timeout=5) as sock:
             sock.sendall(b"PING\r\n" if kind == "redis" else b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
             return "answered " + sock.recv(64).split(b"\r\n")[0].decode("ascii", "replace")
     except OSError as exc:
-        return "failed " + type(exc).__name__
+        return "failed " + (errno.errorcode.get(exc.errno or 0) or type(exc).__name__)
 
 as_container = sys.argv[1] == "--container"
 targets = dict(line.split("=", 1) for line in open(sys.argv[-1]).read().split())
@@ -67,9 +87,12 @@ if as_container:
 report = json.dumps({name: attempt(*t.rsplit(":", 2)) for name, t in targets.items()})
 print(json.dumps({"type": "result", "message": report}) if as_container else report)
 """
-"""Connects to each ``name=host:port:kind`` of the file it names and reports
-``answered <first line>`` or ``failed <error>``; as the container (``--container``),
-it reads the dispatch, tries its callback too and answers with a ``result`` line."""
+"""Connects to each ``name=host:port:kind`` of the file it names (``kind``: ``http``,
+``redis``, ``udp``: a DNS query sent as one datagram, or ``name``: resolves ``host``)
+and reports ``answered <first line>`` (``udp``: the answer's first two bytes) or
+``failed <errno name>`` (``failed TimeoutError`` after 5 s without an answer, ``failed
+gaierror`` for a name that does not resolve); as the container (``--container``), it
+reads the dispatch, tries its callback too and answers with a ``result`` line."""
 
 
 @dataclass
@@ -102,6 +125,57 @@ async def host(nursery: trio.Nursery) -> AsyncIterator[Host]:
         yield Host(redis, await start_model_server(nursery), await start_model_server(nursery))
 
 
+@pytest.fixture
+async def outside() -> AsyncIterator[OutsideHost]:
+    async with open_outside_host() as machine:
+        yield machine
+
+
+OUTSIDE_NAMES: Final = (
+    "outside_tcp4",
+    "outside_tcp6",
+    "outside_udp4",
+    "outside_udp6",
+    "host_address",
+    "resolver",
+    "name",
+)
+
+
+def _outside_targets(outside: OutsideHost) -> list[str]:
+    """The probe's targets beyond this host's loopback (:data:`OUTSIDE_NAMES`)."""
+    return [
+        f"outside_tcp4={outside.ipv4}:{outside.port}:http",
+        f"outside_tcp6={outside.ipv6}:{outside.port}:http",
+        f"outside_udp4={outside.ipv4}:53:udp",
+        f"outside_udp6={outside.ipv6}:53:udp",
+        f"host_address={outside.host_ipv4}:{outside.host_port}:http",
+        f"resolver={_resolver()}:53:udp",
+        "name=pypi.org:443:name",
+    ]
+
+
+def _resolver() -> str:
+    """The first resolver of ``/etc/resolv.conf`` (which sandboxes see), as glibc picks."""
+    for line in Path("/etc/resolv.conf").read_text().splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            return words[1]
+    return "127.0.0.1"
+
+
+def _assert_sealed(report: dict[str, str]) -> None:
+    """Nothing beyond the forwarded ports answered, and each attempt failed at once:
+    unreachable (no route), or refused (a loopback resolver)."""
+    for name in OUTSIDE_NAMES:
+        if name == "name":
+            assert report[name] == "failed gaierror", report
+        elif name == "resolver" and ipaddress.ip_address(_resolver()).is_loopback:
+            assert report[name] == "failed ECONNREFUSED", report
+        else:
+            assert report[name] == "failed ENETUNREACH", report
+
+
 def _pastas(parent: psutil.Process | None = None) -> list[psutil.Process]:
     """The pasta processes this test process (or ``parent``) started."""
     found = []
@@ -118,8 +192,12 @@ async def _probe_as_container(
     host: Host,
     tmp_path: Path,
     network: NetworkMode,
+    *,
+    more: list[str] | None = None,
+    host_ports: list[int] | None = None,
 ) -> dict[str, str]:
-    """Run the probe as the container of one turn; its report."""
+    """Run the probe as the container of one turn; its report. ``more``: targets
+    besides the host's; ``host_ports``: the launcher's."""
     script, targets = tmp_path / "probe.py", tmp_path / "targets"
     script.write_text(PROBE)
     targets.write_text("")
@@ -127,9 +205,10 @@ async def _probe_as_container(
         argv=[sys.executable, str(script), "--container", str(targets)],
         network=network,
         allowed=host.allow(),
+        host_ports=host_ports or [],
     )
     server = await start_runner(nursery, launcher=launcher)
-    targets.write_text("\n".join(host.targets(server)))
+    targets.write_text("\n".join([*host.targets(server), *(more or [])]))
     async with server.stream(workspace.mint_dispatch()) as response:
         lines = parse_stream(await response.aread())
     await server.wait_records(1)
@@ -146,7 +225,55 @@ async def test_an_isolated_sandbox_reaches_its_callback_and_what_is_allowed_only
     assert report["callback"].startswith("answered HTTP/1.1"), report
     assert report["allowed"].startswith("answered HTTP/1.1"), report
     for refused in ("runner", "redis", "other"):
-        assert report[refused] == "failed ConnectionRefusedError", report
+        assert report[refused] == "failed ECONNREFUSED", report
+
+
+async def test_a_sealed_sandbox_reaches_its_callback_and_what_is_allowed_and_nothing_else(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    host: Host,
+    outside: OutsideHost,
+    tmp_path: Path,
+) -> None:
+    more = _outside_targets(outside)
+    report = await _probe_as_container(nursery, workspace, host, tmp_path, "sealed", more=more)
+    assert report["callback"].startswith("answered HTTP/1.1"), report
+    assert report["allowed"].startswith("answered HTTP/1.1"), report
+    for refused in ("runner", "redis", "other"):
+        assert report[refused] == "failed ECONNREFUSED", report
+    _assert_sealed(report)
+
+
+async def test_the_runners_own_ports_join_the_forwarded_ones(
+    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+) -> None:
+    """``host_ports``: a service of the runner's (here the other provider) every sandbox
+    reaches, sealed as it is."""
+    other_port = parse_endpoint(_host_port(host.other.base_url)).port
+    report = await _probe_as_container(
+        nursery, workspace, host, tmp_path, "sealed", host_ports=[other_port]
+    )
+    for answered in ("callback", "allowed", "other"):
+        assert report[answered].startswith("answered HTTP/1.1"), report
+    assert report["redis"] == "failed ECONNREFUSED", report
+
+
+async def test_a_sealed_turn_whose_callback_is_on_another_host_fails_to_launch(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """Even when an allowed service on this host has the callback's port."""
+    allowed = [Endpoint("127.0.0.1", 8080)]
+    launcher = bwrap_launcher(network="sealed", allowed=allowed)
+    server = await start_runner(nursery, launcher=launcher)
+    dispatch = workspace.mint_dispatch()
+    dispatch["agent_url"] = "http://198.51.100.7:8080/api/sandbox/s"  # a documentation address
+    async with server.stream(dispatch) as response:
+        line = parse_stream(await response.aread())[-1]
+    assert line["type"] == "error", line
+    assert "its callback 198.51.100.7:8080 is not on this host" in line["message"], line
+    (record,) = await server.wait_records(1)
+    assert record.outcome == "launch_failed", record
+    assert server.runner.live == 0 and _pastas() == []
 
 
 async def test_a_sandbox_without_network_reaches_nothing(
@@ -166,15 +293,24 @@ async def test_a_sandbox_on_the_hosts_network_reaches_every_loopback_service(
         assert report[name].startswith("answered HTTP/1.1"), report
 
 
-async def test_the_run_shell_skill_of_an_isolated_turn_cannot_reach_the_host(
-    nursery: trio.Nursery, workspace: WorkspaceServer, host: Host, tmp_path: Path
+@pytest.mark.parametrize("network", ["isolated", "sealed"])
+async def test_the_run_shell_skill_of_a_turn_of_its_own_network_cannot_reach_the_host(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    host: Host,
+    outside: OutsideHost,
+    tmp_path: Path,
+    network: NetworkMode,
 ) -> None:
-    """The real container bootstraps through its callback, then its skill probes."""
+    """The real container bootstraps through its callbacks, then its skill probes: of
+    this host only what is allowed; beyond it, the other machine (``isolated``, over
+    IPv4: pasta gives IPv6 only where the host has a default route for it) or nothing
+    (``sealed``)."""
     script, targets = tmp_path / "probe.py", tmp_path / "targets"
     script.write_text(PROBE)
-    launcher = bwrap_launcher(extra_paths=[str(tmp_path)], allowed=host.allow())
+    launcher = bwrap_launcher(extra_paths=[str(tmp_path)], network=network, allowed=host.allow())
     server = await start_runner(nursery, launcher=launcher)
-    targets.write_text("\n".join(host.targets(server)))
+    targets.write_text("\n".join([*host.targets(server), *_outside_targets(outside)]))
     workspace.config = scripted(shell(f"python3 {script} {targets}"))
     async with server.stream(workspace.mint_dispatch()) as response:
         lines = parse_stream(await response.aread())
@@ -184,7 +320,13 @@ async def test_the_run_shell_skill_of_an_isolated_turn_cannot_reach_the_host(
     report = json.loads(step["result"]["stdout"])
     assert report["allowed"].startswith("answered HTTP/1.1"), report
     for refused in ("runner", "redis", "other"):
-        assert report[refused] == "failed ConnectionRefusedError", report
+        assert report[refused] == "failed ECONNREFUSED", report
+    if network == "sealed":
+        _assert_sealed(report)
+    else:
+        assert report["outside_tcp4"] == "answered HTTP/1.0 200 outside", report
+        assert report["outside_udp4"] == "answered ZZ", report  # the query's id, echoed
+        assert report["host_address"] == "answered HTTP/1.0 200 host", report
     assert lines[-1]["type"] == "result", lines[-1]
     assert _pastas() == []
 
@@ -242,8 +384,10 @@ def _sandboxed(runner: psutil.Process, pasta: psutil.Process) -> list[psutil.Pro
 
 
 def test_the_network_modes_and_their_old_names() -> None:
-    assert [network_mode(name) for name in ("isolated", "HOST", "none", "on", "off")] == [
+    names = ("isolated", "Sealed", "HOST", "none", "on", "off")
+    assert [network_mode(name) for name in names] == [
         "isolated",
+        "sealed",
         "host",
         "none",
         "host",
@@ -308,11 +452,31 @@ async def test_only_this_hosts_ports_are_forwarded() -> None:
         Endpoint("no-such-host.invalid", 5000),
     ]
     assert await forwarded_ports(endpoints) == [7000, 8080, 9000]
+    assert await forwarded_ports(endpoints, [9000, 4000]) == [4000, 7000, 8080, 9000]
+    assert await forwarded_ports([], [4000]) == [4000]
 
 
-def test_isolated_without_pasta_is_refused_at_once() -> None:
+def test_the_forward_addresses_are_told_without_resolving() -> None:
+    forward = ["localhost", "127.0.0.1", "::1", "0:0::1", "ip6-localhost"]
+    assert all(is_forward_address(host) for host in forward)
+    others = ["127.0.0.2", "192.0.2.1", "::", "models.internal", "fe80::1"]
+    assert not any(is_forward_address(host) for host in others)
+
+
+def test_a_sealed_launcher_takes_only_loopback_endpoints_and_real_ports() -> None:
+    allowed = [Endpoint("localhost", 11434), Endpoint("::1", 8081)]
+    assert bwrap_launcher(network="sealed", allowed=allowed).network == "sealed"
+    with pytest.raises(ValueError, match=r"sealed reaches only .*models.internal:11434"):
+        bwrap_launcher(network="sealed", allowed=[Endpoint("models.internal", 11434)])
+    with pytest.raises(ValueError, match=r"host_ports: not a port .*: 0"):
+        bwrap_launcher(network="sealed", host_ports=[0])
+
+
+def test_a_network_of_its_own_without_pasta_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match=r"isolated needs pasta .* apt-get install passt"):
         bwrap_launcher(pasta="/nonexistent/pasta")
+    with pytest.raises(ValueError, match=r"sealed needs pasta"):
+        bwrap_launcher(network="sealed", pasta="/nonexistent/pasta")
     assert bwrap_launcher(network="host", pasta="/nonexistent/pasta").network == "host"
 
 
