@@ -215,7 +215,9 @@ CONTINUING: Final[dict[AcpPreset, tuple[list[str], str]]] = {
 }
 """The ways each agent's second turn tries (what it advertises) and the one used: the
 first, but for Gemini CLI, which answers ``session/load`` of a session of its restored
-home ``-32603 Internal error``: the turn falls to a new session with the preamble."""
+home ``-32603 Internal error`` ("No previous sessions found for this project."), though
+the same files and the same request load outside the sandbox: the turn falls to a new
+session with the preamble."""
 
 
 @pytest.mark.parametrize("preset", PRESETS)

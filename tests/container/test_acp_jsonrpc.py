@@ -235,6 +235,18 @@ async def test_an_error_answer_raises_remote_error() -> None:
     assert caught.value.rpc_code == -32000
 
 
+def test_an_error_s_structured_data_is_in_its_message_bounded() -> None:
+    details = {"details": "No previous sessions found for this project."}
+    error = RemoteError("session/load", -32603, "Internal error", details)
+    assert error.message == (
+        'session/load failed (-32603): Internal error: {"details": '
+        '"No previous sessions found for this project."}'
+    )
+    assert RemoteError("x", 1, "m", None).message == "x failed (1): m"
+    long = RemoteError("x", 1, "m", {"d": "y" * 10_000}).message
+    assert len(long) < 600 and long.endswith("…")
+
+
 async def test_requests_from_the_agent_are_answered_with_their_id() -> None:
     handler = Handler()
     async with connected(handler) as (_connection, peer):

@@ -3,7 +3,8 @@ becomes the run's ``error`` line with its own code."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Final
 
 from ...errors import AgentError
 
@@ -16,6 +17,9 @@ __all__ = [
     "RefusalError",
     "RemoteError",
 ]
+
+_DETAIL_CHARS: Final = 500
+"""The most characters of a JSON-RPC error's ``data`` its message shows."""
 
 
 class ProtocolError(AgentError):
@@ -32,10 +36,20 @@ class RemoteError(AgentError):
     default_code = "agent_error"
 
     def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
-        detail = f": {data}" if isinstance(data, str) and data else ""
-        super().__init__(f"{method} failed ({code}): {message}{detail}")
+        super().__init__(f"{method} failed ({code}): {message}{_detail(data)}")
         self.rpc_code = code
         self.data = data
+
+
+def _detail(data: Any) -> str:
+    """An error's ``data`` as a suffix of its message (JSON unless a string), at most
+    :data:`_DETAIL_CHARS` characters of it."""
+    if data is None or data == "":
+        return ""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    if len(text) > _DETAIL_CHARS:
+        text = text[: _DETAIL_CHARS - 1] + "…"
+    return f": {text}"
 
 
 class AgentExitedError(AgentError):
