@@ -34,7 +34,7 @@ from sandstream.server.chat.model import (
     now_ms,
 )
 from sandstream.server.chat.mover import TurnSettler
-from sandstream.server.chat.store import ChatMessageStore, report_failure
+from sandstream.server.chat.store import TRANSIENT_TYPES, ChatMessageStore, report_failure
 from sandstream.server.http import abort_scope_connection
 from sandstream.server.runner import END_GRACE
 from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
@@ -317,10 +317,16 @@ class ChatTurns:
         record = turn.record
 
         async def at_terminal() -> list[Any]:
-            await self._settled(record)
-            if self.settings.push.enabled:  # a device saw the turn end: nobody is pushed
-                await self.store.mark_push_seen(record.chat_id, now_ms())
-            return [f.attachment() for f in await self.store.turn_result_files(record.id)]
+            """The files the turn wrote back, once settled; none while the database is
+            away (the viewer still gets the terminal: the turn settles when it returns)."""
+            try:
+                await self._settled(record)
+                if self.settings.push.enabled:  # a device saw the turn end: nobody is pushed
+                    await self.store.mark_push_seen(record.chat_id, now_ms())
+                return [f.attachment() for f in await self.store.turn_result_files(record.id)]
+            except TRANSIENT_TYPES as exc:
+                log.warning("chat %s: its files are not read now: %r", record.chat_id, exc)
+                return []
 
         async def on_asked(permission_ids: list[str]) -> None:
             """A device saw these questions: their alerts push nobody (a failed write is

@@ -185,14 +185,19 @@ class TurnMover:
 
     async def wait_settled(self, session_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` s until the turn of ``session_id`` has settled (here,
-        or by the replica that moves it); False if it has not."""
+        or by the replica that moves it); False if it has not (or the database did not
+        answer meanwhile)."""
         event = self._settled.setdefault(session_id, trio.Event())
         with trio.move_on_after(timeout):
             while True:
-                turn = await self.store.get_turn(session_id)
-                if turn is None or turn.state == "settled":
-                    self._settled.pop(session_id, None)
-                    return True
+                try:
+                    turn = await self.store.get_turn(session_id)
+                except TRANSIENT_TYPES as exc:
+                    log.info("session %s: its turn's state is not read now: %r", session_id, exc)
+                else:
+                    if turn is None or turn.state == "settled":
+                        self._settled.pop(session_id, None)
+                        return True
                 with trio.move_on_after(_POLL):
                     await event.wait()
         return False
