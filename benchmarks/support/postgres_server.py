@@ -78,7 +78,22 @@ class PostgresServer:
     port: int
     process: subprocess.Popen[bytes]
     workdir: Path
+    command: list[str] = field(default_factory=list)
+    """The server's command line (its data dir, its port), to start it again."""
     _names: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def stop(self) -> None:
+        """Stop the server (a fast shutdown: its clients' sessions end). Blocking."""
+        _stop(self.process)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the stopped server again on its data dir and port; return once it
+        takes a connection. Blocking. Raises :class:`RuntimeError` if it exits."""
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **_as_postgres()
+        )
+        if not _wait_until_ready(self.url(), self.process, timeout):
+            raise RuntimeError("PostgreSQL did not start again")
 
     def url(self, database: str = "postgres") -> str:
         """The URL of ``database`` on this server."""
@@ -147,6 +162,7 @@ def open_postgres_server(
     initdb, postgres = postgres_binary("initdb"), postgres_binary("postgres")
     workdir = Path(tempfile.mkdtemp(prefix="sandstream-postgres-", dir=parent))
     process: subprocess.Popen[bytes] | None = None
+    server: PostgresServer | None = None
     try:
         if os.geteuid() == 0:
             owner = pwd.getpwnam("postgres")
@@ -162,15 +178,15 @@ def open_postgres_server(
         )  # fmt: skip
         for _ in range(_ATTEMPTS):
             port = free_port()
+            command = [
+                postgres, "-D", str(data), "-p", str(port), "-k", str(workdir),
+                "-c", "listen_addresses=127.0.0.1", *([] if durable else _UNSAFE),
+                "-c", "max_connections=300", "-c", "shared_buffers=32MB",
+            ]  # fmt: skip
             process = subprocess.Popen(
-                [postgres, "-D", str(data), "-p", str(port), "-k", str(workdir),
-                 "-c", "listen_addresses=127.0.0.1", *([] if durable else _UNSAFE),
-                 "-c", "max_connections=300", "-c", "shared_buffers=32MB"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                **_as_postgres(),
-            )  # fmt: skip
-            server = PostgresServer(port=port, process=process, workdir=workdir)
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **_as_postgres()
+            )
+            server = PostgresServer(port=port, process=process, workdir=workdir, command=command)
             if _wait_until_ready(server.url(), process, timeout):
                 break
             process.wait()
@@ -182,4 +198,6 @@ def open_postgres_server(
     finally:
         if process is not None:
             _stop(process)
+        if server is not None and server.process is not process:  # started again
+            _stop(server.process)
         shutil.rmtree(workdir, ignore_errors=True)

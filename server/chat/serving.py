@@ -4,7 +4,8 @@ log mover (:func:`serve_chat`).
 The routes: ``/api/assistant/...`` (the chat turn over SSE, joining, stopping, follow-up,
 the chats API, a chat's workspace), ``/api/agents/run`` and workflow environments —
 these with CORS for ``settings.cors_origins`` —, the sandbox callbacks
-``/api/sandbox/{sessionId}/...`` (the workspace snapshot ones too), and ``GET /healthz``
+``/api/sandbox/{sessionId}/...`` (the workspace snapshot ones too), ``GET /readyz``
+(readiness: the database, Redis, the remote runner) and ``GET /healthz`` (liveness)
 when no runner serves one. Cancellation of :func:`serve_chat`: Hypercorn stops at once;
 containers are still reaped. A configuration that cannot work raises
 :class:`~sandstream.server.chat.model.ChatConfigError` before anything listens.
@@ -33,6 +34,7 @@ from sandstream.server.chat.api import (
     largest_snapshot_body,
     push_ack_blueprint,
     push_blueprint,
+    readiness_blueprint,
     snapshots_blueprint,
     stream_blueprint,
     ui_blueprint,
@@ -75,7 +77,8 @@ class ChatAwareHTTPConnection(TurnAwareHTTPConnection):
 def install_chat(app: QuartTrio, service: ChatService) -> None:
     """Mount the chat backend on ``app``: its routes, CORS, the
     connection class that gives back turns whose body never started, the shutdown
-    hook, and ``GET /healthz`` unless a runner serves it (``service.runner is None``)."""
+    hook, ``GET /readyz``, and ``GET /healthz`` unless a runner serves it
+    (``service.runner is None``)."""
     if service.runner is None:
         app.register_blueprint(health_blueprint)
     settings = service.settings
@@ -100,7 +103,7 @@ def install_chat(app: QuartTrio, service: ChatService) -> None:
         push_ack_blueprint,
     )
     install_cors(app, settings.cors_origins, api)
-    for blueprint in (*api, callbacks_blueprint, snapshots_blueprint):
+    for blueprint in (*api, callbacks_blueprint, snapshots_blueprint, readiness_blueprint):
         app.register_blueprint(blueprint)
 
     @app.after_serving
@@ -147,7 +150,7 @@ async def serve_chat(
         binds: list[str] = await nursery.start(serve_then_stop_sweeping)
         if service.bound_url is None and binds:
             service.bound_url = _callback_url(binds[0])
-        await service.turns.sweep()
+        await service.turns.sweep_logged()
         nursery.start_soon(service.turns.sweep_periodically)
         task_status.started(binds)
 

@@ -1,9 +1,11 @@
 """``sandstream serve``: the chat backend and the runner in one process, on embedded defaults.
 
 Flags take their defaults from environment variables where the help names one
-(``$SANDSTREAM_...``); flags win. A bad flag, setting or data dir is one line on stderr
-and exit status 2, before anything listens. SIGINT/SIGTERM end running turns with
-``error{code:"shutdown"}`` (persisted), every container is reaped, then it exits 0.
+(``$SANDSTREAM_...``); flags win. A bad flag, setting or data dir, a database or a
+Redis that cannot be reached at start, is one line on stderr and exit status 2, before
+anything listens (once listening, their outages are waited out: docs/deploy.md).
+SIGINT/SIGTERM end running turns with ``error{code:"shutdown"}`` (persisted), every
+container is reaped, then it exits 0.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from sandstream.server.chat import serve_chat
 from sandstream.server.chat.api import ChatService
 from sandstream.server.chat.config import ChatSettings, probe_public_url
 from sandstream.server.chat.credentials import ApiToken, read_or_create_secret, resolve_api_token
-from sandstream.server.chat.model import ChatConfigError, StoreError, load_agent_profile
+from sandstream.server.chat.model import (
+    ChatConfigError,
+    RedisLeaseError,
+    StoreError,
+    load_agent_profile,
+)
+from sandstream.server.chat.mover import check_redis, parse_redis_url
 from sandstream.server.chat.push import PushSettings, load_credentials
 from sandstream.server.chat.store import PostgresChatStore, SqlChatStore, SQLiteChatStore
 from sandstream.server.http import TOKEN_ENV, shutdown_signals
@@ -97,6 +105,7 @@ _CHAT_FLAGS: Final = (
     "lock_lease",
     "lock_heartbeat",
     "lease_ttl",
+    "runner_lost_timeout",
     "database_url",
     "keep_chunks",
     "redis_url",
@@ -113,7 +122,7 @@ _CHAT_FLAGS: Final = (
     "snapshots_kept",
 )
 """The chat group's flags of :class:`ChatSettings`, in order (``--stall-timeout`` and
-``--body-timeout`` come after the first seven)."""
+``--body-timeout`` come after the first eight)."""
 _CHAT: Final = settings_of(ChatSettings)
 _RUNNER: Final = settings_of(RunnerSettings)
 
@@ -189,6 +198,8 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
         push=from_args(PushSettings, args),
     )
     load_credentials(settings.push)  # unreadable push credentials: refused before listening
+    if settings.redis_url is not None:
+        parse_redis_url(settings.redis_url)  # malformed: ValueError, refused before listening
     runner_settings = None
     sessions = None
     launcher = None
@@ -230,6 +241,8 @@ async def _serve(plan: _Plan) -> None:
 
 async def _serve_until(plan: _Plan, shutdown: Callable[[], Awaitable[None]]) -> None:
     settings = plan.settings
+    if settings.redis_url is not None:  # unreachable: refused before anything listens
+        await check_redis(settings.redis_url)
     store: SqlChatStore
     if settings.database_url is not None:
         store = await PostgresChatStore.open(settings.database_url)
@@ -286,4 +299,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         )
     except (StoreError, sqlite3.Error, psycopg.Error) as exc:
         print(f"sandstream serve: the database cannot be used: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except RedisLeaseError as exc:
+        print(f"sandstream serve: Redis cannot be used: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -179,6 +179,7 @@ class PostgresDatabase:
         self._limiter = trio.CapacityLimiter(connections)
         self._close_lock = threading.Lock()
         self._closed = False
+        self._pinging = False
 
     @classmethod
     async def open(
@@ -258,6 +259,43 @@ class PostgresDatabase:
                     raise
                 raw.execute("COMMIT")
                 return result
+        raise psycopg.OperationalError("no connection of the pool reaches the server")
+
+    async def ping(self, timeout: float) -> None:
+        """Borrow a connection (waiting at most ``timeout`` s) and run ``SELECT 1``:
+        returns if the server answers. Raises :class:`psycopg.OperationalError`
+        (:class:`psycopg_pool.PoolTimeout` when no connection came in time).
+        Cancellation: returns at once; the thread ends with its connection's wait, and
+        until it has, a ping raises at once (one thread waits on a frozen server, not
+        one per ping)."""
+        if self._pinging:
+            raise psycopg.OperationalError("the previous ping still waits for the server")
+        self._pinging = True
+        started = threading.Event()
+        try:
+            await trio.to_thread.run_sync(self._ping_sync, timeout, started, abandon_on_cancel=True)
+        finally:
+            if not started.is_set():  # cancelled before its thread began
+                self._pinging = False
+
+    def _ping_sync(self, timeout: float, started: threading.Event) -> None:
+        started.set()
+        try:
+            self._ping_once(timeout)
+        finally:
+            self._pinging = False
+
+    def _ping_once(self, timeout: float) -> None:
+        if self._closed:
+            raise psycopg.InterfaceError("the database is closed")
+        for _ in range(2):  # one found dead while idle (a server restart) is dropped
+            with self._pool.connection(timeout=timeout) as raw:
+                try:
+                    raw.execute("SELECT 1")
+                    return
+                except psycopg.OperationalError:
+                    if not raw.broken:
+                        raise
         raise psycopg.OperationalError("no connection of the pool reaches the server")
 
     # -- closing -----------------------------------------------------------------------

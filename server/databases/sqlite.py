@@ -226,6 +226,11 @@ class SQLiteDatabase:
         """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
         return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
 
+    async def ping(self, timeout: float) -> None:
+        """Run ``SELECT 1`` on a reader: returns if the database file can be read
+        (``timeout`` is the reader's own busy timeout here). Raises :class:`sqlite3.Error`."""
+        await self.read(lambda conn: conn.execute("SELECT 1").fetchone())
+
     def _write_sync(self, writes: list[_Write[Any]]) -> None:
         with self._write_lock:
             conn = self._writer

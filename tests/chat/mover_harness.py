@@ -74,6 +74,9 @@ class _RecordingDatabase:
     async def read(self, fn: Callable[[Connection], T]) -> T:
         return await self._db.read(fn)
 
+    async def ping(self, timeout: float) -> None:
+        await self._db.ping(timeout)
+
     async def close(self) -> None:
         await self._db.close()
 

@@ -5,7 +5,7 @@
   :mod:`.agents` — the Agents block and workflow environments;
   :mod:`.workspace` — a chat's workspace (its latest snapshot's work dir) and its files;
   :mod:`.callbacks` — the sandbox callbacks (one-time tokens); :mod:`.snapshots` —
-  the sandbox's workspace snapshot callbacks;
+  the sandbox's workspace snapshot callbacks; :mod:`.readiness` — ``GET /readyz``;
 - :mod:`.guard` (the service, the API-token check, a one-time token's check),
   :mod:`.bodies` (request bodies), :mod:`.cors`, :mod:`.multipart` (uploads into the
   blob store), :mod:`.blob_packs` (blob packs into and out of the blob store),
@@ -22,6 +22,7 @@ from .cors import install_cors
 from .guard import CHAT_EXTENSION, get_service
 from .multipart import PART_OVERHEAD
 from .push import push_ack_blueprint, push_blueprint
+from .readiness import READY_TIMEOUT, readiness_blueprint
 from .snapshots import largest_snapshot_body, snapshots_blueprint
 from .ui_stream import ui_blueprint
 from .workspace import workspace_blueprint
@@ -29,6 +30,7 @@ from .workspace import workspace_blueprint
 __all__: list[str] = [
     "CHAT_EXTENSION",
     "PART_OVERHEAD",
+    "READY_TIMEOUT",
     "ChatService",
     "agents_blueprint",
     "callbacks_blueprint",
@@ -38,6 +40,7 @@ __all__: list[str] = [
     "largest_snapshot_body",
     "push_ack_blueprint",
     "push_blueprint",
+    "readiness_blueprint",
     "snapshots_blueprint",
     "stream_blueprint",
     "ui_blueprint",

@@ -63,6 +63,9 @@ class ChatService:
         self.stream_tokens = StreamTokens(settings.api_token)
         self.push_senders: PushSenders | None = None
         """The open push senders, while :meth:`run` runs."""
+        self.readiness: dict[str, str | None] = {}
+        """Each part's state at the last readiness check (why it was not ready, or
+        ``None``), so that only changes are logged (:mod:`.readiness`)."""
 
     @property
     def sessions(self) -> SessionService | None:

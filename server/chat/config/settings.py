@@ -81,7 +81,9 @@ class ChatSettings:
     ``lock_heartbeat``: how often the replica that moves a running turn's session (the
     owner of its log mover lease) renews that lease and the chat's lock; also the log
     mover's sweep interval. ``lease_ttl``: the log mover's lease (a replica that stops
-    renewing loses a session this long after its last renewal). ``keep_chunks``: the
+    renewing loses a session this long after its last renewal). ``runner_lost_timeout``:
+    how long the log mover waits for a remote runner that no connection reaches before
+    it settles the session's turn ``runner_lost``. ``keep_chunks``: the
     log mover also stores a copy of each turn's chunks (``moved_runs``), so that a new
     owner resumes from it and a turn settles even if its runner dropped the chunks
     (``False``: the turn's message is folded as it runs, and only it is stored; a new
@@ -164,6 +166,15 @@ class ChatSettings:
         env="SANDSTREAM_LEASE_TTL",
         help="seconds a replica's log mover lease on a session lives without renewal: "
         "another replica takes the session over after it",
+        check=finite_positive,
+    ).field()
+    runner_lost_timeout: float = Setting(
+        flag="--runner-lost-timeout",
+        default=120.0,
+        parse=float,
+        env="SANDSTREAM_RUNNER_LOST_TIMEOUT",
+        help="seconds a remote runner may stay unreachable before its running turns are "
+        "settled as runner_lost (with what was moved) and their chats freed",
         check=finite_positive,
     ).field()
     keep_chunks: bool = Setting(

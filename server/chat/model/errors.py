@@ -49,6 +49,7 @@ __all__ = [
     "RedisReplyError",
     "RemoteRunnerError",
     "RunNotFoundError",
+    "RunnerLostError",
     "RunnerSessionGoneError",
     "SnapshotBlobNotFoundError",
     "SnapshotIncompleteError",
@@ -473,6 +474,11 @@ class SourceError(ChatError):
 
 class SourceGoneError(SourceError):
     """The session, or its chunks after the cursor asked for, are no longer there."""
+
+
+class RunnerLostError(SourceGoneError):
+    """The session's runner has not answered for longer than the chat waits for a
+    runner to come back (``--runner-lost-timeout``): its chunks are taken as gone."""
 
 
 class SourceRefusedError(SourceError):

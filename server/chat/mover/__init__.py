@@ -6,6 +6,7 @@ fences (and, if asked, a copy of the chunks) through its ``MovedChunks``
 
 - :mod:`.lease`: :class:`Lease` — ``DatabaseLease`` (embedded default) and
   :class:`RedisLease` (scale-out, ``--redis-url``), picked by :func:`open_lease`;
+  :func:`check_redis` asks Redis once (``sandstream serve`` at start);
 - :mod:`.redis_url`, :mod:`.redis_client`: the ``--redis-url`` (TLS included) and the
   coredis client on trio that :class:`RedisLease` speaks;
 - :mod:`.sources`: :class:`EmbeddedSource` (in-process sessions) and
@@ -24,12 +25,13 @@ from sandstream.server.chat.model import (
     RedisConnectionError,
     RedisLeaseError,
     RedisReplyError,
+    RunnerLostError,
     SourceError,
     SourceGoneError,
     SourceRefusedError,
 )
 
-from .lease import Lease, RedisLease, open_lease
+from .lease import Lease, RedisLease, check_redis, open_lease
 from .metrics import MoverCollector
 from .mover import (
     SESSION_LOST,
@@ -74,6 +76,7 @@ __all__ = [
     "RedisLeaseError",
     "RedisReplyError",
     "RemoteSource",
+    "RunnerLostError",
     "SessionSources",
     "Source",
     "SourceError",
@@ -82,6 +85,7 @@ __all__ = [
     "SourceRefusedError",
     "TurnFold",
     "TurnSettler",
+    "check_redis",
     "fold_chunks",
     "open_lease",
     "parse_redis_url",

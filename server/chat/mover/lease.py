@@ -29,7 +29,14 @@ from sandstream.server.chat.store import Database, DatabaseLease, MovedChunks, t
 from .redis_client import open_redis, redis_errors
 from .redis_url import RedisAddress
 
-__all__ = ["MAX_COUNTER_DIGITS", "Lease", "RedisLease", "open_lease", "redis_keys"]
+__all__ = [
+    "MAX_COUNTER_DIGITS",
+    "Lease",
+    "RedisLease",
+    "check_redis",
+    "open_lease",
+    "redis_keys",
+]
 
 
 class Lease(Protocol):
@@ -176,6 +183,12 @@ class RedisLease:
         with redis_errors(self.address):
             await self._release(keys=redis_keys(session_id), args=(owner, generation))
 
+    async def ping(self) -> None:
+        """Return once Redis answers ``PING`` (with the URL's credentials). Raises
+        :class:`~sandstream.server.chat.model.RedisLeaseError` and its kinds."""
+        with redis_errors(self.address):
+            await self.redis.ping()
+
 
 @asynccontextmanager
 async def open_lease(redis_url: str | None, db: Database) -> AsyncIterator[Lease]:
@@ -192,3 +205,13 @@ async def open_lease(redis_url: str | None, db: Database) -> AsyncIterator[Lease
         return
     async with open_redis(redis_url) as (redis, address):
         yield RedisLease(redis, address, MovedChunks(db).generation)
+
+
+async def check_redis(redis_url: str) -> None:
+    """Return once Redis at ``redis_url`` answers ``PING`` with the URL's credentials
+    (``sandstream serve`` asks before it listens). Raises :class:`ValueError` for a
+    malformed URL, :class:`~sandstream.server.chat.model.RedisLeaseError` and its kinds
+    when Redis is not reached (within its connect timeout) or refuses."""
+    async with open_redis(redis_url) as (redis, address):
+        with redis_errors(address):
+            await redis.ping()

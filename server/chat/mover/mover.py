@@ -8,7 +8,11 @@ worker thread; then ``on_progress`` looks at the fold) and, with ``keep_chunks``
 stored in the chat database; a new owner folds from the first chunk again, or from the
 stored copy and on from its end. A session whose source is gone, or whose chunks end
 without a terminal line, gets ``error{code:"session_lost"}`` (made by the core) as its
-last chunk.
+last chunk; one whose runner stopped answering for good (:class:`RunnerLostError`),
+``error{code:"runner_lost"}``. A transient failure of the database or of Redis
+(:func:`~sandstream.server.chat.store.is_transient`) while storing that chunk or settling
+is retried with backoff for as long as the lease holds; one of the sweep, or of a move,
+is logged and the next sweep tries again.
 **Fencing**: a mover writes nothing more, and does not settle, once a renewal is refused,
 ``ttl`` passed since the last renewal that succeeded was sent, or a write was fenced off.
 The mover counts its claims by result, its failed renewals and its takeovers, and
@@ -22,14 +26,21 @@ import logging
 import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
 from typing import Final, Generic, Literal, Protocol, TypeVar, get_args
 
 import trio
 
 from sandstream.core import StreamProcessor
-from sandstream.server.chat.model import FencedError, RedisLeaseError, SourceError, SourceGoneError
-from sandstream.server.chat.store import Batch, MovedChunks
-from sandstream.server.sessions import terminal_state
+from sandstream.server.chat.model import (
+    FencedError,
+    RedisLeaseError,
+    RunnerLostError,
+    SourceError,
+    SourceGoneError,
+)
+from sandstream.server.chat.store import Batch, MovedChunks, report_failure, retry_transient
+from sandstream.server.sessions import RUNNER_LOST, terminal_state
 
 from .lease import Lease
 from .sources import OpenSessionRef, Passed, Source
@@ -219,8 +230,8 @@ class LogMover(Generic[F]):
         whose lease another replica holds ends at once)."""
         try:
             refs = await self._open_sessions()
-        except Exception:
-            log.exception("the log mover's sweep could not list the open sessions")
+        except Exception as exc:
+            report_failure(log, "the log mover's sweep (listing the open sessions)", exc)
             return
         for ref in refs:
             self.claim_now(ref)
@@ -243,8 +254,8 @@ class LogMover(Generic[F]):
             log.warning(
                 "moving session %s failed (%r); the next sweep tries again", ref.session_id, exc
             )
-        except Exception:
-            log.exception("moving session %s failed; the next sweep tries again", ref.session_id)
+        except Exception as exc:
+            report_failure(log, f"moving session {ref.session_id} (the next sweep)", exc)
         finally:
             self._moving.discard(ref.session_id)
 
@@ -372,17 +383,27 @@ class LogMover(Generic[F]):
 
         source = self.sources(ref)
         holding.source = source
-        ended_why = "the session's chunks ended without a terminal line"
+        ended_code, ended_why = SESSION_LOST, "the session's chunks ended without a terminal line"
         try:
             chunks = self.keep_chunks or fold.needs_chunks
             await source.follow(session_id, holding.moved, deliver, chunks=chunks)
         except SourceGoneError as exc:
-            log.error("session %s: %s; its log ends as %s", session_id, exc, SESSION_LOST)
+            if isinstance(exc, RunnerLostError):
+                ended_code = RUNNER_LOST
+            log.error("session %s: %s; its log ends as %s", session_id, exc, ended_code)
             ended_why = str(exc)
         if terminal_state(holding.last_line) is None:
-            line = StreamProcessor("ndjson").fail(SESSION_LOST, ended_why)
-            await deliver(Batch(holding.moved + 1, line, 1))
-        await self._on_terminal(ref, generation, fold)
+            line = StreamProcessor("ndjson").fail(ended_code, ended_why)
+            await retry_transient(
+                partial(deliver, Batch(holding.moved + 1, line, 1)),
+                f"session {session_id}: storing its last chunk",
+                log,
+            )
+        await retry_transient(
+            partial(self._on_terminal, ref, generation, fold),
+            f"session {session_id}: settling its turn",
+            log,
+        )
 
 
 def _feed_all(fold: Fold, runs: Iterable[bytes]) -> None:

@@ -8,6 +8,9 @@ stored runs (or, asked for no chunks, only where they end: :class:`Passed`);
 ``GET /sessions/{id}/ws?batch=262144``, retrying from the last cursor with a backoff
 while the runner does not answer, answers 5xx or the connection drops.
 
+A runner no connection reaches for ``lost_after`` s (its host gone for good) raises
+:class:`RunnerLostError`.
+
 Bad input: :class:`SourceGoneError` (404, 410: unknown session, chunks no longer
 retained), :class:`SourceRefusedError` (a refusal asking again will not change).
 Cancellation: ``follow`` stops at once; chunks not yet delivered are dropped (the
@@ -26,7 +29,12 @@ import msgspec
 import trio
 import trio_websocket
 
-from sandstream.server.chat.model import SourceError, SourceGoneError, SourceRefusedError
+from sandstream.server.chat.model import (
+    RunnerLostError,
+    SourceError,
+    SourceGoneError,
+    SourceRefusedError,
+)
 from sandstream.server.chat.store import Batch
 from sandstream.server.sessions import (
     CursorGoneError,
@@ -254,6 +262,7 @@ class RemoteSource:
         ping_interval: float = 10.0,
         ping_timeout: float = 10.0,
         linger: float = 0.01,
+        lost_after: float | None = None,
     ) -> None:
         base = runner_url.rstrip("/")
         if base.startswith("https://"):
@@ -272,6 +281,7 @@ class RemoteSource:
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._linger = linger
+        self._lost_after = lost_after
         self.reconnects = 0
         self._following: dict[str, _Progress] = {}
 
@@ -321,6 +331,7 @@ class RemoteSource:
         self, session_id: str, progress: _Progress, send: trio.MemorySendChannel[Batch]
     ) -> None:
         delay = self._delay
+        away_since: float | None = None  # when the runner stopped answering (None: it does)
         while True:
             url = (
                 f"{self._ws_base}/sessions/{session_id}/ws?cursor={progress.cursor}"
@@ -337,6 +348,7 @@ class RemoteSource:
                     message_queue_size=4,
                 ) as ws:
                     delay = self._delay
+                    away_since = None  # the runner answered
                     if await self._watched(ws, session_id, progress, send):
                         return
                     why = f"no pong within {self._ping_timeout} s"
@@ -350,6 +362,9 @@ class RemoteSource:
                 ValueError,  # msgspec.DecodeError, UnicodeDecodeError: not the runner's words
             ) as exc:
                 why = repr(exc)
+            if away_since is None:
+                away_since = trio.current_time()
+            self._check_lost(session_id, away_since)
             self.reconnects += 1
             log.info(
                 "session %s: reading from %s failed (%s); again from cursor %d in %.2f s",
@@ -406,6 +421,18 @@ class RemoteSource:
                 reading.cancel()
                 return
 
+    def _check_lost(self, session_id: str, away_since: float) -> None:
+        """Raise :class:`RunnerLostError` once no connection to the runner was made (or
+        kept) for ``lost_after`` s since ``away_since`` (trio time)."""
+        if self._lost_after is None:
+            return
+        silent = trio.current_time() - away_since
+        if silent >= self._lost_after:
+            raise RunnerLostError(
+                f"session {session_id}: the runner at {self.runner_url} has not answered "
+                f"for {silent:.0f} s (more than {self._lost_after:g} s)"
+            )
+
     def _refused(
         self, session_id: str, cursor: int, exc: trio_websocket.ConnectionRejected
     ) -> None:
@@ -449,14 +476,19 @@ async def _batches(
 class SessionSources:
     """The source of each session: the embedded one (``embedded``, this process's
     :class:`SessionService`) or a :class:`RemoteSource` per runner URL, sharing
-    ``runner_token``. Raises :class:`SourceRefusedError` for a session whose kind
-    it has no source for."""
+    ``runner_token`` and ``runner_lost_after`` (its ``lost_after``). Raises
+    :class:`SourceRefusedError` for a session whose kind it has no source for."""
 
     def __init__(
-        self, *, embedded: SessionService | None = None, runner_token: str | None = None
+        self,
+        *,
+        embedded: SessionService | None = None,
+        runner_token: str | None = None,
+        runner_lost_after: float | None = None,
     ) -> None:
         self._embedded = None if embedded is None else EmbeddedSource(embedded)
         self._token = runner_token
+        self._lost_after = runner_lost_after
         self._remote: dict[str, RemoteSource] = {}
 
     def __call__(self, ref: OpenSessionRef) -> Source:
@@ -470,5 +502,7 @@ class SessionSources:
             )
         source = self._remote.get(ref.runner_url)
         if source is None:
-            source = self._remote[ref.runner_url] = RemoteSource(ref.runner_url, self._token)
+            source = self._remote[ref.runner_url] = RemoteSource(
+                ref.runner_url, self._token, lost_after=self._lost_after
+            )
         return source

@@ -2,7 +2,8 @@
 its one implementation (:mod:`.sql`, a module per concern) on SQLite or PostgreSQL
 through what its SQL needs of a database (:mod:`.database`), versioned migrations
 (:mod:`.migrations`), the log mover's tables (:mod:`.moved_runs`, :mod:`.leases`) and
-the bag's blobs (:mod:`.bag`). The store imports no mover."""
+the bag's blobs (:mod:`.bag`), which failures are transient (:mod:`.faults`). The store
+imports no mover."""
 
 from .bag import BlobStore, content_type_for, sanitize_name
 from .contract import (
@@ -19,11 +20,14 @@ from .contract import (
     TurnStore,
 )
 from .database import Database
+from .faults import TRANSIENT_TYPES, Backoff, is_transient, report_failure, retry_transient
 from .leases import DatabaseLease, ttl_ms
 from .moved_runs import Batch, MovedChunks
 from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore, stored_manifest
 
 __all__: list[str] = [
+    "TRANSIENT_TYPES",
+    "Backoff",
     "Batch",
     "BlobStore",
     "ChatMessageStore",
@@ -44,6 +48,9 @@ __all__: list[str] = [
     "SqlChatStore",
     "TurnStore",
     "content_type_for",
+    "is_transient",
+    "report_failure",
+    "retry_transient",
     "sanitize_name",
     "stored_manifest",
     "ttl_ms",

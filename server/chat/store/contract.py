@@ -520,3 +520,8 @@ class ChatStore(
     Protocol,
 ):
     """The whole store: every part above."""
+
+    async def ping(self, timeout: float) -> None:
+        """Return once the database answers a trivial query (``timeout``: seconds to
+        wait for a connection); raise its error if it does not (:mod:`.faults`)."""
+        ...

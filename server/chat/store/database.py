@@ -64,6 +64,11 @@ class Database(Protocol):
         """``fn(conn)`` in one read-only transaction (a consistent snapshot)."""
         ...
 
+    async def ping(self, timeout: float) -> None:
+        """Return once the database answers a trivial query (within ``timeout`` s where
+        the backend can wait for a connection); raise the backend's error if not."""
+        ...
+
     async def close(self) -> None:
         """Close every connection. Idempotent."""
         ...

@@ -34,7 +34,7 @@ from sandstream.server.chat.model import (
     now_ms,
 )
 from sandstream.server.chat.mover import TurnSettler
-from sandstream.server.chat.store import ChatMessageStore
+from sandstream.server.chat.store import TRANSIENT_TYPES, ChatMessageStore, report_failure
 from sandstream.server.http import abort_scope_connection
 from sandstream.server.runner import END_GRACE
 from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
@@ -124,15 +124,20 @@ class ChatTurns:
             log.warning("chat %s: its turn's lock expired unsettled; settled as turn_lost", chat_id)
         return freed
 
+    async def sweep_logged(self) -> None:
+        """:meth:`sweep`, its failure logged instead of raised (a transient one, the
+        database away or busy, as one warning line: :func:`report_failure`)."""
+        try:
+            await self.sweep()
+        except Exception as exc:
+            report_failure(log, "sweeping lost turns", exc)
+
     async def sweep_periodically(self) -> None:
-        """:meth:`sweep` every ``settings.sweep_interval`` s until cancelled; a failed
-        sweep (database busy) is logged and retried at the next one."""
+        """:meth:`sweep_logged` every ``settings.sweep_interval`` s until cancelled: a
+        failed sweep is retried at the next one, whatever it raised."""
         while True:
             await trio.sleep(self.settings.sweep_interval)
-            try:
-                await self.sweep()
-            except (sqlite3.Error, StoreError) as exc:
-                log.warning("sweeping lost turns failed: %r", exc)
+            await self.sweep_logged()
 
     async def start(self, body: ChatStreamRequest, scope: dict[str, Any]) -> StartedTurn:
         """Write the turn's start, start its runner session, and claim it for the mover.
@@ -312,10 +317,16 @@ class ChatTurns:
         record = turn.record
 
         async def at_terminal() -> list[Any]:
-            await self._settled(record)
-            if self.settings.push.enabled:  # a device saw the turn end: nobody is pushed
-                await self.store.mark_push_seen(record.chat_id, now_ms())
-            return [f.attachment() for f in await self.store.turn_result_files(record.id)]
+            """The files the turn wrote back, once settled; none while the database is
+            away (the viewer still gets the terminal: the turn settles when it returns)."""
+            try:
+                await self._settled(record)
+                if self.settings.push.enabled:  # a device saw the turn end: nobody is pushed
+                    await self.store.mark_push_seen(record.chat_id, now_ms())
+                return [f.attachment() for f in await self.store.turn_result_files(record.id)]
+            except TRANSIENT_TYPES as exc:
+                log.warning("chat %s: its files are not read now: %r", record.chat_id, exc)
+                return []
 
         async def on_asked(permission_ids: list[str]) -> None:
             """A device saw these questions: their alerts push nobody (a failed write is

@@ -33,7 +33,13 @@ from sandstream.server.chat.mover import (
     TurnSettler,
     open_lease,
 )
-from sandstream.server.chat.store import Batch, LogMoverTables, PushAlertStore, TurnStore
+from sandstream.server.chat.store import (
+    TRANSIENT_TYPES,
+    Batch,
+    LogMoverTables,
+    PushAlertStore,
+    TurnStore,
+)
 from sandstream.server.sessions import SessionNotFoundError, SessionService
 
 __all__ = ["LockKeepingLease", "TurnMover", "TurnMoverStore"]
@@ -52,7 +58,8 @@ class TurnMoverStore(TurnStore, PushAlertStore, LogMoverTables, Protocol):
 class LockKeepingLease:
     """A :class:`~sandstream.server.chat.mover.Lease` that also holds the chat lock of the session's
     turn: each successful acquire and renew makes the owner its holder for ``lock_lease`` more
-    seconds. A failed lock write is logged (the lock outlives a few heartbeats)."""
+    seconds. A failed lock write (the database away or busy) is logged and the lease is
+    still held: the lock is written again at the next renewal."""
 
     def __init__(self, lease: Lease, store: TurnStore, *, lock_lease: float) -> None:
         self.lease = lease
@@ -78,7 +85,7 @@ class LockKeepingLease:
         expires_at = now_ms() + int(self.lock_lease * 1000)
         try:
             await self.store.hold_turn_lock(session_id, f"{owner}:{session_id}", expires_at)
-        except (sqlite3.Error, StoreError) as exc:
+        except (*TRANSIENT_TYPES, sqlite3.Error, StoreError) as exc:  # the lease still holds
             log.warning("session %s: renewing its chat's lock failed: %r", session_id, exc)
 
 
@@ -101,6 +108,13 @@ class TurnMover:
         self._mover: LogMover[TurnFold] | None = None
         self._sources = SessionSources()
         self._settled: dict[str, trio.Event] = {}
+        self._lease: Lease | None = None
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease store the log mover claims sessions in (Redis's or the chat
+        database's), while :meth:`run` runs."""
+        return self._lease
 
     @property
     def log_mover(self) -> LogMover[TurnFold] | None:
@@ -125,7 +139,12 @@ class TurnMover:
         settings = self.settings
         self._embedded = embedded
         async with open_lease(settings.redis_url, self.store.lease.db) as lease:
-            self._sources = SessionSources(embedded=embedded, runner_token=settings.runner_token)
+            self._lease = lease
+            self._sources = SessionSources(
+                embedded=embedded,
+                runner_token=settings.runner_token,
+                runner_lost_after=settings.runner_lost_timeout,
+            )
             self._mover = LogMover(
                 LockKeepingLease(lease, self.store, lock_lease=settings.lock_lease),
                 self.sink,
@@ -144,6 +163,7 @@ class TurnMover:
                 await self._mover.run(task_status=task_status)
             finally:
                 self._mover = None
+                self._lease = None
 
     def claim_now(self, record: TurnRecord) -> None:
         """Start moving the session of a turn just started here. Raises
@@ -165,14 +185,19 @@ class TurnMover:
 
     async def wait_settled(self, session_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` s until the turn of ``session_id`` has settled (here,
-        or by the replica that moves it); False if it has not."""
+        or by the replica that moves it); False if it has not (or the database did not
+        answer meanwhile)."""
         event = self._settled.setdefault(session_id, trio.Event())
         with trio.move_on_after(timeout):
             while True:
-                turn = await self.store.get_turn(session_id)
-                if turn is None or turn.state == "settled":
-                    self._settled.pop(session_id, None)
-                    return True
+                try:
+                    turn = await self.store.get_turn(session_id)
+                except TRANSIENT_TYPES as exc:
+                    log.info("session %s: its turn's state is not read now: %r", session_id, exc)
+                else:
+                    if turn is None or turn.state == "settled":
+                        self._settled.pop(session_id, None)
+                        return True
                 with trio.move_on_after(_POLL):
                     await event.wait()
         return False

@@ -72,6 +72,9 @@ class SqlChatStore(
         progress)."""
         return BlobStore(root)
 
+    async def ping(self, timeout: float) -> None:
+        await self.db.ping(timeout)
+
     async def close(self) -> None:
         """Release the store's connections. Idempotent."""
         await self.db.close()
