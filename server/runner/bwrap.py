@@ -61,7 +61,7 @@ from .limits import (
 from .network import (
     Endpoint,
     NetworkMode,
-    callback_endpoint,
+    dispatch_endpoints,
     forwarded_ports,
     start_pasta,
     stop_pasta,
@@ -360,12 +360,11 @@ class BwrapLauncher:
 
     async def _forwarded_ports(self, dispatch: bytes) -> list[int]:
         """The host ports an ``isolated`` sandbox's pasta forwards: the turn's callback
-        port and those of the ``allowed`` endpoints on this host; [] for other networks.
-        Cancellation: raises, nothing to undo."""
+        and model gateway ports and those of the ``allowed`` endpoints on this host; []
+        for other networks. Cancellation: raises, nothing to undo."""
         if self.network != "isolated":
             return []
-        callback = callback_endpoint(dispatch)
-        return await forwarded_ports([*([callback] if callback else []), *self.allowed])
+        return await forwarded_ports([*dispatch_endpoints(dispatch), *self.allowed])
 
     async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:

@@ -40,6 +40,7 @@ __all__ = [
     "Endpoint",
     "NetworkMode",
     "callback_endpoint",
+    "dispatch_endpoints",
     "forwarded_ports",
     "network_mode",
     "parse_endpoint",
@@ -106,9 +107,27 @@ def parse_endpoint(text: str) -> Endpoint:
 def callback_endpoint(dispatch: bytes) -> Endpoint | None:
     """The host and port of the dispatch's ``agent_url``; ``None`` if there is none."""
     try:
-        url = urllib.parse.urlsplit(msgspec.json.decode(dispatch, type=Dispatch).agent_url)
+        return _url_endpoint(msgspec.json.decode(dispatch, type=Dispatch).agent_url)
+    except msgspec.DecodeError:
+        return None
+
+
+def dispatch_endpoints(dispatch: bytes) -> list[Endpoint]:
+    """What the dispatch's sandbox calls: its callback (``agent_url``) and its model
+    gateway (``gateway.url``), those it has."""
+    try:
+        decoded = msgspec.json.decode(dispatch, type=Dispatch)
+    except msgspec.DecodeError:
+        return []
+    urls = [decoded.agent_url, *([decoded.gateway.url] if decoded.gateway else [])]
+    return [endpoint for url in urls if (endpoint := _url_endpoint(url)) is not None]
+
+
+def _url_endpoint(text: str) -> Endpoint | None:
+    try:
+        url = urllib.parse.urlsplit(text)
         port = url.port or (443 if url.scheme == "https" else 80)
-    except (msgspec.DecodeError, ValueError):
+    except ValueError:
         return None
     return Endpoint(url.hostname, port) if url.hostname else None
 
@@ -116,7 +135,8 @@ def callback_endpoint(dispatch: bytes) -> Endpoint | None:
 async def forwarded_ports(endpoints: Iterable[Endpoint]) -> list[int]:
     """The ports of ``endpoints`` on this host (a loopback address, or one of the host's
     own), which an isolated sandbox reaches only through a port forwarded to the
-    host's loopback. Other hosts are reached as the outside world is."""
+    host's loopback (the turn's callback and model gateway: :func:`dispatch_endpoints`).
+    Other hosts are reached as the outside world is."""
     ports: set[int] = set()
     for endpoint in endpoints:
         if endpoint.port not in ports and await _is_this_host(endpoint.host):
