@@ -143,12 +143,23 @@ async def serve_connection(
                 return
             if not exchange.complete or conn.our_state is h11.MUST_CLOSE:
                 return
-            if conn.their_state is not h11.DONE:
-                return  # its body was not read (refused before it): no next request
+            try:
+                await _finish_request(conn, stream)
+            except ClientGone:
+                return
             try:
                 conn.start_next_cycle()
             except h11.LocalProtocolError:
                 return
+
+
+async def _finish_request(conn: h11.Connection, stream: trio.abc.Stream) -> None:
+    """Read what is left of the request (the end of an empty body, a body the
+    provider answered before reading), so that the next request can be read."""
+    while conn.their_state is h11.SEND_BODY:
+        event = await next_event(conn, stream)
+        if type(event) is not h11.Data and type(event) is not h11.EndOfMessage:
+            raise ClientGone("the client's body ended early")
 
 
 async def _refuse(conn: h11.Connection, stream: trio.abc.Stream, exc: ClientGone) -> None:
