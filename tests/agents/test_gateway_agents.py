@@ -39,7 +39,8 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         found = found or key in open(f"/proc/{pid}/environ", "rb").read()
     except OSError:
         pass
-for top in {os.environ.get("HOME", "/tmp"), os.getcwd(), "/tmp"}:
+tops = {os.path.realpath(p) for p in (os.environ.get("HOME", "/tmp"), os.getcwd(), "/tmp")}
+for top in [t for t in tops if not any(t.startswith(o + "/") for o in tops)]:
     for root, _, files in os.walk(top):
         for name in files:
             try:
