@@ -11,9 +11,9 @@ import msgspec
 import pytest
 import trio
 
-from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from benchmarks.support.model_server import ModelScript, ModelServer, reply, start_model_server
 from benchmarks.support.workspace import WorkspaceServer
-from sandstream.core.schemas import Dispatch, ScriptedAgent
+from sandstream.core.schemas import ConfigResponse, Dispatch, OpenAIAgent
 from sandstream.server import TurnStream
 from tests.gateway.harness import REAL_KEY, open_turn, provider_dispatch, runner
 from tests.server.harness import scripted, shell
@@ -138,9 +138,12 @@ async def test_the_container_gets_the_gateway_and_never_the_keys(
     turn = runner().open_turn(dispatch)
     async with turn:
         body = b"".join([chunk async for chunk in turn])
+    assert turn.gateway is not None and turn.gateway.access is not None
     assert REAL_KEY.encode() not in body
-    assert b"sk-sandstream-" in body  # the credential, as every provider key
-    assert isinstance(workspace.config.agent, ScriptedAgent)
+    credential = turn.gateway.credential.encode()
+    for name in (b"OPENAI_API_KEY", b"ANTHROPIC_API_KEY", b"GEMINI_API_KEY", b"GOOGLE_API_KEY"):
+        assert name + b"=" + credential in body
+    assert b"OPENAI_BASE_URL=" + turn.gateway.access.url.encode() + b"/openai" in body
 
 
 async def test_without_a_gateway_the_keys_go_to_the_container_as_today(
@@ -157,3 +160,16 @@ async def test_without_a_gateway_the_keys_go_to_the_container_as_today(
 def test_a_dispatch_with_providers_round_trips() -> None:
     dispatch = Dispatch(agent_url="http://x", otp_setup="a", otp_run="b", prompt="p")
     assert msgspec.json.decode(msgspec.json.encode(dispatch), type=Dispatch) == dispatch
+
+
+async def test_the_openai_agent_kind_calls_through_the_gateway(
+    workspace: WorkspaceServer, model: ModelServer
+) -> None:
+    model.add(reply("through the gateway"))
+    workspace.config = ConfigResponse(agent=OpenAIAgent(), model="test-model")
+    turn = runner().open_turn(provider_dispatch(workspace, model))
+    async with turn:
+        body = b"".join([chunk async for chunk in turn])
+    assert b'"message":"through the gateway"' in body, body[-300:]
+    [recorded] = model.generations()
+    assert recorded.headers["authorization"] == f"Bearer {REAL_KEY}"
