@@ -141,7 +141,7 @@ def upstream_request(
             kinds.add(lower)
             bearer = bearer or (lower == b"authorization" and value[:7].lower() == b"bearer ")
             continue
-        if lower == b"host":
+        if lower == b"host" or lower == b"expect":  # a 100 Continue was the gateway's to send
             continue
         out.append((name, value))
     secret = key.encode("latin-1")
