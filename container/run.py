@@ -28,9 +28,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Final
 
+import msgspec
 import trio
 
-from sandstream.core import Dispatch, Error, Result, agent_kind
+from sandstream.core import (
+    AcpAgent,
+    ConfigResponse,
+    Dispatch,
+    Error,
+    Result,
+    agent_kind,
+    gateway_env,
+    split_provider_vars,
+)
 
 from .agents import agent_for
 from .attachments import download_attachments
@@ -266,7 +276,7 @@ async def _run_turn(
     async with new_client(options.http) as client:
         env_response = await fetch_env(client, options.http, dispatch)
         forget_token(dispatch, "otp_setup")
-        config = await fetch_config(client, options.http, dispatch)
+        config = _without_provider_env(dispatch, await fetch_config(client, options.http, dispatch))
         set_cap(config.max_runtime_sec)
         emitter.log(
             "info",
@@ -285,7 +295,11 @@ async def _run_turn(
         )
         forget_token(dispatch, "otp_run")
         base = dict(options.base_env if options.base_env is not None else os.environ)
-        env = skill_env({**base, **env_response.vars}, work_dir=dirs.work, output_dir=dirs.output)
+        env = skill_env(
+            {**base, **env_response.vars, **model_env(dispatch)},
+            work_dir=dirs.work,
+            output_dir=dirs.output,
+        )
         await run_setup_script(
             env_response.setup_script,
             work_dir=dirs.work,
@@ -330,6 +344,26 @@ async def _run_turn(
         )
         forget_token(dispatch, "otp_upload")
         return message
+
+
+def model_env(dispatch: Dispatch) -> dict[str, str]:
+    """The provider variables of the run: with a model gateway, each served provider's
+    keys set to the turn's credential and its base URL to the gateway's prefix for it
+    (over the named environment's); without one, the dispatch's provider variables."""
+    gateway = dispatch.gateway
+    if gateway is None:
+        return dict(dispatch.providers)
+    return gateway_env(gateway.url, gateway.credential, gateway.providers)
+
+
+def _without_provider_env(dispatch: Dispatch, config: ConfigResponse) -> ConfigResponse:
+    """With a model gateway, an acp agent's own ``env`` loses its provider variables
+    (they would override the gateway's)."""
+    agent = config.agent
+    if dispatch.gateway is None or not isinstance(agent, AcpAgent):
+        return config
+    kept, _ = split_provider_vars(agent.env)
+    return msgspec.structs.replace(config, agent=msgspec.structs.replace(agent, env=kept))
 
 
 def _skill_dirs(options: RunOptions, env: Mapping[str, str], work_dir: Path) -> list[Path]:

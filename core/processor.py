@@ -209,6 +209,19 @@ class StreamProcessor:
             return b""
         return self._process(lines)
 
+    def insert(self, line: bytes) -> bytes:
+        """Process one whole line of the caller's own (no ``\\n``) as if upstream had
+        sent it between two of its lines; return its frames.
+
+        For lines only the caller knows (the runner's note of a failed model call): a
+        line upstream has only begun to send stays pending, untouched. The line is
+        checked like any other (an invalid one is a diagnostic). Raises
+        :class:`ProcessorClosedError` after :meth:`close`, :meth:`cancel` or :meth:`fail`.
+        """
+        if self._closed:
+            raise ProcessorClosedError("insert() after the turn was closed")
+        return self._process([line])
+
     def close(self, message: str = "upstream ended without a result or error") -> bytes:
         """End of upstream: flush a final unterminated line, then guarantee a terminal.
 

@@ -34,6 +34,7 @@ __all__ = [
     "ConfigResponse",
     "Dispatch",
     "EnvResponse",
+    "GatewayAccess",
     "InboundMessage",
     "LoadSpec",
     "McpServer",
@@ -77,8 +78,24 @@ class ChatTurn(msgspec.Struct, frozen=True):
     ts: int | None = None
 
 
+class GatewayAccess(msgspec.Struct, frozen=True):
+    """How a sandbox reaches its turn's model gateway: ``url`` (as the sandbox sees it),
+    the turn's ``credential`` (in place of every provider key), and the ``providers``
+    served (names of :data:`~sandstream.core.providers.PROVIDERS`)."""
+
+    url: Annotated[str, msgspec.Meta(pattern=r"^https?://")]
+    credential: _NonEmpty
+    providers: list[str] = msgspec.field(default_factory=list)
+
+
 class Dispatch(msgspec.Struct, frozen=True):
-    """What the runner hands the container on stdin (the ``POST /stream`` body)."""
+    """What the runner hands the container on stdin (the ``POST /stream`` body).
+
+    ``providers``: the provider variables (:data:`~sandstream.core.providers.PROVIDER_VARS`)
+    for the turn's model calls. A runner with a model gateway takes them out and puts
+    ``gateway`` in their place, so the container never sees a key; one without passes
+    them on, and the container gives them to the agent.
+    """
 
     agent_url: Annotated[str, msgspec.Meta(pattern=r"^https?://")]
     otp_setup: _NonEmpty
@@ -89,6 +106,8 @@ class Dispatch(msgspec.Struct, frozen=True):
     extensions: list[str] = msgspec.field(default_factory=list)
     """Envelope extensions the reader understands (``"live"``: ``delta`` and
     ``permission`` lines, :mod:`sandstream.core.envelope`); unknown names are ignored."""
+    providers: dict[str, str] = msgspec.field(default_factory=dict)
+    gateway: GatewayAccess | None = None
 
 
 class EnvResponse(msgspec.Struct, frozen=True):

@@ -62,6 +62,7 @@ FAST: Final = (
     "tests/test_exports.py",
     "tests/test_layers.py",
     "tests/test_docstring_refs.py",
+    "tests/gateway/test_apis.py",
     "tests/agents/test_presets.py",
     "tests/benchmarks/test_baselines.py",
     "tests/chat/push/test_encryption.py",

@@ -34,6 +34,7 @@ CONTAINER: list[list[str]] = [["sandstream.container"]]
 SERVER: list[list[str]] = [
     ["sandstream.server.errors", "sandstream.server.settings_table"],
     ["sandstream.server.http", "sandstream.server.databases"],
+    ["sandstream.server.gateway"],
     ["sandstream.server.streams", "sandstream.server.runner"],
     ["sandstream.server.sessions", "sandstream.server.web"],
     ["sandstream.server.chat.model"],

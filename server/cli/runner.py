@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+from sandstream.core import provider_vars
 from sandstream.server.app import create_runner_app
 from sandstream.server.http import MissingTokenError, resolve_token, serve, shutdown_signals
 from sandstream.server.runner import SHUTDOWN_TIMEOUT, STALL_TIMEOUT, RunnerSettings, get_runner
@@ -85,6 +86,8 @@ def build_runner_parser(
     )
     add_settings(parser.add_argument_group("limits"), limits, env)
     add_settings(parser.add_argument_group("container"), CONTAINER_SETTINGS, env)
+    gateway = (_RUNNER["model_gateway"], _RUNNER["provider_unavailable_after"])
+    add_settings(parser.add_argument_group("model gateway"), gateway, env)
     sessions = parser.add_argument_group("durable sessions")
     add_settings(sessions, (DATA_DIR, *SESSION_SETTINGS), env)
     return parser
@@ -96,7 +99,9 @@ def runner_main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_format)
     try:
         token = resolve_token(args.token, insecure_no_token=args.insecure_no_token)
-        settings = from_args(RunnerSettings, args, token=token)
+        settings = from_args(
+            RunnerSettings, args, token=token, provider_env=provider_vars(os.environ)
+        )
         sessions = (
             None
             if args.data_dir is None

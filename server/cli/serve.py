@@ -24,6 +24,7 @@ import psycopg
 import trio
 from hypercorn.config import Config
 
+from sandstream.core import provider_vars
 from sandstream.server.app import create_chat_app
 from sandstream.server.chat import serve_chat
 from sandstream.server.chat.api import ChatService
@@ -143,6 +144,8 @@ def build_serve_parser(
         *(_CHAT[name] for name in ("sandbox_url", "allowed_sandbox_urls", "embedded_runner")),
         _RUNNER["max_live"],
         _RUNNER["runtime_cap"],
+        _RUNNER["model_gateway"],
+        _RUNNER["provider_unavailable_after"],
         *CONTAINER_SETTINGS,
         *SESSION_SETTINGS,
     )
@@ -204,7 +207,9 @@ def _plan(args: argparse.Namespace, environ: Mapping[str, str]) -> _Plan:
     sessions = None
     launcher = None
     if settings.embedded_runner:
-        runner_settings = from_args(RunnerSettings, args, token=runner_token)
+        runner_settings = from_args(
+            RunnerSettings, args, token=runner_token, provider_env=provider_vars(os.environ)
+        )
         sessions = session_settings(data_dir, args)
         launcher = launcher_from_args(args, hidden_paths=[str(data_dir)])
     config = hypercorn_config(args.host, args.port)

@@ -3,7 +3,9 @@
 - :class:`Runner` (:mod:`.admission`) admits turns against a capacity limit and shuts
   them all down;
 - :class:`TurnStream` (:mod:`.turn`) is one turn: a container, its stdout through the
-  core, bytes out, all owned by one nursery (usable in-process as well as over HTTP);
+  core, bytes out, and its model gateway (:mod:`sandstream.server.gateway`: the
+  provider keys stay here), all owned by one nursery (usable in-process as well as
+  over HTTP);
 - :mod:`.launcher` (the interface, ``local``), :mod:`.bwrap` (bubblewrap sandboxes),
   :mod:`.limits` (resource limits) and :mod:`.procs` start containers and end them;
 - :mod:`.routes` mounts ``POST /stream`` and ``GET /healthz``; :mod:`.access_log`

@@ -22,6 +22,7 @@ import msgspec
 import trio
 
 from sandstream.core import LIVE_EXTENSION, USAGE_EXTENSION, Dispatch, Mode
+from sandstream.server.gateway import ObserverFactory, gateway_keys
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available
@@ -101,6 +102,9 @@ class Runner:
         """Turns closed since start, by outcome."""
         self.containers_started = 0
         """Containers that started since start (a launch that failed is not one)."""
+        self.call_observers: list[ObserverFactory] = []
+        """Made an observer of every model call of every turn's gateway (one more
+        factory here, a usage meter, sees every answer as it passes)."""
 
     # -- state ----------------------------------------------------------------------
 
@@ -155,7 +159,7 @@ class Runner:
             raise AtCapacityError(
                 f"{self.settings.max_live} containers are running, the maximum", retry_after
             )
-        payload = dispatch if isinstance(dispatch, bytes) else msgspec.json.encode(dispatch)
+        payload, keys = self._take_keys(dispatch)
         turn = TurnStream(
             payload,
             launcher=self.launcher,
@@ -169,11 +173,27 @@ class Runner:
             on_closed=self._closed,
             messages=messages,
             extensions=_extensions(dispatch),
+            provider_keys=keys,
+            call_observers=self.call_observers,
         )
         self._holding.add(turn)
         self._open.add(turn)
         self.admitted += 1
         return turn
+
+    def _take_keys(self, dispatch: Dispatch | bytes) -> tuple[bytes, dict[str, str] | None]:
+        """The dispatch JSON, without its provider variables when the turn gets a model
+        gateway, and the keys of that gateway (the dispatch's, else the runner's own);
+        ``None``: no gateway (none is run, or there is no key), the JSON unchanged."""
+        payload = dispatch if isinstance(dispatch, bytes) else msgspec.json.encode(dispatch)
+        if not self.settings.model_gateway:
+            return payload, None
+        if isinstance(dispatch, bytes):
+            dispatch = msgspec.json.decode(dispatch, type=Dispatch)
+        keys = gateway_keys(dispatch.providers, self.settings.provider_env)
+        if not keys:
+            return payload, None
+        return msgspec.json.encode(msgspec.structs.replace(dispatch, providers={})), keys
 
     # -- shutdown -------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ from .network import (
     PASTA_NETWORKS,
     Endpoint,
     NetworkMode,
-    callback_endpoint,
+    dispatch_endpoints,
     forwarded_ports,
     is_forward_address,
     start_pasta,
@@ -377,23 +377,25 @@ class BwrapLauncher:
 
     async def _forwarded_ports(self, dispatch: bytes) -> list[int]:
         """The host ports a sandbox's pasta forwards (``isolated``, ``sealed``): the
-        turn's callback port, those of the ``allowed`` endpoints on this host and
-        ``host_ports``; [] for other networks. The one list of them: a port every
-        sandbox should reach joins ``host_ports``.
+        turn's callback and model gateway ports, those of the ``allowed`` endpoints on
+        this host and ``host_ports``; [] for other networks. The one list of them: a
+        port every sandbox should reach joins ``host_ports``.
 
-        Raises :class:`LaunchError` for a ``sealed`` sandbox whose callback is not on
-        this host (it could not reach it). Cancellation: raises, nothing to undo."""
+        Raises :class:`LaunchError` for a ``sealed`` sandbox whose callback or gateway
+        is not on this host (it could not reach it). Cancellation: raises, nothing to
+        undo."""
         if self.network not in PASTA_NETWORKS:
             return []
-        callback = callback_endpoint(dispatch)
-        if self.network == "sealed" and callback and not await forwarded_ports([callback]):
-            raise LaunchError(
-                0,
-                f"a sealed sandbox reaches only this host's loopback: its callback "
-                f"{callback} is not on this host",
-            )
-        endpoints = [*([callback] if callback else []), *self.allowed]
-        return await forwarded_ports(endpoints, self.host_ports)
+        endpoints = dispatch_endpoints(dispatch)
+        if self.network == "sealed":
+            for endpoint in endpoints:
+                if not await forwarded_ports([endpoint]):
+                    raise LaunchError(
+                        0,
+                        f"a sealed sandbox reaches only this host's loopback: {endpoint} "
+                        "is not on this host",
+                    )
+        return await forwarded_ports([*endpoints, *self.allowed], self.host_ports)
 
     async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:

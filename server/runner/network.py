@@ -43,7 +43,7 @@ __all__ = [
     "PASTA_NETWORKS",
     "Endpoint",
     "NetworkMode",
-    "callback_endpoint",
+    "dispatch_endpoints",
     "forwarded_ports",
     "is_forward_address",
     "network_mode",
@@ -112,12 +112,22 @@ def parse_endpoint(text: str) -> Endpoint:
     return Endpoint(host.lower(), int(port_text))
 
 
-def callback_endpoint(dispatch: bytes) -> Endpoint | None:
-    """The host and port of the dispatch's ``agent_url``; ``None`` if there is none."""
+def dispatch_endpoints(dispatch: bytes) -> list[Endpoint]:
+    """What the dispatch's sandbox calls: its callback (``agent_url``) and its model
+    gateway (``gateway.url``), those it has."""
     try:
-        url = urllib.parse.urlsplit(msgspec.json.decode(dispatch, type=Dispatch).agent_url)
+        decoded = msgspec.json.decode(dispatch, type=Dispatch)
+    except msgspec.DecodeError:
+        return []
+    urls = [decoded.agent_url, *([decoded.gateway.url] if decoded.gateway else [])]
+    return [endpoint for url in urls if (endpoint := _url_endpoint(url)) is not None]
+
+
+def _url_endpoint(text: str) -> Endpoint | None:
+    try:
+        url = urllib.parse.urlsplit(text)
         port = url.port or (443 if url.scheme == "https" else 80)
-    except (msgspec.DecodeError, ValueError):
+    except ValueError:
         return None
     return Endpoint(url.hostname, port) if url.hostname else None
 
@@ -136,9 +146,10 @@ def is_forward_address(host: str) -> bool:
 
 async def forwarded_ports(endpoints: Iterable[Endpoint], ports: Iterable[int] = ()) -> list[int]:
     """The host loopback ports a sandbox's pasta forwards, sorted, each once: those of
-    ``endpoints`` on this host (a loopback address, or one of the host's own), which a
-    sandbox of its own network reaches only through a port forwarded to the host's
-    loopback, and ``ports``, more of the host's loopback (the runner's own services).
+    ``endpoints`` on this host (a loopback address, or one of the host's own; the turn's
+    callback and model gateway: :func:`dispatch_endpoints`), which a sandbox of its own
+    network reaches only through a port forwarded to the host's loopback, and ``ports``,
+    more of the host's loopback (the runner's own services).
     Endpoints on other hosts are left out: an ``isolated`` sandbox reaches them as the
     outside world, a ``sealed`` one not at all."""
     forwarded = set(ports)

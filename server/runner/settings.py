@@ -8,7 +8,8 @@ raises :class:`ValueError` naming the field.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field
 from typing import Final
 
 from sandstream.core import DEFAULT_MAX_LINE_BYTES
@@ -63,6 +64,12 @@ class RunnerSettings:
     deliver their final line before their connections are cut. ``strict``: the core's
     strict mode, where the first invalid line ends the turn with
     ``error{code:"protocol_error"}`` (and stops the container) instead of being dropped.
+    ``model_gateway``: serve each turn's model calls through a gateway holding the
+    provider keys (:mod:`sandstream.server.gateway`), the sandbox getting a credential
+    of the turn; ``provider_unavailable_after``: seconds of failing model calls, none
+    succeeding, after which a turn ends with ``error{code:"provider_unavailable"}``;
+    ``provider_env``: the runner's own provider variables
+    (:data:`~sandstream.core.PROVIDER_VARS`), for a provider the dispatch gives no key.
     """
 
     token: str | None = Setting(check=_token).field(default=MISSING)
@@ -103,6 +110,23 @@ class RunnerSettings:
     ).field()
     max_body_bytes: int = Setting(default=4 * 1024 * 1024, check=at_least(1)).field()
     strict: bool = False
+    model_gateway: bool = Setting(
+        flag="--no-model-gateway",
+        kind="switch",
+        env="SANDSTREAM_NO_MODEL_GATEWAY",
+        help="no model gateway: a dispatch's provider keys go into its sandbox as they are",
+        convert=lambda off: not off,
+    ).field(default=True)
+    provider_unavailable_after: float = Setting(
+        flag="--provider-unavailable-after",
+        default=60.0,
+        parse=float,
+        env="SANDSTREAM_PROVIDER_UNAVAILABLE_AFTER",
+        help="end a turn with error provider_unavailable once its model calls have "
+        "failed for this many seconds with none succeeding",
+        check=finite_positive,
+    ).field()
+    provider_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_fields(self, ValueError)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -26,7 +26,14 @@ from typing import Final, Literal, TypeAlias
 
 import trio
 
-from sandstream.core import Error, Mode, Permission, Result, StreamProcessor, encode_line
+from sandstream.core import Error, Log, Mode, Permission, Result, StreamProcessor, encode_line
+from sandstream.server.gateway import (
+    CallFailure,
+    GatewayListenError,
+    ObserverFactory,
+    TurnGateway,
+    with_access,
+)
 
 from .errors import LaunchError, TurnStateError
 from .launcher import ContainerExit, ContainerHandle, ContainerLauncher
@@ -55,11 +62,17 @@ TurnOutcome: TypeAlias = Literal[
     "shutdown",
     "protocol_error",
     "interrupted",  # a durable session's interrupt
+    "provider_unavailable",  # its model calls kept failing (the model gateway)
     "not_started",  # admitted, but the response body never started
 ]
 
 EndCode: TypeAlias = Literal[
-    "runtime_exceeded", "stalled", "shutdown", "protocol_error", "interrupted"
+    "runtime_exceeded",
+    "stalled",
+    "shutdown",
+    "protocol_error",
+    "interrupted",
+    "provider_unavailable",
 ]
 
 END_GRACE: Final = 1.0
@@ -128,7 +141,13 @@ class TurnStream:
     ``messages``: lines for stdin after the dispatch; without it stdin closes after it.
     ``extensions``: the envelope extensions the dispatch asked for (the core then
     accepts their lines; ``usage`` lines only from the runner itself,
-    ``processor.add_usage``, never from the container).
+    ``processor.add_usage``, never from the container). ``provider_keys``: the provider
+    variables of the turn's model gateway (:class:`~sandstream.server.gateway.TurnGateway`),
+    opened before the container starts, whose access replaces them in the dispatch; each
+    failed model call becomes a ``log`` line (``warn``) of the stream at once, and calls
+    failing for ``settings.provider_unavailable_after`` end the turn with
+    ``error{code:"provider_unavailable"}``. ``call_observers``: more observers of each
+    model call (:data:`~sandstream.server.gateway.ObserverFactory`).
     """
 
     def __init__(
@@ -146,6 +165,8 @@ class TurnStream:
         on_closed: Callable[[TurnStream, AccessRecord], object] | None = None,
         messages: trio.MemoryReceiveChannel[bytes] | None = None,
         extensions: Collection[str] = (),
+        provider_keys: Mapping[str, str] | None = None,
+        call_observers: Sequence[ObserverFactory] = (),
     ) -> None:
         self.id = turn_id or new_turn_id()
         self.processor = StreamProcessor(
@@ -165,6 +186,12 @@ class TurnStream:
         self._on_container_gone = on_container_gone
         self._on_closed = on_closed
         self._messages = messages
+        self._provider_keys = provider_keys
+        self._call_observers = call_observers
+        self.gateway: TurnGateway | None = None
+        """The turn's model gateway, once open (``None``: the turn has none)."""
+        self._notes: list[bytes] = []
+        self._wake_scope: trio.CancelScope | None = None
 
         self._state: Literal["new", "open", "closed"] = "new"
         self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -294,7 +321,9 @@ class TurnStream:
         self._nursery_manager = trio.open_nursery()
         self._nursery = await self._nursery_manager.__aenter__()
         try:
-            if self._end is None:
+            if self._end is None and self._provider_keys:
+                await self._open_gateway(self._nursery, self._provider_keys)
+            if self._end is None and self._launch_error is None:
                 self._nursery.start_soon(self._run_container)
                 await self._launched.wait()
             else:
@@ -337,6 +366,52 @@ class TurnStream:
         self._stop_container()
         await self._close()
 
+    async def _open_gateway(self, nursery: trio.Nursery, keys: Mapping[str, str]) -> None:
+        """Open the turn's model gateway and give the sandbox its access instead of the
+        keys; a listener that cannot open fails the launch."""
+        self.gateway = TurnGateway(
+            self.id,
+            keys,
+            unavailable_after=self._settings.provider_unavailable_after,
+            on_failure=self._provider_failed,
+            on_unavailable=self._provider_unavailable,
+            observers=self._call_observers,
+        )
+        try:
+            access = await nursery.start(self.gateway.serve)
+        except GatewayListenError as exc:
+            self._launch_error = LaunchError(exc.errno, exc.strerror or str(exc))
+            log.error("turn %s: %s", self.id, exc)
+            return
+        self._dispatch = with_access(self._dispatch, access)
+
+    def _provider_failed(self, failure: CallFailure) -> None:
+        message = f"model call failed: {failure.describe()}"
+        log.warning("turn %s: %s", self.id, message)
+        self._note(Log(level="warn", message=message, ts=time.time_ns() // 1_000_000))
+
+    def _provider_unavailable(self, failure: CallFailure) -> None:
+        after = self._settings.provider_unavailable_after
+        message = f"no model call succeeded for {after:g} s; the last: {failure.describe()}"
+        log.warning("turn %s: %s", self.id, message)
+        self.end("provider_unavailable", message)
+
+    def _note(self, line: Log) -> None:
+        """Put a line of the runner's own into the stream, at once (a pending read of
+        the container's stdout is woken; nothing it would have read is lost)."""
+        if self._done or self.processor.closed:
+            return
+        self._notes.append(encode_line(line).rstrip(b"\n"))
+        if self._wake_scope is not None:
+            self._wake_scope.cancel()
+
+    def _take_notes(self) -> bytes:
+        notes, self._notes = self._notes, []
+        processor = self.processor
+        if processor.closed or processor.ended:
+            return b""
+        return b"".join(processor.insert(note) for note in notes)
+
     # -- async iterator ----------------------------------------------------------------
 
     def __aiter__(self) -> TurnStream:
@@ -371,7 +446,7 @@ class TurnStream:
             self._start_discarding()
             if processor.closed:
                 return b""
-            return self._cancel_pending() + processor.fail(*self._end)
+            return self._take_notes() + self._cancel_pending() + processor.fail(*self._end)
         if self._handle is None:  # launch failed
             self._done = True
             assert self._launch_error is not None
@@ -380,6 +455,8 @@ class TurnStream:
         if self._eof:
             return await self._finish()
         data = await self._read()
+        if data is False:  # woken: the runner has lines of its own
+            return self._take_notes()
         if data is None:  # interrupted: end() was called, or the drain deadline passed
             if self._end is None:
                 self._eof = True
@@ -408,19 +485,26 @@ class TurnStream:
         ]
         return processor.feed(b"".join(lines)) if lines else b""
 
-    async def _read(self) -> bytes | None:
-        """One read of stdout: data, ``b""`` at EOF, ``None`` if interrupted."""
+    async def _read(self) -> bytes | Literal[False] | None:
+        """One read of stdout: data, ``b""`` at EOF, ``None`` if interrupted, ``False``
+        if woken by a line of the runner's own (:meth:`_note`)."""
         assert self._stdout is not None
         with trio.CancelScope(deadline=self._read_deadline) as scope:
             self._read_scope = scope
             try:
-                data = await self._stdout.receive_some(self._settings.read_size)
-                return data if type(data) is bytes else bytes(data)
+                with trio.CancelScope() as wake:
+                    self._wake_scope = wake
+                    if self._notes:
+                        wake.cancel()
+                    data = await self._stdout.receive_some(self._settings.read_size)
+                    return data if type(data) is bytes else bytes(data)
+                return False
             except _RECEIVE_ERRORS as exc:
                 log.warning("turn %s: reading the container's stdout failed: %r", self.id, exc)
                 return b""
             finally:
                 self._read_scope = None
+                self._wake_scope = None
         return None
 
     async def _finish(self) -> bytes:
@@ -540,6 +624,8 @@ class TurnStream:
         if self._gone.is_set():
             return
         self._gone.set()
+        if self.gateway is not None:
+            self.gateway.revoke()
         if self._discard_scope is not None:
             self._discard_scope.cancel()
         # Whatever still sits in the pipe is given drain_timeout to arrive.

@@ -202,3 +202,30 @@ def test_the_fuzz_harness_replays_a_saved_input(tmp_path: Path) -> None:
     finding = tmp_path / "crash-example"
     finding.write_bytes(REGRESSIONS[0].to_input())
     assert f"Executed {finding}" in _harness(str(finding))
+
+
+# -- lines of the caller's own ---------------------------------------------------------
+
+
+@given(st.integers(min_value=0, max_value=200))
+def test_a_line_inserted_anywhere_leaves_the_pending_line_whole(cut: int) -> None:
+    """The runner's note goes between two of the container's lines wherever the
+    container's bytes were cut; the container's lines come out as sent."""
+    note = line(type="log", level="warn", message="model call failed").removesuffix(b"\n")
+    stream = line(type="log", level="info", message="a" * 50) + RESULT + b"\n"
+    cut = min(cut, len(stream) - 1)  # before the result's end: after it, nothing is taken
+    processor = StreamProcessor("ndjson")
+    out = processor.feed(stream[:cut]) + processor.insert(note) + processor.feed(stream[cut:])
+    lines = out.splitlines()
+    assert note in lines
+    assert [x for x in lines if x != note] == stream.splitlines()
+    assert processor.turn.result is not None and processor.turn.logs == 2
+
+
+def test_insert_after_the_turn_closed_raises() -> None:
+    from sandstream.core import ProcessorClosedError
+
+    processor = StreamProcessor("ndjson")
+    processor.fail("stopped", "x")
+    with pytest.raises(ProcessorClosedError):
+        processor.insert(RESULT)

@@ -39,7 +39,7 @@ from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.runner.network import (
     Endpoint,
     NetworkMode,
-    callback_endpoint,
+    dispatch_endpoints,
     forwarded_ports,
     is_forward_address,
     network_mode,
@@ -430,16 +430,16 @@ def test_parsing_any_text_gives_an_endpoint_or_a_value_error(text: str) -> None:
 
 
 @given(st.binary(max_size=200))
-def test_the_callback_of_any_bytes_is_an_endpoint_or_none(data: bytes) -> None:
-    endpoint = callback_endpoint(data)
-    assert endpoint is None or 0 < endpoint.port < 65536
+def test_the_endpoints_of_any_bytes_are_endpoints(data: bytes) -> None:
+    for endpoint in dispatch_endpoints(data):
+        assert 0 < endpoint.port < 65536
 
 
 def test_the_callback_of_a_dispatch() -> None:
     dispatch = b'{"agent_url":"https://chat.example:8443/api/sandbox/s","otp_setup":"a",'
     dispatch += b'"otp_run":"b","prompt":"p"}'
-    assert callback_endpoint(dispatch) == Endpoint("chat.example", 8443)
-    assert callback_endpoint(dispatch.replace(b":8443", b"")) == Endpoint("chat.example", 443)
+    assert dispatch_endpoints(dispatch) == [Endpoint("chat.example", 8443)]
+    assert dispatch_endpoints(dispatch.replace(b":8443", b"")) == [Endpoint("chat.example", 443)]
 
 
 async def test_only_this_hosts_ports_are_forwarded() -> None:

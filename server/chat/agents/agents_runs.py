@@ -67,10 +67,18 @@ class AgentsRuns:
             conversation=[ChatTurn(t.role, t.content, t.ts or 0) for t in body.conversation],
             created_at=now,
         )
+        providers = await self.dispatcher.providers(body.workspace_id, body.workflow_id)
         with trio.CancelScope(shield=True):
             await self.store.record_dispatch(session, list(tokens.stored))
             dispatch = msgspec.json.encode(
-                self.dispatcher.dispatch(session.id, tokens, body.prompt, body.conversation, scope)
+                self.dispatcher.dispatch(
+                    session.id,
+                    tokens,
+                    body.prompt,
+                    body.conversation,
+                    scope,
+                    providers=providers,
+                )
             )
             try:
                 upstream = self._upstream(target, dispatch, session.id, scope)

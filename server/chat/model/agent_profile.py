@@ -20,6 +20,7 @@ import msgspec
 from sandstream.core import (
     ATTACHMENTS_DIR,
     MAX_COMPONENT_BYTES,
+    AcpAgent,
     Attachment,
     ConfigResponse,
     EnvResponse,
@@ -31,7 +32,9 @@ from sandstream.core import (
     SnapshotManifest,
     agent_kind,
     decode_json,
+    provider_vars,
     sanitize_name,
+    split_provider_vars,
 )
 
 from .errors import ChatConfigError
@@ -114,22 +117,41 @@ class AgentProfile:
     demo: bool = False
 
     def config_for(self, session: DispatchRecord) -> ConfigResponse:
-        """The ``/config`` answer for a session: the template with its prompt and history."""
+        """The ``/config`` answer for a session: the template with its prompt and history
+        (an acp agent's ``env`` without its provider variables: :meth:`provider_env`)."""
         config = msgspec.structs.replace(
             self.template, prompt=session.prompt, conversation=list(session.conversation)
         )
+        agent = config.agent
+        if isinstance(agent, AcpAgent):
+            kept, _ = split_provider_vars(agent.env)
+            config = msgspec.structs.replace(config, agent=msgspec.structs.replace(agent, env=kept))
         if self.demo:
             config = msgspec.structs.replace(config, agent=demo_plan(session.prompt))
         return config
 
     def env_for(self, environment: Environment | None) -> EnvResponse:
-        """The ``/env`` answer: the agent's vars, then the workflow environment's."""
+        """The ``/env`` answer: the agent's vars, then the workflow environment's, without
+        the provider variables (:meth:`provider_env`)."""
         variables = dict(self.env_vars)
         setup_script = ""
         if environment is not None:
             variables.update(environment.vars)
             setup_script = environment.setup_script
-        return EnvResponse(vars=variables, setup_script=setup_script)
+        kept, _ = split_provider_vars(variables)
+        return EnvResponse(vars=kept, setup_script=setup_script)
+
+    def provider_env(self, environment: Environment | None) -> dict[str, str]:
+        """The provider variables (keys and base URLs,
+        :data:`~sandstream.core.PROVIDER_VARS`) of a turn: the agent's vars, then the
+        workflow environment's, then an acp agent's own ``env`` (the order its agent
+        reads them in). They go to the runner in the dispatch, never to the sandbox."""
+        agent = self.template.agent
+        return provider_vars(
+            self.env_vars,
+            environment.vars if environment is not None else {},
+            agent.env if isinstance(agent, AcpAgent) else {},
+        )
 
 
 def sandbox_attachments(files: Sequence[BagFile]) -> list[Attachment]:

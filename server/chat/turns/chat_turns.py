@@ -211,6 +211,7 @@ class ChatTurns:
         hand it to the log mover; a session that cannot start undoes the turn's start."""
         settings = self.settings
         turn_id = request.session_id
+        providers = await self.dispatcher.providers(body.workspace_id, body.workflow_id)
         dispatch = self.dispatcher.dispatch(
             turn_id,
             tokens,
@@ -218,6 +219,7 @@ class ChatTurns:
             start.session.conversation,
             scope,
             extensions=(LIVE_EXTENSION,),
+            providers=providers,
         )
         try:
             session = await start_runner_session(

@@ -60,6 +60,14 @@ class Dispatcher:
             embedded=self.embedded,
         )
 
+    async def providers(self, workspace_id: str, workflow_id: str | None) -> dict[str, str]:
+        """The provider variables a dispatch carries to the runner (the agent's and the
+        workflow environment's: :meth:`~sandstream.server.chat.model.AgentProfile.provider_env`)."""
+        environment = None
+        if workflow_id is not None:
+            environment = await self.store.get_environment(workspace_id, workflow_id)
+        return self.settings.agent.provider_env(environment)
+
     def mint(self, now: int) -> MintedTokens:
         """A dispatch's three one-time tokens, valid from ``now`` (epoch ms)."""
         return mint_tokens(now, self.settings.token_lifetimes)
@@ -73,9 +81,11 @@ class Dispatcher:
         scope: dict[str, Any],
         *,
         extensions: tuple[str, ...] = (),
+        providers: dict[str, str] | None = None,
     ) -> Dispatch:
         """The dispatch of the sandbox session ``session_id``, for the request ``scope``,
-        asking for the envelope ``extensions``."""
+        asking for the envelope ``extensions``, with the turn's provider variables
+        (:meth:`providers`; the runner's model gateway keeps them)."""
         return Dispatch(
             agent_url=f"{self.callback_base(scope)}{CALLBACK_PREFIX}/{session_id}",
             otp_setup=tokens.setup,
@@ -84,6 +94,7 @@ class Dispatcher:
             prompt=prompt,
             conversation=conversation,
             extensions=list(extensions),
+            providers=providers or {},
         )
 
     def callback_base(self, scope: dict[str, Any]) -> str:

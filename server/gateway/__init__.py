@@ -1,0 +1,32 @@
+"""The model gateway: provider keys stay on the runner, sandboxes get a turn credential.
+
+- :class:`TurnGateway` (:mod:`.turn_gateway`): one turn's loopback listener, credential
+  and keys; :func:`with_access` rewrites the dispatch the sandbox reads;
+- :mod:`.proxy`: one call streamed upstream and back, byte for byte;
+- :mod:`.apis`: the provider APIs forwarded, keys swapped, each provider's 401;
+- :mod:`.observers`: :class:`CallObserver`, what sees each answer pass (a usage meter
+  plugs in as one more :data:`ObserverFactory`);
+- :mod:`.health`: failed calls noted at once, the turn given up when none succeed;
+- :mod:`.http1`: the HTTP/1.1 server side on h11.
+
+The runner (:mod:`sandstream.server.runner`) uses it; it uses no role.
+"""
+
+from .errors import GatewayError, GatewayListenError
+from .health import CallFailure, ProviderHealth
+from .observers import CallObserver, ObserverFactory, ProxiedCall
+from .turn_gateway import CREDENTIAL_PREFIX, TurnGateway, gateway_keys, with_access
+
+__all__ = [
+    "CREDENTIAL_PREFIX",
+    "CallFailure",
+    "CallObserver",
+    "GatewayError",
+    "GatewayListenError",
+    "ObserverFactory",
+    "ProviderHealth",
+    "ProxiedCall",
+    "TurnGateway",
+    "gateway_keys",
+    "with_access",
+]
