@@ -393,7 +393,7 @@ class BwrapLauncher:
                     raise LaunchError(
                         0,
                         f"a sealed sandbox reaches only this host's loopback: {endpoint} "
-                        "is not on this host",
+                        "(its callback or model gateway) is not on this host",
                     )
         return await forwarded_ports([*endpoints, *self.allowed], self.host_ports)
 

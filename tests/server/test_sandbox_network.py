@@ -270,7 +270,9 @@ async def test_a_sealed_turn_whose_callback_is_on_another_host_fails_to_launch(
     async with server.stream(dispatch) as response:
         line = parse_stream(await response.aread())[-1]
     assert line["type"] == "error", line
-    assert "its callback 198.51.100.7:8080 is not on this host" in line["message"], line
+    assert (
+        "198.51.100.7:8080 (its callback or model gateway) is not on this host" in line["message"]
+    ), line
     (record,) = await server.wait_records(1)
     assert record.outcome == "launch_failed", record
     assert server.runner.live == 0 and _pastas() == []
