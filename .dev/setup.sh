@@ -19,8 +19,8 @@
 #                           itself from Debian's npm package when missing
 #   acp_agents              the five ACP agents (`sandstream agents install`: pinned npm
 #                           packages in ~/.cache/sandstream/agents, or $SANDSTREAM_AGENTS_DIR;
-#                           a no-op once installed, offline once npm's cache has them);
-#                           needs venv first
+#                           a no-op once installed, offline once npm's cache has them;
+#                           and the agents' shield, built with cc); needs venv first
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -84,5 +84,6 @@ node_packages() {
 
 acp_agents() {
   command -v npm >/dev/null 2>&1 || debian_packages npm
+  command -v cc >/dev/null 2>&1 || debian_packages gcc libc6-dev  # the agents' shield
   "$root/.venv/bin/sandstream" agents install >/dev/null
 }

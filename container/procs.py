@@ -28,6 +28,8 @@ from typing import Final
 
 import trio
 
+from .landlock import own_domain
+
 __all__ = [
     "KILL_GRACE",
     "ProcessOutcome",
@@ -136,6 +138,7 @@ async def run_in_group(
     on_stderr: ChunkHandler,
     timeout: float | None = None,
     grace: float = KILL_GRACE,
+    confined: bool = False,
 ) -> ProcessOutcome:
     """Run ``argv`` in a new session, streaming its output to the handlers.
 
@@ -143,19 +146,28 @@ async def run_in_group(
     each chunk as it arrives; an exception from a handler stops the process (group
     killed) and propagates. On timeout the group is terminated and
     ``ProcessOutcome.timed_out`` is set. On cancellation the group is terminated
-    (shielded) and :class:`trio.Cancelled` propagates. Raises :class:`OSError` if the
-    program cannot be started.
+    (shielded) and :class:`trio.Cancelled` propagates. ``confined``: the process and
+    all it starts run in a Landlock domain of their own (:func:`~.landlock.own_domain`:
+    they can neither signal nor ``ptrace`` a process outside it), where the kernel
+    allows one. Raises :class:`OSError` if the program cannot be started
+    (:class:`subprocess.SubprocessError` if it cannot enter its domain).
     """
-    process = await trio.lowlevel.open_process(
-        list(argv),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=os.fspath(cwd),
-        env=dict(env),
-        start_new_session=True,
-        close_fds=True,  # stdio only: never the container's envelope or other pipes
-    )
+    domain = own_domain() if confined else None
+    try:
+        process = await trio.lowlevel.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=os.fspath(cwd),
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,  # stdio only: never the container's envelope or other pipes
+            preexec_fn=domain,
+        )
+    finally:
+        if domain is not None:
+            domain.close()
     timed_out = False
     try:
         async with trio.open_nursery() as nursery:

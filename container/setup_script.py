@@ -2,14 +2,17 @@
 
 The script is written to a private file (not the work dir) and run as
 ``bash <file>`` with the run's environment, stdin at ``/dev/null``, in its own
-process group. Each stdout line becomes ``log{level:"info"}`` and each stderr line
-``log{level:"warn"}``, prefixed ``setup: ``. A non-zero exit, a timeout or a script
+process group and its own Landlock domain (:func:`~.landlock.own_domain`: neither it
+nor a daemon it leaves can signal or ``ptrace`` the container or the agent). Each
+stdout line becomes ``log{level:"info"}`` and each stderr line ``log{level:"warn"}``,
+prefixed ``setup: ``. A non-zero exit, a timeout or a script
 that cannot start raises :class:`~.errors.SetupError`; on cancellation the script's
 process group is terminated and :class:`trio.Cancelled` propagates.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,8 +86,9 @@ async def run_setup_script(
             on_stderr=err.feed,
             timeout=timeout,
             grace=kill_grace,
+            confined=True,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         raise SetupError(f"setup script could not start: {exc}") from exc
     finally:
         out.close()

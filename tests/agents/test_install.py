@@ -20,6 +20,7 @@ from sandstream.container.agents.acp.install import (
     installed_command,
     prefix_of,
 )
+from sandstream.container.agents.acp.shield import ShieldBuildError, build_shield, shield_path
 from sandstream.core.agents_dir import default_agents_dir
 
 
@@ -38,7 +39,44 @@ def test_install_is_idempotent_and_leaves_no_staging(tmp_path: Path) -> None:
 
     assert install(["claude"], agents, log=False) == [prefix]
     assert prefix.stat().st_ino == inode  # left as it was
-    assert sorted(p.name for p in agents.iterdir()) == [".lock", "claude-0.23.1"]
+    shield = shield_path(agents)
+    assert sorted(p.name for p in agents.iterdir()) == [".lock", "claude-0.23.1", shield.name]
+
+    shield.unlink()  # an agents dir of an older release: no shield yet
+    with pytest.raises(AgentNotInstalledError, match="sandstream agents install claude"):
+        installed_command("claude", agents)
+    install(["claude"], agents, log=False)
+    assert installed_command("claude", agents) == command
+
+
+def test_a_failing_shield_build_is_an_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(ShieldBuildError, match="building the agents' shield failed"):
+        build_shield(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(ShieldBuildError, match="the C compiler could not start"):
+        build_shield(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shield_makes_every_program_non_dumpable(tmp_path: Path) -> None:
+    shield = build_shield(tmp_path)
+    assert build_shield(tmp_path) == shield  # built once
+    # PR_GET_DUMPABLE (3), in this program and in one it starts (execve resets the flag)
+    probe = "import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    program = f"{probe}; import subprocess, sys; subprocess.run([sys.executable, '-c', {probe!r}])"
+    plain = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    shielded = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env={"LD_PRELOAD": str(shield)},
+    )
+    assert plain.stdout.split() == ["1", "1"], plain.stderr
+    assert shielded.stdout.split() == ["0", "0"], shielded.stderr
 
 
 def test_an_unknown_name_is_refused_before_anything_is_installed(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from sandstream.container.agents.acp.presets import (
     ProviderSettingsError,
     prepare,
 )
+from sandstream.container.agents.acp.shield import shield_path
 from sandstream.core.agents_dir import default_agents_dir
 from sandstream.core.schemas import AcpAgent, AcpPreset
 
@@ -66,6 +67,10 @@ def test_every_preset_runs_the_installed_agent_with_its_home(
     assert prepared.env["XDG_DATA_HOME"] == str(home / ".local" / "share")
     assert prepared.env["XDG_CACHE_HOME"] == str(home / ".cache")
     assert prepared.env["OPENAI_API_KEY"] == "sk-openai"  # the container's env carries on
+    # the shield is preloaded, first, whatever the spec preloads
+    assert prepared.env["LD_PRELOAD"] == str(shield_path(default_agents_dir()))
+    spec_preload = _prepare(preset, tmp_path, env={"LD_PRELOAD": "/x.so"} | PROVIDERS)
+    assert spec_preload.env["LD_PRELOAD"] == f"{shield_path(default_agents_dir())} /x.so"
 
 
 def test_claude(tmp_path: Path) -> None:
@@ -218,6 +223,19 @@ def test_a_raw_command(tmp_path: Path) -> None:
     assert prepared.env["HOME"] == str(tmp_path / "home")
     assert prepared.mode == "yolo"
     assert prepared.hidden_text == ()
+    assert "LD_PRELOAD" not in prepared.env  # no shield built there
+
+
+def test_a_raw_command_gets_the_shield_where_it_is_built(tmp_path: Path) -> None:
+    prepared = prepare(
+        AcpAgent(command=["my-agent"]),
+        env={"PATH": "/bin"},
+        home=tmp_path / "home",
+        work_dir=tmp_path / "work",
+        model=None,
+        agents_dir=default_agents_dir(),
+    )
+    assert prepared.env["LD_PRELOAD"] == str(shield_path(default_agents_dir()))
 
 
 def test_a_preset_not_installed(tmp_path: Path) -> None:

@@ -72,3 +72,18 @@ async def test_setup_script_does_not_read_the_rest_of_itself_from_stdin(
     run = await run_in_process(workspace.mint_dispatch())
     assert run.returncode == 0, run
     assert "setup: after-cat" in run.logs
+
+
+async def test_the_setup_script_can_signal_only_what_it_started(
+    workspace: WorkspaceServer, work_dir: Path
+) -> None:
+    """Its Landlock domain: the container (its parent) is out of its reach, its own
+    children are not."""
+    workspace.env = EnvResponse(
+        setup_script="kill -0 $PPID 2>/dev/null && echo container-reached "
+        "|| echo container-refused\nsleep 5 & kill $! && echo own-child-reached\n"
+    )
+    run = await run_in_process(workspace.mint_dispatch(), "--work-dir", str(work_dir))
+    assert run.returncode == 0, run
+    assert "setup: container-refused" in run.logs
+    assert "setup: own-child-reached" in run.logs

@@ -9,10 +9,12 @@ install leaves no half-done prefix (its temp dir is removed by the next install)
 re-run with the prefix in place is a no-op. npm's own cache is reused, so a cached
 install works offline.
 
-The container calls :func:`installed_command`, which raises
+Beside them it builds the agents' shield (:mod:`.shield`), which every agent process
+loads. The container calls :func:`installed_command`, which raises
 :class:`AgentNotInstalledError` naming the command that installs a missing agent. An
 unknown agent name raises :class:`UnknownAgentError`; a failing npm raises
-:class:`AgentInstallError` with the tail of its output.
+:class:`AgentInstallError` with the tail of its output, a failing build of the shield
+:class:`~.shield.ShieldBuildError`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Final
 from sandstream.core import AGENTS_DIR_ENV, AcpPreset, default_agents_dir
 
 from ...errors import ConfigError, ContainerError
+from .shield import build_shield, shield_path
 
 __all__ = [
     "AGENTS",
@@ -145,10 +148,11 @@ def _relative_paths(agent: AgentPackages) -> Iterator[str]:
 
 def installed_command(name: str, directory: Path) -> list[str]:
     """The command that starts agent ``name`` from ``directory``; raises
-    :class:`AgentNotInstalledError` when it is not installed there."""
+    :class:`AgentNotInstalledError` when it, or the agents' shield (:mod:`.shield`), is
+    not installed there."""
     agent = _agent(name)
     prefix = prefix_of(name, directory)
-    paths = [prefix / part for part in _relative_paths(agent)]
+    paths = [prefix / part for part in _relative_paths(agent)] + [shield_path(directory)]
     if not all(path.exists() for path in paths):
         raise AgentNotInstalledError(
             f"the {name} agent is not installed in {directory}: run "
@@ -178,8 +182,9 @@ def _npm() -> str:
 
 
 def install(names: Sequence[str], directory: Path, *, log: bool = True) -> list[Path]:
-    """Install agents ``names`` (all when empty) into ``directory``; return their
-    prefixes. Agents already installed are left as they are."""
+    """Install agents ``names`` (all when empty) and the agents' shield (:mod:`.shield`)
+    into ``directory``; return their prefixes. What is installed already is left as it
+    is."""
     agents = [_agent(name) for name in (names or list(AGENTS))]
     directory.mkdir(parents=True, exist_ok=True)
     prefixes = []
@@ -191,6 +196,9 @@ def install(names: Sequence[str], directory: Path, *, log: bool = True) -> list[
             if not prefix.exists():
                 _install_one(agent, prefix, log=log)
             prefixes.append(prefix)
+        for stale in directory.glob(f".{shield_path(directory).name}.*"):
+            stale.unlink(missing_ok=True)
+        build_shield(directory)
     return prefixes
 
 

@@ -25,8 +25,10 @@ The model given to :func:`prepare` (the agent config's) wins over the ``*_MODEL`
 variable. The environment is the container's, then ``HOME`` and the XDG dirs under
 ``home``, then the preset's switches (telemetry and updates off, ``IS_SANDBOX=1`` for
 Claude Code), then the spec's ``env`` (which can so override any of them), then the
-model the agent config chose. API keys stay in the environment; config files refer to
-them by name where the agent allows it (codex, pi) and hold them otherwise (opencode).
+model the agent config chose, and last the agents' shield first in ``LD_PRELOAD``
+(:mod:`.shield`; for a command of the spec's own, when it is built). API keys stay in
+the environment; config files refer to them by name where the agent allows it (codex,
+pi) and hold them otherwise (opencode).
 
 Bad input: a missing provider setting raises :class:`ProviderSettingsError` naming the
 variable; an agent not installed raises :class:`~.install.AgentNotInstalledError`.
@@ -45,6 +47,7 @@ from sandstream.core import AcpAgent, AcpPreset
 
 from ...errors import ConfigError
 from .install import AGENTS, installed_command, prefix_of
+from .shield import shield_env, shield_path
 
 __all__ = ["PreparedAgent", "ProviderSettingsError", "prepare"]
 
@@ -284,12 +287,20 @@ def prepare(
     base = {**env, **_home_env(home)}
     if spec.preset is None:
         assert spec.command is not None  # AcpAgent checks it
-        return PreparedAgent(list(spec.command), {**base, **spec.env}, spec.mode)
+        environment = _shielded({**base, **spec.env}, agents_dir)
+        return PreparedAgent(list(spec.command), environment, spec.mode)
     preset: AcpPreset = spec.preset
     command = list(spec.command) if spec.command else installed_command(preset, agents_dir)
     at = _Where(settings, home, work_dir, model, prefix_of(preset, agents_dir))
     own = _PRESETS[preset](at)
-    environment = {**base, **own.env, **spec.env, **own.chosen}
+    environment = _shielded({**base, **own.env, **spec.env, **own.chosen}, agents_dir)
     return PreparedAgent(
         command, environment, spec.mode or own.mode, own.hidden_text, tuple(at.written)
     )
+
+
+def _shielded(env: dict[str, str], agents_dir: Path) -> dict[str, str]:
+    """``env`` preloading the agents' shield when it is built (an installed preset's
+    always is: :func:`~.install.installed_command` checks it)."""
+    shield = shield_path(agents_dir)
+    return shield_env(env, shield) if shield.is_file() else env

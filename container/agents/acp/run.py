@@ -100,14 +100,14 @@ async def run_acp(ctx: RunContext) -> str:
             cwd=ctx.work_dir,
             env={"TMPDIR": str(scratch), **_own_settings(prepared.env, ctx.env)},
             grace=ctx.kill_grace,
-        ) as process:
-            assert process.stdin and process.stdout and process.stderr
+        ) as agent:
+            process = agent.process
             turn_over = trio.Event()
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(stderr.pump, process.stderr)
+                nursery.start_soon(stderr.pump, agent.stderr)
                 nursery.start_soon(_cancel_when_cancelled, turn_over, session)
                 with trio.CancelScope(shield=True):
-                    async with open_connection(process.stdin, process.stdout, session) as rpc:
+                    async with open_connection(agent.stdin, agent.stdout, session) as rpc:
                         try:
                             message = await session.run(rpc)
                             if ctx.config.snapshot_max_bytes:  # its home is saved next
