@@ -411,12 +411,14 @@ class StreamStore:
         done: Callable[[Record | BaseException], None],
         *,
         tag: int | None = None,
+        offer: bool = True,
     ) -> None:
         """Append ``payload`` as the stream's owner (no producer, no seq, no checks of
         content), with the owner's ``tag`` (:mod:`.records`): queued at once, never
-        waits. ``done`` gets the stored record once it is published, or the exception
-        that kept it from being stored. Raises :class:`StreamStoreFailedError` or
-        :class:`StreamClosedError` at once."""
+        waits. ``done`` gets the stored record once it is published (offered to the
+        stream's live readers unless ``offer`` is false: they are woken to read it), or
+        the exception that kept it from being stored. Raises
+        :class:`StreamStoreFailedError` or :class:`StreamClosedError` at once."""
         self._committer.check()
         if stream.closing:
             raise StreamClosedError(stream.end)
@@ -429,7 +431,7 @@ class StreamStore:
             if error is not None:
                 done(error)
                 return
-            stream.publish(stored)
+            stream.publish(stored, offer=offer)
             done(stored)
 
         self._committer.commit(stream.log, record, finished)
