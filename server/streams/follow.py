@@ -6,7 +6,8 @@ after its own address, and once it holds everything waits here: :func:`wait_live
 the stream's live set (:mod:`.live`), its subscriber written each append as it is
 published and its task woken only to write what the subscriber queued (then the writer,
 if it holds back for readers behind, looks again), or :func:`wait_changed` on the
-stream's one wake-up per change where a reader cannot be live. Both end at a deadline
+stream's one wake-up per change where a reader cannot be live (:func:`wait_beyond`, by
+offset: the ``live=sse`` readers and ``live=long-poll``). Both end at a deadline
 the caller gives as a function (read again at each wake-up: a keep-alive moves with
 the offers). Cancellation: a live reader leaves the set, what its subscriber queued
 unwritten; nothing else is held.
@@ -14,6 +15,7 @@ unwritten; nothing else is held.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import trio
@@ -21,7 +23,7 @@ import trio
 from .live import LiveReader
 from .stream import Stream
 
-__all__ = ["wait_changed", "wait_live"]
+__all__ = ["wait_beyond", "wait_changed", "wait_live"]
 
 
 async def wait_live(stream: Stream, reader: LiveReader, deadline: Callable[[], float]) -> bool:
@@ -58,3 +60,13 @@ async def wait_changed(stream: Stream, done: Callable[[], bool], deadline: float
             await stream.changed()
         return True
     return False
+
+
+async def wait_beyond(stream: Stream, position: int, deadline: float = math.inf) -> bool:
+    """Wait until ``stream`` has data after ``position``, closes or is deleted: False if
+    ``deadline`` (trio time) passed first."""
+    return await wait_changed(
+        stream,
+        lambda: stream.tail > position or stream.closed or stream.deleted or stream.removed,
+        deadline,
+    )

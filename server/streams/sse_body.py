@@ -24,7 +24,7 @@ import trio
 from sandstream.server.http import RunFraming, live_connection
 
 from .cursors import interval_cursor, response_cursor
-from .follow import wait_live
+from .follow import wait_beyond, wait_live
 from .live import LiveAppend, LiveReader
 from .offsets import format_offset
 from .settings import StreamSettings
@@ -84,9 +84,7 @@ class SSEBody:
                 return self._control()
             woken = await self._wait_live()
             if woken is None:
-                with trio.move_on_at(self._deadline) as waiting:
-                    await self._store.wait(stream, self._position)
-                woken = not waiting.cancelled_caught
+                woken = await wait_beyond(stream, self._position, self._deadline)
             if not woken:
                 break
         raise StopAsyncIteration
