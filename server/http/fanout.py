@@ -31,7 +31,6 @@ from contextlib import asynccontextmanager
 from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 import trio
-from hypercorn.events import RawData
 
 from .client_watch import ClientWatch
 from .hypercorn_adapter import raw_connection
@@ -162,7 +161,7 @@ class LiveConnection(Generic[R]):
     def __init__(
         self,
         fd: int,
-        send_raw: Callable[[RawData], Awaitable[None]],
+        send_raw: Callable[[bytes | memoryview], Awaitable[None]],
         lock: trio.Lock,
         framing: RunFraming[R],
         limit: int,
@@ -227,8 +226,7 @@ class LiveConnection(Generic[R]):
             data = backlog[0]  # taken off once written: a cancelled write begins none
             if watch is not None:
                 watch.handed_out(trio.current_time())
-            # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
-            await self._send_raw(RawData(data=data))  # type: ignore[arg-type]
+            await self._send_raw(data)
             if watch is not None:
                 watch.taken()
             backlog.popleft()

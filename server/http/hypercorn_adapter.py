@@ -9,8 +9,9 @@ The server otherwise talks to Hypercorn through ASGI and its public ``Config`` a
 - :func:`raw_connection`: the socket under an HTTP/1.1 response, its raw write and
   that write's lock, found from the ``send`` Hypercorn gave the app (the
   ``HTTPStream``'s, whose ``send`` is the ``H11Protocol``'s, whose ``send`` is the
-  trio ``TCPServer``'s ``protocol_send``, with its ``stream`` and ``send_lock``), for
-  the live writes of :mod:`.fanout`.
+  trio ``TCPServer``'s ``protocol_send``, with its ``stream`` and ``send_lock``; the
+  raw write takes Hypercorn's ``RawData`` event, made here), for the live writes of
+  :mod:`.fanout`, which so touch no Hypercorn name.
 
 :data:`HYPERCORN_VERSION` is the version this module was written against; its test
 (``tests/server/test_hypercorn_adapter.py``) checks that the installed Hypercorn is
@@ -78,11 +79,11 @@ def set_h11_error_answer(answer: ErrorAnswer) -> None:
 @dataclass(frozen=True, slots=True)
 class RawConnection:
     """The connection under an HTTP/1.1 response: its ``socket``, Hypercorn's raw
-    write to it (``send_raw``: locked, shielded, no framing) and that write's
-    ``lock`` (held while Hypercorn writes)."""
+    write of bytes to it (``send_raw``: locked, shielded, no framing; any buffer, not
+    copied) and that write's ``lock`` (held while Hypercorn writes)."""
 
     socket: trio.socket.SocketType
-    send_raw: Callable[[RawData], Awaitable[None]]
+    send_raw: Callable[[bytes | memoryview], Awaitable[None]]
     lock: trio.Lock
 
 
@@ -94,10 +95,15 @@ def raw_connection(send: object) -> RawConnection | None:
     protocol = getattr(getattr(http_stream, "send", None), "__self__", None)
     if not isinstance(protocol, H11Protocol):
         return None
-    send_raw = protocol.send
-    tcp_server = getattr(send_raw, "__self__", None)
+    protocol_send = protocol.send
+    tcp_server = getattr(protocol_send, "__self__", None)
     stream = getattr(tcp_server, "stream", None)
     lock = getattr(tcp_server, "send_lock", None)
     if not (isinstance(stream, trio.SocketStream) and isinstance(lock, trio.Lock)):
         return None
+
+    async def send_raw(data: bytes | memoryview) -> None:
+        # RawData says bytes; the trio stream's send_all takes any buffer (no copy)
+        await protocol_send(RawData(data=data))  # type: ignore[arg-type]
+
     return RawConnection(stream.socket, send_raw, lock)

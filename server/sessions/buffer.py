@@ -49,7 +49,6 @@ __all__ = [
     "SessionRow",
     "SessionRuns",
     "SessionState",
-    "runs_after",
     "split_chunks",
 ]
 
@@ -122,26 +121,6 @@ class Run:
         part = Run(max(after + 1, self.first), b"".join(lines), len(lines))
         part._lines = lines
         return part
-
-
-def runs_after(runs: list[Run], after: int, max_bytes: int) -> list[Run]:
-    """Of ``runs`` (consecutive, the last holding the newest chunks), those after cursor
-    ``after``, the first one cut there; whole runs while they fit in ``max_bytes``,
-    always at least one (empty when none holds a chunk after ``after``)."""
-    index = len(runs) - 1
-    while index > 0 and runs[index].first > after + 1:  # readers are mostly near the end
-        index -= 1
-    out: list[Run] = []
-    size = 0
-    for run in runs[index:]:
-        if run.last <= after:
-            continue
-        if out and size + run.size > max_bytes:
-            break
-        run = run.part(after, run.last)
-        out.append(run)
-        size += run.size
-    return out
 
 
 class SessionRuns:
@@ -379,11 +358,14 @@ class SessionBuffer:
         count: int,
         keep_from: int,
         report: Callable[[Outcome], object],
+        *,
+        offer: bool = True,
     ) -> None:
         """Hand ``data``, ``count`` whole lines (chunks at cursors ``after + 1``, …), to
         the session's stream as one run; once it is stored, ``report`` gets (on the event
         loop) the session's first retained cursor, or the exception that kept it from
-        being stored. Never blocks.
+        being stored. Never blocks. The stream offers the run to its live readers as it
+        publishes it, right before ``report``, unless ``offer`` is false.
 
         Runs that hold only chunks below cursor ``keep_from`` (retention) are dropped;
         a run that straddles it is kept whole, so slightly more than asked may be
@@ -404,7 +386,7 @@ class SessionBuffer:
                 report(self._retain(entry, index, keep_from))
 
         try:
-            self._store.append_soon(entry.stream, data, stored, tag=after + 1)
+            self._store.append_soon(entry.stream, data, stored, tag=after + 1, offer=offer)
         except StreamError as exc:
             trio.lowlevel.current_trio_token().run_sync_soon(report, exc)
 

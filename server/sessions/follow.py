@@ -6,9 +6,12 @@
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-With ``subscribe`` a caught-up reader waits in the live set (writing, when woken
-for it, what its subscriber queued); the caller must have written each event before
-asking for the next (the subscriber writes the same socket).
+A caught-up reader waits as every reader of the session's stream does
+(:mod:`sandstream.server.streams.follow`): with ``subscribe``, in the stream's live set,
+its :class:`~.session.LiveSubscriber` offered each run the stream publishes (writing,
+when woken for it, what its subscriber queued); else for the stream's next change. The
+caller must have written each event before asking for the next (the subscriber writes
+the same socket).
 Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
 Cancellation: safe at any point; a live reader leaves the set, what its subscriber
 queued dropped.
@@ -19,12 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-import trio
+from sandstream.server.streams import LiveAppend, LiveReader, wait_live
 
 from .buffer import Run
-from .session import LiveReader, LiveSubscriber, Session
+from .session import LiveSubscriber, Session
+
+if TYPE_CHECKING:
+    from sandstream.server.http import Offered
 
 __all__ = ["CaughtUp", "Chunks", "Follow", "KeepAlive", "ReadEvent", "Subscribe"]
 
@@ -131,29 +137,49 @@ class Follow:
                 return KeepAlive()
 
     async def _wait_live(self, subscribe: Subscribe) -> bool | None:
-        """Wait in the session's live set, writing what the subscriber queued when
-        woken for it: True when taken out of the set, False after ``keepalive``
-        seconds with nothing offered, ``None`` if the reader cannot be live."""
+        """Wait in the session's stream's live set: True when taken out of the set,
+        False after ``keepalive`` seconds with nothing offered, ``None`` if the reader
+        cannot be live."""
         session = self.session
         async with subscribe() as subscriber:
             if subscriber is None:
                 return None
-            reader = LiveReader(subscriber, self.cursor)
-            if not session.join_live(reader):
+            if self.cursor != session.last_cursor or session.ended:
                 return True  # a chunk came, or the end
+            stream = session.stream
+            offers = _RunOffers(session, subscriber, self.cursor)
+            reader = LiveReader(offers, stream.tail, 0)
+            keepalive = self._keepalive
             try:
-                while not reader.left:
-                    if reader.woken.is_set():  # its subscriber queued runs
-                        reader.woken = trio.Event()
-                        await subscriber.write_backlog()
-                        session.live_drained()
-                        continue
-                    quiet_since = max(reader.joined_at, session.offered_at)
-                    if trio.current_time() >= quiet_since + self._keepalive:
-                        return False
-                    with trio.move_on_at(quiet_since + self._keepalive):
-                        await reader.woken.wait()
+                return await wait_live(
+                    stream,
+                    reader,
+                    lambda: max(reader.joined_at, stream.live.offered_at) + keepalive,
+                )
             finally:
-                session.leave_live(reader)
-                self.cursor = reader.cursor
-        return True
+                self.cursor = offers.cursor
+
+
+class _RunOffers:
+    """A session reader's subscriber as its stream's live set offers to: each record
+    offered as the session's run (:meth:`.session.Session.run_of`), and the cursor of
+    the newest chunk it holds."""
+
+    __slots__ = ("_session", "_subscriber", "cursor")
+
+    def __init__(self, session: Session, subscriber: LiveSubscriber, cursor: int) -> None:
+        self._session = session
+        self._subscriber = subscriber
+        self.cursor = cursor
+
+    def offer(self, append: LiveAppend) -> Offered:
+        run = self._session.run_of(append.record)
+        self.cursor = run.last  # held whatever the answer: refused, it reads on after it
+        return self._subscriber.offer(run)
+
+    @property
+    def queued(self) -> int:
+        return self._subscriber.queued
+
+    async def write_backlog(self) -> None:
+        await self._subscriber.write_backlog()

@@ -1,15 +1,17 @@
-"""One durable session: its state, its tail in memory, reads by cursor, message, interrupt.
+"""One durable session: its state, reads by cursor, message, interrupt.
 
-A :class:`Session` is written by one task, the session's own (:mod:`.supervisor`):
-:meth:`Session.append` hands runs to the buffer, and a run is published (the tail grows,
-``last_cursor`` moves, waiting readers wake once) only once it is stored: **a chunk is
-never visible before it is stored**. Readers ask for the chunks after their own cursor
-(:meth:`Session.read_runs`), from the tail or SQLite, one bounded batch at a time, and
-never skip one: a cursor retention dropped raises :class:`CursorGoneError`. Caught-up
-readers may join the live set (:meth:`Session.join_live`): each stored run is offered
-to their :class:`LiveSubscriber`, except the final run and one over ``max_write``; a
-reader whose subscriber queued a run for its task to write is woken and stays live.
-The writer waits, at most ``live_hold`` s, before handing over a new run while a live
+A session is a thin index over its Durable Stream (:attr:`Session.stream`), which owns
+its bytes, its newest records in memory and its live readers; the session keeps its
+state and, in the buffer (:mod:`.buffer`), the map of its cursors to the stream's
+offsets. A :class:`Session` is written by one task, the session's own
+(:mod:`.supervisor`): :meth:`Session.append` hands runs to the buffer, and a run is
+published (the stream shows it, ``last_cursor`` moves, waiting readers wake once) only
+once it is stored: **a chunk is never visible before it is stored**. Readers ask for
+the chunks after their own cursor (:meth:`Session.read_runs`), from the stream's
+memory or its log, one bounded batch at a time, and never skip one: a cursor retention
+dropped raises :class:`CursorGoneError`. Caught-up readers wait in the stream's live
+set (:mod:`.follow`): the stream offers them each stored run but the final one. The
+writer waits, at most ``live_hold`` s, before handing over a new run while a live
 reader is more than :data:`LIVE_LAG_BYTES` behind; one still behind then leaves the
 live set and reads on by itself.
 """
@@ -17,9 +19,9 @@ live set and reads on by itself.
 from __future__ import annotations
 
 import functools
-import math
 import secrets
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
@@ -27,8 +29,9 @@ import trio
 
 from sandstream.core import PermissionAnswer, UserMessage
 from sandstream.server.runner import TurnStream
+from sandstream.server.streams import Record, Stream, wait_changed
 
-from .buffer import Outcome, Run, SessionBuffer, SessionRuns, SessionState, runs_after
+from .buffer import Outcome, Run, SessionBuffer, SessionRuns, SessionState
 from .counts import SessionCounts
 from .errors import (
     CursorGoneError,
@@ -41,7 +44,6 @@ if TYPE_CHECKING:
     from sandstream.server.http import Offered
 
 __all__ = [
-    "LiveReader",
     "LiveSubscriber",
     "Session",
     "SessionStatus",
@@ -49,8 +51,6 @@ __all__ = [
     "now_ms",
 ]
 
-DEFAULT_TAIL_BYTES: Final = 1024 * 1024
-DEFAULT_MAX_WRITE: Final = 256 * 1024
 DEFAULT_MAX_UNSTORED: Final = 4 * 1024 * 1024
 LIVE_LAG_BYTES: Final = 1024 * 1024
 """How far (bytes offered, not yet written) a live reader may fall behind before the
@@ -90,24 +90,6 @@ class LiveSubscriber(Protocol):
         ...
 
 
-class LiveReader:
-    """A caught-up reader in the session's live set (see the module docstring).
-
-    ``subscriber`` takes the new runs. ``cursor``: the last chunk it holds once it
-    left the live set. ``left``: set when the session takes it out of the live set;
-    ``woken``: set then, or when its subscriber queued a run (the reader re-arms it).
-    """
-
-    __slots__ = ("cursor", "joined_at", "left", "subscriber", "woken")
-
-    def __init__(self, subscriber: LiveSubscriber, cursor: int) -> None:
-        self.subscriber = subscriber
-        self.cursor = cursor
-        self.joined_at = 0.0
-        self.left = False
-        self.woken = trio.Event()
-
-
 class SessionStatus(msgspec.Struct, frozen=True):
     """``GET /sessions/{id}/status``. Times are Unix epoch ms; ``terminal`` is the
     session's terminal line (its last chunk) once it ended, else null."""
@@ -122,8 +104,7 @@ class SessionStatus(msgspec.Struct, frozen=True):
 
 
 class Session:
-    """A session's live state; see the module docstring. The tail holds the newest
-    runs, at most ``tail_bytes``, and is dropped when the session ends.
+    """A session's live state; see the module docstring.
 
     ``turn`` is the running turn (``None`` for a session restored from the buffer).
     ``messages`` is the sending side of the container's stdin message lines.
@@ -146,12 +127,12 @@ class Session:
         turn: TurnStream | None = None,
         messages: trio.MemorySendChannel[bytes] | None = None,
         retain_chunks: int | None = None,
-        tail_bytes: int = DEFAULT_TAIL_BYTES,
-        max_write: int = DEFAULT_MAX_WRITE,
         max_unstored: int = DEFAULT_MAX_UNSTORED,
         live_hold: float = DEFAULT_LIVE_HOLD,
     ) -> None:
         self.buffer = buffer
+        self.stream: Stream = buffer.stream(key)
+        """The session's Durable Stream: its bytes, its newest records, its live set."""
         self.key = key
         self.id = id
         self.created_at = created_at
@@ -168,8 +149,6 @@ class Session:
         self._answered: set[str] = set()
         """The permission requests answered through :meth:`answer_permission`."""
         self._retain = retain_chunks
-        self._tail_budget = tail_bytes
-        self._max_write = max_write
         self._max_unstored = max_unstored
         self._counts = counts
         self._submitted = last_cursor
@@ -178,14 +157,11 @@ class Session:
         """Bytes handed to the buffer and not stored yet."""
         self._failure: Exception | None = None
         """Why a run could not be stored: nothing after it is stored or published."""
-        self._tail: list[Run] = []
-        self._tail_size = 0
-        self._changed = trio.Event()
-        self._live: dict[LiveReader, None] = {}
+        self._handed: deque[Run] = deque()
+        """The runs handed to the buffer and not stored yet, oldest first."""
+        self._stored = trio.Event()
+        """Set (and replaced) when a run handed over is stored or failed: the writer's."""
         self._live_hold = live_hold
-        self._live_drained = trio.Event()
-        self.offered_at = -math.inf
-        """When (trio time) the writer last offered a run to the live readers."""
         self.closed = trio.Event()
         """Set once the session has ended and its container is gone."""
         if state != "running":
@@ -205,8 +181,8 @@ class Session:
 
     @property
     def live_readers(self) -> int:
-        """How many caught-up readers the writer offers its runs to now."""
-        return len(self._live)
+        """How many caught-up readers the stream offers its runs to now."""
+        return self.stream.live_readers
 
     def status(self) -> SessionStatus:
         return SessionStatus(
@@ -234,12 +210,12 @@ class Session:
         room, before ``data`` was handed over.
         """
         while self._unstored > self._max_unstored and self._failure is None:
-            await self._changed.wait()
+            await self._stored.wait()
         if self._failure is not None:
             raise self._failure
         if not data:
             return
-        if self._live:
+        if self.stream.live_readers:
             await self._wait_for_live()
         if count is None:
             count = data.count(b"\n")
@@ -247,13 +223,16 @@ class Session:
         keep_from = self.first_cursor
         if self._retain is not None:
             keep_from = max(keep_from, after + count - self._retain + 1)
+        run = Run(after + 1, data, count)
+        self._handed.append(run)
         self.buffer.append_soon(
             self.key,
             after,
             data,
             count,
             keep_from,
-            functools.partial(self._publish, Run(after + 1, data, count), final),
+            functools.partial(self._publish, run),
+            offer=not final,
         )
         self._submitted = after + count
         self._unstored += len(data)
@@ -262,37 +241,40 @@ class Session:
         """Wait until every run handed to :meth:`append` is stored and published.
         Raises like :meth:`append`."""
         while self._unstored and self._failure is None:
-            await self._changed.wait()
+            await self._stored.wait()
         if self._failure is not None:
             raise self._failure
 
-    def _publish(self, run: Run, final: bool, outcome: Outcome) -> None:
+    def _publish(self, run: Run, outcome: Outcome) -> None:
         """On the event loop, once ``run`` is stored (``outcome``: the first retained
-        cursor) or failed (the exception): publish it to readers, offered to the live
-        ones unless it is the ``final`` run (the session's end follows it) or over
-        ``max_write`` bytes, and every waiting one woken."""
+        cursor; the stream has shown it and offered it to its live readers) or failed
+        (the exception): move the cursors, and wake the writer if it waits."""
+        handed = self._handed
+        if handed and handed[0] is run:
+            handed.popleft()
+        else:  # one refused at once is reported before the ones handed over before it
+            handed.remove(run)
         self._unstored -= run.size
+        self._stored.set()
+        self._stored = trio.Event()
         if isinstance(outcome, Exception):
             self._failure = self._failure or outcome
-            self._notify()
             return
         counts = self._counts
         counts.chunks += run.count
         counts.bytes += run.size
-        after = run.first - 1
-        self._tail.append(run)
-        self._tail_size += run.size
-        while len(self._tail) > 1 and (
-            self._tail_size > self._tail_budget or self._tail[0].first < outcome
-        ):
-            self._tail_size -= self._tail.pop(0).size
         self.first_cursor = outcome
         self.last_cursor = run.last
-        self._notify()
-        if final or run.size > self._max_write:
-            self._wake_live(after)
-        else:
-            self._offer_live(run)
+
+    def run_of(self, record: Record) -> Run:
+        """The run ``record`` of the session's stream holds (the same object for every
+        reader: framed once per transport). The stream offers a record before the
+        session hears it was stored: it is the oldest run handed over."""
+        handed = self._handed
+        if handed and handed[0].first == record.tag:
+            return handed[0]
+        payload = record.payload
+        return Run(record.tag or 0, payload, payload.count(b"\n"))
 
     async def end(self, state: SessionState, terminal: bytes | None) -> None:
         """Record the end (buffer first: its stream closed), then wake every reader and
@@ -313,9 +295,7 @@ class Session:
             self.terminal = terminal
             if self._messages is not None:
                 self._messages.close()
-            self._tail, self._tail_size = [], 0
-            self._notify()
-            self._wake_live(self.last_cursor)
+            self.stream.notify()  # its readers see the end (also if its stream failed)
 
     # -- readers ----------------------------------------------------------------------
 
@@ -335,42 +315,21 @@ class Session:
         last = self.last_cursor
         if after >= last:
             return []
-        tail = self._tail
-        if tail and after + 1 >= tail[0].first and after + 1 >= self.first_cursor:
-            return runs_after(tail, after, max_bytes)
-        upto = tail[0].first - 1 if tail else last
-        runs = await self.buffer.read(self.key, after, upto, max_bytes)
+        runs = await self.buffer.read(self.key, after, last, max_bytes)
         if not runs:  # deleted between our check and the read
             raise CursorGoneError(after, self.first_cursor)
         return runs
-
-    def join_live(self, reader: LiveReader) -> bool:
-        """Add ``reader`` to the live set; False (not added) unless it holds every chunk
-        of a live session. Leave with :meth:`leave_live`."""
-        if reader.cursor != self.last_cursor or self.ended:
-            return False
-        reader.joined_at = trio.current_time()
-        self._live[reader] = None
-        return True
-
-    def leave_live(self, reader: LiveReader) -> None:
-        """Take ``reader`` out of the live set, holding every chunk so far (no-op if
-        the session took it out already)."""
-        if reader in self._live:
-            del self._live[reader]
-            reader.cursor = self.last_cursor
-            self.live_drained()
 
     async def wait_beyond(self, cursor: int, timeout: float) -> bool:
         """Wait until there is a chunk after ``cursor`` or the session ended.
 
         Returns False if ``timeout`` seconds passed first.
         """
-        with trio.move_on_after(timeout):
-            while self.last_cursor <= cursor and not self.ended:
-                await self._changed.wait()
-            return True
-        return False
+        return await wait_changed(
+            self.stream,
+            lambda: self.last_cursor > cursor or self.ended,
+            trio.current_time() + timeout,
+        )
 
     # -- mutations --------------------------------------------------------------------
 
@@ -424,62 +383,17 @@ class Session:
 
     # -- internals -------------------------------------------------------------------
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def live_drained(self) -> None:
-        """A live reader wrote what it was offered (or left): the writer, if it waits
-        for readers behind, looks again."""
-        self._live_drained.set()
-        self._live_drained = trio.Event()
-
     async def _wait_for_live(self) -> None:
         """Wait, at most ``live_hold`` s, while live readers are more than
         :data:`LIVE_LAG_BYTES` behind (their client paused: the container then waits on
         its pipe, as an attached client holds it back); then take out those still
         behind: they read on by themselves, and a stalled reader holds the writer back
         once, not at every run."""
-
-        def behind() -> list[LiveReader]:
-            return [r for r in self._live if r.subscriber.queued > LIVE_LAG_BYTES]
-
-        if not behind():
+        live = self.stream.live
+        if not live.behind(LIVE_LAG_BYTES):
             return
         with trio.move_on_after(self._live_hold):
-            while behind():
-                await self._live_drained.wait()
+            while live.behind(LIVE_LAG_BYTES):
+                await live.until_drained()
             return
-        for reader in behind():
-            self._take_out(reader)
-
-    def _take_out(self, reader: LiveReader) -> None:
-        """Take ``reader`` out of the live set, holding every chunk offered so far."""
-        del self._live[reader]
-        reader.cursor = self.last_cursor
-        reader.left = True
-        reader.woken.set()
-
-    def _offer_live(self, run: Run) -> None:
-        """Offer ``run`` (the newest) to every live reader; wake the ones that queued
-        it, and take out (woken) the ones that refused it, holding it."""
-        if not self._live:
-            return
-        self.offered_at = trio.current_time()
-        refused = []
-        for reader in self._live:
-            offered = reader.subscriber.offer(run)
-            if offered == "queued":
-                reader.woken.set()
-            elif offered == "refused":
-                refused.append(reader)
-        for reader in refused:
-            self._take_out(reader)
-
-    def _wake_live(self, cursor: int) -> None:
-        """Take every reader out of the live set, holding the chunks up to ``cursor``."""
-        for reader in self._live:
-            reader.cursor = cursor
-            reader.left = True
-            reader.woken.set()
-        self._live.clear()
+        live.take_out(live.behind(LIVE_LAG_BYTES))

@@ -29,8 +29,7 @@ class SessionSettings:
     ``data_dir``: the buffer's directory (``sessions.sqlite3`` in it). Retention:
     ``retain_chunks`` keeps at most that many newest chunks per session (``None``:
     all); ``ttl`` deletes a session that ended that long ago (``None``: never),
-    checked every ``sweep_interval``. ``tail_bytes``: newest chunks of a live session
-    kept in memory for its readers. ``read_bytes``: the most a reader is handed per
+    checked every ``sweep_interval``. ``read_bytes``: the most a reader is handed per
     read. ``keepalive``: an idle reader gets a keep-alive after this long.
     ``readers``: SQLite reader threads. ``streams``: the stream store that keeps the
     sessions' output (default: in ``streams/`` of ``data_dir``, default settings).
@@ -56,7 +55,6 @@ class SessionSettings:
         convert=lambda seconds: seconds or None,
     ).field()
     sweep_interval: float = Setting(default=60.0, check=finite_positive).field()
-    tail_bytes: int = Setting(default=1024 * 1024, check=at_least(1)).field()
     read_bytes: int = Setting(default=256 * 1024, check=at_least(1)).field()
     keepalive: float = Setting(default=15.0, check=finite_positive).field()
     readers: int = Setting(default=4, check=at_least(1)).field()

@@ -175,8 +175,6 @@ class SessionService:
             turn=turn,
             messages=send,
             retain_chunks=self.settings.retain_chunks,
-            tail_bytes=self.settings.tail_bytes,
-            max_write=self.settings.read_bytes,
         )
         self._sessions[session_id] = session
         nursery.start_soon(self._run_session, session, turn)
@@ -316,5 +314,4 @@ def _restored(
         first_cursor=row.first_cursor,
         last_cursor=row.last_cursor,
         retain_chunks=settings.retain_chunks,
-        tail_bytes=settings.tail_bytes,
     )

@@ -9,7 +9,8 @@ pieces are sans-IO (:mod:`.offsets`, :mod:`.headers`, :mod:`.producers`,
 :mod:`.answers` (the append), :mod:`.raw_append` (plain appends, below
 Quart) and :mod:`.sse_body` (the ``live=sse`` readers, whose caught-up ones wait in
 their stream's live set, :mod:`.live`, and are written each append by the HTTP
-fan-out).
+fan-out). :mod:`.follow` is how every caught-up reader of a stream waits, the
+sessions' readers too.
 """
 
 from .committer import SyncPolicy
@@ -24,6 +25,8 @@ from .errors import (
     StreamNotFoundError,
     StreamStoreFailedError,
 )
+from .follow import wait_changed, wait_live
+from .live import LiveAppend, LiveReader
 from .records import Record
 from .routes import STREAM_PREFIX, Streams, get_streams, install_streams
 from .settings import StreamSettings
@@ -35,6 +38,8 @@ __all__ = [
     "Appended",
     "Chunk",
     "InvalidStreamRequestError",
+    "LiveAppend",
+    "LiveReader",
     "ProducerSequenceGapError",
     "Record",
     "StaleProducerEpochError",
@@ -52,4 +57,6 @@ __all__ = [
     "SyncPolicy",
     "get_streams",
     "install_streams",
+    "wait_changed",
+    "wait_live",
 ]

@@ -36,6 +36,7 @@ from .errors import (
     StreamGoneError,
     StreamNotFoundError,
 )
+from .follow import wait_beyond
 from .headers import (
     DEFAULT_CONTENT_TYPE,
     closed_flag,
@@ -302,8 +303,9 @@ def _if_none_match() -> list[str]:
 async def _long_poll(streams: Streams, stream: Stream, position: int) -> Response:
     cursor = response_cursor(request.args.get("cursor"))
     if position == stream.tail and not stream.closed:
-        with trio.move_on_after(streams.settings.long_poll_timeout):
-            await streams.store.wait(stream, position)
+        await wait_beyond(
+            stream, position, trio.current_time() + streams.settings.long_poll_timeout
+        )
         if stream.removed or stream.deleted:
             streams.store.get(stream.path)  # raises: 404 or 410
     if position < stream.tail:

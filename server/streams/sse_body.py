@@ -24,6 +24,7 @@ import trio
 from sandstream.server.http import RunFraming, live_connection
 
 from .cursors import interval_cursor, response_cursor
+from .follow import wait_beyond, wait_live
 from .live import LiveAppend, LiveReader
 from .offsets import format_offset
 from .settings import StreamSettings
@@ -83,35 +84,23 @@ class SSEBody:
                 return self._control()
             woken = await self._wait_live()
             if woken is None:
-                with trio.move_on_at(self._deadline) as waiting:
-                    await self._store.wait(stream, self._position)
-                woken = not waiting.cancelled_caught
+                woken = await wait_beyond(stream, self._position, self._deadline)
             if not woken:
                 break
         raise StopAsyncIteration
 
     async def _wait_live(self) -> bool | None:
-        """Wait in the stream's live set, writing what its connection queued when
-        woken for it: True when taken out of the set, False at the deadline, ``None``
-        if the reader cannot be live (not HTTP/1.1 under Hypercorn)."""
-        stream = self._stream
+        """Wait in the stream's live set (:func:`.follow.wait_live`): True when taken
+        out of the set, False at the deadline, ``None`` if the reader cannot be live
+        (not HTTP/1.1 under Hypercorn)."""
         async with live_connection(self._scope, _LIVE[self._encoding]) as connection:
             if connection is None:
                 return None
             reader = LiveReader(connection, self._position, self._cursor)
-            if not stream.join_live(reader):
-                return True  # the stream changed
             try:
-                with trio.move_on_at(self._deadline):
-                    while not reader.left:
-                        await reader.woken.wait()
-                        if not reader.left:  # its connection queued appends
-                            reader.woken = trio.Event()
-                            await connection.write_backlog()
+                return await wait_live(self._stream, reader, lambda: self._deadline)
             finally:
-                stream.leave_live(reader)
                 self._position, self._cursor = reader.position, reader.cursor
-        return reader.left
 
     def _control(self) -> bytes:
         stream = self._stream

@@ -2,7 +2,7 @@
 
 :class:`StreamStore` is the Durable Streams model without HTTP: create (and fork),
 append (with idempotent producers and ``Stream-Seq``), close, delete (soft while forks
-read it), read by position, wait for data, expire by TTL. Run it with
+read it), read by position, expire by TTL (readers wait for data with :mod:`.follow`). Run it with
 ``await nursery.start(store.run)``: that recovers every stream from the index and its
 log, then runs the committer (:mod:`.committer`), the checkpoints and the expiry sweep;
 cancelling it writes a last checkpoint and closes everything.
@@ -411,12 +411,14 @@ class StreamStore:
         done: Callable[[Record | BaseException], None],
         *,
         tag: int | None = None,
+        offer: bool = True,
     ) -> None:
         """Append ``payload`` as the stream's owner (no producer, no seq, no checks of
         content), with the owner's ``tag`` (:mod:`.records`): queued at once, never
-        waits. ``done`` gets the stored record once it is published, or the exception
-        that kept it from being stored. Raises :class:`StreamStoreFailedError` or
-        :class:`StreamClosedError` at once."""
+        waits. ``done`` gets the stored record once it is published (offered to the
+        stream's live readers unless ``offer`` is false: they are woken to read it), or
+        the exception that kept it from being stored. Raises
+        :class:`StreamStoreFailedError` or :class:`StreamClosedError` at once."""
         self._committer.check()
         if stream.closing:
             raise StreamClosedError(stream.end)
@@ -429,7 +431,7 @@ class StreamStore:
             if error is not None:
                 done(error)
                 return
-            stream.publish(stored)
+            stream.publish(stored, offer=offer)
             done(stored)
 
         self._committer.commit(stream.log, record, finished)
@@ -563,13 +565,6 @@ class StreamStore:
             return self.first_position(stream.origin.source)
         first = stream.log.first
         return max(stream.start, stream.base if first is None else first)
-
-    async def wait(self, stream: Stream, position: int) -> None:
-        """Wait until ``stream`` has data after ``position``, closes or is deleted."""
-        while stream.tail <= position and not stream.closed and not stream.removed:
-            if stream.deleted:
-                return
-            await stream.changed()
 
     # -- checkpoints and expiry ------------------------------------------------------
 

@@ -7,8 +7,10 @@ committer has written the append: readers never see a byte before it is stored. 
 newest records stay in memory (``recent``, up to ``tail_bytes``) so that live readers
 are served without touching the disk; a reader that falls behind reads the same bytes
 from the log. :meth:`Stream.changed` wakes waiting readers once per change; caught-up
-readers in its live set (:mod:`.live`) are offered each append instead, except a
-close and an append over ``tail_bytes``, which wake them like any change.
+readers in its live set (:attr:`Stream.live`, :mod:`.live`) are offered each append
+instead, except a close, an append over ``tail_bytes`` and one its writer asks not to
+offer, which wake them like any change. Every reader of the stream waits there: the
+``live=sse`` readers by offset and a session's readers by cursor (:mod:`.follow`).
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ class Stream:
         self._recent_bytes = 0
         self._tail_bytes = tail_bytes
         self._changed = trio.Event()
-        self._live = LiveSet()
+        self.live = LiveSet()
+        """The caught-up readers offered each append (join with :meth:`join_live`)."""
 
     @property
     def content_type(self) -> str:
@@ -124,9 +127,9 @@ class Stream:
 
     # -- what readers see ----------------------------------------------------------
 
-    def publish(self, record: Record) -> None:
-        """The committer wrote ``record``: show it, offer it to the live readers (or
-        wake them), and wake waiting readers."""
+    def publish(self, record: Record, *, offer: bool = True) -> None:
+        """The committer wrote ``record``: show it, offer it to the live readers (or,
+        without ``offer``, wake them), and wake waiting readers."""
         self.tail = record.end
         if record.close:
             self.closed = True
@@ -135,10 +138,10 @@ class Stream:
             self._remember(record)
         else:
             self._forget()
-        if record.close or len(record.payload) > self._tail_bytes:
-            self._live.wake()
+        if record.close or not offer or len(record.payload) > self._tail_bytes:
+            self.live.wake()
         else:
-            self._live.offer(record)
+            self.live.offer(record)
         self._wake_waiting()
 
     def show_closed(self) -> None:
@@ -150,7 +153,7 @@ class Stream:
 
     def notify(self) -> None:
         """Wake every reader: those waiting in :meth:`changed` and the live ones."""
-        self._live.wake()
+        self.live.wake()
         self._wake_waiting()
 
     def _wake_waiting(self) -> None:
@@ -162,18 +165,18 @@ class Stream:
         the stream shows and the stream is open. Leave with :meth:`leave_live`."""
         if reader.position != self.tail or self.closed or self.deleted or self.removed:
             return False
-        self._live.join(reader)
+        self.live.join(reader)
         return True
 
     def leave_live(self, reader: LiveReader) -> None:
         """Take ``reader`` out of the live set, holding every append so far (nothing if
         the stream took it out already)."""
-        self._live.leave(reader)
+        self.live.leave(reader)
 
     @property
     def live_readers(self) -> int:
         """How many caught-up readers the stream offers its appends to now."""
-        return len(self._live)
+        return len(self.live)
 
     async def changed(self) -> None:
         """Wait for the next change (new data, closure, deletion)."""

@@ -11,7 +11,6 @@ import inspect
 from importlib.metadata import version
 
 import trio
-from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 from quart_trio import QuartTrio
@@ -76,7 +75,7 @@ async def test_the_raw_connection_under_an_http_1_1_response_writes_its_socket(
         if raw is not None:  # the body's bytes, below h11 (its framing is none here)
             async with raw.lock:
                 pass  # the lock is Hypercorn's own: free between two of its writes
-            await raw.send_raw(RawData(data=b"raw\r\n"))
+            await raw.send_raw(b"raw\r\n")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     url = await serve_app(nursery, app)

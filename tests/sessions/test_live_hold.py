@@ -1,12 +1,13 @@
 """A live reader that falls behind holds the session's writer back, for a while: the
 next run waits until the reader wrote what it was offered, or, after ``live_hold``,
 the reader is taken out of the live set (holding every chunk offered) and the writer
-goes on. A session on a real buffer; the reader's subscriber is the test's own, so the
-test decides when its client drains."""
+goes on. A session on a real buffer, read by a :class:`Follow` whose subscriber is the
+test's own, so the test decides when its client drains."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,9 @@ import trio
 import trio.testing
 
 from sandstream.server.http.fanout import Offered
-from sandstream.server.sessions.buffer import Run
+from sandstream.server.sessions import CaughtUp, Chunks, Follow, Run
 from sandstream.server.sessions.counts import SessionCounts
-from sandstream.server.sessions.session import LIVE_LAG_BYTES, LiveReader, Session
+from sandstream.server.sessions.session import LIVE_LAG_BYTES, LiveSubscriber, Session
 from tests.support.streams import open_buffer
 
 LINE = b"x" * 1023 + b"\n"
@@ -25,12 +26,13 @@ RUN = LINE * 256  # 256 KiB, 256 chunks
 
 class _SlowClient:
     """A live subscriber whose client takes nothing until :meth:`drain`: every run is
-    queued."""
+    queued, and writing the backlog waits for the drain."""
 
     def __init__(self) -> None:
         self.queued = 0
         self.offered: list[Run] = []
         self.written: list[Run] = []
+        self._drained = trio.Event()
 
     def offer(self, run: Run) -> Offered:
         first = not self.queued
@@ -39,11 +41,13 @@ class _SlowClient:
         return "queued" if first else "taken"
 
     async def write_backlog(self) -> None:
-        await trio.lowlevel.checkpoint()
+        await self._drained.wait()
+        self._drained = trio.Event()
 
     def drain(self) -> None:
         self.written += self.offered[len(self.written) :]
         self.queued = 0
+        self._drained.set()
 
 
 @pytest.fixture
@@ -55,11 +59,20 @@ async def session(tmp_path: Path) -> AsyncIterator[Session]:
         )
 
 
-async def _join(session: Session) -> tuple[LiveReader, _SlowClient]:
-    client = _SlowClient()
-    reader = LiveReader(client, session.last_cursor)
-    assert session.join_live(reader)
-    return reader, client
+def _follow(session: Session, client: _SlowClient) -> Follow:
+    @asynccontextmanager
+    async def subscribe() -> AsyncIterator[LiveSubscriber | None]:
+        yield client
+
+    return Follow(
+        session, session.last_cursor, max_bytes=1 << 30, keepalive=60, subscribe=subscribe
+    )
+
+
+async def _until_live(session: Session) -> None:
+    """Until the reader waits in the live set."""
+    while not session.live_readers:
+        await trio.testing.wait_all_tasks_blocked()
 
 
 async def _fill(session: Session, client: _SlowClient) -> None:
@@ -72,25 +85,29 @@ async def _fill(session: Session, client: _SlowClient) -> None:
 async def test_a_reader_behind_holds_the_next_run_until_it_wrote_its_backlog(
     session: Session,
 ) -> None:
-    reader, client = await _join(session)
-    await _fill(session, client)
+    client = _SlowClient()
+    follow = _follow(session, client)
     appended = trio.Event()
 
     async def append() -> None:
         await session.append(RUN, count=256)
         appended.set()
 
+    assert isinstance(await follow.__anext__(), CaughtUp)
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(follow.__anext__)  # waits live
+        await _until_live(session)
+        await _fill(session, client)
         nursery.start_soon(append)
         await trio.testing.wait_all_tasks_blocked()
         assert not appended.is_set()  # held back by the reader
         client.drain()
-        session.live_drained()
         await appended.wait()
-    await session.flush()
-    assert not reader.left  # still live: offered the run that waited
-    assert client.offered[-1].last == session.last_cursor
-    assert sum(run.count for run in client.offered) == session.last_cursor
+        await session.flush()
+        assert session.live_readers == 1  # still live: offered the run that waited
+        assert client.offered[-1].last == session.last_cursor
+        assert sum(run.count for run in client.offered) == session.last_cursor
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_reader_that_does_not_catch_up_in_time_is_taken_out_holding_every_chunk(
@@ -101,12 +118,26 @@ async def test_a_reader_that_does_not_catch_up_in_time_is_taken_out_holding_ever
         session = Session(
             buffer, counts=SessionCounts(), key=key, id="ses_stall", created_at=1, live_hold=0.05
         )
-        reader, client = await _join(session)
-        await _fill(session, client)
-        offered = session.last_cursor
-        await session.append(RUN, count=256)  # waits out the hold, then goes on
-        await session.flush()
-        assert reader.left and reader.woken.is_set()
-        assert reader.cursor == offered  # every chunk it was offered, none after
-        assert sum(run.count for run in client.offered) == offered
-        assert session.last_cursor == offered + 256
+        client = _SlowClient()
+        follow = _follow(session, client)
+        read_on: list[Chunks] = []
+
+        async def read() -> None:
+            event = await follow.__anext__()
+            assert isinstance(event, Chunks)
+            read_on.append(event)
+
+        assert isinstance(await follow.__anext__(), CaughtUp)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await _until_live(session)
+            await _fill(session, client)
+            offered = session.last_cursor
+            await session.append(RUN, count=256)  # waits out the hold, then goes on
+            await session.flush()
+            assert session.live_readers == 0  # taken out
+            assert sum(run.count for run in client.offered) == offered
+            assert session.last_cursor == offered + 256
+            client.drain()  # its backlog written, the reader reads on by itself
+        assert read_on[0].first == offered + 1  # every chunk it was offered, none after
+        assert read_on[0].last == session.last_cursor
