@@ -108,6 +108,12 @@ class LoopbackPushService:
     _arrivals: trio.lowlevel.ParkingLot = field(default_factory=trio.lowlevel.ParkingLot)
     _held: dict[str, trio.Event] = field(default_factory=dict)
 
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:port``: the allow-list entry (``--push-allow-host``) that lets
+        the server send to this service."""
+        return self.origin.removeprefix("http://")
+
     def subscribe(self, application_server_key: str) -> Browser:
         """A new browser subscribed with ``application_server_key``."""
         private_key = ec.generate_private_key(ec.SECP256R1())
