@@ -113,9 +113,9 @@ def _subscription(body: SubscribeRequest) -> PushSubscription:
         kind, address = "webpush", body.web_push.endpoint
         p256dh, auth = body.web_push.keys.p256dh, body.web_push.keys.auth
         try:
-            WebPushSubscription(address, p256dh, auth)
             if senders.webpush is not None:
                 senders.webpush.endpoints.check(address)
+            WebPushSubscription(address, p256dh, auth)
         except WebPushSubscriptionError as exc:
             raise BadRequestError(invalid(f"webPush: {exc}")) from None
         except PushEndpointRefusedError as exc:

@@ -45,10 +45,11 @@ class OwnedClient:
 async def bounded_send(
     client: httpx.AsyncClient, request: httpx.Request, limit: int = ANSWER_LIMIT
 ) -> httpx.Response:
-    """Send ``request`` on ``client``; its answer, with the first ``limit`` bytes of
+    """Send ``request`` on ``client``, never following a redirect (whatever the
+    client's ``follow_redirects``); its answer, with the first ``limit`` bytes of
     its body as sent (no content decoding: a compressed body stays compressed) and its
     headers but those describing the whole body. Raises what ``client.send`` raises."""
-    response = await client.send(request, stream=True)
+    response = await client.send(request, stream=True, follow_redirects=False)
     kept = bytearray()
     try:
         async for chunk in response.aiter_raw():
