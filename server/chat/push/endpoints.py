@@ -185,7 +185,7 @@ class EndpointPolicy:
             url = httpx.URL(endpoint)
         except httpx.InvalidURL as error:
             raise _refuse("not-a-url", f"the endpoint is not a URL: {error}") from None
-        if url.scheme not in _DEFAULT_PORTS or not url.host:
+        if url.scheme not in _DEFAULT_PORTS or not url.raw_host:
             raise _refuse("not-https", "the endpoint is not an https URL with a host")
         if url.userinfo:
             raise _refuse("userinfo", "the endpoint carries a user name or password")
@@ -201,6 +201,11 @@ class EndpointPolicy:
             if not is_public(address):
                 raise _refuse("not-public", f"the address {host} is not a public address")
         else:
+            if not _HOST_NAME.fullmatch(host):
+                raise _refuse(
+                    "invalid-host-name",
+                    f"the host {host!r} is not a host name (letters, digits, '-', '_')",
+                )
             labels = host.lower().removesuffix(".").split(".")
             if len(labels) < 2 or not all(labels):
                 raise _refuse(

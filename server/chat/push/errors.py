@@ -47,7 +47,8 @@ class PushEndpointRefusedError(PushError):
     password, on a host that is not public (or resolves to an address that is not),
     or a push service that answered with a redirect. ``reason`` names the rule
     (``not-a-url``, ``not-https``, ``userinfo``, ``non-canonical-address``,
-    ``single-label-name``, ``special-use-name``, ``not-public``, ``redirect``)."""
+    ``invalid-host-name``, ``single-label-name``, ``special-use-name``, ``not-public``,
+    ``redirect``)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)

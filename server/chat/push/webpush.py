@@ -222,7 +222,7 @@ class WebPushSubscription:
             url = httpx.URL(self.endpoint)
         except httpx.InvalidURL as error:
             raise WebPushSubscriptionError(f"the endpoint is not a URL: {error}") from None
-        if url.scheme not in ("https", "http") or not url.host:
+        if url.scheme not in ("https", "http") or not url.raw_host:
             raise WebPushSubscriptionError("the endpoint is not an http(s) URL with a host")
         return f"{url.scheme}://{url.netloc.decode('ascii')}"
 

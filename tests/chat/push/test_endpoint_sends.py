@@ -203,3 +203,14 @@ def test_an_allow_list_entry_lets_its_host_through_on_its_port_only() -> None:
     for bad in ("", "a b", "host:0", "host:65536", "[nope]", "http://host", "host/path"):
         with pytest.raises(ValueError):
             EndpointPolicy([bad])
+
+
+def test_the_fuzzers_findings_are_refused_with_a_reason() -> None:
+    """Found by tests/fuzz/push_endpoint.py: a host that is not a host name was
+    accepted as one (``0.1]``); an IDNA host whose text httpx cannot decode raised
+    idna's error instead of a refusal."""
+    policy = EndpointPolicy()
+    for endpoint in ("https://0.1]/", "https://xn--bcher-kva.de\\x", "https://a.b\\c.com/"):
+        with pytest.raises(PushEndpointRefusedError) as refused:
+            policy.check(endpoint)
+        assert refused.value.reason == "invalid-host-name"
