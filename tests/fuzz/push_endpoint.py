@@ -221,7 +221,7 @@ def _host(recipe: Recipe) -> str:
         return recipe.text(16)
     labels = [recipe.pick("a", "push", "0x7f", "127", "1", "localhost", "internal", "com", "")
               for _ in range(recipe.number(1, 4))]  # fmt: skip
-    return ".".join(labels) + recipe.pick("", ".")
+    return ".".join(labels) + str(recipe.pick("", "."))
 
 
 def generate(recipe: Recipe) -> str:
