@@ -19,8 +19,8 @@ its claim (it stalled past the lease) writes nothing more
 Pushes are sent at once, each in a task of its own (at most ``max_in_flight`` a
 replica), and a push's devices at once, at most ``workspace_sends`` sends to one
 workspace under way (started in the order of its devices): a slow push service holds up
-its own workspace's sends, never another workspace's, and each send ends within its
-retries' time (a third of the claim lease).
+its own workspace's sends, never another workspace's, and each send is bounded in time
+(a Web Push name lookup, then the retries, each within a third of the claim lease).
 
 Cancellation: the pushes claimed and not ended are released (shielded), so another
 replica, or this one after a restart, takes them at once; a send under way then (or
