@@ -37,7 +37,7 @@ _ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate it signed
+    """A CA, a server certificate for 127.0.0.1 and localhost and a client certificate it signed
     (PEM files; keys unencrypted)."""
 
     ca: Path
@@ -59,7 +59,7 @@ def make_tls_files(directory: Path) -> TlsFiles:
     openssl("req", "-x509", *key, "-keyout", ca_key, "-out", ca, "-days", "2",
             "-subj", "/CN=sandstream test CA")  # fmt: skip
     extensions = directory / "san.cnf"
-    extensions.write_text("subjectAltName=IP:127.0.0.1\n")
+    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name in ("server", "client"):
         request = directory / f"{name}.csr"
         openssl("req", *key, "-keyout", directory / f"{name}.key", "-out", request,

@@ -22,6 +22,7 @@ RUNS = {
     "stdin": 1_000,
     "cursor": 200_000,
     "multipart": 2_000,
+    "push_endpoint": 20_000,
 }
 """Inputs CI tries per harness: about 3 seconds' worth each."""
 MAX_SECONDS = 30

@@ -33,6 +33,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import http_ece
 import jwt
@@ -106,7 +107,13 @@ class LoopbackPushService:
     _failures: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _arrivals: trio.lowlevel.ParkingLot = field(default_factory=trio.lowlevel.ParkingLot)
-    _held: dict[str, trio.Event] = field(default_factory=dict)
+    _held: dict[str, tuple[trio.Event, trio.Event | None]] = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:port``: the allow-list entry (``--push-allow-host``) that lets
+        the server send to this service."""
+        return self.origin.split("://", 1)[1]
 
     def subscribe(self, application_server_key: str) -> Browser:
         """A new browser subscribed with ``application_server_key``."""
@@ -136,11 +143,12 @@ class LoopbackPushService:
         scripted = self._failures.setdefault(browser.subscription.endpoint, [])
         scripted += [(status, retry_after)] * times
 
-    def hold(self, browser: Browser) -> trio.Event:
-        """Deliver the next message to ``browser`` but never answer it; the event is
-        set once it was delivered."""
-        held = self._held[browser.subscription.endpoint] = trio.Event()
-        return held
+    def hold(self, browser: Browser, until: trio.Event | None = None) -> trio.Event:
+        """Deliver the next message to ``browser`` but answer it only once ``until`` is
+        set (``None``: never); the event returned is set once it was delivered."""
+        delivered = trio.Event()
+        self._held[browser.subscription.endpoint] = (delivered, until)
+        return delivered
 
     def delivered_to(self, browser: Browser) -> list[Delivery]:
         """The deliveries to ``browser``, oldest first."""
@@ -164,8 +172,11 @@ class LoopbackPushService:
             body = await request.get_data(cache=True, as_text=False, parse_form_data=False)
             answer = self._take(endpoint, body)
             if answer.status_code == 201 and endpoint in self._held:
-                self._held.pop(endpoint).set()
-                await trio.sleep_forever()  # until the sender leaves or the service stops
+                delivered, until = self._held.pop(endpoint)
+                delivered.set()
+                if until is None:
+                    await trio.sleep_forever()  # until the sender leaves or the service stops
+                await until.wait()
             return answer
 
         return app
@@ -241,8 +252,14 @@ class LoopbackPushService:
         return None
 
 
-async def start_push_service(nursery: trio.Nursery) -> LoopbackPushService:
-    """Start a :class:`LoopbackPushService` on ``127.0.0.1:0`` in ``nursery``."""
+async def start_push_service(
+    nursery: trio.Nursery, *, tls: tuple[Path, Path] | None = None, name: str = "127.0.0.1"
+) -> LoopbackPushService:
+    """Start a :class:`LoopbackPushService` on ``127.0.0.1:0`` in ``nursery``; with
+    ``tls`` (a certificate and its key) over HTTPS, its endpoints naming the host
+    ``name`` (which the certificate names)."""
     service = LoopbackPushService()
-    service.origin = await serve_app(nursery, service.app())
+    served = await serve_app(nursery, service.app(), tls=tls)
+    port = served.rsplit(":", 1)[1]
+    service.origin = f"{'https' if tls else 'http'}://{name}:{port}"
     return service

@@ -6,7 +6,10 @@ Every route needs the chat API token and a workspace, but ``POST …/ack``, whic
 takes the ack token an alert carries (a stream token of its chat), so that a service
 worker, which has no API token, can ack. A subscription is a Web Push subscription
 (``{"webPush": PushSubscription.toJSON()}``), an APNs device token (``apnsToken``) or
-an FCM registration token (``fcmToken``), on a service configured here (else 422).
+an FCM registration token (``fcmToken``), on a service configured here (else 422). A
+Web Push endpoint is one the server sends to (:mod:`~sandstream.server.chat.push.endpoints`:
+else 422 with the rule it breaks as ``reason``); a workspace holds at most
+``--push-max-subscriptions`` devices (else 409, ``push-subscription-limit``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from sandstream.server.chat.model import (
     new_id,
     now_ms,
 )
-from sandstream.server.chat.push import PushSenders, WebPushSubscription, WebPushSubscriptionError
+from sandstream.server.chat.push import (
+    PushEndpointRefusedError,
+    PushSenders,
+    WebPushSubscription,
+    WebPushSubscriptionError,
+)
 from sandstream.server.http import (
     BadRequestError,
     check_bearer,
@@ -100,13 +108,20 @@ def _subscription(body: SubscribeRequest) -> PushSubscription:
         raise BadRequestError(invalid("give exactly one of webPush, apnsToken, fcmToken"))
     kind: PushKind
     p256dh = auth = None
+    senders = _senders()
     if body.web_push is not None:
         kind, address = "webpush", body.web_push.endpoint
         p256dh, auth = body.web_push.keys.p256dh, body.web_push.keys.auth
         try:
+            if senders.webpush is not None:
+                senders.webpush.endpoints.check(address)
             WebPushSubscription(address, p256dh, auth)
         except WebPushSubscriptionError as exc:
             raise BadRequestError(invalid(f"webPush: {exc}")) from None
+        except PushEndpointRefusedError as exc:
+            raise BadRequestError(
+                invalid(f"webPush.endpoint is refused ({exc.reason}): {exc}", reason=exc.reason)
+            ) from None
     elif body.apns_token is not None:
         kind, address = "apns", body.apns_token
         if not _APNS_TOKEN.fullmatch(address):
@@ -114,7 +129,7 @@ def _subscription(body: SubscribeRequest) -> PushSubscription:
     else:
         assert body.fcm_token is not None
         kind, address = "fcm", body.fcm_token
-    if not _senders().accepts(kind):
+    if not senders.accepts(kind):
         raise BadRequestError(invalid(f"{kind} push is not configured on this server"))
     return PushSubscription(
         id=new_id("dev"),
@@ -142,10 +157,12 @@ async def vapid_public_key() -> Response:
 @push_blueprint.post("/subscriptions")
 async def subscribe() -> Response:
     """Register a device → 201 with the stored subscription (the same address again
-    keeps its id)."""
+    keeps its id); 409 past the workspace's ``--push-max-subscriptions``."""
     service = get_service()
     body = await read_json(SubscribeRequest, service.settings.max_json_bytes)
-    stored = await service.store.add_push_subscription(_subscription(body))
+    stored = await service.store.add_push_subscription(
+        _subscription(body), limit=service.settings.push.max_subscriptions
+    )
     return json_response(stored, 201)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "FORK_POINT_RUNNING",
     "NO_CHAT",
     "NO_LIVE_TURN",
+    "PUSH_SUBSCRIPTION_LIMIT",
     "RUNNER_FAILED",
     "SNAPSHOT_INCOMPLETE",
     "STREAM_TOKEN_SCOPE",
@@ -43,6 +44,7 @@ __all__ = [
     "IdempotencyKeyError",
     "NoChatError",
     "PublicUrlError",
+    "PushSubscriptionLimitError",
     "RedisAuthError",
     "RedisConnectionError",
     "RedisLeaseError",
@@ -76,6 +78,7 @@ NO_CHAT: Final = "urn:sandstream:problem:no-chat"
 SNAPSHOT_INCOMPLETE: Final = "urn:sandstream:problem:snapshot-incomplete"
 FORK_POINT: Final = "urn:sandstream:problem:fork-point"
 FORK_POINT_RUNNING: Final = "urn:sandstream:problem:fork-point-running"
+PUSH_SUBSCRIPTION_LIMIT: Final = "urn:sandstream:problem:push-subscription-limit"
 BUSY_RETRY_AFTER: Final = 2
 """Seconds a ``409 chat busy`` asks the client to wait (or join the turn's stream)."""
 
@@ -501,3 +504,24 @@ class RedisAuthError(RedisLeaseError):
 
 class RedisReplyError(RedisLeaseError):
     """Redis answered with an error, or with a reply the lease cannot use."""
+
+
+class PushSubscriptionLimitError(ChatError, ProblemError):
+    """The workspace already has as many push subscriptions as a workspace may hold
+    (``--push-max-subscriptions``): a new device is refused until one is deleted (409).
+    Registering a device it holds again is not refused."""
+
+    status: ClassVar[int] = 409
+    type: ClassVar[str] = PUSH_SUBSCRIPTION_LIMIT
+    title: ClassVar[str] = "Too many push subscriptions"
+
+    def __init__(self, workspace_id: str, limit: int) -> None:
+        super().__init__(
+            f"workspace {workspace_id!r} has {limit} push subscriptions, the most it may "
+            "hold: delete one to register another"
+        )
+        self.workspace_id = workspace_id
+        self.limit = limit
+
+    def extensions(self) -> dict[str, Any]:
+        return {"workspaceId": self.workspace_id, "limit": self.limit}

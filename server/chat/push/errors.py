@@ -5,7 +5,8 @@ What the caller does with each: :class:`PushSubscriptionGoneError` — remove th
 subscription (or device token); :class:`PushRejectedError` — the message or the
 server's credentials are wrong, sending it again will fail again;
 :class:`PushUnavailableError` — the push service could not take it now, a later try
-may succeed; :class:`PushInDoubtError` — the service may have taken it, and another
+may succeed; :class:`PushEndpointRefusedError` — the endpoint is not one the server
+sends to (nothing was sent); :class:`PushInDoubtError` — the service may have taken it, and another
 try could show it twice.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from sandstream.server.chat.model import ChatError
 
 __all__ = [
+    "PushEndpointRefusedError",
     "PushError",
     "PushInDoubtError",
     "PushRejectedError",
@@ -37,6 +39,19 @@ class PushSubscriptionGoneError(PushError):
         answered = "" if status is None else f"the push service answered {status}: "
         super().__init__(f"{answered}the subscription is gone: {reason}")
         self.status = status
+        self.reason = reason
+
+
+class PushEndpointRefusedError(PushError):
+    """A Web Push endpoint the server does not send to: not https, with a user name or
+    password, on a host that is not public (or resolves to an address that is not),
+    or a push service that answered with a redirect. ``reason`` names the rule
+    (``not-a-url``, ``not-https``, ``userinfo``, ``non-canonical-address``,
+    ``invalid-host-name``, ``single-label-name``, ``special-use-name``, ``not-public``,
+    ``redirect``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
         self.reason = reason
 
 

@@ -16,6 +16,12 @@ logged, past the policy's attempts or age. The others still go. A replica that l
 its claim (it stalled past the lease) writes nothing more
 (:class:`~sandstream.server.chat.model.FencedError`), and a send it made is not made again.
 
+Pushes are sent at once, each in a task of its own (at most ``max_in_flight`` a
+replica), and a push's devices at once, at most ``workspace_sends`` sends to one
+workspace under way (started in the order of its devices): a slow push service holds up
+its own workspace's sends, never another workspace's, and each send is bounded in time
+(a Web Push name lookup, then the retries, each within a third of the claim lease).
+
 Cancellation: the pushes claimed and not ended are released (shielded), so another
 replica, or this one after a restart, takes them at once; a send under way then (or
 when the process dies) is never made again: the device may have had it.
@@ -26,6 +32,9 @@ from __future__ import annotations
 import logging
 import math
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Final
 
 import psycopg
@@ -56,10 +65,21 @@ __all__ = ["ALERT_TTL", "DISMISS_TTL", "PushOutbox"]
 
 log = logging.getLogger("sandstream.chat.push")
 
+_DATABASE_ERRORS = (sqlite3.Error, psycopg.Error, StoreError, OSError)
+"""What a failing database raises: logged, and tried again at a later poll."""
+
 ALERT_TTL: Final = 24 * 3600
 """Seconds a push service keeps an alert for a device that is offline."""
 DISMISS_TTL: Final = 3600
 """Seconds a push service keeps a dismiss: after that the alert is old news anyway."""
+
+
+@dataclass
+class _WorkspaceSlots:
+    """A workspace's send limiter, and how many of its pushes are under way."""
+
+    limiter: trio.CapacityLimiter
+    users: int = 0
 
 
 class PushOutbox:
@@ -81,36 +101,78 @@ class PushOutbox:
         self.senders = senders
         self.tokens = tokens
         self.owner = owner
+        self._in_flight = 0
+        self._slots: dict[str, _WorkspaceSlots] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Claim and send due pushes every ``poll_interval`` s until cancelled; a failing
-        database (SQLite's, PostgreSQL's) is logged and tried again at the next poll."""
-        task_status.started()
-        while True:
-            try:
-                await self.send_due()
-            except (sqlite3.Error, psycopg.Error, StoreError, OSError) as exc:
-                log.warning("push: looking for due pushes failed: %r", exc)
-            await trio.sleep(self.settings.poll_interval)
+        """Every ``poll_interval`` s until cancelled, claim the due pushes (as many as
+        ``max_in_flight`` leaves room for) and send each in a task of its own, so that a
+        push still sending never holds up the next poll; a failing database (SQLite's,
+        PostgreSQL's) is logged and tried again at the next poll."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                room = self.settings.max_in_flight - self._in_flight
+                if room > 0:
+                    try:
+                        for push in await self._claim(room):
+                            self._in_flight += 1
+                            nursery.start_soon(self._deliver_claimed, push)
+                    except _DATABASE_ERRORS as exc:
+                        log.warning("push: looking for due pushes failed: %r", exc)
+                await trio.sleep(self.settings.poll_interval)
 
     async def send_due(self) -> int:
-        """Claim the due pushes and deliver them; returns how many were claimed."""
-        claimed = await self.store.claim_due_pushes(
+        """Claim the due pushes and deliver them, all at once; returns how many were
+        claimed."""
+        claimed = await self._claim(self.settings.max_in_flight)
+        async with trio.open_nursery() as nursery:
+            for push in claimed:
+                self._in_flight += 1
+                nursery.start_soon(self._deliver_claimed, push)
+        return len(claimed)
+
+    async def _claim(self, limit: int) -> list[PendingPush]:
+        return await self.store.claim_due_pushes(
             self.owner,
             now=now_ms(),
             delay_ms=math.ceil(self.settings.delay * 1000),
             lease_ms=math.ceil(self.settings.claim_lease * 1000),
+            limit=limit,
         )
-        pending = list(claimed)
+
+    async def _deliver_claimed(self, push: PendingPush) -> None:
+        """:meth:`_deliver` ``push``; released (shielded) if it did not end, a failing
+        database logged."""
+        ended = False
         try:
-            while pending:
-                await self._deliver(pending[0])
-                pending.pop(0)
+            await self._deliver(push)
+            ended = True
+        except _DATABASE_ERRORS as exc:
+            log.warning("push %s: the database failed while sending it: %r", push.id, exc)
         finally:
-            with trio.CancelScope(shield=True):
-                for push in pending:
-                    await self.store.release_push(push.id, generation=push.generation)
-        return len(claimed)
+            self._in_flight -= 1
+            if not ended:
+                with trio.CancelScope(shield=True):
+                    try:
+                        await self.store.release_push(push.id, generation=push.generation)
+                    except _DATABASE_ERRORS as exc:
+                        log.warning("push %s: releasing it failed: %r", push.id, exc)
+
+    @asynccontextmanager
+    async def _workspace_slots(self, workspace_id: str) -> AsyncIterator[trio.CapacityLimiter]:
+        """The limiter of ``workspace_id``'s sends, shared by its pushes under way."""
+        entry = self._slots.get(workspace_id)
+        if entry is None:
+            limiter = trio.CapacityLimiter(self.settings.workspace_sends)
+            entry = self._slots[workspace_id] = _WorkspaceSlots(limiter)
+        entry.users += 1
+        try:
+            yield entry.limiter
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._slots[workspace_id]
 
     async def _deliver(self, push: PendingPush) -> None:
         generation = push.generation
@@ -120,17 +182,23 @@ class PushOutbox:
                 await self.store.end_push(push.id, generation=generation, now=now_ms())
                 return
             later: list[PushUnavailableError] = []
-            lease_ms = math.ceil(self.settings.claim_lease * 1000)
-            for subscription in await self.store.push_targets(push):
-                if not self.senders.accepts(subscription.kind):
-                    continue
-                await self.store.begin_push_delivery(
-                    push.id, subscription.id, generation=generation, now=now_ms(), lease_ms=lease_ms
-                )
-                outcome = await self._send(push, subscription, later)
-                await self.store.finish_push_delivery(
-                    push.id, subscription.id, outcome, generation=generation
-                )
+            failures: list[Exception] = []
+            async with (
+                self._workspace_slots(push.workspace_id) as slots,
+                trio.open_nursery() as sends,
+            ):
+                for subscription in await self.store.push_targets(push):
+                    if failures:
+                        break
+                    if not self.senders.accepts(subscription.kind):
+                        continue
+                    slot = object()
+                    await slots.acquire_on_behalf_of(slot)
+                    sends.start_soon(
+                        self._send_recorded, push, subscription, later, failures, slots, slot
+                    )
+            if failures:
+                raise failures[0]
             if later and await self._postpone(push, later):
                 return
             await self.store.end_push(push.id, generation=generation, now=now_ms())
@@ -138,6 +206,37 @@ class PushOutbox:
             log.warning(
                 "push %s: the claim was lost (%s); this replica stops sending it", push.id, exc
             )
+
+    async def _send_recorded(
+        self,
+        push: PendingPush,
+        subscription: PushSubscription,
+        later: list[PushUnavailableError],
+        failures: list[Exception],
+        slots: trio.CapacityLimiter,
+        slot: object,
+    ) -> None:
+        """Send ``push`` to one device, recorded before and after under the claim; a
+        lost claim or a failing database goes to ``failures`` (and no more sends start)."""
+        lease_ms = math.ceil(self.settings.claim_lease * 1000)
+        try:
+            if failures:
+                return
+            await self.store.begin_push_delivery(
+                push.id,
+                subscription.id,
+                generation=push.generation,
+                now=now_ms(),
+                lease_ms=lease_ms,
+            )
+            outcome = await self._send(push, subscription, later)
+            await self.store.finish_push_delivery(
+                push.id, subscription.id, outcome, generation=push.generation
+            )
+        except (FencedError, *_DATABASE_ERRORS) as exc:
+            failures.append(exc)
+        finally:
+            slots.release_on_behalf_of(slot)
 
     async def _send(
         self, push: PendingPush, subscription: PushSubscription, later: list[PushUnavailableError]

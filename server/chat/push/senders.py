@@ -23,6 +23,7 @@ import msgspec
 from sandstream.server.chat.model import ChatConfigError, PushSubscription
 
 from .apns import ApnsSender
+from .endpoints import EndpointPolicy
 from .errors import PushError, VapidUnconfiguredError
 from .fcm import FcmSender
 from .notification import Notification
@@ -111,7 +112,8 @@ class PushSenders:
     async def open(cls, settings: PushSettings) -> AsyncIterator[PushSenders]:
         """The senders of ``settings``, open until the block is left (the credentials
         read by :func:`load_credentials`; each send retried within
-        ``settings.send_retries``)."""
+        ``settings.send_retries``; Web Push endpoints checked against
+        ``settings.allow_hosts``)."""
         credentials = load_credentials(settings)
         policy = settings.send_retries
         async with AsyncExitStack() as stack:
@@ -119,7 +121,11 @@ class PushSenders:
             if credentials.vapid is not None:
                 client = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
                 webpush = WebPushSender(
-                    client, credentials.vapid, settings.vapid_contact, policy=policy
+                    client,
+                    credentials.vapid,
+                    settings.vapid_contact,
+                    policy=policy,
+                    endpoints=EndpointPolicy(settings.allow_hosts),
                 )
             if credentials.apns is not None:
                 assert settings.apns_topic is not None

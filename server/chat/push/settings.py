@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from sandstream.server.chat.model import ChatConfigError
-from sandstream.server.settings_table import Setting, check_fields
+from sandstream.server.settings_table import Setting, at_least, check_fields
 
 from .apns import APNS_PRODUCTION
+from .endpoints import AllowedHost
 from .fcm import FCM_API
 from .retry import RetryPolicy
 
@@ -44,6 +45,19 @@ def _contact(name: str, value: str) -> str | None:
     return "the VAPID contact is a mailto: or https: URI"
 
 
+def _allow_hosts(name: str, value: frozenset[str]) -> str | None:
+    for entry in value:
+        try:
+            AllowedHost.parse(entry)
+        except ValueError as error:
+            return f"--push-allow-host: {error}"
+    return None
+
+
+def _entries(values: list[str]) -> frozenset[str]:
+    return frozenset(value.strip() for value in values if value.strip())
+
+
 def _path(value: Any) -> Path | None:
     return None if not value else Path(value).expanduser()
 
@@ -61,7 +75,11 @@ class PushSettings:
     (:attr:`send_retries`). ``later``: the push's later attempts when a push service
     could not take it (``attempts`` rounds, the first after ``first_delay`` s, doubling
     to ``max_delay``, never past ``total`` s after its event; then it is given up).
-    ``poll_interval``: how often due pushes are looked for."""
+    ``poll_interval``: how often due pushes are looked for. ``allow_hosts``: the
+    ``host[:port]`` of private push services a Web Push endpoint may name (see
+    :mod:`.endpoints`). ``max_subscriptions``: the devices a workspace may register.
+    ``workspace_sends``: sends to one workspace's devices under way at once;
+    ``max_in_flight``: pushes a replica sends at once."""
 
     delay: float = Setting(
         flag="--push-delay",
@@ -130,6 +148,33 @@ class PushSettings:
         "each device: another replica takes over a dead one's after it",
         check=_lease,
     ).field()
+    allow_hosts: frozenset[str] = Setting(
+        flag="--push-allow-host",
+        kind="repeated",
+        env="SANDSTREAM_PUSH_ALLOW_HOSTS",
+        metavar="HOST[:PORT]",
+        help="a private Web Push service endpoints may name (any address, http allowed); "
+        "without a port, any port of the host",
+        convert=_entries,
+        check=_allow_hosts,
+    ).field(default=frozenset())
+    max_subscriptions: int = Setting(
+        flag="--push-max-subscriptions",
+        default=50,
+        parse=int,
+        env="SANDSTREAM_PUSH_MAX_SUBSCRIPTIONS",
+        help="push devices one workspace may register",
+        check=at_least(1),
+    ).field()
+    workspace_sends: int = Setting(
+        flag="--push-workspace-sends",
+        default=4,
+        parse=int,
+        env="SANDSTREAM_PUSH_WORKSPACE_SENDS",
+        help="pushes to one workspace's devices sent at once",
+        check=at_least(1),
+    ).field()
+    max_in_flight: int = Setting(default=32, check=at_least(1)).field()
     later: RetryPolicy = LATER
     poll_interval: float = Setting(default=0.25, check=_lease).field()
 

@@ -7,9 +7,14 @@ browser's ``p256dh`` key and ``auth`` secret, ``Content-Encoding: aes128gcm`` of
 RFC 8188 in one record), written on ``cryptography`` (the JWT signed by PyJWT).
 :class:`WebPushSender` sends, retried by :func:`~.retry.send_with_retries` on 429, 5xx
 and transport errors, and raises the errors of :mod:`.errors` for the caller to act on.
+Where it sends is checked first (:mod:`.endpoints`): the endpoint's URL, then every
+address its name resolves to, and the request goes to the address checked; a redirect
+is refused, never followed, and at most :data:`ANSWER_LIMIT` bytes of an answer are
+read.
 
 Bad input raises before anything is sent: malformed subscription keys or endpoint
-(:class:`WebPushSubscriptionError`), a payload over :data:`MAX_PAYLOAD`
+(:class:`WebPushSubscriptionError`), an endpoint the server does not send to
+(:class:`~.errors.PushEndpointRefusedError`), a payload over :data:`MAX_PAYLOAD`
 (:class:`WebPushPayloadTooLargeError`), a key that is not a P-256 private key
 (:class:`VapidKeyError`). Cancelling a send stops it at once, in a request or in a
 wait between tries; the push service may or may not have taken the message.
@@ -27,17 +32,27 @@ from typing import Literal, get_args
 
 import httpx
 import jwt
+import trio
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .errors import PushError, PushRejectedError, PushSubscriptionGoneError
+from .client import ANSWER_LIMIT, bounded_send
+from .endpoints import EndpointPolicy, IPAddress, pinned_request
+from .errors import (
+    PushEndpointRefusedError,
+    PushError,
+    PushRejectedError,
+    PushSubscriptionGoneError,
+    PushUnavailableError,
+)
 from .notification import web_push_topic
 from .retry import RetryPolicy, send_with_retries
 
 __all__ = [
+    "ANSWER_LIMIT",
     "MAX_PAYLOAD",
     "MAX_TOKEN_LIFETIME",
     "RECORD_SIZE",
@@ -207,7 +222,7 @@ class WebPushSubscription:
             url = httpx.URL(self.endpoint)
         except httpx.InvalidURL as error:
             raise WebPushSubscriptionError(f"the endpoint is not a URL: {error}") from None
-        if url.scheme not in ("https", "http") or not url.host:
+        if url.scheme not in ("https", "http") or not url.raw_host:
             raise WebPushSubscriptionError("the endpoint is not an http(s) URL with a host")
         return f"{url.scheme}://{url.netloc.decode('ascii')}"
 
@@ -276,7 +291,8 @@ def encrypt_message(plaintext: bytes, subscription: WebPushSubscription) -> byte
 
 class WebPushSender:
     """Sends push messages signed with ``key``, naming ``contact`` (``mailto:`` or
-    ``https:``) in the JWT, on ``client`` (its timeouts bound each request).
+    ``https:``) in the JWT, on ``client`` (its timeouts bound each request), to the
+    endpoints ``endpoints`` lets through (default: public ``https`` hosts only).
 
     ``token_lifetime``: seconds from signing to the JWT's ``exp`` (at most
     :data:`MAX_TOKEN_LIFETIME`); ``policy``: the retries (:class:`RetryPolicy`).
@@ -290,6 +306,7 @@ class WebPushSender:
         *,
         token_lifetime: int = 12 * 3600,
         policy: RetryPolicy | None = None,
+        endpoints: EndpointPolicy | None = None,
     ) -> None:
         if not contact.startswith(("mailto:", "https:")):
             raise ValueError("the VAPID contact is a mailto: or https: URI")
@@ -300,6 +317,7 @@ class WebPushSender:
         self.contact = contact
         self.token_lifetime = token_lifetime
         self.policy = policy or RetryPolicy()
+        self.endpoints = endpoints or EndpointPolicy()
 
     async def send(
         self,
@@ -319,7 +337,10 @@ class WebPushSender:
 
         Raises :class:`PushSubscriptionGoneError` (404/410: remove the subscription),
         :class:`PushRejectedError` (another 4xx),
-        :class:`~.errors.PushUnavailableError` (retries ran out), or before sending
+        :class:`~.errors.PushUnavailableError` (retries ran out, or the name could not
+        be looked up within the retries' time),
+        :class:`~.errors.PushEndpointRefusedError` (an endpoint the policy refuses,
+        before sending; a redirect, not followed), or before sending
         :class:`WebPushPayloadTooLargeError` and :class:`ValueError` for a bad ``ttl``
         or ``urgency``.
         """
@@ -327,6 +348,7 @@ class WebPushSender:
             raise ValueError("the TTL is 0 or more seconds")
         if urgency not in get_args(Urgency):
             raise ValueError(f"the urgency is one of {', '.join(get_args(Urgency))}")
+        endpoint = self.endpoints.check(subscription.endpoint)
         body = encrypt_message(payload, subscription)
         expires_at = int(time.time()) + self.token_lifetime
         headers = {
@@ -337,16 +359,34 @@ class WebPushSender:
             "Content-Type": "application/octet-stream",
             "TTL": str(ttl),
             "Urgency": urgency,
+            "Accept-Encoding": "identity",
         }
         if collapse_key is not None:
             headers["Topic"] = web_push_topic(collapse_key)
 
+        resolved: IPAddress | None = None
+        with trio.move_on_after(self.policy.total):
+            resolved = await self.endpoints.resolve(endpoint)
+        if resolved is None:
+            raise PushUnavailableError(
+                f"the push service's name {endpoint.host} was not looked up in "
+                f"{self.policy.total:g} s"
+            )
+        address = resolved
+
         async def send_once() -> httpx.Response:
-            return await self.client.post(subscription.endpoint, content=body, headers=headers)
+            request = pinned_request(self.client, endpoint, address, content=body, headers=headers)
+            return await bounded_send(self.client, request, ANSWER_LIMIT)
 
         response = await send_with_retries(send_once, self.policy)
         if response.is_success:
             return
+        if response.is_redirect:
+            raise PushEndpointRefusedError(
+                "redirect",
+                f"the push service answered {response.status_code} (to "
+                f"{response.headers.get('location', '?')[:200]!r}): redirects are not followed",
+            )
         detail = response.text[:_ERROR_BODY_LIMIT]
         if response.status_code in (404, 410):
             raise PushSubscriptionGoneError(detail, status=response.status_code)

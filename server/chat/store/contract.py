@@ -300,9 +300,14 @@ class EnvironmentStore(Protocol):
 class PushSubscriptionStore(Protocol):
     """The devices a workspace's push notifications go to."""
 
-    async def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription:
+    async def add_push_subscription(
+        self, subscription: PushSubscription, *, limit: int | None = None
+    ) -> PushSubscription:
         """Store a device's subscription; the same address again in the workspace keeps
-        its id (its keys replaced). Returns the stored one."""
+        its id (its keys replaced). Returns the stored one. A new address in a workspace
+        that holds ``limit`` subscriptions already raises
+        :class:`~sandstream.server.chat.model.PushSubscriptionLimitError` (nothing
+        written)."""
         ...
 
     async def list_push_subscriptions(self, workspace_id: str) -> list[PushSubscription]:

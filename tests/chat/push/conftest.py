@@ -1,4 +1,5 @@
-"""Fixtures for the push senders' tests: the loopback Web Push service, an HTTP client."""
+"""Fixtures for the push senders' tests: the loopback Web Push service, an HTTP client,
+the loopback listener no push may reach."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import trio
 
 from sandstream.server.chat.push.retry import RetryPolicy
+from tests.chat.push.inner_hosts import Listener, start_listener
 from tests.support.push_services import LoopbackPushService, start_push_service
 
 QUICK = RetryPolicy(attempts=3, first_delay=0.01, max_delay=0.02, total=30.0)
@@ -26,3 +28,9 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
     """The HTTP client the senders send with."""
     async with httpx.AsyncClient(timeout=10.0) as client:
         yield client
+
+
+@pytest.fixture
+async def listener(nursery: trio.Nursery) -> Listener:
+    """What no push may reach: a listener on 127.0.0.1 and [::1], one port."""
+    return await start_listener(nursery)

@@ -43,10 +43,17 @@ async def api(server: ChatServer) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.fixture
-async def server(nursery: trio.Nursery, tmp_path: Path) -> ChatServer:
+async def server(
+    nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
+) -> ChatServer:
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(vapid_key_file=key_file, delay=DELAY, poll_interval=0.05)
+    settings = PushSettings(
+        vapid_key_file=key_file,
+        delay=DELAY,
+        poll_interval=0.05,
+        allow_hosts=frozenset({push_service.host}),
+    )
     return await start_chat_server(
         nursery,
         tmp_path / "data",

@@ -7,6 +7,7 @@ whichever replica tries again, and given up after its attempts, with a log line.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator
@@ -33,6 +34,8 @@ from tests.support.push_services import Browser, LoopbackPushService
 pytestmark = pytest.mark.usefixtures("chat_database")
 
 WORKSPACE = "ws_push"
+LOOPBACK = frozenset({"127.0.0.1"})
+"""The allow-list entry that lets the loopback push service through."""
 
 
 @pytest.fixture
@@ -45,10 +48,14 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlChatStore]:
 
 
 @pytest.fixture
-async def senders(tmp_path: Path) -> AsyncIterator[tuple[PushSettings, PushSenders]]:
+async def senders(
+    tmp_path: Path, push_service: LoopbackPushService
+) -> AsyncIterator[tuple[PushSettings, PushSenders]]:
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(vapid_key_file=key_file, delay=0.0, poll_interval=0.01)
+    settings = PushSettings(
+        vapid_key_file=key_file, delay=0.0, poll_interval=0.01, allow_hosts=LOOPBACK
+    )
     async with PushSenders.open(settings) as opened:
         yield settings, opened
 
@@ -161,6 +168,7 @@ async def test_a_replica_cancelled_while_it_sends_releases_the_push_and_never_re
     push_service: LoopbackPushService,
 ) -> None:
     settings, opened = senders
+    settings = dataclasses.replace(settings, workspace_sends=1)  # the phone first, then the laptop
     phone = await register(store, push_service, opened)
     laptop = await register(store, push_service, opened)
     delivered = push_service.hold(phone)  # the phone has it; its answer never comes
@@ -187,7 +195,9 @@ async def test_a_push_whose_answer_never_came_is_not_sent_again(
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
     # a send's retries: within half a second, then its request is cut
-    settings = PushSettings(vapid_key_file=key_file, delay=0.0, claim_lease=1.5)
+    settings = PushSettings(
+        vapid_key_file=key_file, delay=0.0, claim_lease=1.5, allow_hosts=LOOPBACK
+    )
     async with PushSenders.open(settings) as opened:
         phone = await register(store, push_service, opened)
         laptop = await register(store, push_service, opened)
@@ -210,6 +220,7 @@ async def test_a_push_a_service_could_not_take_is_sent_later_once(
     key_file.write_bytes(VapidKey.generate().private_pem())
     settings = PushSettings(
         vapid_key_file=key_file,
+        allow_hosts=LOOPBACK,
         delay=0.0,
         poll_interval=0.01,
         claim_lease=3.0,  # a send's retries: within a second
@@ -252,6 +263,7 @@ async def test_a_push_that_never_gets_through_is_given_up_with_a_log_line(
     key_file.write_bytes(VapidKey.generate().private_pem())
     settings = PushSettings(
         vapid_key_file=key_file,
+        allow_hosts=LOOPBACK,
         delay=0.0,
         poll_interval=0.01,
         claim_lease=1.5,

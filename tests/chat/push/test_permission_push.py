@@ -51,16 +51,23 @@ AGENT = plans(
 )
 
 
-def push_settings(tmp_path: Path) -> PushSettings:
+def push_settings(tmp_path: Path, push_service: LoopbackPushService) -> PushSettings:
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
-    return PushSettings(vapid_key_file=key_file, delay=DELAY, poll_interval=0.05)
+    return PushSettings(
+        vapid_key_file=key_file,
+        delay=DELAY,
+        poll_interval=0.05,
+        allow_hosts=frozenset({push_service.host}),
+    )
 
 
 @pytest.fixture
-async def server(nursery: trio.Nursery, tmp_path: Path) -> ChatServer:
+async def server(
+    nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
+) -> ChatServer:
     return await start_chat_server(
-        nursery, tmp_path / "data", agent=AGENT, push=push_settings(tmp_path)
+        nursery, tmp_path / "data", agent=AGENT, push=push_settings(tmp_path, push_service)
     )
 
 
@@ -164,7 +171,7 @@ async def test_on_a_remote_runner_a_question_nobody_saw_pushes_too(
         embedded=False,
         sandbox_url=runner.url,
         agent=AGENT,
-        push=push_settings(tmp_path),
+        push=push_settings(tmp_path, push_service),
     )
     await _a_question_nobody_saw(server, push_service)
 

@@ -31,7 +31,8 @@ async def test_a_restart_during_the_delay_sends_once(
     data_dir.mkdir()
     key_file = tmp_path / "vapid.pem"
     key_file.write_bytes(VapidKey.generate().private_pem())
-    flags = ("--vapid-key-file", str(key_file), "--push-delay", DELAY)
+    flags: tuple[str, ...] = ("--vapid-key-file", str(key_file), "--push-delay", DELAY)
+    flags += ("--push-allow-host", push_service.host)
     first = await start_serve_process(nursery, data_dir, QUICK, *flags)
     token = (data_dir / "api-token").read_text().strip()
     async with first.client(token) as api:
@@ -65,6 +66,7 @@ async def test_a_server_killed_before_a_push_services_answer_never_sends_twice(
     key_file.write_bytes(VapidKey.generate().private_pem())
     flags: tuple[str, ...] = ("--vapid-key-file", str(key_file), "--push-delay", "0.5")
     flags += ("--push-claim-lease", "2")  # the successor takes the push over 2 s after
+    flags += ("--push-allow-host", push_service.host, "--push-workspace-sends", "1")
     first = await start_serve_process(nursery, data_dir, QUICK, *flags)
     token = (data_dir / "api-token").read_text().strip()
     async with first.client(token) as api:

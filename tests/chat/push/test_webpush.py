@@ -11,6 +11,7 @@ import httpx
 import pytest
 import trio
 
+from sandstream.server.chat.push.endpoints import EndpointPolicy
 from sandstream.server.chat.push.errors import (
     PushRejectedError,
     PushSubscriptionGoneError,
@@ -33,8 +34,12 @@ CONTACT = "mailto:ops@example.org"
 KEY = VapidKey.generate()
 
 
+LOOPBACK = EndpointPolicy(["127.0.0.1"])
+"""The operator's allow-list letting the loopback push service through."""
+
+
 def _sender(client: httpx.AsyncClient, policy: RetryPolicy = QUICK) -> WebPushSender:
-    return WebPushSender(client, KEY, CONTACT, policy=policy)
+    return WebPushSender(client, KEY, CONTACT, policy=policy, endpoints=LOOPBACK)
 
 
 async def test_a_message_arrives_decrypted_with_its_headers(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sandstream.server.chat.model import PushSubscription, new_id
+from sandstream.server.chat.model import PushSubscription, PushSubscriptionLimitError, new_id
 
 from ..database import Connection, Database
 from ..moved_runs import check_fence
@@ -66,6 +66,17 @@ def permission_collapse_key(chat_id: str) -> str:
 
 def _row(row: Any) -> dict[str, Any]:
     return dict(zip(row.keys(), row, strict=True))
+
+
+def _is_new(conn: Connection, subscription: PushSubscription) -> bool:
+    """Whether ``subscription``'s address is not yet one of its workspace's."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM push_subscriptions WHERE workspace_id = ? AND kind = ? AND address = ?",
+            (subscription.workspace_id, subscription.kind, subscription.address),
+        ).fetchone()
+        is None
+    )
 
 
 def _record_alert(
@@ -155,8 +166,17 @@ class PushNotifications:
 
     db: Database
 
-    async def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription:
+    async def add_push_subscription(
+        self, subscription: PushSubscription, *, limit: int | None = None
+    ) -> PushSubscription:
         def run(conn: Connection) -> PushSubscription:
+            if limit is not None and _is_new(conn, subscription):
+                held = conn.execute(
+                    "SELECT COUNT(*) FROM push_subscriptions WHERE workspace_id = ?",
+                    (subscription.workspace_id,),
+                ).fetchone()[0]
+                if held >= limit:
+                    raise PushSubscriptionLimitError(subscription.workspace_id, limit)
             conn.execute(
                 "INSERT INTO push_subscriptions (id, workspace_id, kind, address, p256dh, auth, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
