@@ -22,7 +22,7 @@ from tests.gateway.harness import REAL_KEY, provider_dispatch, runner
 from tests.server.harness import scripted, shell
 
 # (protocol, path, body) of one call; "stream" is set per test
-CALLS: Final = {
+CALLS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
     "anthropic": (
         "/anthropic/v1/messages",
         {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
@@ -37,12 +37,14 @@ CALLS: Final = {
         {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
     ),
 }
-HEADERS: Final = {
-    "anthropic": lambda key: {"x-api-key": key, "anthropic-version": "2023-06-01"},
-    "chat": lambda key: {"authorization": f"Bearer {key}"},
-    "responses": lambda key: {"authorization": f"Bearer {key}"},
-    "gemini": lambda key: {"x-goog-api-key": key},
-}
+
+
+def _headers(protocol: str, key: str) -> dict[str, str]:
+    if protocol == "anthropic":
+        return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    if protocol == "gemini":
+        return {"x-goog-api-key": key}
+    return {"authorization": f"Bearer {key}"}
 
 
 async def call(turn: TurnStream, protocol: str, *, stream: bool) -> httpx.Response:
@@ -57,7 +59,7 @@ async def call(turn: TurnStream, protocol: str, *, stream: bool) -> httpx.Respon
         body["stream"] = stream
         if stream and protocol == "chat":
             body["stream_options"] = {"include_usage": True}
-    headers = HEADERS[protocol](turn.gateway.credential)
+    headers = _headers(protocol, turn.gateway.credential)
     async with httpx.AsyncClient(base_url=turn.gateway.access.url, timeout=30) as client:
         return await client.post(path, json=body, headers=headers)
 
