@@ -44,7 +44,8 @@ async def _server(
 
 def _stored(chat: dict[str, Any], run: TurnRun) -> dict[str, Any]:
     message_id = run.start["assistantMessageId"]
-    [message] = [m for m in chat["messages"] if m["id"] == message_id]
+    messages: list[dict[str, Any]] = chat["messages"]
+    [message] = [m for m in messages if m["id"] == message_id]
     return message
 
 
