@@ -1,4 +1,4 @@
-"""A failing provider as a chat sees it, with a real agent that retries (Claude Code)
+"""A failing provider as a chat sees it, with a real agent that retries (pi)
 in a real ``sandstream serve``: each failed call is a ``usage`` event with the
 provider's status and message, before the turn ends ``provider_unavailable``; the
 stored message says the provider's status and message."""
@@ -20,10 +20,10 @@ async def test_a_failing_provider_is_noticed_at_once_and_its_turn_stored_with_it
 ) -> None:
     model = await start_model_server(nursery, ModelScript(failure="status-500"))
     _served, client = await serve_without_model_access(
-        nursery, tmp_path, "claude", model, "--provider-unavailable-after", "1"
+        nursery, tmp_path, "pi", model, "--provider-unavailable-after", "1"
     )
     async with client:
-        events = await chat_turn(client, "claude", "Try")
+        events = await chat_turn(client, "pi", "Try")
         kinds = [e.event for e in events]
         assert kinds[-2:] == ["error", "done"], [(e.event, e.data) for e in events[-4:]]
         data: list[dict[str, Any]] = [msgspec.json.decode(e.data) for e in events]
