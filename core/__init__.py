@@ -52,6 +52,7 @@ from .model_usage import Usage, UsageMeter
 from .names import MAX_COMPONENT_BYTES, MAX_NAME_BYTES, sanitize_name
 from .persistence import (
     ErrorBlock,
+    MessageUsage,
     PermissionBlock,
     PersistedFileAttachment,
     PersistedMessage,
@@ -99,6 +100,7 @@ from .schemas import (
     SkillSpec,
     SnapshotReceipt,
     StoredBlobs,
+    TokenBudget,
     UserMessage,
     agent_kind,
 )
@@ -191,6 +193,7 @@ __all__ = [
     "LogLevel",
     "LongLineSplitter",
     "MessagePart",
+    "MessageUsage",
     "MissingBlobs",
     "Mode",
     "ModelProtocol",
@@ -229,6 +232,7 @@ __all__ = [
     "StepStatus",
     "StoredBlobs",
     "StreamProcessor",
+    "TokenBudget",
     "Turn",
     "UIMessageStream",
     "UIMessageStreamError",

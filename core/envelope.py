@@ -170,6 +170,9 @@ class ModelUsage(msgspec.Struct, tag_field="type", tag="usage", omit_defaults=Tr
     provider's cache, ``cache_write_tokens`` input written to it (Anthropic's), and
     ``output_tokens`` output, reasoning included. ``complete`` is false when the answer
     ended before its final usage (a cut stream): the counts are then what it had said.
+    ``status`` is the HTTP status the provider answered (``None``: no answer came);
+    ``error``, on a failed call (a 5xx or 429 answer, or none, or one cut), says what
+    went wrong, in the provider's words when it gave some.
     """
 
     protocol: ModelProtocol
@@ -179,6 +182,8 @@ class ModelUsage(msgspec.Struct, tag_field="type", tag="usage", omit_defaults=Tr
     cache_write_tokens: Tokens
     model: str | None = None
     complete: bool = True
+    status: Annotated[int, msgspec.Meta(ge=100, le=599)] | None = None
+    error: str | None = None
     ts: EpochMs | None = None
 
 

@@ -515,8 +515,11 @@ class UsageMeter:
             self._body = None
         return self._reader.usage
 
-    def line(self, ts: int | None = None) -> ModelUsage:
-        """The ``usage`` envelope line of this call (closing the meter first)."""
+    def line(
+        self, ts: int | None = None, *, status: int | None = None, error: str | None = None
+    ) -> ModelUsage:
+        """The ``usage`` envelope line of this call (closing the meter first), with the
+        answer's HTTP ``status`` and, for a failed call, its ``error``."""
         usage = self.close()
         return ModelUsage(
             protocol=self.protocol,
@@ -526,5 +529,7 @@ class UsageMeter:
             cache_write_tokens=usage.cache_write_tokens,
             model=self.model,
             complete=self.complete,
+            status=status,
+            error=error,
             ts=ts,
         )

@@ -36,6 +36,7 @@ __all__ = [
     "ContentBlock",
     "ErrorBlock",
     "MessageStatus",
+    "MessageUsage",
     "PermissionBlock",
     "PersistedFileAttachment",
     "PersistedMessage",
@@ -181,6 +182,27 @@ class PersistedFileAttachment(msgspec.Struct, rename="camel", omit_defaults=True
     sha256: str | None = None
 
 
+class MessageUsage(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The tokens of a turn's model calls (or of a chat's turns), as stored: the sums
+    of their ``usage`` lines (docs/protocol.md, "The usage extension")."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    model_calls: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every token counted: input (uncached, cached, written to cache) and output."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cached_input_tokens
+            + self.cache_write_tokens
+        )
+
+
 class PersistedMessage(msgspec.Struct, rename="camel", omit_defaults=True):
     """One message of a conversation, stored one row per message."""
 
@@ -191,6 +213,9 @@ class PersistedMessage(msgspec.Struct, rename="camel", omit_defaults=True):
     file_attachments: list[PersistedFileAttachment] = msgspec.field(default_factory=list)
     status: MessageStatus | None = None
     """Assistant messages only: how the turn settled."""
+    usage: MessageUsage | None = None
+    """Assistant messages only: the tokens of the turn's model calls, when they were
+    metered (its dispatch asked for the ``usage`` extension and the turn made some)."""
 
     @property
     def text(self) -> str:
@@ -270,6 +295,21 @@ def assistant_message(
         created_at=created_at,
         file_attachments=list(attachments),
         status=status,
+        usage=_message_usage(turn),
+    )
+
+
+def _message_usage(turn: Turn) -> MessageUsage | None:
+    """The tokens of ``turn``'s metered model calls (``None``: it has none)."""
+    if not turn.model_calls:
+        return None
+    usage = turn.usage
+    return MessageUsage(
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+        usage.cache_write_tokens,
+        turn.model_calls,
     )
 
 

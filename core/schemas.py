@@ -51,6 +51,7 @@ __all__ = [
     "SkillSpec",
     "SnapshotReceipt",
     "StoredBlobs",
+    "TokenBudget",
     "UserMessage",
     "agent_kind",
 ]
@@ -88,13 +89,38 @@ class GatewayAccess(msgspec.Struct, frozen=True):
     providers: list[str] = msgspec.field(default_factory=list)
 
 
+class TokenBudget(msgspec.Struct, frozen=True):
+    """The tokens a turn's model calls may spend, and which budget set that.
+
+    ``tokens``: what the turn may use; ``budget``: the tighter of the budgets that
+    apply, ``turn`` (every turn's own) or ``workspace_day`` (what its workspace had
+    left of its budget for the UTC day when the turn began); ``limit``: that budget's
+    whole size (for ``workspace_day``, the day's, of which ``tokens`` were left).
+    """
+
+    tokens: Annotated[int, msgspec.Meta(ge=0)]
+    budget: Literal["turn", "workspace_day"]
+    limit: Annotated[int, msgspec.Meta(ge=0)]
+
+    def describe(self, used: int) -> str:
+        """Why a turn that used ``used`` tokens was stopped, in words."""
+        if self.budget == "turn":
+            return f"the turn used {used} tokens, reaching its budget of {self.tokens} tokens"
+        return (
+            f"the turn used {used} tokens, reaching what was left of the workspace's budget "
+            f"for today ({self.tokens} of {self.limit} tokens when the turn began)"
+        )
+
+
 class Dispatch(msgspec.Struct, frozen=True):
     """What the runner hands the container on stdin (the ``POST /stream`` body).
 
     ``providers``: the provider variables (:data:`~sandstream.core.providers.PROVIDER_VARS`)
     for the turn's model calls. A runner with a model gateway takes them out and puts
     ``gateway`` in their place, so the container never sees a key; one without passes
-    them on, and the container gives them to the agent.
+    them on, and the container gives them to the agent. ``budget``: the tokens the
+    turn's model calls may spend (a runner with a model gateway refuses the calls past
+    it and ends the turn ``budget_reached``; ``None``: no bound).
     """
 
     agent_url: Annotated[str, msgspec.Meta(pattern=r"^https?://")]
@@ -108,6 +134,7 @@ class Dispatch(msgspec.Struct, frozen=True):
     ``permission`` lines, :mod:`sandstream.core.envelope`); unknown names are ignored."""
     providers: dict[str, str] = msgspec.field(default_factory=dict)
     gateway: GatewayAccess | None = None
+    budget: TokenBudget | None = None
 
 
 class EnvResponse(msgspec.Struct, frozen=True):

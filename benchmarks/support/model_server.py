@@ -213,6 +213,9 @@ class ModelServer:
         self.answers: deque[ScriptItem] = deque()
         self.requests: list[dict[str, Any]] = []
         self.received: list[RecordedRequest] = []
+        self.replies: list[Reply] = []
+        """The answers given to generation requests, in order (their token counts are
+        the usage the answers reported)."""
         self.base_url = ""
         self.echo = echo
         self._ids = itertools.count(1)
@@ -334,6 +337,7 @@ class ModelServer:
         if failure == "status-500":
             return _error(500, "api_error", "the stand-in model server was told to fail")
         reply = self.reply_to(conversation, script)
+        self.replies.append(reply)
         if not conversation.stream:
             if failure is not None:
                 return await self._fail_plain(failure)

@@ -114,6 +114,8 @@ _CHAT_FLAGS: Final = (
     "replay_limit",
     "max_turn_steps",
     "max_turn_bytes",
+    "turn_token_budget",
+    "workspace_daily_token_budget",
     "sweep_interval",
     "cors_origins",
     "stream_token_ttl",

@@ -21,7 +21,7 @@ import trio
 
 from .observers import CallObserver, Headers, ProxiedCall
 
-__all__ = ["CallFailure", "ProviderHealth"]
+__all__ = ["CallFailure", "FailedAnswer", "ProviderHealth"]
 
 ERROR_BODY_LIMIT: Final = 16 * 1024
 """Bytes of a failed answer's body kept to find the provider's error message."""
@@ -128,44 +128,64 @@ class ProviderHealth:
                 return
 
 
+class FailedAnswer:
+    """What one answer says of a failure: its status, and the start of its body when
+    the status is a failing one (a 5xx or a 429). Told what an observer is told."""
+
+    __slots__ = ("_body", "status")
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self._body = bytearray()
+
+    @property
+    def failing(self) -> bool:
+        """Whether the status is a failing one (a 5xx or a 429)."""
+        status = self.status
+        return status is not None and (status >= 500 or status == 429)
+
+    def chunk(self, data: bytes) -> None:
+        if self.failing and len(self._body) < ERROR_BODY_LIMIT:
+            self._body += data[: ERROR_BODY_LIMIT - len(self._body)]
+
+    def message(self) -> str:
+        """The provider's message in the body kept (:func:`error_message`)."""
+        return error_message(bytes(self._body))
+
+
 class _HealthObserver:
     """Classifies one call for :class:`ProviderHealth`."""
 
-    __slots__ = ("_body", "_call", "_health", "_status")
+    __slots__ = ("_answer", "_call", "_health")
 
     def __init__(self, health: ProviderHealth, call: ProxiedCall) -> None:
         self._health = health
         self._call = call
-        self._status: int | None = None
-        self._body = bytearray()
-
-    def _failing(self) -> bool:
-        status = self._status
-        return status is not None and (status >= 500 or status == 429)
+        self._answer = FailedAnswer()
 
     def response(self, status: int, reason: str, headers: Headers) -> None:
-        self._status = status
+        self._answer.status = status
         if 200 <= status < 300:
             self._health.streaming += 1
             self._health._notify()
 
     def chunk(self, data: bytes) -> None:
-        if self._failing() and len(self._body) < ERROR_BODY_LIMIT:
-            self._body += data[: ERROR_BODY_LIMIT - len(self._body)]
+        self._answer.chunk(data)
 
     def end(self) -> None:
         self._done()
-        status = self._status
-        if self._failing():
-            self._health.failed(CallFailure(self._call, status, error_message(bytes(self._body))))
-        elif status is not None and status < 400:
+        answer = self._answer
+        if answer.failing:
+            self._health.failed(CallFailure(self._call, answer.status, answer.message()))
+        elif answer.status is not None and answer.status < 400:
             self._health.succeeded()
 
     def cut(self, reason: str, *, upstream: bool) -> None:
         self._done()
         if upstream:
-            self._health.failed(CallFailure(self._call, self._status, reason))
+            self._health.failed(CallFailure(self._call, self._answer.status, reason))
 
     def _done(self) -> None:
-        if self._status is not None and 200 <= self._status < 300:
+        status = self._answer.status
+        if status is not None and 200 <= status < 300:
             self._health.streaming -= 1

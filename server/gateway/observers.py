@@ -50,8 +50,9 @@ class CallObserver(Protocol):
         ...
 
 
-ObserverFactory = Callable[[ProxiedCall], CallObserver]
-"""Makes the observer of one call (``usage_meter_for``, ``health.observer``)."""
+ObserverFactory = Callable[[ProxiedCall], CallObserver | None]
+"""Makes the observer of one call (a :class:`~.metering.CallMeter`, ``health.observer``),
+or gives ``None`` for a call it has no business with."""
 
 
 class Observers:
@@ -61,7 +62,8 @@ class Observers:
 
     def __init__(self, call: ProxiedCall, factories: Sequence[ObserverFactory]) -> None:
         self._call = call
-        self._observers = [factory(call) for factory in factories]
+        made = (factory(call) for factory in factories)
+        self._observers = [observer for observer in made if observer is not None]
 
     def response(self, status: int, reason: str, headers: Headers) -> None:
         self._tell(lambda o: o.response(status, reason, headers))

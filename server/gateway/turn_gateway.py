@@ -22,7 +22,7 @@ import httpx
 import msgspec
 import trio
 
-from sandstream.core import PROVIDERS, Dispatch, GatewayAccess
+from sandstream.core import PROVIDERS, Dispatch, GatewayAccess, protocol_of, provider_error
 
 from .apis import Route, allowed, error_body, presented_key, route
 from .errors import GatewayListenError
@@ -64,6 +64,7 @@ class TurnGateway:
     variables, :func:`gateway_keys`). ``on_failure``/``on_unavailable``: see
     :class:`~.health.ProviderHealth` (``unavailable_after`` seconds). ``observers``:
     factories of more observers of each call (a usage meter), told before the health's.
+    ``admit``: asked before each model call is forwarded; a message refuses it (429).
     """
 
     def __init__(
@@ -75,8 +76,10 @@ class TurnGateway:
         on_failure: Callable[[CallFailure], object],
         on_unavailable: Callable[[CallFailure], object],
         observers: Sequence[ObserverFactory] = (),
+        admit: Callable[[ProxiedCall], str | None] | None = None,
     ) -> None:
         self.turn_id = turn_id
+        self._admit = admit
         self._keys = dict(keys)
         self.providers = [p for p in PROVIDERS if p.key(self._keys) is not None]
         """The providers it has keys for (the others get 401)."""
@@ -141,6 +144,13 @@ class TurnGateway:
         call = ProxiedCall(
             self.turn_id, provider.name, exchange.method.decode("latin-1"), found.rest
         )
+        protocol = protocol_of(call.method, "/" + call.path)
+        refusal = None if protocol is None or self._admit is None else self._admit(call)
+        if refusal is not None:
+            assert protocol is not None
+            log.info("turn %s: refused a model call: %s", self.turn_id, refusal)
+            await _refuse(exchange, 429, provider_error(protocol, 429, refusal, quota=True))
+            return
         await forward(
             client, exchange, found, key, provider.base_url(self._keys), call, self._observers
         )

@@ -21,13 +21,14 @@ from typing import Literal, get_args
 import msgspec
 import trio
 
-from sandstream.core import LIVE_EXTENSION, USAGE_EXTENSION, Dispatch, Mode
+from sandstream.core import LIVE_EXTENSION, USAGE_EXTENSION, Dispatch, Mode, TokenBudget
 from sandstream.server.gateway import ObserverFactory, gateway_keys
 
 from .access_log import AccessLog
 from .bwrap import BwrapLauncher, bwrap_available
 from .errors import AtCapacityError, ShuttingDownError
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
+from .metering import UsageMetering
 from .settings import RunnerSettings
 from .turn import END_GRACE, AccessRecord, TurnOutcome, TurnStream
 
@@ -102,9 +103,12 @@ class Runner:
         """Turns closed since start, by outcome."""
         self.containers_started = 0
         """Containers that started since start (a launch that failed is not one)."""
-        self.call_observers: list[ObserverFactory] = []
-        """Made an observer of every model call of every turn's gateway (one more
-        factory here, a usage meter, sees every answer as it passes)."""
+        self._by_id: dict[str, TurnStream] = {}
+        self.metering = UsageMetering(self._by_id.get)
+        """Meters every model call of every turn's gateway (:mod:`.metering`)."""
+        self.call_observers: list[ObserverFactory] = [self.metering]
+        """Made an observer of every model call of every turn's gateway: the usage
+        meter, and any factory added here."""
 
     # -- state ----------------------------------------------------------------------
 
@@ -159,7 +163,7 @@ class Runner:
             raise AtCapacityError(
                 f"{self.settings.max_live} containers are running, the maximum", retry_after
             )
-        payload, keys = self._take_keys(dispatch)
+        payload, keys, budget = self._take_keys(dispatch)
         turn = TurnStream(
             payload,
             launcher=self.launcher,
@@ -175,25 +179,32 @@ class Runner:
             extensions=_extensions(dispatch),
             provider_keys=keys,
             call_observers=self.call_observers,
+            budget=budget,
+            on_over_budget=self.metering.refused,
         )
         self._holding.add(turn)
         self._open.add(turn)
+        self._by_id[turn.id] = turn
         self.admitted += 1
         return turn
 
-    def _take_keys(self, dispatch: Dispatch | bytes) -> tuple[bytes, dict[str, str] | None]:
+    def _take_keys(
+        self, dispatch: Dispatch | bytes
+    ) -> tuple[bytes, dict[str, str] | None, TokenBudget | None]:
         """The dispatch JSON, without its provider variables when the turn gets a model
-        gateway, and the keys of that gateway (the dispatch's, else the runner's own);
-        ``None``: no gateway (none is run, or there is no key), the JSON unchanged."""
+        gateway, the keys of that gateway (the dispatch's, else the runner's own) and
+        the turn's token budget; ``None``: no gateway (none is run, or there is no
+        key), the JSON unchanged, no budget (only a gateway sees the tokens)."""
         payload = dispatch if isinstance(dispatch, bytes) else msgspec.json.encode(dispatch)
         if not self.settings.model_gateway:
-            return payload, None
+            return payload, None, None
         if isinstance(dispatch, bytes):
             dispatch = msgspec.json.decode(dispatch, type=Dispatch)
         keys = gateway_keys(dispatch.providers, self.settings.provider_env)
         if not keys:
-            return payload, None
-        return msgspec.json.encode(msgspec.structs.replace(dispatch, providers={})), keys
+            return payload, None, None
+        stripped = msgspec.structs.replace(dispatch, providers={})
+        return msgspec.json.encode(stripped), keys, dispatch.budget
 
     # -- shutdown -------------------------------------------------------------------
 
@@ -257,6 +268,7 @@ class Runner:
     def _closed(self, turn: TurnStream, record: AccessRecord) -> None:
         self._holding.discard(turn)
         self._open.discard(turn)
+        self._by_id.pop(turn.id, None)
         self.ended[record.outcome] += 1
         self.access_log.write(record)
         for listener in list(self._listeners):

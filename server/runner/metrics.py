@@ -17,8 +17,8 @@ __all__ = ["RunnerCollector"]
 
 
 class RunnerCollector:
-    """``sandstream_turns_*`` and ``sandstream_containers_*`` of one :class:`Runner`
-    (docs/operations.md lists them)."""
+    """``sandstream_turns_*``, ``sandstream_containers_*`` and ``sandstream_model_*``
+    of one :class:`Runner` (docs/operations.md lists them)."""
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
@@ -47,3 +47,24 @@ class RunnerCollector:
             "Containers that started (launched, not failed to)",
             value=runner.containers_started,
         )
+        yield from self._metering()
+
+    def _metering(self) -> Iterator[Metric]:
+        """``sandstream_model_tokens`` and ``sandstream_model_calls`` (the gateway's)."""
+        metering = self.runner.metering
+        tokens = CounterMetricFamily(
+            "sandstream_model_tokens",
+            "Tokens of the model calls through the gateway, by provider, model and kind",
+            labels=("provider", "model", "kind"),
+        )
+        for (provider, model, kind), count in sorted(metering.tokens.items()):
+            tokens.add_metric((provider, model, kind), count)
+        yield tokens
+        calls = CounterMetricFamily(
+            "sandstream_model_calls",
+            "Model calls through the gateway, by provider and how they ended",
+            labels=("provider", "outcome"),
+        )
+        for (provider, outcome), count in sorted(metering.calls.items()):
+            calls.add_metric((provider, outcome), count)
+        yield calls

@@ -26,11 +26,23 @@ from typing import Final, Literal, TypeAlias
 
 import trio
 
-from sandstream.core import Error, Log, Mode, Permission, Result, StreamProcessor, encode_line
+from sandstream.core import (
+    Error,
+    Log,
+    Mode,
+    ModelUsage,
+    Permission,
+    Result,
+    StreamProcessor,
+    TokenBudget,
+    Usage,
+    encode_line,
+)
 from sandstream.server.gateway import (
     CallFailure,
     GatewayListenError,
     ObserverFactory,
+    ProxiedCall,
     TurnGateway,
     with_access,
 )
@@ -63,6 +75,7 @@ TurnOutcome: TypeAlias = Literal[
     "protocol_error",
     "interrupted",  # a durable session's interrupt
     "provider_unavailable",  # its model calls kept failing (the model gateway)
+    "budget_reached",  # its model calls spent its token budget (the model gateway)
     "not_started",  # admitted, but the response body never started
 ]
 
@@ -73,6 +86,7 @@ EndCode: TypeAlias = Literal[
     "protocol_error",
     "interrupted",
     "provider_unavailable",
+    "budget_reached",
 ]
 
 END_GRACE: Final = 1.0
@@ -147,7 +161,10 @@ class TurnStream:
     failed model call becomes a ``log`` line (``warn``) of the stream at once, and calls
     failing for ``settings.provider_unavailable_after`` end the turn with
     ``error{code:"provider_unavailable"}``. ``call_observers``: more observers of each
-    model call (:data:`~sandstream.server.gateway.ObserverFactory`).
+    model call (:data:`~sandstream.server.gateway.ObserverFactory`); the runner's
+    meter hands each call's ``usage`` line to :meth:`add_usage`. ``budget``: the tokens
+    the turn's model calls may spend; the gateway refuses a model call once they are
+    spent (telling ``on_over_budget``) and the turn ends ``error{code:"budget_reached"}``.
     """
 
     def __init__(
@@ -167,6 +184,8 @@ class TurnStream:
         extensions: Collection[str] = (),
         provider_keys: Mapping[str, str] | None = None,
         call_observers: Sequence[ObserverFactory] = (),
+        budget: TokenBudget | None = None,
+        on_over_budget: Callable[[ProxiedCall], object] | None = None,
     ) -> None:
         self.id = turn_id or new_turn_id()
         self.processor = StreamProcessor(
@@ -188,9 +207,14 @@ class TurnStream:
         self._messages = messages
         self._provider_keys = provider_keys
         self._call_observers = call_observers
+        self._budget = budget
+        self._on_over_budget = on_over_budget
         self.gateway: TurnGateway | None = None
         """The turn's model gateway, once open (``None``: the turn has none)."""
-        self._notes: list[bytes] = []
+        self.metered = Usage()
+        """The tokens of the turn's model calls metered so far (also those whose lines
+        are not in the stream yet): what its budget is checked against."""
+        self._notes: list[Log | ModelUsage] = []
         self._wake_scope: trio.CancelScope | None = None
 
         self._state: Literal["new", "open", "closed"] = "new"
@@ -376,6 +400,7 @@ class TurnStream:
             on_failure=self._provider_failed,
             on_unavailable=self._provider_unavailable,
             observers=self._call_observers,
+            admit=None if self._budget is None else self._admit_call,
         )
         try:
             access = await nursery.start(self.gateway.serve)
@@ -396,21 +421,57 @@ class TurnStream:
         log.warning("turn %s: %s", self.id, message)
         self.end("provider_unavailable", message)
 
-    def _note(self, line: Log) -> None:
+    def add_usage(self, line: ModelUsage) -> None:
+        """A model call of the turn, metered (the runner's meter): its tokens count
+        against the budget now, and its ``usage`` line goes into the stream like a
+        line of the runner's own (:meth:`_note`). After the stream's end the tokens
+        are still added to ``processor.turn.usage``: they were spent."""
+        self.metered += Usage(
+            line.input_tokens, line.output_tokens, line.cached_input_tokens, line.cache_write_tokens
+        )
+        self._note(line)
+
+    def _admit_call(self, call: ProxiedCall) -> str | None:
+        """The gateway's question before a model call: ``None`` lets it pass; once the
+        budget is spent, the refusal's message (and the turn ends ``budget_reached``)."""
+        budget = self._budget
+        assert budget is not None
+        used = self.metered.total
+        if used < budget.tokens:
+            return None
+        message = budget.describe(used)
+        log.info("turn %s: %s; its next model call is refused", self.id, message)
+        if self._on_over_budget is not None:
+            self._on_over_budget(call)
+        self.end("budget_reached", message)
+        return message
+
+    def _note(self, line: Log | ModelUsage) -> None:
         """Put a line of the runner's own into the stream, at once (a pending read of
-        the container's stdout is woken; nothing it would have read is lost)."""
+        the container's stdout is woken; nothing it would have read is lost). Lines
+        are queued in order and go out between the container's lines, never inside
+        one. Once the stream has ended a ``log`` line is dropped, a ``usage`` line
+        folded into the turn's totals only."""
         if self._done or self.processor.closed:
+            if type(line) is ModelUsage:
+                self.processor.add_usage(line)
             return
-        self._notes.append(encode_line(line).rstrip(b"\n"))
+        self._notes.append(line)
         if self._wake_scope is not None:
             self._wake_scope.cancel()
 
     def _take_notes(self) -> bytes:
+        """The output of the queued lines of the runner's own (a ``usage`` line is
+        folded also when the turn has ended: :meth:`StreamProcessor.add_usage`)."""
         notes, self._notes = self._notes, []
         processor = self.processor
-        if processor.closed or processor.ended:
-            return b""
-        return b"".join(processor.insert(note) for note in notes)
+        out: list[bytes] = []
+        for note in notes:
+            if type(note) is ModelUsage:
+                out.append(processor.add_usage(note))
+            elif not (processor.closed or processor.ended):
+                out.append(processor.insert(encode_line(note)[:-1]))
+        return b"".join(out)
 
     # -- async iterator ----------------------------------------------------------------
 
@@ -525,12 +586,13 @@ class TurnStream:
         self._done = True
         exit_ = self.container_exit
         processor = self.processor
+        notes = self._take_notes()
         if exit_ is not None and exit_.limit is not None and not processor.ended:
             self._outcome = "limit_exceeded"
-            return processor.fail(exit_.limit.code, exit_.limit.message)
+            return notes + processor.fail(exit_.limit.code, exit_.limit.message)
         status = exit_.describe() if exit_ is not None else "ended"
         ended_before = processor.ended
-        out = processor.close(f"the container {status} without sending a result or error")
+        out = notes + processor.close(f"the container {status} without sending a result or error")
         if not ended_before and processor.turn.synthesized:
             self._outcome = "container_exited"
         return out
@@ -646,6 +708,7 @@ class TurnStream:
             await self._nursery_manager.__aexit__(None, None, None)
         finally:
             self._state = "closed"
+            self._take_notes()  # a usage line still queued is folded: its tokens were spent
             self._mark_gone()
             if self._stdout is not None:
                 with trio.CancelScope(shield=True):

@@ -32,6 +32,7 @@ from playwright.sync_api import Browser as PlaywrightBrowser
 from playwright.sync_api import BrowserContext, Page, Playwright
 
 from benchmarks.support.model_server import ModelScript, ModelServer, start_model_server
+from benchmarks.support.model_wire import Reply
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.server.chat import AgentProfile
 from tests.chat.harness import (
@@ -190,6 +191,11 @@ class ServerThread:
         """Let the stand-in model's held answers go on (``model`` given only)."""
         assert self._model is not None and self._token is not None, "no stand-in model"
         trio.from_thread.run_sync(self._model.release, trio_token=self._token)
+
+    def model_replies(self) -> list[Reply]:
+        """The stand-in model's answers so far (``model`` given only)."""
+        assert self._model is not None, "no stand-in model"
+        return list(self._model.replies)
 
     def api(self) -> httpx.Client:
         """A plain HTTP/1.1 client of the chat API, with the token."""

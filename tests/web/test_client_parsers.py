@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from playwright.sync_api import Browser, Page
 
 from sandstream.core import StreamProcessor
-from sandstream.core.envelope import LIVE_EXTENSION
+from sandstream.core.envelope import LIVE_EXTENSION, USAGE_EXTENSION
 from sandstream.core.persistence import DEFAULT_DISPLAY_BYTES, assistant_message
 from sandstream.core.sse_parser import ServerSentEvent, SSEParser
 from tests.web.harness import WAIT_MS, ServerThread
@@ -168,6 +168,25 @@ def live_lines(draw: st.DrawFn) -> dict[str, Any]:
     return line
 
 
+@st.composite
+def usage_lines(draw: st.DrawFn) -> dict[str, Any]:
+    """A ``usage`` line (the ``usage`` extension): one model call's tokens."""
+    counts = st.integers(0, 10**6)
+    line: dict[str, Any] = {
+        "type": "usage",
+        "protocol": draw(st.sampled_from(["anthropic", "chat", "responses", "gemini"])),
+        "input_tokens": draw(counts),
+        "output_tokens": draw(counts),
+        "cached_input_tokens": draw(counts),
+        "cache_write_tokens": draw(counts),
+    }
+    if draw(st.booleans()):
+        line["status"] = draw(st.sampled_from([200, 429, 503]))
+        if line["status"] != 200:
+            line["error"] = "overloaded"
+    return line
+
+
 terminals = st.sampled_from(["result", "error", "none", "cancel", "interrupt"])
 
 
@@ -180,7 +199,7 @@ def encode(line: dict[str, Any], spaced: bool) -> bytes:
 
 @settings(max_examples=120)
 @given(
-    lines=st.lists(st.one_of(step_lines(), live_lines()), max_size=10),
+    lines=st.lists(st.one_of(step_lines(), live_lines(), usage_lines()), max_size=10),
     terminal=terminals,
     spaced=st.booleans(),
     cuts=st.lists(st.integers(0, 200_000), max_size=6),
@@ -188,7 +207,7 @@ def encode(line: dict[str, Any], spaced: bool) -> bytes:
 def test_the_live_fold_builds_the_message_history_stores(
     page: Page, lines: list[dict[str, Any]], terminal: str, spaced: bool, cuts: list[int]
 ) -> None:
-    processor = StreamProcessor("sse", extensions=(LIVE_EXTENSION,))
+    processor = StreamProcessor("sse", extensions=(LIVE_EXTENSION, USAGE_EXTENSION))
     frames = processor.start({"assistantMessageId": "m"})
     frames += processor.feed(b"".join(encode(line, spaced) + b"\n" for line in lines))
     if terminal == "result":

@@ -1,6 +1,9 @@
 """The five real ACP agents in Chromium: each turn's answer streams into the web app, and
 the agents that ask (Claude Code, OpenCode, Gemini CLI) are answered from the
-permission card. The chat server runs them in bubblewrap against the stand-in model."""
+permission card; the turn's tokens, as the stand-in reported them through the model
+gateway (each agent's protocol: anthropic, chat, responses, gemini), are stored on its
+message and in the chat's total, and shown under the answer and above the thread. The
+chat server runs them in bubblewrap against the stand-in model."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from benchmarks.support.model_server import ModelScript, ModelServer
 from sandstream.core.schemas import AcpPreset, ConfigResponse
 from sandstream.server.chat import AgentProfile
 from tests.support.agents import ASKING, PRESETS, WRITE, acp_spec
-from tests.web.harness import ServerThread, assistant, send, signed_in
+from tests.web.harness import ServerThread, assistant, chat_id, send, signed_in
 
 TEXT: Final = ("The file ", "says ", "hello ", "from ", "the ", "tool.")
 SCRIPT: Final = ModelScript(command=WRITE, text=TEXT, pace_sec=0.01, hold_at=TEXT[2])
@@ -55,3 +58,20 @@ def test_a_real_agent_streams_into_the_page_and_is_answered_there(
         done = assistant(page, "complete")
         answer = page.inner_text(f"{done} .answer").strip()
         assert answer.endswith("".join(TEXT))
+        replies = server.model_replies()
+        expected = {
+            "inputTokens": sum(r.input_tokens for r in replies),
+            "outputTokens": sum(r.output for r in replies),
+            "modelCalls": len(replies),
+        }
+        chat = server.chat(chat_id(page))
+        assert chat["messages"][-1]["usage"] == expected
+        assert chat["usage"] == expected
+        total = expected["inputTokens"] + expected["outputTokens"]
+        calls = f"{len(replies)} model call{'' if len(replies) == 1 else 's'}"
+        shown = page.inner_text(f"{done} .usage")
+        assert shown.startswith(f"{total} tokens") and calls in shown, shown
+        page.wait_for_function(
+            "(text) => document.querySelector('#chat-usage')?.innerText.includes(text)",
+            arg=f"{total} tokens",
+        )

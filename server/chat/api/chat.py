@@ -212,7 +212,8 @@ async def create_chat() -> Response:
 
 @chat_blueprint.get("/chats/<chat_id>")
 async def get_chat(chat_id: str) -> Response:
-    """The chat and its messages (``PersistedMessage``s, ``seq`` order; ``limit``: last N)."""
+    """The chat, the tokens its turns spent (``usage``) and its messages
+    (``PersistedMessage``s, ``seq`` order; ``limit``: last N)."""
     service = get_service()
     workspace_id = workspace_query()
     limit = request.args.get("limit")
@@ -220,6 +221,7 @@ async def get_chat(chat_id: str) -> Response:
     chat = await service.store.get_chat(workspace_id, chat_id, now=now_ms())
     messages = await service.store.get_messages(workspace_id, chat_id, limit=count)
     payload: dict[str, Any] = msgspec.to_builtins(chat)
+    payload["usage"] = await service.store.chat_usage(workspace_id, chat_id)
     payload["messages"] = messages
     return json_response(payload)
 

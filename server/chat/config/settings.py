@@ -97,6 +97,8 @@ class ChatSettings:
     ``max_turn_steps`` and ``max_turn_bytes`` bound what a turn keeps of its steps
     (the rows folded in memory and so the stored assistant message): later steps
     still stream live and are counted in the message (``steps_omitted``).
+    ``turn_token_budget`` and ``workspace_daily_token_budget``: the tokens a turn, and a
+    workspace's turns in a UTC day, may spend (``None``: no bound).
     ``sweep_interval``: how often turns whose lock expired (their server died) are
     adopted (their session still runs, or ended: settled from its chunks) or settled
     as ``turn_lost``; also done once at start-up.
@@ -234,6 +236,26 @@ class ChatSettings:
         env="SANDSTREAM_MAX_TURN_BYTES",
         shown=f"{DEFAULT_MAX_STEP_BYTES // (1024 * 1024)} MiB",
         help="bytes of step lines a turn keeps and stores",
+        check=at_least(1),
+    ).field()
+    turn_token_budget: int | None = Setting(
+        flag="--turn-token-budget",
+        parse=int,
+        env="SANDSTREAM_TURN_TOKEN_BUDGET",
+        metavar="TOKENS",
+        shown="none",
+        help="tokens a turn's model calls may spend; past them its next call is refused "
+        "and the turn ends budget_reached (needs the runner's model gateway)",
+        check=at_least(1),
+    ).field()
+    workspace_daily_token_budget: int | None = Setting(
+        flag="--workspace-daily-token-budget",
+        parse=int,
+        env="SANDSTREAM_WORKSPACE_DAILY_TOKEN_BUDGET",
+        metavar="TOKENS",
+        shown="none",
+        help="tokens a workspace's turns may spend per UTC day; a turn gets what is left, "
+        "and none starts once it is spent (429 token-budget-spent)",
         check=at_least(1),
     ).field()
     sweep_interval: float = Setting(

@@ -28,6 +28,7 @@ __all__ = [
     "RUNNER_FAILED",
     "SNAPSHOT_INCOMPLETE",
     "STREAM_TOKEN_SCOPE",
+    "TOKEN_BUDGET_SPENT",
     "UNKNOWN_ATTACHMENT",
     "AttachmentError",
     "ChatBusyError",
@@ -61,6 +62,7 @@ __all__ = [
     "SourceRefusedError",
     "StoreError",
     "TargetError",
+    "TokenBudgetSpentError",
     "TokenRejectedError",
     "UnsupportedMediaTypeError",
     "UploadError",
@@ -72,6 +74,7 @@ CHAT_BUSY: Final = "urn:sandstream:problem:chat-busy"
 UNKNOWN_ATTACHMENT: Final = "urn:sandstream:problem:unknown-attachment"
 BAD_RUNNER: Final = "urn:sandstream:problem:bad-runner"
 NO_LIVE_TURN: Final = "urn:sandstream:problem:no-live-turn"
+TOKEN_BUDGET_SPENT: Final = "urn:sandstream:problem:token-budget-spent"
 RUNNER_FAILED: Final = "urn:sandstream:problem:runner-failed"
 STREAM_TOKEN_SCOPE: Final = "urn:sandstream:problem:stream-token-scope"
 NO_CHAT: Final = "urn:sandstream:problem:no-chat"
@@ -160,6 +163,30 @@ class ChatBusyError(ChatError, ProblemError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(BUSY_RETRY_AFTER)}
+
+
+class TokenBudgetSpentError(ChatError, ProblemError):
+    """The workspace has spent its token budget for the UTC day: no turn starts (429,
+    ``Retry-After``: the seconds until the next UTC day)."""
+
+    status: ClassVar[int] = 429
+    type: ClassVar[str] = TOKEN_BUDGET_SPENT
+    title: ClassVar[str] = "Token budget spent"
+
+    def __init__(self, workspace_id: str, used: int, budget: int, retry_after: int) -> None:
+        super().__init__(
+            f"workspace {workspace_id!r} has spent its budget for today: {used} of "
+            f"{budget} tokens (the day is UTC's)"
+        )
+        self.used = used
+        self.budget = budget
+        self.retry_after = retry_after
+
+    def extensions(self) -> dict[str, Any]:
+        return {"usedTokens": self.used, "budgetTokens": self.budget}
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class NoRunningTurnError(ChatError, ProblemError):

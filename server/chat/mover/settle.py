@@ -25,6 +25,7 @@ import trio
 
 from sandstream.core import (
     LIVE_EXTENSION,
+    USAGE_EXTENSION,
     PermissionRow,
     PersistedMessage,
     StreamProcessor,
@@ -76,7 +77,7 @@ class TurnFold:
             max_line_bytes=max_line_bytes,
             max_steps=max_steps,
             max_step_bytes=max_step_bytes,
-            extensions=(LIVE_EXTENSION,),
+            extensions=(LIVE_EXTENSION, USAGE_EXTENSION),
         )
         self.watch = PermissionWatch()
 

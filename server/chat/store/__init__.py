@@ -18,12 +18,13 @@ from .contract import (
     PushOutboxStore,
     SnapshotStore,
     TurnStore,
+    UsageStore,
 )
 from .database import Database
 from .faults import TRANSIENT_TYPES, Backoff, is_transient, report_failure, retry_transient
 from .leases import DatabaseLease, ttl_ms
 from .moved_runs import Batch, MovedChunks
-from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore, stored_manifest
+from .sql import PostgresChatStore, SqlChatStore, SQLiteChatStore, stored_manifest, utc_day
 
 __all__: list[str] = [
     "TRANSIENT_TYPES",
@@ -47,6 +48,7 @@ __all__: list[str] = [
     "SnapshotStore",
     "SqlChatStore",
     "TurnStore",
+    "UsageStore",
     "content_type_for",
     "is_transient",
     "report_failure",
@@ -54,4 +56,5 @@ __all__: list[str] = [
     "sanitize_name",
     "stored_manifest",
     "ttl_ms",
+    "utc_day",
 ]

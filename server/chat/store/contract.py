@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from sandstream.core import PersistedMessage, SnapshotManifest
+from sandstream.core import MessageUsage, PersistedMessage, SnapshotManifest
 from sandstream.server.chat.model import (
     BagFile,
     Chat,
@@ -499,6 +499,20 @@ class ForkStore(Protocol):
         ...
 
 
+class UsageStore(Protocol):
+    """The tokens spent: per chat, and per workspace and UTC day, the sums of the
+    settled turns' usage (recorded by :meth:`TurnStore.settle_turn`)."""
+
+    async def chat_usage(self, workspace_id: str, chat_id: str) -> MessageUsage:
+        """The chat's total (zeros before its first metered turn). Raises
+        :class:`~sandstream.server.chat.model.ChatNotFoundError`."""
+        ...
+
+    async def workspace_usage(self, workspace_id: str, day: str) -> MessageUsage:
+        """The workspace's total on UTC day ``day`` (``YYYY-MM-DD``; zeros if none)."""
+        ...
+
+
 class LogMoverTables(Protocol):
     """The log mover's tables in the chat database."""
 
@@ -521,6 +535,7 @@ class ChatStore(
     SnapshotStore,
     GrantStore,
     ForkStore,
+    UsageStore,
     LogMoverTables,
     Protocol,
 ):

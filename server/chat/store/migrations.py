@@ -162,6 +162,26 @@ def _snapshot_tables(integer: str, blob: str, *, rowid: bool) -> tuple[str, ...]
     )
 
 
+def _usage_tables(integer: str) -> tuple[str, ...]:
+    """The tokens spent, with ``integer`` the 64-bit integer type: per chat, and per
+    workspace and UTC day (``YYYY-MM-DD``), the sums of the settled turns' usage."""
+    counts = (
+        f" input_tokens {integer} NOT NULL DEFAULT 0,"
+        f" output_tokens {integer} NOT NULL DEFAULT 0,"
+        f" cached_input_tokens {integer} NOT NULL DEFAULT 0,"
+        f" cache_write_tokens {integer} NOT NULL DEFAULT 0,"
+        f" model_calls {integer} NOT NULL DEFAULT 0"
+    )
+    return (
+        f"CREATE TABLE chat_usage (chat_id TEXT PRIMARY KEY REFERENCES chats (id),{counts})",
+        "CREATE TABLE workspace_usage ("
+        " workspace_id TEXT NOT NULL,"
+        " day TEXT NOT NULL,"
+        f"{counts},"
+        " PRIMARY KEY (workspace_id, day))",
+    )
+
+
 def _grant_table(integer: str) -> tuple[str, ...]:
     """Chats' permission grants, with ``integer`` the 64-bit integer type: per grant its
     chat, the tool call's kind and title it answers (once per chat), the assistant
@@ -377,6 +397,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "permission_grants: the always answers a chat keeps for its next turns",
         _grant_table("INTEGER"),
     ),
+    Migration(
+        11,
+        "chat_usage and workspace_usage: the tokens each chat, and each workspace per UTC "
+        "day, spent",
+        _usage_tables("INTEGER"),
+    ),
 )
 
 
@@ -541,6 +567,12 @@ POSTGRES_MIGRATIONS: Final[tuple[Migration, ...]] = (
         5,
         "permission_grants: the always answers a chat keeps for its next turns",
         _grant_table("BIGINT"),
+    ),
+    Migration(
+        6,
+        "chat_usage and workspace_usage: the tokens each chat, and each workspace per UTC "
+        "day, spent",
+        _usage_tables("BIGINT"),
     ),
 )
 

@@ -18,7 +18,14 @@ from typing import Any, Final, Protocol
 import psycopg
 import trio
 
-from sandstream.core import LIVE_EXTENSION, PermissionAnswer, PersistedMessage, user_message
+from sandstream.core import (
+    LIVE_EXTENSION,
+    USAGE_EXTENSION,
+    PermissionAnswer,
+    PersistedMessage,
+    TokenBudget,
+    user_message,
+)
 from sandstream.server.chat.config import ChatSettings
 from sandstream.server.chat.credentials import MintedTokens
 from sandstream.server.chat.model import (
@@ -27,6 +34,7 @@ from sandstream.server.chat.model import (
     NoRunningTurnError,
     RunnerSessionGoneError,
     StoreError,
+    TokenBudgetSpentError,
     TurnRecord,
     TurnRequest,
     TurnStart,
@@ -34,7 +42,13 @@ from sandstream.server.chat.model import (
     now_ms,
 )
 from sandstream.server.chat.mover import TurnSettler
-from sandstream.server.chat.store import TRANSIENT_TYPES, ChatMessageStore, report_failure
+from sandstream.server.chat.store import (
+    TRANSIENT_TYPES,
+    ChatMessageStore,
+    UsageStore,
+    report_failure,
+    utc_day,
+)
 from sandstream.server.http import abort_scope_connection
 from sandstream.server.runner import END_GRACE
 from sandstream.server.sessions import CursorGoneError, SessionService, terminal_state
@@ -59,11 +73,13 @@ INTERRUPT_TIMEOUT: Final = 60.0
 """Seconds an interrupt waits for its turn to settle."""
 SETTLE_WAIT: Final = 10.0
 """Seconds a viewer holds the terminal back while the turn settles."""
+DAY_MS: Final = 86_400_000
 
 
-class ChatTurnsStore(ChatMessageStore, TurnMoverStore, Protocol):
+class ChatTurnsStore(ChatMessageStore, TurnMoverStore, UsageStore, Protocol):
     """What :class:`ChatTurns` uses of the chat store: the chats and their messages,
-    and what its log mover uses (turns, push alerts, the mover's tables)."""
+    the tokens spent, and what its log mover uses (turns, push alerts, the mover's
+    tables)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,22 +160,48 @@ class ChatTurns:
 
         Raises (having written nothing): ``TargetError``, ``ChatNotFoundError``,
         ``ChatBusyError``, ``AttachmentError``, ``RunnerUnavailableError``,
-        ``RemoteRunnerError``. Cancellation: once the start is written it completes
+        ``RemoteRunnerError``, :class:`TokenBudgetSpentError` (the workspace's budget
+        for the day is spent). Cancellation: once the start is written it completes
         (shielded), so a client gone at that moment leaves a turn that runs and settles.
         """
         self.dispatcher.admit()
         target = await self.dispatcher.target(body.workspace_id, body.workflow_id, body.sandbox_url)
         runner_url = target.url if target.kind == "remote" else None
+        budget = await self.budget(body.workspace_id)
         try:
-            return await self._start(body, runner_url, scope)
+            return await self._start(body, runner_url, scope, budget)
         except ChatBusyError as exc:
             if not exc.adoptable:
                 raise
         await self.sweep()  # a dead turn without a session here is settled as lost
-        return await self._start(body, runner_url, scope)
+        return await self._start(body, runner_url, scope, budget)
+
+    async def budget(self, workspace_id: str) -> TokenBudget | None:
+        """The tokens a new turn of the workspace may spend: the tighter of the turn's
+        budget and what is left of the workspace's for the UTC day (``None``: neither
+        is set). Raises :class:`TokenBudgetSpentError` when nothing is left today."""
+        settings = self.settings
+        per_turn = settings.turn_token_budget
+        daily = settings.workspace_daily_token_budget
+        turn = None if per_turn is None else TokenBudget(per_turn, "turn", per_turn)
+        if daily is None:
+            return turn
+        now = now_ms()
+        used = (await self.store.workspace_usage(workspace_id, utc_day(now))).total
+        left = daily - used
+        if left <= 0:
+            until_tomorrow = DAY_MS - now % DAY_MS
+            raise TokenBudgetSpentError(workspace_id, used, daily, -(-until_tomorrow // 1000))
+        if turn is not None and turn.tokens <= left:
+            return turn
+        return TokenBudget(left, "workspace_day", daily)
 
     async def _start(
-        self, body: ChatStreamRequest, runner_url: str | None, scope: dict[str, Any]
+        self,
+        body: ChatStreamRequest,
+        runner_url: str | None,
+        scope: dict[str, Any],
+        budget: TokenBudget | None,
     ) -> StartedTurn:
         settings = self.settings
         now = now_ms()
@@ -187,7 +229,9 @@ class ChatTurns:
             async with trio.open_nursery() as keeping:
                 keeping.start_soon(self._keep_lock, start.chat.id, request.holder)
                 try:
-                    record, session = await self._start_session(body, request, tokens, start, scope)
+                    record, session = await self._start_session(
+                        body, request, tokens, start, scope, budget
+                    )
                 finally:
                     keeping.cancel_scope.cancel()
         log.info(
@@ -206,6 +250,7 @@ class ChatTurns:
         tokens: MintedTokens,
         start: TurnStart,
         scope: dict[str, Any],
+        budget: TokenBudget | None,
     ) -> tuple[TurnRecord, RunnerSession]:
         """Start the runner session of a turn whose start is written, attach it and
         hand it to the log mover; a session that cannot start undoes the turn's start."""
@@ -218,8 +263,9 @@ class ChatTurns:
             body.message,
             start.session.conversation,
             scope,
-            extensions=(LIVE_EXTENSION,),
+            extensions=(LIVE_EXTENSION, USAGE_EXTENSION),
             providers=providers,
+            budget=budget,
         )
         try:
             session = await start_runner_session(

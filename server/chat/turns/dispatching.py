@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sandstream.core import ChatTurn, Dispatch
+from sandstream.core import ChatTurn, Dispatch, TokenBudget
 from sandstream.server.chat.config import ChatSettings
 from sandstream.server.chat.credentials import MintedTokens, mint_tokens
 from sandstream.server.chat.model import Target, resolve_target
@@ -82,10 +82,11 @@ class Dispatcher:
         *,
         extensions: tuple[str, ...] = (),
         providers: dict[str, str] | None = None,
+        budget: TokenBudget | None = None,
     ) -> Dispatch:
         """The dispatch of the sandbox session ``session_id``, for the request ``scope``,
         asking for the envelope ``extensions``, with the turn's provider variables
-        (:meth:`providers`; the runner's model gateway keeps them)."""
+        (:meth:`providers`; the runner's model gateway keeps them) and token ``budget``."""
         return Dispatch(
             agent_url=f"{self.callback_base(scope)}{CALLBACK_PREFIX}/{session_id}",
             otp_setup=tokens.setup,
@@ -95,6 +96,7 @@ class Dispatcher:
             conversation=conversation,
             extensions=list(extensions),
             providers=providers or {},
+            budget=budget,
         )
 
     def callback_base(self, scope: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """A chat turn's SSE frames, rendered from its runner session's chunks.
 
 Each chunk is a line the runner has validated, so a frame is the line's own bytes under
-``id: <cursor>`` and the event its ``type`` names (``step``, and with the ``live``
-extension the chat asks for, ``delta`` and ``permission``), with no validation or fold;
+``id: <cursor>`` and the event its ``type`` names (``step``, with the ``live``
+extension the chat asks for ``delta`` and ``permission``, and with the ``usage``
+extension ``usage``: the tokens of each model call), with no validation or fold;
 ``log`` lines are not forwarded (ids may skip cursors). Around them: ``start`` (``id: 0``),
 ``files`` (no ``id``, right before the terminal) and ``done`` (the terminal's cursor + 1).
 So a client resuming with ``Last-Event-ID: N`` gets exactly the frames with ``id`` > N.
@@ -34,12 +35,14 @@ START_ID: Final = 0
 _STEP: Final = event_field("step")
 _DELTA: Final = event_field("delta")
 _PERMISSION: Final = event_field("permission")
+_USAGE: Final = event_field("usage")
 _RESULT: Final = event_field("result")
 _ERROR: Final = event_field("error")
 _HEADS: Final = {
     "step": _STEP,
     "delta": _DELTA,
     "permission": _PERMISSION,
+    "usage": _USAGE,
     "result": _RESULT,
     "error": _ERROR,
     "log": None,
@@ -49,6 +52,7 @@ _PREFIXES: Final = (
     (b'{"type":"delta"', _DELTA),
     (b'{"type":"log"', None),
     (b'{"type":"permission"', _PERMISSION),
+    (b'{"type":"usage"', _USAGE),
     (b'{"type":"result"', _RESULT),
     (b'{"type":"error"', _ERROR),
 )

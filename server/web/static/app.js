@@ -16,7 +16,7 @@
 import { Api, ApiError, readFrames } from "./api.js";
 import { LiveTurn } from "./fold.js";
 import { setUpNotifyToggle } from "./notify.js";
-import { formatSize, renderMessage } from "./render.js";
+import { describeUsage, formatSize, renderMessage } from "./render.js";
 import { drawWorkspace } from "./workspace.js";
 
 const $ = (id) => document.getElementById(id);
@@ -224,6 +224,7 @@ async function openChat(chatId) {
   const live = turn ? turn.live.id : chat.activeMessageId;
   const shown = chat.messages.filter((message) => !(live && message.id === live));
   $("messages").replaceChildren(...shown.map(render));
+  showChatUsage(chat);
   showGrants(chatId).catch(fail);
   refreshWorkspace(chatId).catch(fail);
   if (turn) {
@@ -271,11 +272,21 @@ class Turn {
   }
 
   render() {
-    return renderMessage(this.live.message(), {
+    const article = renderMessage(this.live.message(), {
       fileChip,
       answer: (requestId, reply) => this.answer(requestId, reply),
       answered: this.answered,
     });
+    const notice = this.live.notice;
+    if (notice && !this.live.ended) {
+      const answered = notice.status == null ? "did not answer" : `answered ${notice.status}`;
+      const note = document.createElement("p");
+      note.className = "provider-notice";
+      note.setAttribute("role", "alert");
+      note.textContent = `The model provider ${answered}; the agent is retrying. (${notice.error})`;
+      article.append(note);
+    }
+    return article;
   }
 
   /** Answer a permission request once; the outcome arrives on the stream. */
@@ -352,10 +363,24 @@ async function follow(turn, open) {
     updateControls();
     await refreshChats().catch(fail);
     if (state.chatId === turn.chatId) {
+      await refreshChatUsage(turn.chatId).catch(fail);
       await showGrants(turn.chatId).catch(fail);
       await refreshWorkspace(turn.chatId).catch(fail);
     }
   }
+}
+
+/** The chat's total again (a turn of it settled). */
+async function refreshChatUsage(chatId) {
+  const chat = await state.api.getChat(chatId);
+  if (state.chatId === chatId) showChatUsage(chat);
+}
+
+/** The tokens the chat's turns spent, above its messages; hidden before its first metered turn. */
+function showChatUsage(chat) {
+  const usage = chat.usage;
+  $("chat-usage").textContent = usage && usage.modelCalls ? `This chat: ${describeUsage(usage)}` : "";
+  $("chat-usage").hidden = !(usage && usage.modelCalls);
 }
 
 /** The chat's grants (its kept "always" answers), each with a Revoke button; hidden when none. */

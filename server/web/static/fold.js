@@ -25,6 +25,8 @@ export class LiveTurn {
     this.files = [];
     this.parts = []; // runs of deltas of one message id and kind: {id, kind, text}
     this.permissions = new Map(); // request id → {id, status, options, step, title, reply, toolKind, by}
+    this.usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0, modelCalls: 0 };
+    this.notice = null; // the last model call's failure ({status, error}) until one succeeds
     this.createdAt = Date.now();
   }
 
@@ -39,9 +41,22 @@ export class LiveTurn {
     else if (type === "step") this.foldStep(data, rawMembers(frame.raw));
     else if (type === "delta") this.foldDelta(data);
     else if (type === "permission") this.foldPermission(data);
+    else if (type === "usage") this.foldUsage(data);
     else if (type === "files") this.files = data.files || [];
     else if (type === "result" && !this.ended) this.result = data;
     else if (type === "error" && !this.ended) this.error = data;
+  }
+
+  /** One model call's tokens (the usage extension), summed as core/turn.py sums them. */
+  foldUsage(call) {
+    const usage = this.usage;
+    usage.inputTokens += call.input_tokens;
+    usage.outputTokens += call.output_tokens;
+    usage.cachedInputTokens += call.cached_input_tokens;
+    usage.cacheWriteTokens += call.cache_write_tokens;
+    usage.modelCalls += 1;
+    if (call.error) this.notice = { status: call.status ?? null, error: call.error };
+    else if (call.status != null && call.status < 400) this.notice = null;
   }
 
   foldStep(step, raw) {
@@ -116,6 +131,10 @@ export class LiveTurn {
     const message = { id: this.id, role: "assistant", content, createdAt: this.createdAt };
     if (this.files.length) message.fileAttachments = this.files;
     if (this.ended) message.status = this.result ? "complete" : STOPPED.includes(this.error.code) ? this.error.code : "failed";
+    if (this.usage.modelCalls) {
+      // as stored: the counts that are not 0 (core/persistence.py MessageUsage)
+      message.usage = Object.fromEntries(Object.entries(this.usage).filter(([, count]) => count));
+    }
     return message;
   }
 

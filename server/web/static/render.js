@@ -18,6 +18,20 @@ function el(tag, props = {}, ...children) {
 }
 
 /** "18 B", "2.0 KiB", "3.4 MiB". */
+/** A turn's (or a chat's) tokens in words: "123 tokens (100 in, 23 out) · 2 model calls". */
+export function describeUsage(usage) {
+  const input = usage.inputTokens ?? 0;
+  const output = usage.outputTokens ?? 0;
+  const cached = usage.cachedInputTokens ?? 0;
+  const written = usage.cacheWriteTokens ?? 0;
+  const calls = usage.modelCalls ?? 0;
+  const parts = [`${input} in`, `${output} out`];
+  if (cached) parts.push(`${cached} cached`);
+  if (written) parts.push(`${written} written to cache`);
+  const total = input + output + cached + written;
+  return `${total} tokens (${parts.join(", ")}) · ${calls} model call${calls === 1 ? "" : "s"}`;
+}
+
 export function formatSize(bytes) {
   if (bytes < 1024) return `${bytes} B`;
   const units = ["KiB", "MiB", "GiB"];
@@ -104,6 +118,7 @@ function renderAssistant(message, article, answer, answered) {
     if (block.streaming) article.append(el("div", { class: "answer streaming", "aria-live": "polite" }, block.text));
     else article.append(el("div", { class: "answer markdown" }, renderMarkdown(block.text)));
   }
+  if (message.usage) article.append(el("p", { class: "usage" }, describeUsage(message.usage)));
   for (const block of message.content) {
     if (block.type === "error") {
       article.append(el("p", { class: "turn-error", role: "alert" },

@@ -12,7 +12,8 @@
 - :mod:`.push_claims`: the push outbox's claims and each device's delivery;
 - :mod:`.snapshots`: chats' workspace snapshots, the newest kept;
 - :mod:`.grants`: chats' permission grants;
-- :mod:`.forks`: a new chat from one assistant message of another.
+- :mod:`.forks`: a new chat from one assistant message of another;
+- :mod:`.usage`: the tokens each chat, and each workspace per UTC day, spent.
 
 The log mover's tables of the same database are the store's too:
 :mod:`..moved_runs` and :mod:`..leases`.
@@ -22,6 +23,7 @@ from .chat_store import DATABASE_NAME, PostgresChatStore, SqlChatStore, SQLiteCh
 from .chats import TITLE_CHARS
 from .snapshots import stored_manifest
 from .turns import TURN_LOST
+from .usage import utc_day
 
 __all__ = [
     "DATABASE_NAME",
@@ -31,4 +33,5 @@ __all__ = [
     "SQLiteChatStore",
     "SqlChatStore",
     "stored_manifest",
+    "utc_day",
 ]

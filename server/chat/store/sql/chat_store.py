@@ -1,7 +1,7 @@
 """The chat store: :class:`SqlChatStore`, the :class:`~..contract.ChatStore` composed
 of one part per concern (:mod:`.chats`, :mod:`.turns`, :mod:`.dispatch`,
 :mod:`.bag_files`, :mod:`.environments`, :mod:`.push`, :mod:`.push_claims`,
-:mod:`.snapshots`, :mod:`.grants`, :mod:`.forks`), on either database:
+:mod:`.snapshots`, :mod:`.grants`, :mod:`.forks`, :mod:`.usage`), on either database:
 
 - :class:`SQLiteChatStore`: one file, ``chat.sqlite3`` in the data dir, WAL mode; the
   bag's blobs are files beside it (:class:`~..bag.BlobStore`);
@@ -37,6 +37,7 @@ from .push import PushNotifications
 from .push_claims import PushClaims
 from .snapshots import Snapshots
 from .turns import Turns
+from .usage import UsageTotals
 
 __all__ = ["DATABASE_NAME", "PostgresChatStore", "SQLiteChatStore", "SqlChatStore"]
 
@@ -57,6 +58,7 @@ class SqlChatStore(
     Snapshots,
     Grants,
     Forks,
+    UsageTotals,
 ):
     """:class:`~..contract.ChatStore` on ``db``, with the log mover's tables there; it
     also gives the bag's blob store and closes (what the code that opens it needs)."""

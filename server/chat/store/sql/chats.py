@@ -240,6 +240,7 @@ class Chats:
             conn.execute("DELETE FROM chat_snapshots WHERE chat_id = ?", (chat_id,))
             conn.execute(DROP_UNUSED_MANIFESTS)
             conn.execute("DELETE FROM permission_grants WHERE chat_id = ?", (chat_id,))
+            conn.execute("DELETE FROM chat_usage WHERE chat_id = ?", (chat_id,))
 
         await self.db.write(run)
 

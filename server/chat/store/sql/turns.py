@@ -49,6 +49,7 @@ from .chats import (
 from .dispatch import insert_dispatch, insert_tokens, settle_dispatch
 from .grants import record_grants
 from .push import moot_turn_permissions, record_turn_push
+from .usage import record_usage
 
 __all__ = ["TURN_LOST", "Turns"]
 
@@ -125,8 +126,9 @@ def _recover_lost_turn(conn: Connection, row: Any, now: int) -> str | None:
 
 
 def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
-    """Write the settled assistant message and the grants its ``always`` answers give,
-    settle the dispatch, release the lock."""
+    """Write the settled assistant message, the grants its ``always`` answers give and
+    its tokens (the chat's and the workspace's day's totals), settle the dispatch,
+    release the lock."""
     files = claim_results(conn, finish.session_id, finish.message.id)
     message = msgspec.structs.replace(
         finish.message,
@@ -145,6 +147,7 @@ def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
     if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
         append_message(conn, finish.chat_id, message)
     record_grants(conn, finish.chat_id, message, finish.now)
+    record_usage(conn, finish.chat_id, message, finish.now)
     settle_dispatch(conn, finish.session_id, finish.now)
     _mark_turn_settled(conn, finish.session_id, finish.now)
     _release_lock(conn, finish.chat_id, finish.holder)
