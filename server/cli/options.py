@@ -176,7 +176,8 @@ CONTAINER_SETTINGS: Final = (
         metavar="{" + ",".join(NETWORK_MODES) + "}",
         shown="isolated; on and off: host and none",
         help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
-        "but of this host only the turn's callback and --sandbox-allow; sealed, a network "
+        "but of this host only the turn's callback, its model gateway and --sandbox-allow; "
+        "sealed, a network "
         "of its own that reaches only those ports of this host's loopback, no outside "
         "world, no DNS (any other address fails at once); host, shares the host's "
         "network and its loopback services (development); none, loopback only — "

@@ -1,6 +1,7 @@
 """The five real ACP agents through the runner's model gateway: a real ``sandstream
-serve`` chat turn in a real bubblewrap sandbox on the isolated network, which reaches
-the stand-in model server only through its turn's gateway.
+serve`` chat turn in a real bubblewrap sandbox on the sealed network, which reaches
+nothing but its callbacks and its turn's gateway, and so the stand-in model server only
+through the gateway.
 
 The turn completes; the stand-in sees the real key, never the turn credential; and the
 agent's own shell, searching its environment, every process's environment, its home,
@@ -122,7 +123,9 @@ async def test_an_agent_calls_its_model_through_the_gateway_and_never_sees_the_k
 ) -> None:
     key = f"sk-real-{secrets.token_hex(12)}"
     model = await start_model_server(nursery, ModelScript(command=search_command(key)), api_key=key)
-    served, client = await serve_without_model_access(nursery, tmp_path, preset, model)
+    served, client = await serve_without_model_access(
+        nursery, tmp_path, preset, model, "--sandbox-network", "sealed"
+    )
     async with client:
         try:
             events = await chat_turn(client, preset, "Search")
