@@ -673,10 +673,16 @@ def render_json(protocol: Protocol, reply: Reply) -> dict[str, Any]:
     return _gemini_json(reply)
 
 
+_COMMAND_WAIT_MS = 120_000
+"""How long a shell tool that returns a running command's output so far (Codex's
+``exec_command``, ``yield_time_ms``) is asked to wait for it to end."""
+
+
 def shell_arguments(schema: Mapping[str, Any], command: str) -> dict[str, Any]:
     """The arguments of a shell tool with JSON ``schema`` that run ``command``: ``command``
     as a string or as ``["bash", "-lc", command]`` where the schema wants an array,
-    or ``cmd``; a required ``description`` gets one."""
+    or ``cmd``; a required ``description`` gets one, and a ``yield_time_ms`` the
+    command's whole time."""
     properties: Mapping[str, Any] = schema.get("properties") or {}
     key = "cmd" if "cmd" in properties and "command" not in properties else "command"
     wanted = properties.get(key) or {}
@@ -685,4 +691,6 @@ def shell_arguments(schema: Mapping[str, Any], command: str) -> dict[str, Any]:
     required: Sequence[str] = schema.get("required") or ()
     if "description" in required or "description" in properties:
         arguments["description"] = "Run the command"
+    if "yield_time_ms" in properties:  # Codex: wait for the command's end, not 10 s
+        arguments["yield_time_ms"] = _COMMAND_WAIT_MS
     return arguments

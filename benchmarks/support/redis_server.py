@@ -37,8 +37,8 @@ _ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """A CA, a server certificate for 127.0.0.1 and localhost and a client certificate it signed
-    (PEM files; keys unencrypted)."""
+    """A CA, a server certificate for 127.0.0.1 (and the host names asked for) and a
+    client certificate it signed (PEM files; keys unencrypted)."""
 
     ca: Path
     server_cert: Path
@@ -47,9 +47,10 @@ class TlsFiles:
     client_key: Path
 
 
-def make_tls_files(directory: Path) -> TlsFiles:
-    """A throwaway CA and certificates in ``directory``, made with ``openssl``
-    (blocking: a few processes). Raises :class:`subprocess.CalledProcessError`."""
+def make_tls_files(directory: Path, *, host_names: tuple[str, ...] = ()) -> TlsFiles:
+    """A throwaway CA and certificates in ``directory`` for 127.0.0.1 and ``host_names``,
+    made with ``openssl`` (blocking: a few processes). Raises
+    :class:`subprocess.CalledProcessError`."""
 
     def openssl(*args: str | Path) -> None:
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
@@ -59,7 +60,8 @@ def make_tls_files(directory: Path) -> TlsFiles:
     openssl("req", "-x509", *key, "-keyout", ca_key, "-out", ca, "-days", "2",
             "-subj", "/CN=sandstream test CA")  # fmt: skip
     extensions = directory / "san.cnf"
-    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    names = ",".join(["IP:127.0.0.1", *(f"DNS:{name}" for name in host_names)])
+    extensions.write_text(f"subjectAltName={names}\n")
     for name in ("server", "client"):
         request = directory / f"{name}.csr"
         openssl("req", *key, "-keyout", directory / f"{name}.key", "-out", request,

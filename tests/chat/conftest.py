@@ -55,3 +55,9 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     """A throwaway CA and certificates it signed for 127.0.0.1, for the session."""
     return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="session")
+def localhost_tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """A throwaway CA and certificates it signed for 127.0.0.1 and ``localhost``."""
+    return make_tls_files(tmp_path_factory.mktemp("tls"), host_names=("localhost",))

@@ -41,7 +41,7 @@ from benchmarks.support.server_process import ServerProcess
 from benchmarks.support.servers import http1_client
 from sandstream.core import StreamProcessor, Turn
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
-from sandstream.core.envelope import LIVE_EXTENSION
+from sandstream.core.envelope import LIVE_EXTENSION, USAGE_EXTENSION
 from sandstream.core.persistence import PersistedFileAttachment, PersistedMessage, assistant_message
 from sandstream.core.schemas import ConfigResponse, ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import Comment, ServerSentEvent, SSEParser
@@ -181,13 +181,15 @@ def parse_sse(body: bytes) -> tuple[list[ServerSentEvent], list[str]]:
     return events, comments
 
 
-LIVE_EVENTS: Final = ("step", "delta", "permission", "result", "error")
-"""The events that carry envelope lines (the ``live`` extension's too)."""
+LIVE_EVENTS: Final = ("step", "delta", "permission", "usage", "result", "error")
+"""The events that carry envelope lines (the ``live`` and ``usage`` extensions' too)."""
+EXTENSIONS: Final = (LIVE_EXTENSION, USAGE_EXTENSION)
+"""The extensions the chat asks for, so its events' lines fold as it folds them."""
 
 
 def fold(events: list[ServerSentEvent]) -> Turn:
     """Feed the envelope events' data through a fresh core processor."""
-    processor = StreamProcessor("ndjson", extensions=(LIVE_EXTENSION,))
+    processor = StreamProcessor("ndjson", extensions=EXTENSIONS)
     for event in events:
         if event.event in LIVE_EVENTS:
             processor.feed(event.data.encode() + b"\n")
@@ -200,7 +202,7 @@ def persisted_form(
 ) -> dict[str, Any]:
     """The assistant message the live ``events`` fold to, with ``stored``'s id, time and
     attachments (the stream does not carry those), as plain JSON."""
-    processor = StreamProcessor("ndjson", extensions=(LIVE_EXTENSION,))
+    processor = StreamProcessor("ndjson", extensions=EXTENSIONS)
     for event in events:
         if event.event in LIVE_EVENTS:
             processor.feed(event.data.encode() + b"\n")

@@ -140,11 +140,12 @@ async def test_an_endless_answer_is_read_to_its_bound(nursery: trio.Nursery) -> 
 
 
 async def test_a_pinned_https_send_keeps_the_name_for_tls_and_host(
-    nursery: trio.Nursery, tls_files: TlsFiles, monkeypatch: pytest.MonkeyPatch
+    nursery: trio.Nursery, localhost_tls_files: TlsFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An allowed push service by name over HTTPS: the sender connects to the address
     it looked up, and the certificate is checked against the name (SNI), which the
     ``Host`` and the VAPID audience carry."""
+    tls_files = localhost_tls_files
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_files.ca))
     service = await start_push_service(
         nursery, tls=(tls_files.server_cert, tls_files.server_key), name="localhost"
