@@ -7,15 +7,16 @@ call is a function of a connection, run in one transaction in a worker thread
 runs on the event loop). psycopg 3 with a ``psycopg_pool.ConnectionPool`` (thread
 safe; the worker threads borrow a connection each).
 
-Writes run ``SERIALIZABLE``: they behave as if run one at a time, as SQLite's
-``BEGIN IMMEDIATE`` makes them, so the store's transactions read, decide and write
-without row locks; one that loses a race to another replica's fails with a
-serialization failure (or a deadlock) before committing anything and is run again,
-whole, up to :data:`WRITE_ATTEMPTS` times. Reads run ``REPEATABLE READ READ ONLY`` (a
-snapshot). A connection lost in a transaction loses the transaction (nothing of it is
-committed); the error propagates (:class:`psycopg.OperationalError`) and the pool
-replaces the connection. One found dead before its transaction began (the server
-restarted while it was idle) is dropped and the next one tried.
+Writes run ``SERIALIZABLE``: they behave as if run one at a time, as SQLite's ``BEGIN
+IMMEDIATE`` makes them, so the store's transactions read, decide and write without row
+locks; one that loses a race to another replica's fails with a serialization failure (or
+a deadlock) before committing anything and is run again, whole (after a short jittered
+pause, longer after each loss), up to :data:`WRITE_ATTEMPTS` times. Reads run
+``REPEATABLE READ READ ONLY`` (a snapshot). A connection lost in a transaction loses the
+transaction (nothing of it is committed); the error propagates
+(:class:`psycopg.OperationalError`) and the pool replaces the connection. One found dead
+before its transaction began (the server restarted while it was idle) is dropped and the
+next one tried.
 
 :class:`PgConnection` gives psycopg's connection the shape the store's SQL is written
 for (:class:`sandstream.server.chat.store.database.Connection`): ``?`` placeholders,
@@ -36,7 +37,9 @@ sees :class:`trio.Cancelled` without learning the outcome.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, Final, TypeVar
@@ -69,6 +72,9 @@ CONNECT_TIMEOUT: Final = 10
 IDLE_IN_TRANSACTION_MS: Final = 60_000
 """How long the server lets a session of ours sit idle inside a transaction."""
 
+_RETRY_PAUSE: Final = 0.001
+_RETRY_PAUSE_MAX: Final = 0.1
+"""Seconds: the first and the longest pause before a write that lost a race runs again."""
 _RETRIED: Final = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
 
 
@@ -237,6 +243,9 @@ class PostgresDatabase:
             except _RETRIED:
                 if attempt == WRITE_ATTEMPTS:
                     raise
+            # Writers that keep losing to each other take turns: a jittered pause,
+            # longer after each loss.
+            time.sleep(random.uniform(0, min(_RETRY_PAUSE * 2**attempt, _RETRY_PAUSE_MAX)))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _transaction(self, fn: Callable[[PgConnection], T], begin: str) -> T:

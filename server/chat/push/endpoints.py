@@ -183,13 +183,14 @@ class EndpointPolicy:
         :class:`PushEndpointRefusedError` naming the one it breaks."""
         try:
             url = httpx.URL(endpoint)
-        except httpx.InvalidURL as error:
+            raw_host = url.raw_host  # a host httpx took but cannot give as ASCII raises
+        except (httpx.InvalidURL, UnicodeError) as error:
             raise _refuse("not-a-url", f"the endpoint is not a URL: {error}") from None
-        if url.scheme not in _DEFAULT_PORTS or not url.raw_host:
+        if url.scheme not in _DEFAULT_PORTS or not raw_host:
             raise _refuse("not-https", "the endpoint is not an https URL with a host")
         if url.userinfo:
             raise _refuse("userinfo", "the endpoint carries a user name or password")
-        host = url.raw_host.decode("ascii")
+        host = raw_host.decode("ascii")
         port = url.port or _DEFAULT_PORTS[url.scheme]
         allowed = self._allowed(host, port)
         if url.scheme != "https" and not allowed:

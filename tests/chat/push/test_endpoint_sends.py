@@ -215,3 +215,7 @@ def test_the_fuzzers_findings_are_refused_with_a_reason() -> None:
         with pytest.raises(PushEndpointRefusedError) as refused:
             policy.check(endpoint)
         assert refused.value.reason == "invalid-host-name"
+    # An IPv6 zone that is not ASCII: httpx takes the URL but cannot give its host.
+    with pytest.raises(PushEndpointRefusedError) as refused:
+        policy.check("https://[::fff%5b\ufffdd00f:127.0.0.1]/")
+    assert refused.value.reason == "not-a-url"
