@@ -20,7 +20,7 @@ Roles (``runner``, ``sessions``, ``chat``) import from here; nothing here import
 """
 
 from .asgi import BODY_LIMITS, RAW_ROUTES, HTTPConnection
-from .auth import TOKEN_ENV, check_bearer, resolve_token
+from .auth import RUNNER_REALM, TOKEN_ENV, check_bearer, resolve_token
 from .client_watch import ClientWatch
 from .connection import abort_scope_connection
 from .errors import BadRequestError, MissingTokenError
@@ -42,11 +42,13 @@ from .problems import (
     SHUTTING_DOWN,
     UNAUTHORIZED,
     UNSUPPORTED_MEDIA_TYPE,
+    answer_in_snake_case,
     error_problem,
     http_problem,
     install_problem_handlers,
     invalid,
     problem,
+    snake_case,
     status_type,
     unauthorized,
     unexpected_problem,
@@ -62,6 +64,7 @@ __all__: list[str] = [
     "NOT_FOUND",
     "PAYLOAD_TOO_LARGE",
     "RAW_ROUTES",
+    "RUNNER_REALM",
     "SHUTTING_DOWN",
     "TOKEN_ENV",
     "UNAUTHORIZED",
@@ -77,6 +80,7 @@ __all__: list[str] = [
     "Run",
     "RunFraming",
     "abort_scope_connection",
+    "answer_in_snake_case",
     "check_bearer",
     "error_problem",
     "get_metrics",
@@ -97,6 +101,7 @@ __all__: list[str] = [
     "route_template",
     "serve",
     "shutdown_signals",
+    "snake_case",
     "status_type",
     "unauthorized",
     "unexpected_problem",

@@ -12,9 +12,11 @@ from typing import Final
 
 from .errors import MissingTokenError
 
-__all__ = ["TOKEN_ENV", "check_bearer", "resolve_token"]
+__all__ = ["RUNNER_REALM", "TOKEN_ENV", "check_bearer", "resolve_token"]
 
 TOKEN_ENV: Final = "SANDSTREAM_RUNNER_TOKEN"
+RUNNER_REALM: Final = "sandstream-runner"
+"""The ``WWW-Authenticate`` realm of every route the runner token opens."""
 
 
 def resolve_token(flag: str | None, *, insecure_no_token: bool = False) -> str | None:

@@ -11,17 +11,20 @@ status, :func:`status_type`).
 An error raised on purpose answers for itself: a
 :class:`~sandstream.server.errors.ProblemError` names its status, type and title, and
 :func:`error_problem` renders it; :func:`install_problem_handlers` installs the one
-handler that does so for every role's routes.
+handler that does so for every role's routes. Errors name their extension members in
+camelCase, as the chat's API does; an API whose JSON is snake_case (the sessions')
+answers them renamed (:func:`answer_in_snake_case`), so one error reads right in both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any, Final
 
 import msgspec
-from quart import Quart, Response, has_request_context, request
+from quart import Blueprint, Quart, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 from sandstream.server.errors import ProblemError
@@ -41,12 +44,14 @@ __all__ = [
     "SHUTTING_DOWN",
     "UNAUTHORIZED",
     "UNSUPPORTED_MEDIA_TYPE",
+    "answer_in_snake_case",
     "error_problem",
     "http_problem",
     "install_problem_handlers",
     "invalid",
     "problem",
     "problem_body",
+    "snake_case",
     "status_type",
     "too_large",
     "unauthorized",
@@ -82,6 +87,7 @@ _TYPE_BY_STATUS: Final = {
 """Our type for the HTTP errors Quart or werkzeug raise themselves."""
 
 _METHODS_WITH_BODY: Final = frozenset({"POST", "PUT", "PATCH"})
+_HUMP: Final = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 def problem(
@@ -144,18 +150,35 @@ def install_problem_handlers(app: Quart) -> None:
         return unexpected_problem(app, error)
 
 
-def error_problem(error: ProblemError) -> Response:
+def answer_in_snake_case(blueprint: Blueprint) -> None:
+    """Answer the errors of ``blueprint``'s routes with their extension members in
+    snake_case (``lastChunkId`` as ``last_chunk_id``), for an API whose JSON is."""
+
+    @blueprint.errorhandler(ProblemError)
+    async def _problem(error: ProblemError) -> Response:
+        return error_problem(error, member=snake_case)
+
+
+def error_problem(error: ProblemError, *, member: Callable[[str], str] | None = None) -> Response:
     """The problem answer ``error`` describes: its status, type and title, its detail,
-    extension members and headers."""
+    extension members (each name through ``member``, if given) and headers."""
     error.answered()
+    extensions = error.extensions()
+    if member is not None:
+        extensions = {member(name): value for name, value in extensions.items()}
     return problem(
         error.status,
         error.title,
         error.detail(),
         type=error.type,
         headers=error.headers(),
-        **error.extensions(),
+        **extensions,
     )
+
+
+def snake_case(name: str) -> str:
+    """``name`` (camelCase) in snake_case: ``lastChunkId`` → ``last_chunk_id``."""
+    return _HUMP.sub(r"_\1", name).lower()
 
 
 def http_problem(error: HTTPException) -> Response:

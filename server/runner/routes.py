@@ -22,13 +22,14 @@ from quart.wrappers.response import ResponseBody
 
 from sandstream.core import Dispatch
 from sandstream.server.http import (
+    RUNNER_REALM,
     SHUTTING_DOWN,
-    UNAUTHORIZED,
     HTTPConnection,
     abort_scope_connection,
     check_bearer,
     problem,
     read_json,
+    unauthorized,
 )
 
 from .admission import Runner
@@ -115,12 +116,9 @@ async def stream() -> Response:
     runner = get_runner()
     settings = runner.settings
     if not check_bearer(request.headers.get("Authorization"), settings.token):
-        return problem(
-            401,
-            "Unauthorized",
+        return unauthorized(
             "POST /stream needs the runner token: Authorization: Bearer <token>",
-            type=UNAUTHORIZED,
-            headers={"WWW-Authenticate": 'Bearer realm="sandstream-runner"'},
+            RUNNER_REALM,
         )
     dispatch = await read_json(Dispatch, settings.max_body_bytes)
     scope: dict[str, Any] = request.scope  # type: ignore[assignment]

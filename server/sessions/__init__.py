@@ -13,7 +13,15 @@ on the counts of :mod:`.counts`).
 
 from .buffer import SESSION_STREAMS, Run, SessionBuffer, SessionRuns, split_chunks
 from .errors import (
+    CURSOR_AHEAD,
+    CURSOR_GONE,
+    INVALID_CURSOR,
+    PERMISSION_ANSWERED,
+    PERMISSION_NOT_FOUND,
+    SESSION_ENDED,
+    CursorAheadError,
     CursorGoneError,
+    InvalidCursorError,
     PermissionAnsweredError,
     PermissionNotFoundError,
     SessionEndedError,
@@ -21,23 +29,27 @@ from .errors import (
 )
 from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
 from .metrics import SessionsCollector
-from .resume import CURSOR_AHEAD, INVALID_CURSOR, cursor_ahead, request_cursor
-from .routes import PERMISSION_ANSWERED, PERMISSION_NOT_FOUND, get_sessions, install_sessions
+from .resume import request_cursor
+from .routes import get_sessions, install_sessions
 from .session import LiveSubscriber, Session, SessionStatus
 from .settings import SessionSettings
 from .supervisor import RUNNER_LOST, SessionService, terminal_state
 
 __all__ = [
     "CURSOR_AHEAD",
+    "CURSOR_GONE",
     "INVALID_CURSOR",
     "PERMISSION_ANSWERED",
     "PERMISSION_NOT_FOUND",
     "RUNNER_LOST",
+    "SESSION_ENDED",
     "SESSION_STREAMS",
     "CaughtUp",
     "Chunks",
+    "CursorAheadError",
     "CursorGoneError",
     "Follow",
+    "InvalidCursorError",
     "KeepAlive",
     "LiveSubscriber",
     "PermissionAnsweredError",
@@ -53,7 +65,6 @@ __all__ = [
     "SessionStatus",
     "SessionsCollector",
     "Subscribe",
-    "cursor_ahead",
     "get_sessions",
     "install_sessions",
     "request_cursor",

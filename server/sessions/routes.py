@@ -4,7 +4,8 @@ Every route needs the runner token (``Authorization: Bearer <token>``). Errors a
 problem JSON: 401, 404 (no such session, or permission request), 409 (a message to an
 ended session, a second answer to a permission request), 410 (the cursor is below what
 the buffer retains), 413/422 (body; cursor, :mod:`.resume`), 503 (at capacity or
-shutting down, with ``Retry-After``). The wire formats are in
+shutting down, with ``Retry-After``), the errors answering for themselves
+(:mod:`.errors`) with their members in snake_case. The wire formats are in
 :mod:`.wire`; the rules in docs/protocol.md ("Durable sessions").
 """
 
@@ -25,41 +26,29 @@ from werkzeug.datastructures import Headers
 
 from sandstream.core import PING, Dispatch, PermissionAnswer
 from sandstream.server.http import (
-    NOT_FOUND,
+    RUNNER_REALM,
     BadRequestError,
     LiveFraming,
+    answer_in_snake_case,
     check_bearer,
     int_query,
     invalid,
     json_response,
     live_connection,
-    problem,
     read_json,
     unauthorized,
 )
 
 from .counts import SessionCounts, Transport
-from .errors import (
-    PERMISSION_ANSWERED,
-    PERMISSION_NOT_FOUND,
-    CursorGoneError,
-    PermissionAnsweredError,
-    PermissionNotFoundError,
-    SessionEndedError,
-    SessionNotFoundError,
-)
+from .errors import CursorAheadError, CursorGoneError
 from .follow import CaughtUp, Chunks, Follow
-from .resume import cursor_ahead, request_cursor
+from .resume import request_cursor
 from .session import Session
 from .supervisor import SessionService
 from .wire import batch_messages, control_message, ndjson_run, sse_caught_up, sse_control, sse_run
 
 __all__ = [
-    "CURSOR_GONE",
-    "PERMISSION_ANSWERED",
-    "PERMISSION_NOT_FOUND",
     "SESSIONS_EXTENSION",
-    "SESSION_ENDED",
     "get_sessions",
     "install_sessions",
     "sessions_blueprint",
@@ -68,8 +57,6 @@ __all__ = [
 log = logging.getLogger("sandstream.sessions")
 
 SESSIONS_EXTENSION: Final = "sandstream.sessions"
-CURSOR_GONE: Final = "urn:sandstream:problem:cursor-gone"
-SESSION_ENDED: Final = "urn:sandstream:problem:session-ended"
 SSE_CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 MAX_MESSAGE_BODY: Final = 1024 * 1024
@@ -77,12 +64,12 @@ MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
 """The largest ``?batch=N`` a WebSocket reader may ask for."""
 READ_ONLY_CLOSE: Final = 1008
 """The close code (policy violation) of a WebSocket reader that sent a message."""
-_REALM: Final = "sandstream-runner"
 _SSE_LIVE: Final = LiveFraming(sse_caught_up)
 """A caught-up SSE reader's live writes: a run's frames and the ``upToDate`` control."""
 _NDJSON_LIVE: Final = LiveFraming(ndjson_run)
 
 sessions_blueprint = Blueprint("sessions", __name__)
+answer_in_snake_case(sessions_blueprint)
 
 
 class MessageBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -149,18 +136,14 @@ def _authorize(headers_authorization: str | None) -> None:
     if not check_bearer(headers_authorization, token):
         raise BadRequestError(
             unauthorized(
-                "the session API needs the runner token: Authorization: Bearer <token>", _REALM
+                "the session API needs the runner token: Authorization: Bearer <token>",
+                RUNNER_REALM,
             )
         )
 
 
 def _session(session_id: str) -> Session:
-    try:
-        return get_sessions().get(session_id)
-    except SessionNotFoundError:
-        raise BadRequestError(
-            problem(404, "Session not found", f"no session {session_id!r}", type=NOT_FOUND)
-        ) from None
+    return get_sessions().get(session_id)  # SessionNotFoundError: its own 404 problem
 
 
 def _batch_limit() -> int | None:
@@ -173,27 +156,15 @@ def _batch_limit() -> int | None:
 
 
 def _cursor(session: Session, args: Mapping[str, str], headers: Headers) -> int:
-    """The cursor to read after (:func:`.resume.request_cursor`; ``0`` by default): 422
-    if malformed or past the session's last chunk, 410 if below what is retained."""
+    """The cursor to read after (:func:`.resume.request_cursor`; ``0`` by default):
+    :class:`~.errors.InvalidCursorError` or :class:`~.errors.CursorAheadError` (422) if
+    malformed or past the session's last chunk, :class:`~.errors.CursorGoneError` (410)
+    if below what is retained."""
     cursor = request_cursor(args, headers) or 0
     if cursor > session.last_cursor:
-        raise BadRequestError(cursor_ahead(cursor, session.last_cursor))
-    try:
-        session.check_cursor(cursor)
-    except CursorGoneError as exc:
-        raise BadRequestError(_gone(exc)) from None
+        raise CursorAheadError(cursor, session.last_cursor)
+    session.check_cursor(cursor)
     return cursor
-
-
-def _gone(exc: CursorGoneError) -> Response:
-    return problem(
-        410,
-        "Cursor below retention",
-        f"the chunks after cursor {exc.cursor} are no longer kept; the oldest kept is "
-        f"{exc.first}: read the session from cursor {exc.first - 1} or from its source",
-        type=CURSOR_GONE,
-        first_chunk_id=exc.first,
-    )
 
 
 # -- create, status, message, interrupt --------------------------------------------------
@@ -234,37 +205,11 @@ async def session_message(session_id: str) -> Response:
     _authorize(request.headers.get("Authorization"))
     session = _session(session_id)
     inbound = (await read_json(MessageBody, MAX_MESSAGE_BODY)).inbound()
-    try:
-        if isinstance(inbound, str):
-            cursor = await session.send_message(inbound)
-        else:
-            cursor = await session.answer_permission(inbound)
-    except PermissionNotFoundError as exc:
-        return problem(
-            404,
-            "Permission request not found",
-            str(exc),
-            type=PERMISSION_NOT_FOUND,
-            request_id=exc.request_id,
-        )
-    except PermissionAnsweredError as exc:
-        return problem(
-            409,
-            "Permission request answered",
-            str(exc),
-            type=PERMISSION_ANSWERED,
-            request_id=exc.request_id,
-            reply=exc.reply,
-        )
-    except SessionEndedError as exc:
-        return problem(
-            409,
-            "Session ended",
-            str(exc),
-            type=SESSION_ENDED,
-            state=session.state,
-            last_chunk_id=session.last_cursor,
-        )
+    # Ended, or a permission request never asked or answered before: their own problems.
+    if isinstance(inbound, str):
+        cursor = await session.send_message(inbound)
+    else:
+        cursor = await session.answer_permission(inbound)
     return json_response(MessageAck(cursor))
 
 

@@ -356,7 +356,7 @@ class Session:
         async with self._message_lock:
             turn = self.turn
             if self.ended or turn is None:
-                raise SessionEndedError(f"session {self.id} has ended")
+                raise self._ended_error()
             row = turn.processor.turn.permissions.get(answer.id)
             if row is None:
                 raise PermissionNotFoundError(answer.id)
@@ -367,12 +367,15 @@ class Session:
 
     async def _send(self, line: UserMessage | PermissionAnswer) -> int:
         if self.ended or self._messages is None:
-            raise SessionEndedError(f"session {self.id} has ended")
+            raise self._ended_error()
         try:
             await self._messages.send(msgspec.json.encode(line) + b"\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise SessionEndedError(f"session {self.id} has ended") from None
+            raise self._ended_error() from None
         return self.last_cursor
+
+    def _ended_error(self) -> SessionEndedError:
+        return SessionEndedError(self.id, state=self.state, last_chunk_id=self.last_cursor)
 
     async def interrupt(self) -> None:
         """End the session with ``error{code:"interrupted"}`` and wait until its container

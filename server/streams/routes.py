@@ -22,6 +22,7 @@ from werkzeug.datastructures import Headers
 from sandstream.server.http import (
     BODY_LIMITS,
     RAW_ROUTES,
+    RUNNER_REALM,
     BadRequestError,
     check_bearer,
     problem,
@@ -58,7 +59,6 @@ __all__ = ["STREAMS_EXTENSION", "STREAM_PREFIX", "Streams", "get_streams", "inst
 STREAMS_EXTENSION: Final = "sandstream.streams"
 STREAM_PREFIX: Final = "/v1/stream/"
 _RULE: Final = STREAM_PREFIX + "<path:name>"
-_REALM: Final = "sandstream-runner"
 _CACHEABLE: Final = "private, max-age=60, stale-while-revalidate=300"
 _PREFLIGHT_HEADERS: Final = {
     "Access-Control-Allow-Methods": "GET, HEAD, PUT, POST, DELETE, OPTIONS",
@@ -128,7 +128,7 @@ async def stream_route(name: str) -> Response:
     if not check_bearer(request.headers.get("Authorization"), streams.token):
         raise BadRequestError(
             unauthorized(
-                "Durable Streams need the runner token: Authorization: Bearer <token>", _REALM
+                "Durable Streams need the runner token: Authorization: Bearer <token>", RUNNER_REALM
             )
         )
     path = STREAM_PREFIX + name

@@ -121,7 +121,11 @@ async def test_an_ended_stream_is_204_at_its_end_and_422_past_it(
     runner = f"/sessions/{session_id}/stream"
     chat = f"/api/assistant/chats/{chat_id}/stream"
     # The runner: its last chunk is its end; the chat: the done frame after it (last + 1).
-    for path, auth, end in ((runner, RUNNER_AUTH, last), (chat, AUTH, last + 1)):
+    # Each API names the problem's member in its own casing.
+    for path, auth, end, last_id in (
+        (runner, RUNNER_AUTH, last, "last_id"),
+        (chat, AUTH, last + 1, "lastId"),
+    ):
         for answer in (
             await get(server, path, last_event_id=str(end), auth=auth),
             await get(server, path, cursor=str(end), auth=auth),
@@ -131,7 +135,7 @@ async def test_an_ended_stream_is_204_at_its_end_and_422_past_it(
         problem = refused(
             await get(server, path, last_event_id=str(end + 1), auth=auth), CURSOR_AHEAD
         )
-        assert problem["last_id"] == end
+        assert problem[last_id] == end
         # Last-Event-ID wins over ?cursor=: an EventSource's reconnect, its URL unchanged.
         resumed = await get(server, path, cursor="1", last_event_id=str(end - 1), auth=auth)
         assert resumed.status_code == 200
@@ -157,14 +161,14 @@ async def test_a_cursor_ahead_of_a_live_session_is_a_422_never_a_204(
         step = await reader.until(running_step)
         chat_id = msgspec.json.decode(start.data)["chatId"]
         session_id = response.headers["X-Session-Id"]
-        for path, auth in (
-            (f"/sessions/{session_id}/stream", RUNNER_AUTH),
-            (f"/api/assistant/chats/{chat_id}/stream", AUTH),
+        for path, auth, last_id in (
+            (f"/sessions/{session_id}/stream", RUNNER_AUTH, "last_id"),
+            (f"/api/assistant/chats/{chat_id}/stream", AUTH, "lastId"),
         ):
             for ahead in (int(step.id) + 1, int(step.id) + 2, MAX_CURSOR):
                 answer = await get(server, path, last_event_id=str(ahead), auth=auth)
                 problem = refused(answer, CURSOR_AHEAD)
-                assert problem["last_id"] >= int(step.id)
+                assert problem[last_id] >= int(step.id)
         async with server.client() as client:
             stopped = await client.post(
                 f"/api/assistant/chats/{chat_id}/interrupt", params={"workspaceId": WORKSPACE}

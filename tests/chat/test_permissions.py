@@ -194,6 +194,7 @@ async def test_unknown_requests_and_bad_replies_are_refused(server: ChatServer) 
         unknown = await _answer(server, chat_id, "perm_nosuchrequest", {"reply": "once"})
         assert unknown.status_code == 404
         assert unknown.json()["type"] == "urn:sandstream:problem:permission-not-found"
+        assert unknown.json()["requestId"] == "perm_nosuchrequest"  # the chat API's casing
         for bad in ({"reply": "sure"}, {}, {"reply": "once", "extra": 1}, ["once"]):
             refused = await _answer(server, chat_id, asked["id"], bad)
             assert refused.status_code == 422, bad

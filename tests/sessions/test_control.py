@@ -57,7 +57,9 @@ async def test_interrupt_mid_tool_ends_the_session_and_its_process_group(
         late = await client.post(f"/sessions/{session_id}/message", json={"text": "hello?"})
         assert late.status_code == 409
         assert late.headers["Content-Type"] == "application/problem+json"
-        assert late.json()["type"] == "urn:sandstream:problem:session-ended"
+        ended = late.json()
+        assert ended["type"] == "urn:sandstream:problem:session-ended"
+        assert (ended["state"], ended["last_chunk_id"]) == ("interrupted", status["last_chunk_id"])
     lines = parse_stream(b"".join((await read_all(server, session_id)).chunks))
     assert (lines[-1]["type"], lines[-1]["code"]) == ("error", "interrupted")
     steps = [(line["name"], line["status"]) for line in lines if line["type"] == "step"]

@@ -65,6 +65,7 @@ async def test_answers_reach_the_agent_in_order_and_the_first_wins(
         )
         assert unknown.status_code == 404
         assert unknown.json()["type"] == "urn:sandstream:problem:permission-not-found"
+        assert unknown.json()["request_id"] == "perm_x"  # the session API's casing
         for bad in (
             {"type": "permission", "id": first, "reply": "sure"},
             {"type": "permission", "id": first},
@@ -83,6 +84,7 @@ async def test_answers_reach_the_agent_in_order_and_the_first_wins(
         again = await _post(client, session_id, {**answer, "reply": "reject"})
         assert again.status_code == 409
         assert again.json()["type"] == "urn:sandstream:problem:permission-answered"
+        assert again.json()["request_id"] == first
         [_, second] = await _asked(session, 2)
         answer = {"type": "permission", "id": second, "reply": "reject"}
         assert (await _post(client, session_id, answer)).status_code == 200

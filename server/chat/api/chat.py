@@ -20,7 +20,7 @@ from sandstream.core import PermissionAnswer
 from sandstream.server.chat.model import ChatStreamRequest, StreamTokenError, now_ms
 from sandstream.server.chat.turns import StartedTurn
 from sandstream.server.http import check_bearer, int_query, invalid, json_response, read_json
-from sandstream.server.sessions import cursor_ahead, request_cursor
+from sandstream.server.sessions import CursorAheadError, request_cursor
 
 from .bodies import (
     CreateChatRequest,
@@ -124,7 +124,7 @@ async def join_stream(chat_id: str) -> Response:
         if position.ended and cursor == position.last + 1:  # it saw done: nothing left
             return Response(b"", status=204)
         if cursor > position.last:
-            return cursor_ahead(cursor, position.last + 1 if position.ended else position.last)
+            raise CursorAheadError(cursor, position.last + 1 if position.ended else position.last)
         if cursor == position.last and (
             done := await service.turns.done_after_terminal(turn, cursor)
         ):

@@ -330,7 +330,7 @@ class RemoteSession:
     async def send_message(self, text: str) -> None:
         response = await self._request("POST", "/message", json={"text": text})
         if response.status_code == 409:
-            raise SessionEndedError(f"session {self.id} has ended")
+            raise SessionEndedError(self.id)
         if response.status_code != 200:
             raise RemoteRunnerError(
                 f"the runner answered {response.status_code} to a message: {response.text[:200]}"
@@ -351,7 +351,7 @@ class RemoteSession:
         if response.status_code == 409 and refusal.type == PERMISSION_ANSWERED:
             raise PermissionAnsweredError(answer.id, refusal.reply)
         if response.status_code == 409:
-            raise SessionEndedError(f"session {self.id} has ended")
+            raise SessionEndedError(self.id)
         if response.status_code == 404:
             raise RunnerSessionGoneError(f"session {self.id}: the runner does not know it")
         raise RemoteRunnerError(
