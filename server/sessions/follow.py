@@ -6,13 +6,14 @@
     async for event in Follow(session, after=cursor, max_bytes=..., keepalive=15):
         ...
 
-A caught-up reader waits as every reader of the session's stream does
-(:mod:`sandstream.server.streams.follow`): with ``subscribe``, in the stream's live set,
-its :class:`~.session.LiveSubscriber` offered each run the stream publishes (writing,
-when woken for it, what its subscriber queued); else for the stream's next change. The
+It runs the loop every reader of a stream runs
+(:class:`sandstream.server.streams.Follower`), by cursor: caught up, with
+``subscribe``, it waits in the stream's live set, its
+:class:`~.session.LiveSubscriber` offered each run the stream publishes (writing, when
+woken for it, what its subscriber queued); else for the stream's next change. The
 caller must have written each event before asking for the next (the subscriber writes
 the same socket).
-Bad input: a cursor retention dropped raises :class:`~.session.CursorGoneError`.
+Bad input: a cursor retention dropped raises :class:`~.errors.CursorGoneError`.
 Cancellation: safe at any point; a live reader leaves the set, what its subscriber
 queued dropped.
 """
@@ -24,7 +25,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from sandstream.server.streams import LiveAppend, LiveReader, wait_live
+from sandstream.server.streams import Follower, LiveAppend, LiveReader, wait_live
 
 from .buffer import Run
 from .session import LiveSubscriber, Session
@@ -93,7 +94,7 @@ Subscribe: TypeAlias = Callable[[], AbstractAsyncContextManager[LiveSubscriber |
 normally writes what the subscriber queued; leaving it by an exception drops it."""
 
 
-class Follow:
+class Follow(Follower[ReadEvent]):
     """A reader of ``session`` from cursor ``after`` (see the module docstring)."""
 
     def __init__(
@@ -113,35 +114,31 @@ class Follow:
         self._subscribe = subscribe
         self._announced = False
 
-    def __aiter__(self) -> Follow:
-        return self
-
-    async def __anext__(self) -> ReadEvent:
+    async def _read(self) -> Chunks | None:
         session = self.session
-        while True:
-            runs = await session.read_runs(self.cursor, self._max_bytes)
-            if runs:
-                self.cursor = runs[-1].last
-                caught_up = self.cursor == session.last_cursor and not session.ended
-                self._announced = caught_up
-                return Chunks(runs, caught_up)
-            if session.ended:
-                raise StopAsyncIteration
-            if not self._announced:
-                self._announced = True
-                return CaughtUp(self.cursor)
-            woken = None if self._subscribe is None else await self._wait_live(self._subscribe)
-            if woken is None:
-                woken = await session.wait_beyond(self.cursor, self._keepalive)
-            if not woken:
-                return KeepAlive()
+        runs = await session.read_runs(self.cursor, self._max_bytes)
+        if not runs:
+            return None
+        self.cursor = runs[-1].last
+        caught_up = self.cursor == session.last_cursor and not session.ended
+        self._announced = caught_up
+        return Chunks(runs, caught_up)
 
-    async def _wait_live(self, subscribe: Subscribe) -> bool | None:
-        """Wait in the session's stream's live set: True when taken out of the set,
-        False after ``keepalive`` seconds with nothing offered, ``None`` if the reader
-        cannot be live."""
+    def _ended(self) -> bool:
+        return self.session.ended
+
+    def _caught_up(self) -> CaughtUp | None:
+        if self._announced:
+            return None
+        self._announced = True
+        return CaughtUp(self.cursor)
+
+    async def _wait_live(self) -> bool | None:
+        """In the session's stream's live set with a subscriber, if one opens."""
+        if self._subscribe is None:
+            return None
         session = self.session
-        async with subscribe() as subscriber:
+        async with self._subscribe() as subscriber:
             if subscriber is None:
                 return None
             if self.cursor != session.last_cursor or session.ended:
@@ -158,6 +155,12 @@ class Follow:
                 )
             finally:
                 self.cursor = offers.cursor
+
+    async def _wait_changed(self) -> bool:
+        return await self.session.wait_beyond(self.cursor, self._keepalive)
+
+    def _timed_out(self) -> KeepAlive:
+        return KeepAlive()
 
 
 class _RunOffers:

@@ -25,7 +25,7 @@ from .errors import (
     StreamNotFoundError,
     StreamStoreFailedError,
 )
-from .follow import wait_changed, wait_live
+from .follow import Follower, wait_changed, wait_live
 from .live import LiveAppend, LiveReader
 from .records import Record
 from .routes import STREAM_PREFIX, Streams, get_streams, install_streams
@@ -37,6 +37,7 @@ __all__ = [
     "STREAM_PREFIX",
     "Appended",
     "Chunk",
+    "Follower",
     "InvalidStreamRequestError",
     "LiveAppend",
     "LiveReader",

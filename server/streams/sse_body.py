@@ -24,7 +24,7 @@ import trio
 from sandstream.server.http import RunFraming, live_connection
 
 from .cursors import interval_cursor, response_cursor
-from .follow import wait_beyond, wait_live
+from .follow import Follower, wait_beyond, wait_live
 from .live import LiveAppend, LiveReader
 from .offsets import format_offset
 from .settings import StreamSettings
@@ -42,7 +42,7 @@ _LIVE: Final[dict[SseEncoding, RunFraming[LiveAppend]]] = {
 """The live writes of each encoding: an append's events, framed once for all its readers."""
 
 
-class SSEBody:
+class SSEBody(Follower[bytes]):
     """The events of one ``live=sse`` reader of ``stream`` from ``position`` (an async
     iterator of bytes; see the module docstring). ``cursor``: the one the request
     echoed; ``scope``: its ASGI scope (where the fan-out finds the socket)."""
@@ -68,31 +68,29 @@ class SSEBody:
         self._sent_control = False
         self._done = False
 
-    def __aiter__(self) -> SSEBody:
-        return self
-
-    async def __anext__(self) -> bytes:
+    async def _read(self) -> bytes | None:
         stream = self._stream
-        while not self._done:
-            if stream.removed or stream.deleted:
-                break
-            if self._position < stream.tail:
-                chunk = await self._store.read(stream, self._position, self._read_bytes)
-                self._position = chunk.next
-                return data_event(chunk.payload, self._encoding) + self._control()
-            if stream.closed or not self._sent_control:
-                return self._control()
-            woken = await self._wait_live()
-            if woken is None:
-                woken = await wait_beyond(stream, self._position, self._deadline)
-            if not woken:
-                break
-        raise StopAsyncIteration
+        if self._ended() or self._position >= stream.tail:
+            return None
+        chunk = await self._store.read(stream, self._position, self._read_bytes)
+        self._position = chunk.next
+        return data_event(chunk.payload, self._encoding) + self._control()
+
+    def _ended(self) -> bool:
+        return self._done or self._stream.removed or self._stream.deleted
+
+    def _caught_up(self) -> bytes | None:
+        """The control event at the tail: the first, and the one saying it closed."""
+        return self._control() if self._stream.closed or not self._sent_control else None
+
+    async def _wait_changed(self) -> bool:
+        return await wait_beyond(self._stream, self._position, self._deadline)
+
+    def _timed_out(self) -> None:
+        """At the reconnect interval the response ends (the client reconnects)."""
 
     async def _wait_live(self) -> bool | None:
-        """Wait in the stream's live set (:func:`.follow.wait_live`): True when taken
-        out of the set, False at the deadline, ``None`` if the reader cannot be live
-        (not HTTP/1.1 under Hypercorn)."""
+        """In the live set, unless the reader is not HTTP/1.1 under Hypercorn."""
         async with live_connection(self._scope, _LIVE[self._encoding]) as connection:
             if connection is None:
                 return None
