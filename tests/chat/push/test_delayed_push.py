@@ -16,8 +16,6 @@ import pytest
 import trio
 
 from sandstream.server.chat.push.notification import web_push_topic
-from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.push.webpush import VapidKey
 from tests.chat.harness import (
     WORKSPACE,
     ChatServer,
@@ -27,6 +25,7 @@ from tests.chat.harness import (
     start_chat_server,
 )
 from tests.chat.push.devices import payloads, pushes_ended, subscribe, unwatched_turn
+from tests.chat.push.pushing import push_settings
 from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
@@ -46,14 +45,7 @@ async def api(server: ChatServer) -> AsyncIterator[httpx.AsyncClient]:
 async def server(
     nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
 ) -> ChatServer:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file,
-        delay=DELAY,
-        poll_interval=0.05,
-        allow_hosts=frozenset({push_service.host}),
-    )
+    settings = push_settings(tmp_path, push_service, delay=DELAY, poll_interval=0.05)
     return await start_chat_server(
         nursery,
         tmp_path / "data",

@@ -17,12 +17,11 @@ import trio
 
 from sandstream.server.chat.model.ids import now_ms
 from sandstream.server.chat.model.records import PushSubscription
-from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.push.webpush import VapidKey
 from sandstream.server.chat.store.sql.push import record_turn_push
 from tests.chat.harness import WORKSPACE, ChatServer, plans, sleeping, start_chat_server
 from tests.chat.push.devices import pushes_ended, subscribe
 from tests.chat.push.inner_hosts import AUTH, P256DH, Listener, tricks
+from tests.chat.push.pushing import push_settings
 from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
@@ -32,14 +31,7 @@ pytestmark = pytest.mark.usefixtures("chat_database")
 async def server(
     nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
 ) -> ChatServer:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file,
-        delay=0.0,
-        poll_interval=0.05,
-        allow_hosts=frozenset({push_service.host}),
-    )
+    settings = push_settings(tmp_path, push_service, poll_interval=0.05)
     return await start_chat_server(
         nursery, tmp_path / "data", agent=plans(slow=sleeping(0.5)), push=settings
     )

@@ -8,7 +8,6 @@ whichever replica tries again, and given up after its attempts, with a log line.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,18 +23,13 @@ from sandstream.server.chat.push.outbox import PushOutbox
 from sandstream.server.chat.push.retry import RetryPolicy
 from sandstream.server.chat.push.senders import PushSenders
 from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.push.webpush import VapidKey
 from sandstream.server.chat.store.sql import SqlChatStore
-from sandstream.server.chat.store.sql.push import record_turn_push
 from tests.chat.databases import open_store
+from tests.chat.push.pushing import WORKSPACE, push_settings, register, turn_ended
 from tests.support.apns_fcm_services import start_fcm_server
-from tests.support.push_services import Browser, LoopbackPushService
+from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
-
-WORKSPACE = "ws_push"
-LOOPBACK = frozenset({"127.0.0.1"})
-"""The allow-list entry that lets the loopback push service through."""
 
 
 @pytest.fixture
@@ -51,45 +45,9 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlChatStore]:
 async def senders(
     tmp_path: Path, push_service: LoopbackPushService
 ) -> AsyncIterator[tuple[PushSettings, PushSenders]]:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file, delay=0.0, poll_interval=0.01, allow_hosts=LOOPBACK
-    )
+    settings = push_settings(tmp_path, push_service)
     async with PushSenders.open(settings) as opened:
         yield settings, opened
-
-
-async def register(
-    store: SqlChatStore, push_service: LoopbackPushService, senders: PushSenders
-) -> Browser:
-    browser = push_service.subscribe(senders.vapid_public_key)
-    subscription = browser.subscription
-    await store.add_push_subscription(
-        PushSubscription(
-            id=f"dev_{subscription.endpoint.rsplit('/', 1)[1]}",
-            workspace_id=WORKSPACE,
-            kind="webpush",
-            address=subscription.endpoint,
-            p256dh=subscription.p256dh,
-            auth=subscription.auth,
-            created_at=now_ms(),
-        )
-    )
-    return browser
-
-
-async def turn_ended(store: SqlChatStore, count: int) -> None:
-    """``count`` chats whose turn ended: their alerts wait in the store."""
-    for n in range(count):
-        chat = await store.create_chat(
-            workspace_id=WORKSPACE, workflow_id=None, title=f"task {n}", now=now_ms()
-        )
-        await store.db.write(
-            functools.partial(
-                record_turn_push, chat_id=chat.id, turn_id=None, status="complete", now=now_ms()
-            )
-        )
 
 
 async def push_rows(store: SqlChatStore) -> list[dict[str, Any]]:
@@ -192,12 +150,8 @@ async def test_a_replica_cancelled_while_it_sends_releases_the_push_and_never_re
 async def test_a_push_whose_answer_never_came_is_not_sent_again(
     store: SqlChatStore, push_service: LoopbackPushService, tmp_path: Path
 ) -> None:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
     # a send's retries: within half a second, then its request is cut
-    settings = PushSettings(
-        vapid_key_file=key_file, delay=0.0, claim_lease=1.5, allow_hosts=LOOPBACK
-    )
+    settings = push_settings(tmp_path, push_service, claim_lease=1.5)
     async with PushSenders.open(settings) as opened:
         phone = await register(store, push_service, opened)
         laptop = await register(store, push_service, opened)
@@ -216,13 +170,9 @@ async def test_a_push_whose_answer_never_came_is_not_sent_again(
 async def test_a_push_a_service_could_not_take_is_sent_later_once(
     store: SqlChatStore, push_service: LoopbackPushService, tmp_path: Path
 ) -> None:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file,
-        allow_hosts=LOOPBACK,
-        delay=0.0,
-        poll_interval=0.01,
+    settings = push_settings(
+        tmp_path,
+        push_service,
         claim_lease=3.0,  # a send's retries: within a second
         later=RetryPolicy(attempts=5, first_delay=0.05, max_delay=0.1, total=60.0),
     )
@@ -259,13 +209,9 @@ async def test_a_push_that_never_gets_through_is_given_up_with_a_log_line(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file,
-        allow_hosts=LOOPBACK,
-        delay=0.0,
-        poll_interval=0.01,
+    settings = push_settings(
+        tmp_path,
+        push_service,
         claim_lease=1.5,
         later=RetryPolicy(attempts=3, first_delay=0.05, max_delay=0.1, total=60.0),
     )

@@ -20,7 +20,6 @@ from benchmarks.support.runner_process import start_runner_process
 from sandstream.core.schemas import ScriptedAgent, ScriptedStep
 from sandstream.core.sse_parser import ServerSentEvent
 from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.push.webpush import VapidKey
 from sandstream.server.chat.store.sql import SqlChatStore
 from tests.chat.harness import (
     DEADLINE,
@@ -32,6 +31,7 @@ from tests.chat.harness import (
     start_chat_server,
 )
 from tests.chat.push.devices import left_turn, pushes_ended, received, subscribe
+from tests.chat.push.pushing import push_settings
 from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
@@ -51,15 +51,8 @@ AGENT = plans(
 )
 
 
-def push_settings(tmp_path: Path, push_service: LoopbackPushService) -> PushSettings:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    return PushSettings(
-        vapid_key_file=key_file,
-        delay=DELAY,
-        poll_interval=0.05,
-        allow_hosts=frozenset({push_service.host}),
-    )
+def _settings(tmp_path: Path, push_service: LoopbackPushService) -> PushSettings:
+    return push_settings(tmp_path, push_service, delay=DELAY, poll_interval=0.05)
 
 
 @pytest.fixture
@@ -67,7 +60,7 @@ async def server(
     nursery: trio.Nursery, tmp_path: Path, push_service: LoopbackPushService
 ) -> ChatServer:
     return await start_chat_server(
-        nursery, tmp_path / "data", agent=AGENT, push=push_settings(tmp_path, push_service)
+        nursery, tmp_path / "data", agent=AGENT, push=_settings(tmp_path, push_service)
     )
 
 
@@ -171,7 +164,7 @@ async def test_on_a_remote_runner_a_question_nobody_saw_pushes_too(
         embedded=False,
         sandbox_url=runner.url,
         agent=AGENT,
-        push=push_settings(tmp_path, push_service),
+        push=_settings(tmp_path, push_service),
     )
     await _a_question_nobody_saw(server, push_service)
 

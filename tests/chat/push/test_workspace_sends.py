@@ -7,7 +7,6 @@ answer only once the other workspace's device has its push."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,16 +14,12 @@ import pytest
 import trio
 
 from sandstream.server.chat.credentials.stream_tokens import StreamTokens
-from sandstream.server.chat.model.ids import now_ms
-from sandstream.server.chat.model.records import PushSubscription
 from sandstream.server.chat.push.outbox import PushOutbox
 from sandstream.server.chat.push.senders import PushSenders
-from sandstream.server.chat.push.settings import PushSettings
-from sandstream.server.chat.push.webpush import VapidKey
 from sandstream.server.chat.store.sql import SqlChatStore
-from sandstream.server.chat.store.sql.push import record_turn_push
 from tests.chat.databases import open_store
-from tests.support.push_services import Browser, LoopbackPushService
+from tests.chat.push.pushing import push_settings, register, turn_ended
+from tests.support.push_services import LoopbackPushService
 
 pytestmark = pytest.mark.usefixtures("chat_database")
 
@@ -40,62 +35,29 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlChatStore]:
         await opened.close()
 
 
-async def _register(
-    store: SqlChatStore, push_service: LoopbackPushService, senders: PushSenders, workspace: str
-) -> Browser:
-    browser = push_service.subscribe(senders.vapid_public_key)
-    subscription = browser.subscription
-    await store.add_push_subscription(
-        PushSubscription(
-            id=f"dev_{subscription.endpoint.rsplit('/', 1)[1]}",
-            workspace_id=workspace,
-            kind="webpush",
-            address=subscription.endpoint,
-            p256dh=subscription.p256dh,
-            auth=subscription.auth,
-            created_at=now_ms(),
-        )
-    )
-    return browser
-
-
-async def _turn_ended(store: SqlChatStore, workspace: str) -> None:
-    chat = await store.create_chat(
-        workspace_id=workspace, workflow_id=None, title="task", now=now_ms()
-    )
-    ended = functools.partial(
-        record_turn_push, chat_id=chat.id, turn_id=None, status="complete", now=now_ms()
-    )
-    await store.db.write(ended)
-
-
 async def test_a_slow_workspace_never_holds_up_another_workspaces_alert(
     store: SqlChatStore, push_service: LoopbackPushService, tmp_path: Path
 ) -> None:
-    key_file = tmp_path / "vapid.pem"
-    key_file.write_bytes(VapidKey.generate().private_pem())
-    settings = PushSettings(
-        vapid_key_file=key_file,
-        delay=0.0,
-        poll_interval=0.01,
+    settings = push_settings(
+        tmp_path,
+        push_service,
         claim_lease=600.0,  # a held send would wait minutes before its retries give up
         workspace_sends=2,
-        allow_hosts=frozenset({push_service.host}),
     )
     released = trio.Event()
     async with PushSenders.open(settings) as senders:
-        slow = [await _register(store, push_service, senders, "ws_slow") for _ in range(6)]
-        fast = await _register(store, push_service, senders, "ws_fast")
+        slow = [await register(store, push_service, senders, "ws_slow") for _ in range(6)]
+        fast = await register(store, push_service, senders, "ws_fast")
         held = [push_service.hold(browser, until=released) for browser in slow]
         outbox = PushOutbox(store, settings, senders, StreamTokens("token"), owner="a")
         async with trio.open_nursery() as nursery:
             await nursery.start(outbox.run)
-            await _turn_ended(store, "ws_slow")
+            await turn_ended(store, workspace="ws_slow")
             with trio.fail_after(DEADLINE):
                 while sum(event.is_set() for event in held) < settings.workspace_sends:
                     await trio.sleep(0.01)
                 # the slow workspace's sends fill its bound and wait; now the other's alert
-                await _turn_ended(store, "ws_fast")
+                await turn_ended(store, workspace="ws_fast")
                 while not push_service.delivered_to(fast):
                     await trio.sleep(0.01)
             assert not released.is_set()
