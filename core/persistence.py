@@ -27,6 +27,7 @@ from .envelope import (
     PermissionStatus,
     StepStatus,
 )
+from .model_usage import Usage
 from .schemas import ChatTurn
 from .turn import PermissionRow, StepRow, Turn
 
@@ -193,13 +194,13 @@ class MessageUsage(msgspec.Struct, rename="camel", omit_defaults=True):
     model_calls: int = 0
 
     @property
-    def total(self) -> int:
-        """Every token counted: input (uncached, cached, written to cache) and output."""
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cached_input_tokens
-            + self.cache_write_tokens
+    def tokens(self) -> Usage:
+        """The token counts alone (their :attr:`~.model_usage.Usage.total`, their sums)."""
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.cached_input_tokens,
+            self.cache_write_tokens,
         )
 
 

@@ -39,7 +39,13 @@ from benchmarks.support.model_server import ModelServer
 from benchmarks.support.ports import free_port
 from benchmarks.support.server_process import ServerProcess
 from benchmarks.support.servers import http1_client
-from sandstream.core import StreamProcessor, Turn
+from sandstream.core import (
+    DEFAULT_MAX_LINE_BYTES,
+    DEFAULT_MAX_STEP_BYTES,
+    DEFAULT_MAX_STEPS,
+    StreamProcessor,
+    Turn,
+)
 from sandstream.core.agents_dir import AGENTS_DIR_ENV, default_agents_dir
 from sandstream.core.envelope import LIVE_EXTENSION, USAGE_EXTENSION
 from sandstream.core.persistence import PersistedFileAttachment, PersistedMessage, assistant_message
@@ -57,6 +63,7 @@ from sandstream.server.chat import (
     ChatService,
     ChatSettings,
     SqlChatStore,
+    fold_chunks,
     serve_chat,
 )
 from sandstream.server.chat.credentials.one_time import mint_tokens
@@ -187,12 +194,18 @@ EXTENSIONS: Final = (LIVE_EXTENSION, USAGE_EXTENSION)
 """The extensions the chat asks for, so its events' lines fold as it folds them."""
 
 
-def fold(events: list[ServerSentEvent]) -> Turn:
-    """Feed the envelope events' data through a fresh core processor."""
+def _fed(events: list[ServerSentEvent]) -> StreamProcessor:
+    """A fresh core processor fed the envelope events' data."""
     processor = StreamProcessor("ndjson", extensions=EXTENSIONS)
     for event in events:
         if event.event in LIVE_EVENTS:
             processor.feed(event.data.encode() + b"\n")
+    return processor
+
+
+def fold(events: list[ServerSentEvent]) -> Turn:
+    """Feed the envelope events' data through a fresh core processor."""
+    processor = _fed(events)
     processor.close()
     return processor.turn
 
@@ -202,10 +215,7 @@ def persisted_form(
 ) -> dict[str, Any]:
     """The assistant message the live ``events`` fold to, with ``stored``'s id, time and
     attachments (the stream does not carry those), as plain JSON."""
-    processor = StreamProcessor("ndjson", extensions=EXTENSIONS)
-    for event in events:
-        if event.event in LIVE_EVENTS:
-            processor.feed(event.data.encode() + b"\n")
+    processor = _fed(events)
     if cancelled:
         processor.cancel("the client disconnected")
     else:
@@ -596,6 +606,19 @@ async def runner_output(runner_url: str, session_id: str) -> list[bytes]:
     with trio.fail_after(DEADLINE):
         await RemoteSource(runner_url, RUNNER_TOKEN).follow(session_id, 0, deliver)
     return chunks
+
+
+def output_message(output: list[bytes], stored: PersistedMessage) -> PersistedMessage:
+    """The assistant message a session's whole ``output`` folds to, with ``stored``'s
+    id and time, at the default limits: what the chat should have stored."""
+    return fold_chunks(
+        output,
+        message_id=stored.id,
+        created_at=stored.created_at,
+        max_steps=DEFAULT_MAX_STEPS,
+        max_step_bytes=DEFAULT_MAX_STEP_BYTES,
+        max_line_bytes=DEFAULT_MAX_LINE_BYTES,
+    )
 
 
 async def runner_position(runner_url: str, session_id: str) -> int:

@@ -25,8 +25,6 @@ from benchmarks.support.ports import free_port
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
 from benchmarks.support.redis_server import open_redis_server
 from benchmarks.support.runner_process import start_runner_process
-from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.chat import fold_chunks
 from sandstream.server.chat.store import PostgresChatStore
 from tests.chat.harness import (
     DEADLINE,
@@ -35,6 +33,7 @@ from tests.chat.harness import (
     EventReader,
     ServeProcess,
     descendants,
+    output_message,
     runner_output,
     running_step,
     settled_assistant,
@@ -88,19 +87,6 @@ async def _until_ready(replicas: list[ServeProcess], part: str, ready: bool) -> 
                 if body["checks"][part]["ok"] is ready and (status == 200) is ready:
                     break
                 await trio.sleep(0.1)
-
-
-def _expected(output: list[bytes], message: Any) -> bytes:
-    return msgspec.json.encode(
-        fold_chunks(
-            output,
-            message_id=message.id,
-            created_at=message.created_at,
-            max_steps=DEFAULT_MAX_STEPS,
-            max_step_bytes=DEFAULT_MAX_STEP_BYTES,
-            max_line_bytes=DEFAULT_MAX_LINE_BYTES,
-        )
-    )
 
 
 async def test_outages_are_waited_out_and_a_lost_runner_frees_its_chat(
@@ -159,7 +145,9 @@ async def test_outages_are_waited_out_and_a_lost_runner_frees_its_chat(
                 message = await settled_assistant(store, turn_start)
                 output = await runner_output(runner.url, turn_start["sessionId"])
                 stored = msgspec.structs.replace(message, file_attachments=[])
-                assert msgspec.json.encode(stored) == _expected(output, message)
+                assert msgspec.json.encode(stored) == msgspec.json.encode(
+                    output_message(output, message)
+                )
                 assert message.status == "complete"
                 messages = await store.get_messages(WORKSPACE, turn_start["chatId"])
                 assert [m.role for m in messages] == ["user", "assistant"]  # stored once

@@ -21,8 +21,7 @@ import trio
 
 from benchmarks.support.redis_server import RedisServer, open_redis_server
 from benchmarks.support.runner_process import start_runner_process
-from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.chat import SqlChatStore, fold_chunks
+from sandstream.server.chat import SqlChatStore
 from sandstream.server.chat.mover.lease import redis_keys
 from sandstream.server.chat.mover.redis_client import open_redis
 from tests.chat.databases import open_store
@@ -33,6 +32,7 @@ from tests.chat.harness import (
     EventReader,
     ServeProcess,
     lease_holder,
+    output_message,
     runner_output,
     runner_position,
     running_step,
@@ -125,14 +125,7 @@ async def _assert_stored_equals_the_session(
     output = await runner_output(runner_url, session_id)
     # Every chunk copied once, in order (none lost, none twice), or none at all.
     assert await store.moved_chunks.read(session_id) == (output if kept else [])
-    expected = fold_chunks(
-        output,
-        message_id=message.id,
-        created_at=message.created_at,
-        max_steps=DEFAULT_MAX_STEPS,
-        max_step_bytes=DEFAULT_MAX_STEP_BYTES,
-        max_line_bytes=DEFAULT_MAX_LINE_BYTES,
-    )
+    expected = output_message(output, message)
     assert msgspec.json.encode(message) == msgspec.json.encode(expected)
     assert message.status == "complete"
     text = b"".join(output).decode()

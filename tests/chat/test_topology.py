@@ -23,8 +23,6 @@ from playwright.sync_api import sync_playwright
 
 from benchmarks.support.redis_server import open_redis_server
 from benchmarks.support.runner_process import start_runner_process
-from sandstream.core import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STEP_BYTES, DEFAULT_MAX_STEPS
-from sandstream.server.chat import fold_chunks
 from sandstream.server.chat.store.sql import PostgresChatStore, SQLiteChatStore
 from tests.chat.databases import ChatDatabases
 from tests.chat.harness import (
@@ -33,6 +31,7 @@ from tests.chat.harness import (
     WORKSPACE,
     EventReader,
     lease_holder,
+    output_message,
     runner_output,
     runner_position,
     running_step,
@@ -160,14 +159,7 @@ async def _run_the_topology(
             assert await store.moved_chunks.read(session_id) == []  # no copy of them
             assert at_the_kill < len(output)
             assert await store.moved_chunks.generation(session_id) >= 2
-            expected = fold_chunks(
-                output,
-                message_id=message.id,
-                created_at=message.created_at,
-                max_steps=DEFAULT_MAX_STEPS,
-                max_step_bytes=DEFAULT_MAX_STEP_BYTES,
-                max_line_bytes=DEFAULT_MAX_LINE_BYTES,
-            )
+            expected = output_message(output, message)
             # The fold of the whole output, with the written file attached.
             assert [f.name for f in message.file_attachments] == ["report.md"]
             stored = msgspec.structs.replace(message, file_attachments=[])

@@ -187,7 +187,7 @@ class ChatTurns:
         if daily is None:
             return turn
         now = now_ms()
-        used = (await self.store.workspace_usage(workspace_id, utc_day(now))).total
+        used = (await self.store.workspace_usage(workspace_id, utc_day(now))).tokens.total
         left = daily - used
         if left <= 0:
             until_tomorrow = DAY_MS - now % DAY_MS
