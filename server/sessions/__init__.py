@@ -4,7 +4,7 @@
 :class:`SessionBuffer` (:mod:`.buffer`: chunks by cursor, each session's stored once in
 its Durable Stream at ``/v1/stream/sessions/{id}``; :class:`SessionRuns` lets another
 role copy them), :class:`Session` (:mod:`.session`: state, reads,
-message, interrupt, runs offered to :class:`LiveSubscriber`; the sessions never write a
+message, interrupt, runs offered to live subscribers; the sessions never write a
 socket), :class:`Follow` (:mod:`.follow`: one reader), and ``/sessions``
 (:mod:`.routes`, framed by :mod:`.wire`; where a reader resumes: :mod:`.resume`, which
 the chat's streams share); their metrics: :class:`SessionsCollector` (:mod:`.metrics`,
@@ -31,7 +31,7 @@ from .follow import CaughtUp, Chunks, Follow, KeepAlive, Subscribe
 from .metrics import SessionsCollector
 from .resume import request_cursor
 from .routes import get_sessions, install_sessions
-from .session import LiveSubscriber, Session, SessionStatus
+from .session import Session, SessionStatus
 from .settings import SessionSettings
 from .supervisor import RUNNER_LOST, SessionService, terminal_state
 
@@ -51,7 +51,6 @@ __all__ = [
     "Follow",
     "InvalidCursorError",
     "KeepAlive",
-    "LiveSubscriber",
     "PermissionAnsweredError",
     "PermissionNotFoundError",
     "Run",

@@ -8,11 +8,11 @@
 
 It runs the loop every reader of a stream runs
 (:class:`sandstream.server.streams.Follower`), by cursor: caught up, with
-``subscribe``, it waits in the stream's live set, its
-:class:`~.session.LiveSubscriber` offered each run the stream publishes (writing, when
-woken for it, what its subscriber queued); else for the stream's next change. The
-caller must have written each event before asking for the next (the subscriber writes
-the same socket).
+``subscribe``, it waits in the stream's live set, its subscriber
+(:class:`~sandstream.server.streams.LiveSubscriber`) offered each run the stream
+publishes (writing, when woken for it, what its subscriber queued); else for the
+stream's next change. The caller must have written each event before asking for the
+next (the subscriber writes the same socket).
 Bad input: a cursor retention dropped raises :class:`~.errors.CursorGoneError`.
 Cancellation: safe at any point; a live reader leaves the set, what its subscriber
 queued dropped.
@@ -25,10 +25,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from sandstream.server.streams import Follower, LiveAppend, LiveReader, wait_live
+from sandstream.server.streams import (
+    Follower,
+    LiveAppend,
+    LiveReader,
+    LiveSubscriber,
+    wait_live,
+)
 
 from .buffer import Run
-from .session import LiveSubscriber, Session
+from .session import Session
 
 if TYPE_CHECKING:
     from sandstream.server.http import Offered
@@ -88,10 +94,11 @@ class KeepAlive:
 ReadEvent = Chunks | CaughtUp | KeepAlive
 
 
-Subscribe: TypeAlias = Callable[[], AbstractAsyncContextManager[LiveSubscriber | None]]
-"""Opens a :class:`~.session.LiveSubscriber` for one wait of a caught-up reader
-(``None``: the reader cannot be live now; it waits as usual). Leaving the context
-normally writes what the subscriber queued; leaving it by an exception drops it."""
+Subscribe: TypeAlias = Callable[[], AbstractAsyncContextManager[LiveSubscriber[Run] | None]]
+"""Opens a subscriber of runs (:class:`~sandstream.server.streams.LiveSubscriber`) for
+one wait of a caught-up reader (``None``: the reader cannot be live now; it waits as
+usual). Leaving the context normally writes what the subscriber queued; leaving it by
+an exception drops it."""
 
 
 class Follow(Follower[ReadEvent]):
@@ -170,7 +177,7 @@ class _RunOffers:
 
     __slots__ = ("_session", "_subscriber", "cursor")
 
-    def __init__(self, session: Session, subscriber: LiveSubscriber, cursor: int) -> None:
+    def __init__(self, session: Session, subscriber: LiveSubscriber[Run], cursor: int) -> None:
         self._session = session
         self._subscriber = subscriber
         self.cursor = cursor

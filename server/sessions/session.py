@@ -22,7 +22,7 @@ import functools
 import secrets
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import trio
@@ -41,10 +41,9 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from sandstream.server.http import Offered
+    pass
 
 __all__ = [
-    "LiveSubscriber",
     "Session",
     "SessionStatus",
     "new_session_id",
@@ -67,27 +66,6 @@ def new_session_id() -> str:
 def now_ms() -> int:
     """Wall-clock time as Unix epoch milliseconds."""
     return time.time_ns() // 1_000_000
-
-
-class LiveSubscriber(Protocol):
-    """How a caught-up reader takes the session's new runs without its task waking
-    (see the module docstring)."""
-
-    def offer(self, run: Run) -> Offered:
-        """Take ``run``, the newest stored, at once (never blocks, never raises):
-        ``"taken"``; ``"queued"``, for the reader's task to write (it is woken, and
-        stays live); ``"refused"``, the reader must read on by itself (it leaves the
-        live set holding ``run``, and is offered nothing more)."""
-        ...
-
-    @property
-    def queued(self) -> int:
-        """Bytes it was offered and has not written yet."""
-        ...
-
-    async def write_backlog(self) -> None:
-        """Write what it queued, in the reader's task (see :meth:`offer`)."""
-        ...
 
 
 class SessionStatus(msgspec.Struct, frozen=True):

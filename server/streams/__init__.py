@@ -26,7 +26,7 @@ from .errors import (
     StreamStoreFailedError,
 )
 from .follow import Follower, wait_changed, wait_live
-from .live import LiveAppend, LiveReader
+from .live import LiveAppend, LiveReader, LiveSubscriber
 from .records import Record
 from .routes import STREAM_PREFIX, Streams, get_streams, install_streams
 from .settings import StreamSettings
@@ -41,6 +41,7 @@ __all__ = [
     "InvalidStreamRequestError",
     "LiveAppend",
     "LiveReader",
+    "LiveSubscriber",
     "ProducerSequenceGapError",
     "Record",
     "StaleProducerEpochError",

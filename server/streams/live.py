@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
@@ -44,14 +44,18 @@ class LiveAppend:
     cursor: int
 
 
-class LiveSubscriber(Protocol):
-    """How a caught-up reader takes a stream's appends without its task waking."""
+Item = TypeVar("Item", contravariant=True)
 
-    def offer(self, append: LiveAppend) -> Offered:
-        """Take ``append`` at once (never blocks, never raises): ``"taken"``;
+
+class LiveSubscriber(Protocol[Item]):
+    """How a caught-up reader takes what is published without its task waking: a
+    stream's reader each :class:`LiveAppend`, a session's reader each of its runs."""
+
+    def offer(self, item: Item) -> Offered:
+        """Take ``item`` at once (never blocks, never raises): ``"taken"``;
         ``"queued"``, for the reader's task to write (it is woken, and stays in the
         set); ``"refused"``, the reader must read on by itself (it leaves the live set
-        holding ``append``, and is offered nothing more)."""
+        holding ``item``, and is offered nothing more)."""
         ...
 
     @property
@@ -76,7 +80,7 @@ class LiveReader:
 
     __slots__ = ("cursor", "joined_at", "left", "position", "subscriber", "woken")
 
-    def __init__(self, subscriber: LiveSubscriber, position: int, cursor: int) -> None:
+    def __init__(self, subscriber: LiveSubscriber[LiveAppend], position: int, cursor: int) -> None:
         self.subscriber = subscriber
         self.position = position
         self.cursor = cursor

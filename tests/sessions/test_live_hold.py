@@ -17,7 +17,8 @@ import trio.testing
 from sandstream.server.http.fanout import Offered
 from sandstream.server.sessions import CaughtUp, Chunks, Follow, Run
 from sandstream.server.sessions.counts import SessionCounts
-from sandstream.server.sessions.session import LIVE_LAG_BYTES, LiveSubscriber, Session
+from sandstream.server.sessions.session import LIVE_LAG_BYTES, Session
+from sandstream.server.streams import LiveSubscriber
 from tests.support.streams import open_buffer
 
 LINE = b"x" * 1023 + b"\n"
@@ -61,7 +62,7 @@ async def session(tmp_path: Path) -> AsyncIterator[Session]:
 
 def _follow(session: Session, client: _SlowClient) -> Follow:
     @asynccontextmanager
-    async def subscribe() -> AsyncIterator[LiveSubscriber | None]:
+    async def subscribe() -> AsyncIterator[LiveSubscriber[Run] | None]:
         yield client
 
     return Follow(
