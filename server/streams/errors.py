@@ -125,7 +125,8 @@ class ProducerSequenceGapError(StreamConflictError):
 
 
 class StreamStoreFailedError(StreamError, ProblemError):
-    """The store could not write to disk and stopped taking writes (503)."""
+    """The disk refused what a request needed (a write, a read, a new stream's files),
+    or the store is closed (503): nothing of it was stored; the next request tries again."""
 
     status: ClassVar[int] = 503
     type: ClassVar[str] = PROBLEM_TYPE + "store-failed"

@@ -7,8 +7,13 @@ worker threads, never on the event loop. One thread writes a log at a time (the
 committer's); readers may read what was written concurrently.
 
 At open, :meth:`SegmentLog.recover` scans the last segment from the last checkpoint to
-its end and truncates a torn last record. A read from a position that is not a record
-boundary raises :class:`InvalidStreamRequestError`; one below the first segment,
+its end and truncates a torn last record. A write the disk refuses (or a sync, through
+:meth:`SegmentLog.cut_back`) is cut back to the end before it, so the log holds only
+whole records it reported written; one that cannot be cut back leaves the log
+:attr:`~SegmentLog.broken` (recovery at the next start cuts it). The append file is
+open only between :meth:`~SegmentLog.write` and :meth:`~SegmentLog.close`; a read opens
+its segment for itself. A read from a position that is not a record boundary raises
+:class:`InvalidStreamRequestError`; one below the first segment,
 :class:`StreamGoneError`. :class:`OSError` propagates.
 """
 
@@ -56,6 +61,8 @@ class SegmentLog:
         self._segment_bytes = segment_bytes
         self._fd: int | None = None
         self._needs_directory_sync = False
+        self.broken: OSError | None = None
+        """Why the log could not be cut back after a failed write: it takes no more."""
 
     # -- opening -------------------------------------------------------------------
 
@@ -95,13 +102,30 @@ class SegmentLog:
     # -- writing -------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
-        """Append whole records ``data`` (not yet durable: see :meth:`sync`)."""
+        """Append whole records ``data`` (not yet durable: see :meth:`sync`). Raises
+        the :class:`OSError` of a write the disk refused, the log cut back first."""
+        end = self.end
         fd = self._append_fd()
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except OSError:
+            self.cut_back(end)
+            raise
         self.end += len(data)
+
+    def cut_back(self, end: int) -> None:
+        """Drop what was written after ``end`` (in the last segment): a write or its
+        sync failed. A log that cannot be cut back is :attr:`broken`."""
+        self.end = end
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, end - self._bases[-1])
+        except OSError as error:
+            self.broken = error
 
     def _current_size(self) -> int:
         return self.end - self._bases[-1]

@@ -7,7 +7,10 @@ read it), read by position, expire by TTL (readers wait for data with :mod:`.fol
 log, then runs the committer (:mod:`.committer`), the checkpoints and the expiry sweep;
 cancelling it writes a last checkpoint and closes everything.
 
-Bad requests raise the :mod:`.errors` the protocol answers with. A caller cancelled
+Bad requests raise the :mod:`.errors` the protocol answers with; a disk that refuses a
+write, a read or a new stream (full, out of file descriptors) raises
+:class:`StreamStoreFailedError` for that request alone, and the next one tries again
+(:mod:`.committer`). A caller cancelled
 while its append is being written does not undo it: the append is published when
 written, answered or not. Appends to one stream are stored in the order they were
 accepted; an append is accepted (validated, its producer state taken) without waiting.
@@ -32,11 +35,12 @@ from .errors import (
     StreamConflictError,
     StreamGoneError,
     StreamNotFoundError,
+    StreamStoreFailedError,
 )
 from .headers import media_type
 from .index import Checkpoint, StreamIndex, StreamRow
 from .jsonmode import is_json, json_messages, json_payload
-from .producers import Accept, Duplicate, ProducerState, check
+from .producers import Accept, Duplicate, check
 from .records import ProducerStamp, Record, encode
 from .segments import DEFAULT_SEGMENT_BYTES, SegmentLog
 from .settings import StreamSettings
@@ -168,13 +172,9 @@ class StreamStore:
                 origin=origin,
                 tail_bytes=self._tail_bytes,
             )
-            stream.start = cp.start
-            stream.stream_seq = cp.stream_seq
-            stream.producers = dict(cp.producers)
-            stream.closed = stream.closing = cp.closed
-            stream.closed_by = cp.closed_by
+            stream.restore(cp)
             for record in records:
-                _replay(stream, record)
+                stream.replay(record)
             stream.deleted = row.deleted
             by_key[row.key] = stream
             self._streams[row.path] = stream
@@ -288,9 +288,11 @@ class StreamStore:
             seg_log = await trio.to_thread.run_sync(
                 SegmentLog.create, directory, base, self._segment_bytes
             )
-        except BaseException:
+        except BaseException as error:
             with trio.CancelScope(shield=True):
                 await self._idx.remove([key])
+            if isinstance(error, OSError):
+                raise StreamStoreFailedError(f"the stream could not be created: {error}") from None
             raise
         stream = Stream(
             key=key,
@@ -352,7 +354,7 @@ class StreamStore:
         close: bool,
     ) -> Appended:
         """Append ``body`` (non-empty), closing the stream after it with ``close``."""
-        self._committer.check()
+        self._committer.check(stream.log)
         if stream.closing:
             if producer is not None and producer == stream.closed_by:
                 await self._until_stored(stream)
@@ -401,8 +403,19 @@ class StreamStore:
             stream.closing = True
             stream.closed_by = producer
         stored = Record(start, stream.end, payload, producer, seq, close)
-        commit = self._committer.commit(stream.log, record, partial(_publish, stream, stored))
-        await commit.wait()
+        written = trio.Event()
+        failure: list[BaseException] = []
+
+        def finished(error: BaseException | None) -> None:
+            _publish(stream, stored, error)
+            if error is not None:
+                failure.append(error)
+            written.set()
+
+        self._committer.commit(stream.log, record, finished)
+        await written.wait()
+        if failure:
+            raise StreamStoreFailedError(f"the append was not stored: {failure[0]}")
 
     def append_soon(
         self,
@@ -419,7 +432,7 @@ class StreamStore:
         stream's live readers unless ``offer`` is false: they are woken to read it), or
         the exception that kept it from being stored. Raises
         :class:`StreamStoreFailedError` or :class:`StreamClosedError` at once."""
-        self._committer.check()
+        self._committer.check(stream.log)
         if stream.closing:
             raise StreamClosedError(stream.end)
         record = encode(payload, tag=tag)
@@ -429,6 +442,7 @@ class StreamStore:
 
         def finished(error: BaseException | None) -> None:
             if error is not None:
+                stream.roll_back()
                 done(error)
                 return
             stream.publish(stored, offer=offer)
@@ -451,7 +465,7 @@ class StreamStore:
 
     async def close(self, stream: Stream, producer: ProducerStamp | None) -> Appended:
         """Close ``stream`` without data (idempotent)."""
-        self._committer.check()
+        self._committer.check(stream.log)
         if producer is not None:
             if stream.closing:
                 if producer == stream.closed_by:
@@ -472,15 +486,18 @@ class StreamStore:
         stream.closed_by = producer
         stream.touch()
         await self._until_stored(stream)
-        await self._checkpoint([stream])
+        await self._checkpoint([stream], closing=True)
         stream.show_closed()
         return Appended(stream.tail, True, producer_seq=None if producer is None else producer.seq)
 
     async def _until_stored(self, stream: Stream) -> None:
-        """Wait until everything ``stream`` has accepted so far is stored."""
+        """Wait until everything ``stream`` has accepted so far is stored. Raises
+        :class:`StreamStoreFailedError` if some of it could not be (rolled back)."""
         target = stream.end
         while stream.tail < target and not stream.removed:
-            self._committer.check()
+            self._committer.check(stream.log)
+            if stream.end < target:
+                raise StreamStoreFailedError("an append before it could not be stored")
             await stream.changed()
 
     # -- deleting ------------------------------------------------------------------
@@ -495,7 +512,10 @@ class StreamStore:
     async def _delete_stream(self, stream: Stream) -> None:
         stream.closing = True  # takes no more appends
         with trio.CancelScope(shield=True):
-            await self._until_stored(stream)
+            try:
+                await self._until_stored(stream)
+            except StreamStoreFailedError:
+                stream.closing = True  # what could not be stored goes with the stream
             if stream.forks:
                 await self._idx.mark_deleted(stream.key)
                 stream.notify()
@@ -553,7 +573,10 @@ class StreamStore:
             raise StreamGoneError("the position is below what the stream retains")
         records = stream.recent_from(position, max_bytes)
         if records is None:
-            records = await trio.to_thread.run_sync(stream.log.read, position, end, max_bytes)
+            try:
+                records = await trio.to_thread.run_sync(stream.log.read, position, end, max_bytes)
+            except OSError as error:
+                raise StreamStoreFailedError(f"the stream could not be read: {error}") from None
         records = [r for r in records if r.end <= end]
         if not records:
             raise InvalidStreamRequestError("not an offset of this stream")
@@ -577,9 +600,11 @@ class StreamStore:
             )
             await self._checkpoint()
 
-    async def _checkpoint(self, streams: list[Stream] | None = None) -> None:
+    async def _checkpoint(
+        self, streams: list[Stream] | None = None, *, closing: bool = False
+    ) -> None:
         """Store the state of ``streams`` (default: every changed one) as of what is
-        durable."""
+        durable (``closing``: theirs is a close without data, :meth:`.Stream.checkpoint`)."""
         chosen = [s for s in self._streams.values() if s.dirty] if streams is None else streams
         chosen = [s for s in chosen if not s.removed]
         if not chosen:
@@ -587,20 +612,7 @@ class StreamStore:
         entries = []
         for stream in chosen:
             stream.dirty = False
-            entries.append(
-                (
-                    stream.key,
-                    stream.accessed_at,
-                    Checkpoint(
-                        stream.tail,
-                        stream.start,
-                        stream.stream_seq,
-                        stream.closing,
-                        stream.closed_by,
-                        dict(stream.producers),
-                    ),
-                )
-            )
+            entries.append((stream.key, stream.accessed_at, stream.checkpoint(closing=closing)))
         if self.sync.mode == "interval":
             await self._committer.sync_now()
         await self._idx.checkpoint(entries)
@@ -615,8 +627,11 @@ class StreamStore:
 
 
 def _publish(stream: Stream, record: Record, error: BaseException | None) -> None:
+    """Show a written ``record``; roll back what ``stream`` accepted if it was not."""
     if error is None:
         stream.publish(record)
+    else:
+        stream.roll_back()
 
 
 def _effective(config: StreamConfig, source: Stream | None) -> StreamConfig:
@@ -631,17 +646,3 @@ def _effective(config: StreamConfig, source: Stream | None) -> StreamConfig:
     if inherited.fork_offset is None:
         inherited = replace(inherited, fork_offset=source.tail)
     return inherited
-
-
-def _replay(stream: Stream, record: Record) -> None:
-    """Apply a record written after the stream's checkpoint (recovery)."""
-    if record.producer is not None:
-        stamp = record.producer
-        stream.producers[stamp.id] = ProducerState(stamp.epoch, stamp.seq)
-    if record.stream_seq is not None:
-        stream.stream_seq = record.stream_seq
-    if record.close:
-        stream.closing = stream.closed = True
-        stream.closed_by = record.producer
-    stream.end = stream.tail = record.end
-    stream.dirty = True

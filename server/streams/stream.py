@@ -2,8 +2,11 @@
 
 A stream keeps two views. What it has **accepted** (``end``, ``closing``, producer
 states, ``Stream-Seq``) moves when an append is validated, synchronously, so the next
-append is judged against it. What it **shows** (``tail``, ``closed``) moves when the
-committer has written the append: readers never see a byte before it is stored. Its
+append is judged against it. What it **stores** (``tail``, ``closed``, and the producer
+states and ``Stream-Seq`` as of ``tail``) moves when the committer has written the
+append: readers never see a byte before it is stored, a checkpoint holds only what is
+stored, and an append the disk refused rolls what was accepted back to what is stored
+(:meth:`Stream.roll_back`), so the next append is judged as if it never came. Its
 newest records stay in memory (``recent``, up to ``tail_bytes``) so that live readers
 are served without touching the disk; a reader that falls behind reads the same bytes
 from the log. :meth:`Stream.changed` wakes waiting readers once per change; caught-up
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import trio
 
 from .headers import media_type
+from .index import Checkpoint
 from .jsonmode import is_json
 from .live import LiveReader, LiveSet
 from .producers import ProducerState
@@ -92,9 +96,12 @@ class Stream:
         self.closed_by: ProducerStamp | None = None
         self.stream_seq: str | None = None
         self.producers: dict[str, ProducerState] = {}
-        # shown
+        # stored (what readers see)
         self.tail = log.end
         self.closed = False
+        self._stored_seq: str | None = None
+        self._stored_producers: dict[str, ProducerState] = {}
+        self._stored_closed_by: ProducerStamp | None = None
         # lifecycle
         self.forks = 0
         self.deleted = False
@@ -127,12 +134,74 @@ class Stream:
 
     # -- what readers see ----------------------------------------------------------
 
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Take ``checkpoint``'s state as accepted and stored (recovery)."""
+        self.start = checkpoint.start
+        self.stream_seq = self._stored_seq = checkpoint.stream_seq
+        self.producers = dict(checkpoint.producers)
+        self._stored_producers = dict(checkpoint.producers)
+        self.closed = self.closing = checkpoint.closed
+        self.closed_by = self._stored_closed_by = checkpoint.closed_by
+
+    def replay(self, record: Record) -> None:
+        """Take ``record``, written after the stream's checkpoint, as accepted and
+        stored (recovery)."""
+        self.end = record.end
+        self._accept(record)
+        self._store(record)
+        self.closing = self.closed
+        self.dirty = True
+
+    def _accept(self, record: Record) -> None:
+        if record.producer is not None:
+            stamp = record.producer
+            self.producers[stamp.id] = ProducerState(stamp.epoch, stamp.seq)
+        if record.stream_seq is not None:
+            self.stream_seq = record.stream_seq
+        if record.close:
+            self.closed_by = record.producer
+
+    def _store(self, record: Record) -> None:
+        self.tail = record.end
+        if record.producer is not None:
+            stamp = record.producer
+            self._stored_producers[stamp.id] = ProducerState(stamp.epoch, stamp.seq)
+        if record.stream_seq is not None:
+            self._stored_seq = record.stream_seq
+        if record.close:
+            self.closed = True
+            self._stored_closed_by = record.producer
+
+    def roll_back(self) -> None:
+        """An append the disk refused: what was accepted is what is stored again (the
+        committer failed every append of the stream still waiting with it)."""
+        self.end = self.tail
+        self.closing = self.closed
+        self.closed_by = self._stored_closed_by
+        self.stream_seq = self._stored_seq
+        self.producers = dict(self._stored_producers)
+        self._wake_waiting()
+
+    def checkpoint(self, *, closing: bool = False) -> Checkpoint:
+        """What is stored, as of ``tail``. ``closing``: a close without data, after
+        everything accepted was stored: what was accepted, and the close."""
+        if closing:
+            return Checkpoint(
+                self.tail, self.start, self.stream_seq, True, self.closed_by, dict(self.producers)
+            )
+        return Checkpoint(
+            self.tail,
+            self.start,
+            self._stored_seq,
+            self.closed,
+            self._stored_closed_by,
+            dict(self._stored_producers),
+        )
+
     def publish(self, record: Record, *, offer: bool = True) -> None:
         """The committer wrote ``record``: show it, offer it to the live readers (or,
         without ``offer``, wake them), and wake waiting readers."""
-        self.tail = record.end
-        if record.close:
-            self.closed = True
+        self._store(record)
         self.dirty = True
         if not self.closed:
             self._remember(record)
@@ -147,6 +216,9 @@ class Stream:
     def show_closed(self) -> None:
         """A close without data is stored: show it and wake readers."""
         self.closed = True
+        self._stored_seq = self.stream_seq
+        self._stored_producers = dict(self.producers)
+        self._stored_closed_by = self.closed_by
         self.dirty = True
         self._forget()
         self.notify()
