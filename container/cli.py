@@ -12,10 +12,11 @@ Before it reads the dispatch the container makes itself non-dumpable
 from its memory nor write into its stdout through ``/proc``.
 
 ``--warm``: started ahead of its turn (a runner's warm pool). Once its imports are done
-it writes :data:`~sandstream.core.schemas.WARM_READY` on stdout, then waits for its
-binding line on stdin (the turn's environment variables, put into its environment and
-so into what it runs; :func:`~.dispatch.read_binding`), and only then for the dispatch.
-A signal while it waits ends it as one while it waits for the dispatch does.
+(also those its HTTP client would make at its first request, :func:`~.http.preload`) it
+writes :data:`~sandstream.core.schemas.WARM_READY` on stdout, then waits for its binding
+line on stdin (the turn's environment variables, put into its environment and so into
+what it runs; :func:`~.dispatch.read_binding`), and only then for the dispatch. A signal
+while it waits ends it as one while it waits for the dispatch does.
 """
 
 from __future__ import annotations
@@ -192,14 +193,17 @@ def _claim_stdout() -> int:
 
 
 def _wait_for_binding(out_fd: int) -> None:
-    """A warm container's hand-over: say ready on ``out_fd``, read the binding from
+    """A warm container's hand-over: load what its first requests need
+    (:func:`~.http.preload`), say ready on ``out_fd``, read the binding from
     stdin, take its environment. Raises :class:`~.errors.DispatchError` for a bad
     binding, :class:`~.errors.OutputClosedError` when nobody reads stdout."""
     from sandstream.core import WARM_READY
 
     from .dispatch import read_binding
+    from .http import preload
     from .output import FdSink
 
+    preload()
     FdSink(out_fd)(WARM_READY)
     os.environ.update(read_binding().env)
 
