@@ -8,18 +8,20 @@ container (``/env`` and ``/config`` redeemed, then its first log line): one with
 pool, every turn started cold; one with a pool of one, whose sandbox is waited for
 (untimed) before each of its trials, so each claims a ready one. Trials alternate, cold
 then warm, so both see the same machine. Progress goes to stderr; p50/p95/p99 (ms) to
-stdout.
+stdout, and the memory a ready sandbox holds while it waits.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from typing import Any
 
 import httpx
+import psutil
 import trio
 
 from benchmarks.support.workspace import start_workspace
@@ -31,6 +33,7 @@ from sandstream.server import (
     RunnerSettings,
 )
 from sandstream.server.runner import NETWORK_MODES, network_mode
+from sandstream.server.runner.pool import WarmPool
 
 from ..runner.support import TOKEN, environment, start_in_process, summary
 
@@ -51,6 +54,18 @@ async def _first_line(client: httpx.AsyncClient, dispatch: dict[str, Any]) -> fl
         async for _ in response.aiter_raw():
             return (time.monotonic() - started) * 1000
     raise RuntimeError("the stream ended without a line")
+
+
+def _idle_rss(pool: WarmPool) -> int:
+    """Bytes resident in the processes of the pool's ready sandboxes (bwrap, the
+    container; a local container alone), shared pages counted in each."""
+    total = 0
+    for _, handle in pool.ready():
+        root = psutil.Process(int(handle.id.split(":")[1]))
+        for process in (root, *root.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                total += process.memory_info().rss
+    return total
 
 
 async def _trials(sandbox: str, network: str, trials: int, warmup: int) -> dict[str, Any]:
@@ -95,6 +110,10 @@ async def _trials(sandbox: str, network: str, trials: int, warmup: int) -> dict[
                 )
         for client in clients.values():
             await client.aclose()
+        with trio.fail_after(60):
+            while pool.warm < 1:
+                await trio.sleep(0.005)
+        rss_mb = _idle_rss(pool) / 2**20
         claims, misses = pool.claimed, pool.misses
         for server in servers.values():
             await server.shutdown()
@@ -104,6 +123,7 @@ async def _trials(sandbox: str, network: str, trials: int, warmup: int) -> dict[
         "network": network,
         "claims": claims,
         "misses": misses,
+        "idle_rss_mb": round(rss_mb, 1),
         **{f"{kind}_ms": summary(times[kind]) for kind in KINDS},
     }
 

@@ -143,6 +143,10 @@ class WarmPool:
         """Unclaimed sandboxes ready for a turn."""
         return len(self._idle)
 
+    def ready(self) -> list[tuple[str, ContainerHandle]]:
+        """The unclaimed sandboxes ready for a turn, oldest first: (id, handle)."""
+        return [(warm.id, warm.handle) for warm in self._idle if warm.handle is not None]
+
     # -- the launcher interface ---------------------------------------------------------
 
     async def run(

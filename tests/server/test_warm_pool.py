@@ -24,6 +24,7 @@ import trio
 
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import ContainerLauncher, LocalSubprocessLauncher, Runner
+from sandstream.server.runner.bwrap import BwrapContainer
 from sandstream.server.runner.pool import WarmPool
 from tests.server.harness import (
     AUTH,
@@ -92,9 +93,8 @@ def _shape(lines: list[dict[str, Any]], turn_id: str) -> list[tuple[str, str]]:
 def _warm_pids(pool: WarmPool) -> list[int]:
     """The processes of every unclaimed sandbox of ``pool``, with their descendants."""
     pids = []
-    for warm in list(pool._idle):
-        assert warm.handle is not None
-        pid = int(warm.handle.id.split(":")[1])
+    for _, handle in pool.ready():
+        pid = int(handle.id.split(":")[1])
         pids.append(pid)
         with contextlib.suppress(psutil.NoSuchProcess):
             pids += [child.pid for child in psutil.Process(pid).children(recursive=True)]
@@ -186,16 +186,21 @@ async def test_shutdown_leaves_no_warm_process_or_temp_dir(
     server, pool = await _pool_runner(nursery, launcher, size=2)
     await _until(lambda: pool.warm == 2)
     pids = _warm_pids(pool)
-    namespaces = []
-    if launcher == "bwrap":
-        namespaces = [
-            os.stat(f"/proc/{warm.handle.init_pid}/ns/pid").st_ino  # type: ignore[union-attr]
-            for warm in pool._idle
-        ]
-    tmpdirs = [os.path.join(tempfile.gettempdir(), f"sandstream-{warm.id}-") for warm in pool._idle]
-    await server.shutdown()
-    assert pool.warm == 0 and alive(pids) == []
-    assert all(namespace_members(namespace) == [] for namespace in namespaces)
+    # held open, a namespace's inode is not reused by another sandbox meanwhile
+    held = [
+        os.open(f"/proc/{handle.init_pid}/ns/pid", os.O_RDONLY)
+        for _, handle in pool.ready()
+        if isinstance(handle, BwrapContainer)
+    ]
+    assert len(held) == (2 if launcher == "bwrap" else 0)
+    tmpdirs = [os.path.join(tempfile.gettempdir(), f"sandstream-{id_}-") for id_, _ in pool.ready()]
+    try:
+        await server.shutdown()
+        assert pool.warm == 0 and alive(pids) == []
+        assert [namespace_members(os.fstat(fd).st_ino) for fd in held] == [[]] * len(held)
+    finally:
+        for fd in held:
+            os.close(fd)
     assert [path for prefix in tmpdirs for path in glob.glob(prefix + "*")] == []
 
 
