@@ -97,10 +97,14 @@ class Binding:
             self.error = error
             self._settled.set()
 
+    async def wait_settled(self) -> None:
+        """Return once the claim is answered, bound or not."""
+        await self._settled.wait()
+
     async def wait_bound(self) -> None:
         """Return once the container is the turn's; raise :class:`LaunchError` if it
         could not be bound."""
-        await self._settled.wait()
+        await self.wait_settled()
         if self.error is not None:
             raise self.error
 

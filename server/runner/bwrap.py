@@ -545,7 +545,7 @@ class BwrapLauncher:
             nursery.start_soon(feed_bound, process.stdin, binding, prepare)
             if process.stderr is not None:
                 nursery.start_soon(log_stderr, process.stderr, sandbox.turn_id)
-            nursery.start_soon(self._enforce_limits, sandbox, meter, limit_scope)
+            nursery.start_soon(self._enforce_limits, sandbox, binding, meter, limit_scope)
             try:
                 await process.wait_exited()
             except trio.Cancelled:
@@ -566,15 +566,19 @@ class BwrapLauncher:
             nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
 
     async def _enforce_limits(
-        self, sandbox: _Sandbox, meter: Meter, limit_scope: trio.CancelScope
+        self, sandbox: _Sandbox, binding: Binding, meter: Meter, limit_scope: trio.CancelScope
     ) -> None:
         """Read ``meter`` and the sandbox's ``/tmp`` and ``/dev/shm`` usage every
-        ``poll_interval`` s; at the first limit exceeded, note it in ``sandbox.limit``
-        and kill the sandbox. Cancellation (``limit_scope`` once bwrap exited, or the
-        run's): returns, or raises ``Cancelled``, with nothing to undo."""
+        ``poll_interval`` s, from the moment ``binding`` is settled (a warm sandbox idles
+        without a reading; where it has a cgroup, the kernel holds its memory and
+        process limits meanwhile); at
+        the first limit exceeded, note it in ``sandbox.limit`` and kill the sandbox.
+        Cancellation (``limit_scope`` once bwrap exited, or the run's): returns, or
+        raises ``Cancelled``, with nothing to undo."""
         init_pid = sandbox.init_pid
         disks = [f"/proc/{init_pid}/root{path}" for path in (SANDBOX_TMP, SANDBOX_SHM)]
         with limit_scope:
+            await binding.wait_settled()
             sandbox.limit = await watch_limits(
                 meter, self.limits, disk_paths=disks, interval=self.poll_interval
             )
