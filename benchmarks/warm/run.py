@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  warm/cold p50: {warm / cold:.3f}; claims {result['claims']}, misses {result['misses']}"
     )
+    print(f"  a ready sandbox holds {result['idle_rss_mb']} MB resident (RSS, shared pages too)")
     return 0
 
 

@@ -235,3 +235,27 @@ async def test_metrics_show_the_pool(nursery: trio.Nursery) -> None:
 async def test_a_custom_command_gets_no_pool() -> None:
     runner = Runner(settings(warm_pool=2), LocalSubprocessLauncher(argv=("cat",)))
     assert runner.pool is None
+
+
+async def test_a_claim_that_cannot_be_bound_ends_its_sandbox_and_starts_cold(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """A sealed sandbox reaches only this host: a callback elsewhere fails its bind (no
+    pasta can forward it), the warm sandbox is ended, and the cold start that follows
+    fails as a cold one does."""
+    server = await start_runner(
+        nursery,
+        runner_settings=settings(warm_pool=1),
+        launcher=bwrap_launcher(network="sealed"),
+    )
+    pool = server.runner.pool
+    assert pool is not None
+    await _until(lambda: pool.warm == 1)
+    pids = _warm_pids(pool)
+    dispatch = {**workspace.mint_dispatch(), "agent_url": "http://192.0.2.1:9/api"}
+    async with server.stream(dispatch) as response:
+        lines = parse_stream(await Reader(response).rest())
+    assert lines[-1]["code"] == "launch_failed" and "sealed" in lines[-1]["message"]
+    assert pool.claimed == 0 and pool.misses == 1
+    assert alive(pids) == []
+    await server.shutdown()
