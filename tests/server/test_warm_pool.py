@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import signal
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +23,10 @@ import psutil
 import pytest
 import trio
 
+from benchmarks.support.runner_process import start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server import ContainerLauncher, LocalSubprocessLauncher, Runner
+from sandstream.server.http.auth import TOKEN_ENV
 from sandstream.server.runner.bwrap import BwrapContainer
 from sandstream.server.runner.pool import WarmPool
 from tests.server.harness import (
@@ -259,3 +262,41 @@ async def test_a_claim_that_cannot_be_bound_ends_its_sandbox_and_starts_cold(
     assert pool.claimed == 0 and pool.misses == 1
     assert alive(pids) == []
     await server.shutdown()
+
+
+async def _metric(client: httpx.AsyncClient, sample: str) -> float | None:
+    for line in (await client.get("/metrics")).text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return None
+
+
+async def test_the_runner_command_keeps_one_warm_and_kills_it_on_sigterm(
+    workspace: WorkspaceServer,
+) -> None:
+    """``sandstream runner`` with its defaults: a pool of one, claimed by a turn,
+    refilled, and gone with everything else after SIGTERM."""
+    workspace.config = scripted(message="done")
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    async with trio.open_nursery() as nursery:
+        args = ("--container-stderr", "discard")
+        runner = await start_runner_process(nursery, *args, token="cli-token", env=env)
+        headers = {"Authorization": "Bearer cli-token"}
+        async with httpx.AsyncClient(base_url=runner.url, headers=headers, timeout=30) as client:
+            warm = 'sandstream_warm_sandboxes{state="warm"}'
+            with trio.fail_after(60):
+                while await _metric(client, warm) != 1.0:
+                    await trio.sleep(0.02)
+            response = await client.post("/stream", json=workspace.mint_dispatch())
+            assert parse_stream(response.content)[-1]["message"] == "done"
+            assert await _metric(client, "sandstream_warm_claims_total") == 1.0
+            with trio.fail_after(60):
+                while await _metric(client, warm) != 1.0:
+                    await trio.sleep(0.02)
+        pids = [child.pid for child in psutil.Process(runner.pid).children(recursive=True)]
+        assert pids  # the refilled sandbox
+        runner.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            await runner.exited.wait()
+    assert runner.process.returncode == 0, "\n".join(runner.stderr)
+    assert alive(pids) == []
