@@ -10,6 +10,13 @@ handlers are in place, so a SIGTERM at any moment still ends with a terminal lin
 Before it reads the dispatch the container makes itself non-dumpable
 (:func:`~.procs.hide_from_children`): what it runs cannot read the dispatch's tokens
 from its memory nor write into its stdout through ``/proc``.
+
+``--warm``: started ahead of its turn (a runner's warm pool). Once its imports are done
+(also those its HTTP client would make at its first request, :func:`~.http.preload`) it
+writes :data:`~sandstream.core.schemas.WARM_READY` on stdout, then waits for its binding
+line on stdin (the turn's environment variables, put into its environment and so into
+what it runs; :func:`~.dispatch.read_binding`), and only then for the dispatch. A signal
+while it waits ends it as one while it waits for the dispatch does.
 """
 
 from __future__ import annotations
@@ -82,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--dispatch",
         metavar="FILE",
         help="read the dispatch JSON from FILE instead of stdin ('-' for stdin)",
+    )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="started ahead of its turn: say ready on stdout once loaded, then read a "
+        "binding line (the turn's environment) on stdin before the dispatch",
     )
     parser.add_argument(
         "--work-dir",
@@ -179,6 +192,22 @@ def _claim_stdout() -> int:
     return fd
 
 
+def _wait_for_binding(out_fd: int) -> None:
+    """A warm container's hand-over: load what its first requests need
+    (:func:`~.http.preload`), say ready on ``out_fd``, read the binding from
+    stdin, take its environment. Raises :class:`~.errors.DispatchError` for a bad
+    binding, :class:`~.errors.OutputClosedError` when nobody reads stdout."""
+    from sandstream.core import WARM_READY
+
+    from .dispatch import read_binding
+    from .http import preload
+    from .output import FdSink
+
+    preload()
+    FdSink(out_fd)(WARM_READY)
+    os.environ.update(read_binding().env)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the container; return the exit code (see the module docstring)."""
     early = _EarlySignals()
@@ -227,6 +256,8 @@ def _main(argv: list[str] | None, early: _EarlySignals) -> int:
         try:
             early.raising = True
             early.interrupt_if_received()
+            if args.warm:
+                _wait_for_binding(out_fd)
             data = read_dispatch(args.dispatch)
             early.raising = False
             dispatch = decode_dispatch(data)

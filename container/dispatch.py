@@ -6,6 +6,10 @@ dispatch and stdin stays open for the user messages that follow it, one JSON lin
 (:mod:`.inbox`; EOF: no more messages). This is how the runner writes it. Otherwise
 (a pretty-printed file, ``sandstream container < dispatch.json``) the whole of stdin,
 to EOF, is the dispatch, and no message follows.
+
+A warm container (``--warm``, started ahead of its turn) first reads one more line, its
+:class:`~sandstream.core.schemas.WarmBinding` (:func:`read_binding`): the turn's
+environment, which only arrives once a turn claims it.
 """
 
 from __future__ import annotations
@@ -13,13 +17,21 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, Final
 
-from sandstream.core import Dispatch, JSONInputError, decode_json
+from sandstream.core import Dispatch, JSONInputError, WarmBinding, decode_json
 
 from .errors import DispatchError
 
-__all__ = ["MAX_DISPATCH_BYTES", "decode_dispatch", "read_dispatch"]
+__all__ = [
+    "MAX_BINDING_BYTES",
+    "MAX_DISPATCH_BYTES",
+    "decode_binding",
+    "decode_dispatch",
+    "read_binding",
+    "read_dispatch",
+]
 
 MAX_DISPATCH_BYTES: Final = 16 * 1024 * 1024
+MAX_BINDING_BYTES: Final = 1024 * 1024
 
 
 def read_dispatch(path: str | None, stdin: BinaryIO | None = None) -> bytes:
@@ -68,3 +80,29 @@ def _is_json_line(data: bytes) -> bool:
     except JSONInputError:
         return False
     return True
+
+
+def read_binding(stdin: BinaryIO | None = None) -> WarmBinding:
+    """A warm container's binding: the first line of ``stdin`` (default: the process's),
+    decoded (:func:`decode_binding`). Raises :class:`DispatchError` if it cannot be read,
+    is not one whole line within :data:`MAX_BINDING_BYTES` or is not a binding."""
+    source = sys.stdin.buffer if stdin is None else stdin
+    try:
+        data = source.readline(MAX_BINDING_BYTES + 1)
+    except OSError as exc:
+        raise DispatchError(f"cannot read the binding: {exc}") from exc
+    return decode_binding(data)
+
+
+def decode_binding(data: bytes) -> WarmBinding:
+    """Decode a binding line (``\n``-terminated). Raises :class:`DispatchError` for
+    anything else: EOF before the line ends (no turn came), over
+    :data:`MAX_BINDING_BYTES`, not a :class:`~sandstream.core.schemas.WarmBinding`."""
+    if not data.endswith(b"\n"):
+        if len(data) > MAX_BINDING_BYTES:
+            raise DispatchError(f"binding larger than {MAX_BINDING_BYTES} bytes")
+        raise DispatchError("stdin ended before a warm container's binding line")
+    try:
+        return decode_json(data, WarmBinding)
+    except JSONInputError as exc:
+        raise DispatchError(f"invalid binding: {exc}") from exc

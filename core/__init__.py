@@ -75,6 +75,7 @@ from .schemas import (
     ATTACHMENTS_DIR,
     HEAP_TUNABLES,
     MAX_SNAPSHOT_HASHES,
+    WARM_READY,
     AcpAgent,
     AcpPreset,
     AgentSpec,
@@ -102,6 +103,7 @@ from .schemas import (
     StoredBlobs,
     TokenBudget,
     UserMessage,
+    WarmBinding,
     agent_kind,
 )
 from .snapshots import (
@@ -158,6 +160,7 @@ __all__ = [
     "SNAPSHOT_ROOTS",
     "UI_MESSAGE_STREAM_HEADERS",
     "USAGE_EXTENSION",
+    "WARM_READY",
     "AcpAgent",
     "AcpPreset",
     "AgentSpec",
@@ -239,6 +242,7 @@ __all__ = [
     "Usage",
     "UsageMeter",
     "UserMessage",
+    "WarmBinding",
     "agent_kind",
     "assistant_message",
     "blob_header",

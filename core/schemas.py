@@ -1,7 +1,7 @@
 """The wire schemas the server and the container both speak, as msgspec types: the
 dispatch, ``/env``, ``/config`` (with the turn's attachments), ``/results``, the
-snapshot callbacks' bodies, the skills manifest and the user messages on the
-container's stdin.
+snapshot callbacks' bodies, the skills manifest, the user messages on the
+container's stdin and a warm container's binding (:class:`WarmBinding`).
 
 These are the single source of truth for the workspace callback API: the chat backend
 serves exactly :class:`EnvResponse` and :class:`ConfigResponse` (encode them with
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_RUNTIME_SEC",
     "HEAP_TUNABLES",
     "MAX_SNAPSHOT_HASHES",
+    "WARM_READY",
     "AcpAgent",
     "AcpPreset",
     "AgentSpec",
@@ -53,6 +54,7 @@ __all__ = [
     "StoredBlobs",
     "TokenBudget",
     "UserMessage",
+    "WarmBinding",
     "agent_kind",
 ]
 
@@ -135,6 +137,19 @@ class Dispatch(msgspec.Struct, frozen=True):
     providers: dict[str, str] = msgspec.field(default_factory=dict)
     gateway: GatewayAccess | None = None
     budget: TokenBudget | None = None
+
+
+WARM_READY: Final = b"ready\n"
+"""What a warm container (``--warm``) writes on its stdout once its imports are done,
+before it reads its :class:`WarmBinding`: the runner's pool reads it, never a client."""
+
+
+class WarmBinding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The line a warm container reads on stdin before its dispatch, once a turn claims
+    it: ``env``, the turn's environment variables, which the container puts into its
+    own environment (and so into what it runs) before it reads the dispatch."""
+
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class EnvResponse(msgspec.Struct, frozen=True):

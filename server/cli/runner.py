@@ -86,6 +86,9 @@ def build_runner_parser(
     )
     add_settings(parser.add_argument_group("limits"), limits, env)
     add_settings(parser.add_argument_group("container"), CONTAINER_SETTINGS, env)
+    add_settings(
+        parser.add_argument_group("warm pool"), (_RUNNER["warm_pool"], _RUNNER["warm_ttl"]), env
+    )
     gateway = (_RUNNER["model_gateway"], _RUNNER["provider_unavailable_after"])
     add_settings(parser.add_argument_group("model gateway"), gateway, env)
     sessions = parser.add_argument_group("durable sessions")

@@ -148,6 +148,8 @@ def build_serve_parser(
         _RUNNER["runtime_cap"],
         _RUNNER["model_gateway"],
         _RUNNER["provider_unavailable_after"],
+        _RUNNER["warm_pool"],
+        _RUNNER["warm_ttl"],
         *CONTAINER_SETTINGS,
         *SESSION_SETTINGS,
     )

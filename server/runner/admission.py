@@ -29,6 +29,7 @@ from .bwrap import BwrapLauncher, bwrap_available
 from .errors import AtCapacityError, ShuttingDownError
 from .launcher import ContainerLauncher, LocalSubprocessLauncher
 from .metering import UsageMetering
+from .pool import WarmPool, warm_launcher
 from .settings import RunnerSettings
 from .turn import END_GRACE, AccessRecord, TurnOutcome, TurnStream
 
@@ -90,6 +91,16 @@ class Runner:
     ) -> None:
         self.settings = settings
         self.launcher: ContainerLauncher = launcher or default_launcher()
+        self.pool: WarmPool | None = None
+        """The warm pool (``settings.warm_pool`` > 0, a launcher of the container
+        command), once :meth:`WarmPool.serve` runs (the app's lifespan starts it)."""
+        if settings.warm_pool:
+            warm = warm_launcher(self.launcher)
+            if warm is None:
+                log.info("no warm pool: the container command is not sandstream's container")
+            else:
+                self.pool = WarmPool(warm, size=settings.warm_pool, ttl=settings.warm_ttl)
+                self.launcher = self.pool
         self.access_log = access_log or AccessLog()
         self._holding: set[TurnStream] = set()
         self._open: set[TurnStream] = set()
@@ -219,8 +230,8 @@ class Runner:
         ``settings.shutdown_timeout``) to deliver their last line; the connections of
         those that cannot are then cut, and they get ``timeout`` more seconds to
         close. Returns when every container is reaped (and, unless a write could not
-        be freed, every turn closed). Idempotent. Cancellation: stops waiting; the
-        turns carry on ending.
+        be freed, every turn closed), and the warm pool's sandboxes are gone. Idempotent.
+        Cancellation: stops waiting; the turns carry on ending.
         """
         self.draining = True
         if timeout is None:
@@ -247,6 +258,8 @@ class Runner:
             )
         # Containers were stopped at the start; each is gone within its launcher's grace.
         await self._wait(lambda: not self._holding)
+        if self.pool is not None:
+            await self.pool.close()  # its unclaimed sandboxes are killed and gone
 
     # -- internals ------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +35,7 @@ import trio
 
 from sandstream.core import HEAP_TUNABLES
 
+from .binding import WARM_FLAG, Binding, Claim
 from .errors import LaunchError
 from .huge_pages import THP_SETTING
 from .launcher import (
@@ -43,7 +45,7 @@ from .launcher import (
     ContainerHandle,
     StderrMode,
     container_heap_env,
-    feed_stdin,
+    feed_bound,
     grow_pipe,
     log_stderr,
 )
@@ -248,9 +250,12 @@ class BwrapLauncher:
         env.update(self.env)
         return env
 
-    def command(self, turn_id: str, *, info_fd: int, block_fd: int) -> list[str]:
-        """The ``bwrap`` command line for one sandbox. Raises :class:`LaunchError`."""
-        inside, named = _resolve_command(self.argv)
+    def command(
+        self, turn_id: str, *, info_fd: int, block_fd: int, argv: Sequence[str] | None = None
+    ) -> list[str]:
+        """The ``bwrap`` command line for one sandbox running ``argv`` (default: the
+        container command). Raises :class:`LaunchError`."""
+        inside, named = _resolve_command(self.argv if argv is None else argv)
         args = [
             self.bwrap,
             "--die-with-parent",
@@ -319,16 +324,40 @@ class BwrapLauncher:
         init's exit was seen (its pidfd), which the kernel allows only once the rest
         of the namespace is gone; bwrap is reaped right after.
         """
+        binding = Binding.cold(Claim(dispatch, turn_id, messages))
+        return await self._own(self.argv, turn_id, binding, task_status)
+
+    async def run_warm(
+        self,
+        sandbox_id: str,
+        binding: Binding,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """See :meth:`~.launcher.WarmLauncher.run_warm`: the sandbox's network is made
+        with it, its pasta started at the claim with the turn's ports. Raises
+        :class:`LaunchError`."""
+        return await self._own([*self.argv, WARM_FLAG], sandbox_id, binding, task_status)
+
+    async def _own(
+        self,
+        argv: Sequence[str],
+        turn_id: str,
+        binding: Binding,
+        task_status: trio.TaskStatus[ContainerHandle],
+    ) -> ContainerExit:
+        """:meth:`_run` in a cgroup of its own, removed after; the turn's messages are
+        closed once the sandbox is gone."""
         try:
             cgroup = self._create_cgroup(turn_id)
         except BaseException:
-            if messages is not None:
+            if (messages := binding.turn_messages()) is not None:
                 messages.close()
             raise
         try:
-            return await self._run(dispatch, turn_id, messages, cgroup, task_status)
+            return await self._run(argv, turn_id, binding, cgroup, task_status)
         finally:
-            if messages is not None:
+            if (messages := binding.turn_messages()) is not None:
                 messages.close()  # the sandbox is gone: a sender learns it
             if cgroup is not None:
                 with trio.CancelScope(shield=True):
@@ -345,22 +374,25 @@ class BwrapLauncher:
 
     async def _run(
         self,
-        dispatch: bytes,
+        argv: Sequence[str],
         turn_id: str,
-        messages: trio.MemoryReceiveChannel[bytes] | None,
+        binding: Binding,
         cgroup: CgroupMeter | None,
         task_status: trio.TaskStatus[ContainerHandle],
     ) -> ContainerExit:
         """Start the sandbox, hand it to ``task_status``, tend it until bwrap exits, then
-        tear it down and return how it ended.
+        tear it down and return how it ended. A cold sandbox's network is connected
+        before its command runs; a warm one's when it is claimed (:meth:`_connect`).
 
         Cancellation before the sandbox is handed over: what was started is killed and
         released before this raises (:meth:`_spawn`, :meth:`_start`). After: the sandbox
         is killed at once (:meth:`_supervise`) and torn down, shielded, before this
         raises (:meth:`_Sandbox.teardown`).
         """
-        ports = await self._forwarded_ports(dispatch)
-        process, info_r, block_w = await self._spawn(turn_id)
+        ports = None
+        if not binding.warm:
+            ports = await self._forwarded_ports((await binding.wait_claimed()).dispatch)
+        process, info_r, block_w = await self._spawn(turn_id, argv)
         sandbox = await self._start(process, turn_id, info_r, block_w, cgroup, ports)
         container = BwrapContainer(process, turn_id, sandbox.init_pid, sandbox.namespace)
         if self.pipe_size:
@@ -368,7 +400,7 @@ class BwrapLauncher:
         meter: Meter = cgroup if cgroup is not None else ProcMeter(sandbox.init_pid)
         task_status.started(container)
         try:
-            await self._supervise(sandbox, dispatch, messages, meter)
+            await self._supervise(sandbox, binding, meter)
         finally:
             with trio.CancelScope(shield=True):
                 container.exit = await sandbox.teardown()
@@ -397,7 +429,7 @@ class BwrapLauncher:
                     )
         return await forwarded_ports([*endpoints, *self.allowed], self.host_ports)
 
-    async def _spawn(self, turn_id: str) -> tuple[SpawnedProcess, int, int]:
+    async def _spawn(self, turn_id: str, argv: Sequence[str]) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:
         (bwrap, the read end of its ``--info-fd`` pipe, the write end of its
         ``--block-fd`` pipe); the other ends are closed. Raises :class:`LaunchError`.
@@ -408,10 +440,10 @@ class BwrapLauncher:
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         try:
-            argv = self.command(turn_id, info_fd=info_w, block_fd=block_r)
+            command = self.command(turn_id, info_fd=info_w, block_fd=block_r, argv=argv)
             try:
                 process = await spawn(
-                    argv,
+                    command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=STDERR_TARGETS[self.stderr],
@@ -437,13 +469,14 @@ class BwrapLauncher:
         info_r: int,
         block_w: int,
         cgroup: CgroupMeter | None,
-        ports: list[int],
+        ports: list[int] | None,
     ) -> _Sandbox:
         """Bring up the sandbox bwrap set up: read its init's pid and PID namespace from
         ``info_r`` (which this closes), hold the init's pidfd and mount namespace, put it
         in ``cgroup``, connect its network through pasta (``isolated``, ``sealed``:
-        ``ports``), then unblock bwrap through ``block_w`` (closed in every case) so
-        that it runs the container. Raises :class:`LaunchError`.
+        ``ports``; ``None``: later, :meth:`_connect`), then unblock bwrap through
+        ``block_w`` (closed in every case) so that it runs the container. Raises
+        :class:`LaunchError`.
 
         Cancellation or failure: bwrap's process group is killed and reaped, and what
         was taken so far released, shielded, before this raises
@@ -466,7 +499,7 @@ class BwrapLauncher:
                     raise LaunchError(
                         exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
                     ) from exc
-            if self.network in PASTA_NETWORKS:
+            if self.network in PASTA_NETWORKS and ports is not None:
                 outside = self.network == "isolated"
                 pasta = await start_pasta(self.pasta, init_pid, ports, outside=outside)
             os.write(block_w, b"1")
@@ -478,16 +511,26 @@ class BwrapLauncher:
             os.close(block_w)
         return _Sandbox(process, turn_id, init_pid, namespace, init_pidfd, mounts, pasta)
 
-    async def _supervise(
-        self,
-        sandbox: _Sandbox,
-        dispatch: bytes,
-        messages: trio.MemoryReceiveChannel[bytes] | None,
-        meter: Meter,
-    ) -> None:
-        """Feed the container ``dispatch`` and ``messages``, log its stderr and hold it to
-        its limits until bwrap exits (it does when the init does); then close
-        ``messages``, note a limit the kernel enforced, and let its stderr drain for at
+    async def _connect(self, sandbox: _Sandbox, claim: Claim) -> None:
+        """A warm sandbox's per-turn step: its pasta, forwarding the claim's ports
+        (``isolated``, ``sealed``; nothing for other networks). Raises
+        :class:`LaunchError`, the sandbox then killed. Cancellation: pasta is stopped
+        by :func:`~.network.start_pasta`, the sandbox by the run's teardown."""
+        if self.network not in PASTA_NETWORKS:
+            return
+        try:
+            ports = await self._forwarded_ports(claim.dispatch)
+            outside = self.network == "isolated"
+            sandbox.pasta = await start_pasta(self.pasta, sandbox.init_pid, ports, outside=outside)
+        except LaunchError:
+            sandbox.kill()
+            raise
+
+    async def _supervise(self, sandbox: _Sandbox, binding: Binding, meter: Meter) -> None:
+        """Feed the container what ``binding`` brings (:func:`~.launcher.feed_bound`; a
+        warm one's network first, :meth:`_connect`), log its stderr and hold it to
+        its limits until bwrap exits (it does when the init does); then close the
+        turn's messages, note a limit the kernel enforced, and let its stderr drain for at
         most :data:`_DRAIN_STDERR_AFTER_EXIT` s.
 
         Cancellation: the sandbox is killed in that step, not once the feeders have
@@ -498,10 +541,11 @@ class BwrapLauncher:
         limit_scope = trio.CancelScope()
         async with trio.open_nursery() as nursery:
             assert process.stdin is not None
-            nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
+            prepare = partial(self._connect, sandbox) if binding.warm else None
+            nursery.start_soon(feed_bound, process.stdin, binding, prepare)
             if process.stderr is not None:
                 nursery.start_soon(log_stderr, process.stderr, sandbox.turn_id)
-            nursery.start_soon(self._enforce_limits, sandbox, meter, limit_scope)
+            nursery.start_soon(self._enforce_limits, sandbox, binding, meter, limit_scope)
             try:
                 await process.wait_exited()
             except trio.Cancelled:
@@ -510,7 +554,7 @@ class BwrapLauncher:
                 sandbox.kill()
                 raise
             sandbox.exited = True
-            if messages is not None:
+            if (messages := binding.turn_messages()) is not None:
                 messages.close()  # nobody reads them any more
             limit_scope.cancel()
             if sandbox.limit is None:  # a kernel-enforced hit the last poll did not see
@@ -522,15 +566,19 @@ class BwrapLauncher:
             nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_STDERR_AFTER_EXIT
 
     async def _enforce_limits(
-        self, sandbox: _Sandbox, meter: Meter, limit_scope: trio.CancelScope
+        self, sandbox: _Sandbox, binding: Binding, meter: Meter, limit_scope: trio.CancelScope
     ) -> None:
         """Read ``meter`` and the sandbox's ``/tmp`` and ``/dev/shm`` usage every
-        ``poll_interval`` s; at the first limit exceeded, note it in ``sandbox.limit``
-        and kill the sandbox. Cancellation (``limit_scope`` once bwrap exited, or the
-        run's): returns, or raises ``Cancelled``, with nothing to undo."""
+        ``poll_interval`` s, from the moment ``binding`` is settled (a warm sandbox idles
+        without a reading; where it has a cgroup, the kernel holds its memory and
+        process limits meanwhile); at
+        the first limit exceeded, note it in ``sandbox.limit`` and kill the sandbox.
+        Cancellation (``limit_scope`` once bwrap exited, or the run's): returns, or
+        raises ``Cancelled``, with nothing to undo."""
         init_pid = sandbox.init_pid
         disks = [f"/proc/{init_pid}/root{path}" for path in (SANDBOX_TMP, SANDBOX_SHM)]
         with limit_scope:
+            await binding.wait_settled()
             sandbox.limit = await watch_limits(
                 meter, self.limits, disk_paths=disks, interval=self.poll_interval
             )

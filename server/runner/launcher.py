@@ -9,6 +9,8 @@ only once the sandbox is gone, in the idiom of ``nursery.start``::
 Cancellation stops the sandbox and returns once it is gone; a sandbox that cannot start
 raises ``LaunchError`` (docs/architecture.md, "Sandboxes: the launcher interface").
 :class:`LocalSubprocessLauncher` runs the container as a local subprocess (``--sandbox local``).
+A :class:`WarmLauncher` also starts a container ahead of its turn (``run_warm``: the
+warm pool, :mod:`.pool`), which a turn binds later (:mod:`.binding`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, TypeAlias
 
 import trio
 
+from .binding import WARM_FLAG, Binding, Claim
 from .errors import LaunchError
 from .huge_pages import heap_env
 from .limits import LimitExceeded
@@ -53,9 +56,12 @@ __all__ = [
     "LocalContainer",
     "LocalSubprocessLauncher",
     "StderrMode",
+    "WarmLauncher",
     "container_heap_env",
+    "feed_bound",
     "feed_stdin",
     "grow_pipe",
+    "is_container_command",
     "log_stderr",
 ]
 
@@ -92,9 +98,14 @@ def container_heap_env(argv: Sequence[str]) -> dict[str, str]:
     A custom command gets nothing: the tunable would change the allocator of whatever
     it runs, which is the user's to choose (``env`` can set it).
     """
-    if tuple(argv[1:3]) != ("-m", "sandstream.container"):
+    if not is_container_command(argv):
         return {}
     return heap_env()
+
+
+def is_container_command(argv: Sequence[str]) -> bool:
+    """True if ``argv`` runs our container (``PYTHON -m sandstream.container ...``)."""
+    return tuple(argv[1:3]) == ("-m", "sandstream.container")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +179,28 @@ class ContainerLauncher(Protocol):
         process), waits until it is gone, records ``handle.exit``, then lets
         :class:`trio.Cancelled` propagate. Raises :class:`LaunchError` before
         ``started`` if it cannot start the sandbox.
+        """
+        ...
+
+
+class WarmLauncher(ContainerLauncher, Protocol):
+    """A launcher that can also start a container ahead of its turn (:mod:`.pool`)."""
+
+    async def run_warm(
+        self,
+        sandbox_id: str,
+        binding: Binding,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """Start a sandbox with the container's warm flag (:data:`~.binding.WARM_FLAG`)
+        marked ``sandbox_id``, hand it to ``task_status`` as :meth:`ContainerLauncher.run`
+        does, and own it until it is gone. Its stdin gets nothing until ``binding`` is
+        claimed; then the launcher's per-turn step runs (a bwrap sandbox's network),
+        the binding is settled (its error: the step failed, the sandbox is ended), and
+        the binding line, the dispatch and the claim's messages follow.
+
+        Cancellation and errors as for :meth:`ContainerLauncher.run`.
         """
         ...
 
@@ -250,6 +283,28 @@ class LocalSubprocessLauncher:
         task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
     ) -> ContainerExit:
         """See :meth:`ContainerLauncher.run`. Raises :class:`LaunchError`."""
+        binding = Binding.cold(Claim(dispatch, turn_id, messages))
+        return await self._run(self.argv, turn_id, binding, task_status)
+
+    async def run_warm(
+        self,
+        sandbox_id: str,
+        binding: Binding,
+        *,
+        task_status: trio.TaskStatus[ContainerHandle] = trio.TASK_STATUS_IGNORED,
+    ) -> ContainerExit:
+        """See :meth:`WarmLauncher.run_warm`. Raises :class:`LaunchError`."""
+        return await self._run([*self.argv, WARM_FLAG], sandbox_id, binding, task_status)
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        turn_id: str,
+        binding: Binding,
+        task_status: trio.TaskStatus[ContainerHandle],
+    ) -> ContainerExit:
+        """Start ``argv`` marked ``turn_id``, its stdin fed once ``binding`` is claimed
+        (:func:`feed_bound`); own it until it is gone (see :meth:`run`)."""
         try:
             tmpdir = tempfile.mkdtemp(prefix=f"sandstream-{turn_id}-")
         except OSError as exc:
@@ -257,7 +312,7 @@ class LocalSubprocessLauncher:
             raise LaunchError(exc.errno, message) from exc
         try:
             process = await trio.lowlevel.open_process(
-                list(self.argv),
+                list(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=STDERR_TARGETS[self.stderr],
@@ -282,12 +337,12 @@ class LocalSubprocessLauncher:
         try:
             async with trio.open_nursery() as nursery:
                 assert process.stdin is not None
-                nursery.start_soon(feed_stdin, process.stdin, dispatch, messages)
+                nursery.start_soon(feed_bound, process.stdin, binding)
                 if process.stderr is not None:
                     nursery.start_soon(log_stderr, process.stderr, turn_id)
                 await wait_exited(process, pidfd)
                 exited = True
-                if messages is not None:
+                if (messages := binding.turn_messages()) is not None:
                     messages.close()  # nobody reads them any more
                 # Leftovers in the group die now, while the zombie leader still
                 # reserves the group id. Their stderr then reaches EOF.
@@ -304,8 +359,10 @@ class LocalSubprocessLauncher:
                 close_pidfd(pidfd)
                 stragglers = 0
                 if self.sweep_stragglers and (stopped_at is not None or returncode != 0):
-                    marker = f"{TURN_MARKER_ENV}={turn_id}"
-                    stragglers = await trio.to_thread.run_sync(sweep, marker, process.pid)
+                    for marker in binding.markers(turn_id):
+                        stragglers += await trio.to_thread.run_sync(
+                            sweep, f"{TURN_MARKER_ENV}={marker}", process.pid
+                        )
                     if stragglers:
                         log.warning(
                             "turn %s: killed %d process(es) that outlived the container",
@@ -438,3 +495,27 @@ async def log_stderr(stderr: trio.abc.ReceiveStream, turn_id: str) -> None:
     finally:
         if dropped:
             container_log.info("[%s] ... %d more stderr lines not logged", turn_id, dropped)
+
+
+async def feed_bound(
+    stdin: trio.abc.SendStream,
+    binding: Binding,
+    prepare: Callable[[Claim], Awaitable[None]] | None = None,
+) -> None:
+    """Wait for the claim, run ``prepare`` (the launcher's per-turn step; its
+    :class:`LaunchError` is the binding's error and ends this, stdin closed), settle the
+    binding, then write the binding line (warm), the dispatch and the messages
+    (:func:`feed_stdin`). Cancellation: stdin is closed; an unsettled claim
+    is left to the pool (it waits for the sandbox to be gone)."""
+    claim = await binding.wait_claimed()
+    if prepare is not None:
+        try:
+            await prepare(claim)
+        except LaunchError as exc:
+            binding.bound(exc)
+            await stdin.aclose()
+            return
+    binding.bound()
+    dispatch = claim.dispatch if claim.dispatch.endswith(b"\n") else claim.dispatch + b"\n"
+    head = claim.binding_line() if binding.warm else b""
+    await feed_stdin(stdin, head + dispatch, claim.messages)

@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .admission import Runner
+from .pool import WarmPool
 
 __all__ = ["RunnerCollector"]
 
 
 class RunnerCollector:
-    """``sandstream_turns_*``, ``sandstream_containers_*`` and ``sandstream_model_*``
-    of one :class:`Runner` (docs/operations.md lists them)."""
+    """``sandstream_turns_*``, ``sandstream_containers_*``, ``sandstream_model_*`` and,
+    with a warm pool, ``sandstream_warm_*`` of one :class:`Runner` (docs/operations.md
+    lists them)."""
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
@@ -48,6 +50,8 @@ class RunnerCollector:
             value=runner.containers_started,
         )
         yield from self._metering()
+        if runner.pool is not None:
+            yield from _pool(runner.pool)
 
     def _metering(self) -> Iterator[Metric]:
         """``sandstream_model_tokens`` and ``sandstream_model_calls`` (the gateway's)."""
@@ -68,3 +72,24 @@ class RunnerCollector:
         for (provider, outcome), count in sorted(metering.calls.items()):
             calls.add_metric((provider, outcome), count)
         yield calls
+
+
+def _pool(pool: WarmPool) -> Iterator[Metric]:
+    """``sandstream_warm_sandboxes`` (by state) and ``sandstream_warm_*`` counters."""
+    states = GaugeMetricFamily(
+        "sandstream_warm_sandboxes",
+        "Sandboxes of the warm pool, by state (warm: ready; starting; claimed: serving a turn)",
+        labels=("state",),
+    )
+    for state, count in (("warm", pool.warm), ("starting", pool.filling), ("claimed", pool.in_use)):
+        states.add_metric((state,), count)
+    yield states
+    counters = (
+        ("started", "Warm sandboxes started", pool.started),
+        ("claims", "Turns that started on a warm sandbox", pool.claimed),
+        ("misses", "Turns that found the warm pool empty and started cold", pool.misses),
+        ("recycled", "Warm sandboxes ended unclaimed after their TTL", pool.recycled),
+        ("failures", "Warm starts that failed", pool.failed),
+    )
+    for name, text, value in counters:
+        yield CounterMetricFamily(f"sandstream_warm_{name}", text, value=value)

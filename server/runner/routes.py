@@ -62,12 +62,19 @@ def get_runner(app: Quart | None = None) -> Runner:
 def install_runner(app: Quart, runner: Runner) -> None:
     """Mount the runner on ``app``: blueprint, turn-aware connections, shutdown hook.
 
-    The app's ``asgi_http_class`` becomes :class:`TurnAwareHTTPConnection`, and
-    ``after_serving`` shuts the runner down (every container reaped before exit).
+    The app's ``asgi_http_class`` becomes :class:`TurnAwareHTTPConnection`,
+    ``before_serving`` starts the runner's warm pool (if it has one) in the app's
+    nursery, and ``after_serving`` shuts the runner down (every container reaped
+    before exit, the pool's too).
     """
     app.extensions[RUNNER_EXTENSION] = runner
     app.asgi_http_class = TurnAwareHTTPConnection
     app.register_blueprint(runner_blueprint)
+
+    @app.before_serving
+    async def _start_pool() -> None:
+        if runner.pool is not None:
+            await app.nursery.start(runner.pool.serve)  # type: ignore[attr-defined]
 
     @app.after_serving
     async def _shutdown_runner() -> None:

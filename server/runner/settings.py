@@ -70,6 +70,9 @@ class RunnerSettings:
     succeeding, after which a turn ends with ``error{code:"provider_unavailable"}``;
     ``provider_env``: the runner's own provider variables
     (:data:`~sandstream.core.PROVIDER_VARS`), for a provider the dispatch gives no key.
+    ``warm_pool``: sandboxes kept started ahead of turns (:mod:`.pool`; the commands
+    default to 1, a settings object made in code to 0, none); ``warm_ttl``: how long an
+    unclaimed one waits before it is recycled.
     """
 
     token: str | None = Setting(check=_token).field(default=MISSING)
@@ -127,6 +130,23 @@ class RunnerSettings:
         check=finite_positive,
     ).field()
     provider_env: Mapping[str, str] = field(default_factory=dict)
+    warm_pool: int = Setting(
+        flag="--warm-pool",
+        default=1,
+        parse=int,
+        env="SANDSTREAM_WARM_POOL",
+        help="sandboxes kept started ahead of turns, their container loaded and waiting "
+        "(the default container command only); 0: every turn starts its own",
+        check=at_least(0),
+    ).field(default=0)
+    warm_ttl: float = Setting(
+        flag="--warm-ttl",
+        default=600.0,
+        parse=float,
+        env="SANDSTREAM_WARM_TTL",
+        help="seconds a warm sandbox waits for a turn before it is replaced by a fresh one",
+        check=finite_positive,
+    ).field()
 
     def __post_init__(self) -> None:
         check_fields(self, ValueError)
