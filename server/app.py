@@ -90,7 +90,7 @@ def _add_runner(app: QuartTrio, runner: Runner, sessions: SessionSettings | None
     registry.register(RunnerCollector(runner))
     if sessions is not None:
         streams = sessions.stream_settings
-        store = StreamStore.from_settings(streams)
+        store = StreamStore.from_settings(streams, server_prefixes=(SESSION_STREAMS,))
         service = SessionService(runner, sessions, store)
         install_sessions(app, service)
         registry.register(SessionsCollector(service))

@@ -250,13 +250,16 @@ CONTAINER_SETTINGS: Final = (
 )
 """How containers are sandboxed, launched and stopped (:func:`launcher_from_args`)."""
 _SESSION: Final = settings_of(SessionSettings)
+_STREAMS: Final = settings_of(StreamSettings)
 SESSION_SETTINGS: Final = (
     _SESSION["retain_chunks"],
     _SESSION["ttl"],
-    settings_of(StreamSettings)["sync"],
+    _STREAMS["sync"],
+    _STREAMS["max_streams"],
+    _STREAMS["max_stream_bytes"],
 )
-"""How long the session buffer keeps chunks, and how its stream store syncs
-(:func:`session_settings`)."""
+"""How long the session buffer keeps chunks, how its stream store syncs, and the
+Durable Streams' quotas (:func:`session_settings`)."""
 
 
 def launcher_from_args(

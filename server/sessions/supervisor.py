@@ -27,7 +27,7 @@ from sandstream.core import Dispatch, StreamProcessor
 from sandstream.server.runner import Runner, TurnStream
 from sandstream.server.streams import StreamError, StreamStore
 
-from .buffer import SessionBuffer, SessionRow, SessionState
+from .buffer import SESSION_STREAMS, SessionBuffer, SessionRow, SessionState
 from .counts import SessionCounts
 from .errors import SessionNotFoundError
 from .session import Session, new_session_id, now_ms
@@ -68,7 +68,9 @@ class SessionService:
     ) -> None:
         self.runner = runner
         self.settings = settings
-        self.store = store or StreamStore.from_settings(settings.stream_settings)
+        self.store = store or StreamStore.from_settings(
+            settings.stream_settings, server_prefixes=(SESSION_STREAMS,)
+        )
         """Where the sessions' output is: each session is a Durable Stream of it."""
         self.counts = SessionCounts()
         """Chunks and bytes stored, readers connected: the sessions' metrics."""

@@ -21,9 +21,11 @@ from .errors import (
     StreamClosedError,
     StreamConflictError,
     StreamError,
+    StreamFullError,
     StreamGoneError,
     StreamNotFoundError,
     StreamStoreFailedError,
+    TooManyStreamsError,
 )
 from .follow import Follower, wait_changed, wait_live
 from .live import LiveAppend, LiveReader, LiveSubscriber
@@ -50,6 +52,7 @@ __all__ = [
     "StreamConfig",
     "StreamConflictError",
     "StreamError",
+    "StreamFullError",
     "StreamGoneError",
     "StreamNotFoundError",
     "StreamSettings",
@@ -57,6 +60,7 @@ __all__ = [
     "StreamStoreFailedError",
     "Streams",
     "SyncPolicy",
+    "TooManyStreamsError",
     "get_streams",
     "install_streams",
     "wait_changed",

@@ -5,7 +5,8 @@ Each but the base names the protocol's answer to it, a problem of type
 :class:`InvalidStreamRequestError`, 404 :class:`StreamNotFoundError`, 409
 :class:`StreamConflictError` (and :class:`StreamClosedError`,
 :class:`ProducerSequenceGapError`), 410 :class:`StreamGoneError`, 403
-:class:`StaleProducerEpochError`, 503 :class:`StreamStoreFailedError`.
+:class:`StaleProducerEpochError`, 413 :class:`StreamFullError`, 429
+:class:`TooManyStreamsError`, 503 :class:`StreamStoreFailedError`.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ __all__ = [
     "StreamClosedError",
     "StreamConflictError",
     "StreamError",
+    "StreamFullError",
     "StreamGoneError",
     "StreamNotFoundError",
     "StreamStoreFailedError",
+    "TooManyStreamsError",
 ]
 
 PROBLEM_TYPE: Final = "urn:sandstream:problem:stream-"
@@ -131,3 +134,19 @@ class StreamStoreFailedError(StreamError, ProblemError):
     status: ClassVar[int] = 503
     type: ClassVar[str] = PROBLEM_TYPE + "store-failed"
     title: ClassVar[str] = "Store failed"
+
+
+class StreamFullError(StreamError, ProblemError):
+    """An append would take the stream past the bytes one stream may hold (413)."""
+
+    status: ClassVar[int] = 413
+    type: ClassVar[str] = PROBLEM_TYPE + "full"
+    title: ClassVar[str] = "Stream full"
+
+
+class TooManyStreamsError(StreamError, ProblemError):
+    """A new stream past the most the HTTP API may hold at once (429): delete one first."""
+
+    status: ClassVar[int] = 429
+    type: ClassVar[str] = PROBLEM_TYPE + "quota"
+    title: ClassVar[str] = "Too many streams"

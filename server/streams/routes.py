@@ -132,6 +132,10 @@ async def stream_route(name: str) -> Response:
             )
         )
     path = STREAM_PREFIX + name
+    if len(path) > streams.settings.max_path_chars:
+        raise InvalidStreamRequestError(
+            f"a stream's path is at most {streams.settings.max_path_chars} characters"
+        )
     method = request.method
     if method in ("PUT", "POST", "DELETE") and path.startswith(streams.reserved):
         return problem(

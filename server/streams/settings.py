@@ -29,6 +29,10 @@ class StreamSettings:
     bytes one read answers with. ``tail_bytes``: a stream's newest bytes kept in
     memory for live readers. ``segment_bytes``: the size of a log segment file.
     ``max_append_bytes``: the largest body a create or append may send (413 above).
+    The quotas bound what the HTTP API writes (the streams the server writes itself,
+    the sessions', are bounded by the sessions): ``max_streams`` streams at once (429
+    for one more), ``max_stream_bytes`` stored in one stream (413 for an append past
+    it), and ``max_path_chars`` in a stream's path (400).
     """
 
     directory: Path
@@ -48,6 +52,25 @@ class StreamSettings:
     tail_bytes: int = Setting(default=256 * 1024, check=at_least(1)).field()
     segment_bytes: int = Setting(default=DEFAULT_SEGMENT_BYTES, check=at_least(1)).field()
     max_append_bytes: int = Setting(default=32 * 1024 * 1024, check=at_least(1)).field()
+    max_streams: int = Setting(
+        flag="--streams-max-streams",
+        default=10_000,
+        parse=int,
+        metavar="N",
+        help="the most Durable Streams the HTTP API may hold at once (429 for one more; "
+        "the sessions' own streams are not counted)",
+        check=at_least(1),
+    ).field()
+    max_stream_bytes: int = Setting(
+        flag="--streams-max-stream-bytes",
+        default=1024 * 1024 * 1024,
+        parse=int,
+        metavar="BYTES",
+        help="the most bytes one Durable Stream written through the HTTP API may hold "
+        "(413 for an append past it)",
+        check=at_least(1),
+    ).field()
+    max_path_chars: int = Setting(default=1024, check=at_least(16)).field()
 
     def __post_init__(self) -> None:
         check_fields(self, ValueError)

@@ -33,9 +33,11 @@ from .errors import (
     InvalidStreamRequestError,
     StreamClosedError,
     StreamConflictError,
+    StreamFullError,
     StreamGoneError,
     StreamNotFoundError,
     StreamStoreFailedError,
+    TooManyStreamsError,
 )
 from .headers import media_type
 from .index import Checkpoint, StreamIndex, StreamRow
@@ -78,7 +80,10 @@ class StreamStore:
     """Every stream under ``directory`` (see the module docstring).
 
     ``sync``: when appends become durable. ``segment_bytes``: a segment file's size.
-    ``tail_bytes``: a stream's newest bytes kept in memory for live readers.
+    ``tail_bytes``: a stream's newest bytes kept in memory for live readers. The quotas
+    bound the streams of the HTTP API, those outside ``server_prefixes`` (the paths
+    of the streams the server writes itself): ``max_streams`` at once,
+    ``max_stream_bytes`` in one (its own log, from its base).
     """
 
     def __init__(
@@ -88,11 +93,17 @@ class StreamStore:
         sync: SyncPolicy | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         tail_bytes: int = 256 * 1024,
+        max_streams: int | None = None,
+        max_stream_bytes: int | None = None,
+        server_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.directory = directory
         self.sync = sync or SyncPolicy()
         self._segment_bytes = segment_bytes
         self._tail_bytes = tail_bytes
+        self._max_streams = max_streams
+        self._max_stream_bytes = max_stream_bytes
+        self._server_prefixes = server_prefixes
         self._streams: dict[str, Stream] = {}
         self._committer = Committer(self.sync)
         self._index: StreamIndex | None = None
@@ -100,13 +111,19 @@ class StreamStore:
         self._nursery: trio.Nursery | None = None
 
     @classmethod
-    def from_settings(cls, settings: StreamSettings) -> StreamStore:
-        """The store :class:`StreamSettings` describe."""
+    def from_settings(
+        cls, settings: StreamSettings, server_prefixes: tuple[str, ...] = ()
+    ) -> StreamStore:
+        """The store :class:`StreamSettings` describe, the streams under
+        ``server_prefixes`` written by the server alone (outside the quotas)."""
         return cls(
             settings.directory,
             sync=settings.sync,
             segment_bytes=settings.segment_bytes,
             tail_bytes=settings.tail_bytes,
+            max_streams=settings.max_streams,
+            max_stream_bytes=settings.max_stream_bytes,
+            server_prefixes=server_prefixes,
         )
 
     # -- lifecycle -----------------------------------------------------------------
@@ -237,7 +254,33 @@ class StreamStore:
                 if not existing.config.matches(effective) or existing.closing != closed:
                     raise StreamConflictError("the stream exists with another configuration")
                 return existing, False
+            self._check_quota(path, len(body))
             return await self._create_new(path, config, body, closed=closed), True
+
+    def _check_quota(self, path: str, body_bytes: int) -> None:
+        """A new stream of the HTTP API at ``path`` with ``body_bytes``: raise
+        :class:`TooManyStreamsError` or :class:`StreamFullError` past a quota."""
+        if path.startswith(self._server_prefixes):
+            return
+        limit = self._max_streams
+        if limit is not None:
+            held = sum(1 for p in self._streams if not p.startswith(self._server_prefixes))
+            if held >= limit:
+                raise TooManyStreamsError(
+                    f"{held} streams are held, the most this server keeps: delete one first"
+                )
+        self._check_room(path, 0, body_bytes)
+
+    def _check_room(self, path: str, stored: int, more: int) -> None:
+        """Raise :class:`StreamFullError` if a stream of the HTTP API holding ``stored``
+        bytes cannot take ``more``."""
+        limit = self._max_stream_bytes
+        if limit is None or path.startswith(self._server_prefixes):
+            return
+        if stored + more > limit:
+            raise StreamFullError(
+                f"the stream holds {stored} bytes and may hold {limit}: {more} more do not fit"
+            )
 
     def _fork_origin(self, config: StreamConfig) -> ForkOrigin:
         assert config.fork_from is not None
@@ -360,6 +403,7 @@ class StreamStore:
                 await self._until_stored(stream)
                 return Appended(stream.tail, True, duplicate=True, producer_seq=producer.seq)
             raise StreamClosedError(stream.end)
+        self._check_room(stream.path, stream.end - stream.base, len(body))
         if media_type(content_type) != media_type(stream.content_type):
             raise StreamConflictError(
                 f"the stream's content type is {stream.content_type!r}, not {content_type!r}"
