@@ -3,7 +3,7 @@
 A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init (pid 1)
 is the container itself (``--as-pid-1``: no other process of the sandbox holds its
 stdin, stdout or stderr): the system and Python files read-only, a size-limited tmpfs
-at ``/tmp`` and one at ``/dev/shm``, a cleared environment, no capabilities, a network
+at ``/tmp`` and one at ``/dev/shm`` (the rest of ``/dev`` read-only), a cleared environment, no capabilities, a network
 of its own (``isolated`` and ``sealed``: a pasta process of the turn connects it,
 :mod:`.network`), the host's or none, resource limits per sandbox (:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
@@ -282,8 +282,10 @@ class BwrapLauncher:
         args += ["--proc", "/proc", "--dev", "/dev"]
         size = [] if self.limits.disk_bytes is None else ["--size", str(self.limits.disk_bytes)]
         args += [*size, "--tmpfs", SANDBOX_TMP]
-        # --dev leaves /dev/shm a directory of its unsized tmpfs: give it one of its own
-        args += ["--perms", "1777", *size, "--tmpfs", SANDBOX_SHM]
+        # --dev leaves /dev/shm a directory of its unsized tmpfs: give it one of its own,
+        # then make that unsized /dev read-only (its devices, /dev/pts and /dev/shm are
+        # mounts of their own, which stay writable)
+        args += ["--perms", "1777", *size, "--tmpfs", SANDBOX_SHM, "--remount-ro", "/dev"]
         hidden = [os.path.realpath(p) for p in self.hidden_paths]
         binds = _outermost(
             p

@@ -1,7 +1,8 @@
-"""/dev/shm in a bwrap sandbox: POSIX shared memory works, within the disk limit.
+"""/dev in a bwrap sandbox: POSIX shared memory works, within the disk limit; the rest
+of /dev is read-only.
 
-``--dev /dev`` alone leaves ``/dev/shm`` a directory of an unsized tmpfs (half the
-host's memory), past ``--disk-limit``; these turns run in real sandboxes.
+``--dev /dev`` alone leaves ``/dev`` and its ``/dev/shm`` directory an unsized tmpfs
+(half the host's memory), past ``--disk-limit``; these turns run in real sandboxes.
 """
 
 from __future__ import annotations
@@ -74,3 +75,21 @@ async def test_dev_shm_and_tmp_share_the_disk_limit(
     half = "head -c 8M /dev/zero"
     lines = await _terminal(nursery, workspace, f"{half} > /dev/shm/a && {half} > a; sleep 60")
     assert lines[-1]["type"] == "error" and lines[-1]["code"] == "disk_limit", lines[-1]
+
+
+async def test_dev_outside_dev_shm_is_read_only_and_its_devices_work(
+    nursery: trio.Nursery, workspace: WorkspaceServer
+) -> None:
+    """Filling ``/dev`` fails at once (not a byte is written past the limit); the devices,
+    ``/dev/shm`` and a pseudo-terminal still work."""
+    fill = "head -c 100M /dev/zero > /dev/big; echo $?; ls /dev/big; mkdir /dev/d"
+    works = f"echo fine > /dev/null && head -c 4 /dev/urandom | wc -c && {PY} -c 'import pty; pty.openpty()' && echo pty"
+    lines = await _terminal(nursery, workspace, f"{fill}; {works}; df -k /dev | tail -1")
+    assert lines[-1]["type"] == "result", lines[-1]
+    [step] = [line for line in lines if line["type"] == "step" and line["status"] == "succeeded"]
+    stdout: str = step["result"]["stdout"]
+    stderr: str = step["result"]["stderr"]
+    status, count, pty, df = stdout.splitlines()
+    assert status != "0" and count == "4" and pty == "pty", stdout
+    assert stderr.count("Read-only file system") == 2, stderr  # the write and mkdir
+    assert "/dev/big" in stderr and int(df.split()[2]) == 0, (stderr, df)  # nothing used
