@@ -23,6 +23,7 @@ from sandstream.server.runner import (
     DEFAULT_CONTAINER_ARGV,
     DEFAULT_KILL_GRACE,
     NETWORK_MODES,
+    AddressRange,
     BwrapLauncher,
     ContainerLauncher,
     Endpoint,
@@ -32,6 +33,7 @@ from sandstream.server.runner import (
     bwrap_available,
     network_mode,
     parse_endpoint,
+    parse_range,
     parse_size,
 )
 from sandstream.server.sessions import SessionSettings
@@ -41,6 +43,7 @@ from sandstream.server.streams import StreamSettings
 from .logs import LOG_FORMAT_ENV, LogFormat, parse_log_format
 
 __all__ = [
+    "ALLOW_RANGE_REFUSED",
     "BODY_TIMEOUT",
     "CONTAINER_SETTINGS",
     "DEFAULT_BODY_TIMEOUT",
@@ -63,6 +66,10 @@ NETWORK_OFF_REFUSED: Final = (
     "--sandbox-network none: a sandbox without the network cannot reach the callbacks "
     "(/api/sandbox/...) every turn starts with, so every turn would fail bootstrap_failed; "
     "use isolated (none suits only a --container-cmd that needs no callbacks)"
+)
+ALLOW_RANGE_REFUSED: Final = (
+    "--sandbox-allow-range opens a range to --sandbox-network isolated, which refuses "
+    "the non-public ranges; sealed reaches no range at all, host and none refuse none"
 )
 LOCAL_NETWORK_REFUSED: Final = (
     "--sandbox local cannot isolate the network (its containers share the server's); "
@@ -114,6 +121,13 @@ def _network(text: str) -> NetworkMode:
 def _endpoint(text: str) -> Endpoint:
     try:
         return parse_endpoint(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _range(text: str) -> AddressRange:
+    try:
+        return parse_range(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -176,11 +190,13 @@ CONTAINER_SETTINGS: Final = (
         metavar="{" + ",".join(NETWORK_MODES) + "}",
         shown="isolated; on and off: host and none",
         help="bwrap: isolated, a network of its own (pasta) that reaches the outside world "
-        "but of this host only the turn's callback, its model gateway and --sandbox-allow; "
-        "sealed, a network "
+        "but of this host only the turn's callback, its model gateway and --sandbox-allow, "
+        "and no private, link-local or other non-public address but its resolvers and "
+        "--sandbox-allow-range; sealed, a network "
         "of its own that reaches only those ports of this host's loopback, no outside "
         "world, no DNS (any other address fails at once); host, shares the host's "
-        "network and its loopback services (development); none, loopback only — "
+        "network and its loopback services (development; a warning at start); none, "
+        "loopback only — "
         "refused with the default --container-cmd, whose callbacks need the network",
     ),
     Setting(
@@ -191,6 +207,16 @@ CONTAINER_SETTINGS: Final = (
         help="isolated, sealed: a service on this host a sandbox may reach as well (its "
         "port on the host's loopback), e.g. a model provider at 127.0.0.1:11434; sealed "
         "takes only loopback addresses (127.0.0.1, [::1], localhost)",
+    ),
+    Setting(
+        flag="--sandbox-allow-range",
+        kind="repeated",
+        parse=_range,
+        metavar="CIDR",
+        help="isolated: a private, link-local or other non-public address range a sandbox "
+        "may reach after all (it is refused every such range but its resolvers' port 53 "
+        "and its callback's and model gateway's addresses), e.g. 10.20.0.0/16 for a "
+        "package mirror on the local network",
     ),
     Setting(
         flag="--memory-limit",
@@ -271,7 +297,8 @@ def launcher_from_args(
     dir is, read-only (when it exists), and containers find it in
     ``$SANDSTREAM_AGENTS_DIR``. Without
     ``--sandbox``, bwrap is used when it is installed (Linux), else ``local``. The
-    ``local`` launcher is announced with a warning: it isolates nothing.
+    ``local`` launcher is announced with a warning: it isolates nothing; so is
+    ``--sandbox-network host``, which isolates no network.
     ``--sandbox-network none`` with the default container is refused
     (:data:`NETWORK_OFF_REFUSED`): that container fetches every turn's environment from
     the server's callbacks over the network, which a sandbox of its own loopback cannot
@@ -285,6 +312,8 @@ def launcher_from_args(
     sandbox = args.sandbox or ("bwrap" if bwrap_available() else "local")
     network: NetworkMode = args.sandbox_network or "isolated"
     if sandbox == "bwrap":
+        if network != "isolated" and args.sandbox_allow_range:
+            raise ValueError(ALLOW_RANGE_REFUSED)
         if network == "none" and tuple(argv) == DEFAULT_CONTAINER_ARGV:
             raise ValueError(NETWORK_OFF_REFUSED)
         limits = ResourceLimits(
@@ -302,11 +331,19 @@ def launcher_from_args(
             env=agents_env,
             network=network,
             allowed=args.sandbox_allow,
+            allowed_ranges=args.sandbox_allow_range,
             limits=limits,
             hidden_paths=hidden_paths,
             extra_paths=[str(agents)] if agents.is_dir() else [],
             stderr=args.container_stderr,
         )
+        if network == "host":
+            logging.getLogger("sandstream.runner").warning(
+                "sandbox: bwrap with --sandbox-network host — every sandbox shares this "
+                "host's network: it reaches every service on this host's loopback (the "
+                "server's, its database's, its Redis) and the local network and cloud "
+                "metadata addresses (development only; use --sandbox-network isolated)"
+            )
         logging.getLogger("sandstream.runner").debug(
             "sandbox: bwrap (network %s; limits: %s; enforced by %s)",
             network,
@@ -314,7 +351,11 @@ def launcher_from_args(
             f"cgroup v{launcher.cgroups.version}" if launcher.cgroups else "/proc polling",
         )
         return launcher
-    if args.sandbox_network in ("isolated", "sealed", "none") or args.sandbox_allow:
+    if (
+        args.sandbox_network in ("isolated", "sealed", "none")
+        or args.sandbox_allow
+        or args.sandbox_allow_range
+    ):
         raise ValueError(LOCAL_NETWORK_REFUSED)
     logging.getLogger("sandstream.runner").warning(
         "sandbox: local — containers run as plain subprocesses with this server's user, "

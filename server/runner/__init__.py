@@ -15,6 +15,7 @@
 from .access_log import ACCESS_LOGGER, AccessLog
 from .admission import Runner, default_launcher
 from .bwrap import BwrapContainer, BwrapLauncher, bwrap_available
+from .egress import REFUSED_RANGES, AddressRange, parse_range
 from .errors import (
     AtCapacityError,
     LaunchError,
@@ -51,10 +52,12 @@ __all__ = [
     "END_GRACE",
     "NDJSON_CONTENT_TYPE",
     "NETWORK_MODES",
+    "REFUSED_RANGES",
     "SHUTDOWN_TIMEOUT",
     "STALL_TIMEOUT",
     "AccessLog",
     "AccessRecord",
+    "AddressRange",
     "AtCapacityError",
     "BwrapContainer",
     "BwrapLauncher",
@@ -83,6 +86,7 @@ __all__ = [
     "install_runner",
     "network_mode",
     "parse_endpoint",
+    "parse_range",
     "parse_size",
     "runner_blueprint",
 ]

@@ -3,9 +3,11 @@
 A sandbox is one ``bwrap`` process and the PID namespace it creates, whose init (pid 1)
 is the container itself (``--as-pid-1``: no other process of the sandbox holds its
 stdin, stdout or stderr): the system and Python files read-only, a size-limited tmpfs
-at ``/tmp`` and one at ``/dev/shm`` (the rest of ``/dev`` read-only), a cleared environment, no capabilities, a network
-of its own (``isolated`` and ``sealed``: a pasta process of the turn connects it,
-:mod:`.network`), the host's or none, resource limits per sandbox (:mod:`.limits`).
+at ``/tmp`` and one at ``/dev/shm`` (the rest of ``/dev`` read-only), a cleared
+environment, no capabilities, a network of its own (``isolated`` and ``sealed``: a
+pasta process of the turn connects it, :mod:`.network`; ``isolated`` refuses the
+non-public ranges, :mod:`.egress`), the host's or none, resource limits per sandbox
+(:mod:`.limits`).
 What it sees and what not: docs/architecture.md, ``--sandbox bwrap``.
 
 Cancellation of :meth:`BwrapLauncher.run` ``SIGKILL``-s the namespace's init, which ends
@@ -36,6 +38,7 @@ import trio
 from sandstream.core import HEAP_TUNABLES
 
 from .binding import WARM_FLAG, Binding, Claim
+from .egress import AddressRange, Opening, openings, refuse_ranges
 from .errors import LaunchError
 from .huge_pages import THP_SETTING
 from .launcher import (
@@ -180,7 +183,8 @@ class BwrapLauncher:
     ``sealed`` (those forwarded ports and nothing else), ``host`` (the host's network)
     or ``none`` (loopback only). ``host_ports``: more ports of the host's loopback every
     sandbox of ``isolated`` or ``sealed`` reaches (the runner's own services for its
-    sandboxes). ``limits``: per sandbox.
+    sandboxes). ``allowed_ranges``: what an ``isolated`` sandbox reaches of the
+    non-public ranges it is otherwise refused (:mod:`.egress`). ``limits``: per sandbox.
     ``hidden_paths``: host paths never visible (the server's data dir).
     ``extra_paths``: more host paths visible read-only. ``stderr``, ``pipe_size``: as
     for :class:`~sandstream.server.runner.launcher.LocalSubprocessLauncher`.
@@ -193,6 +197,7 @@ class BwrapLauncher:
     env: Mapping[str, str] = field(default_factory=dict)
     network: NetworkMode = "isolated"
     allowed: Sequence[Endpoint] = ()
+    allowed_ranges: Sequence[AddressRange] = ()
     host_ports: Sequence[int] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     hidden_paths: Sequence[str] = ()
@@ -391,11 +396,11 @@ class BwrapLauncher:
         is killed at once (:meth:`_supervise`) and torn down, shielded, before this
         raises (:meth:`_Sandbox.teardown`).
         """
-        ports = None
+        plan = None
         if not binding.warm:
-            ports = await self._forwarded_ports((await binding.wait_claimed()).dispatch)
+            plan = await self._network_plan((await binding.wait_claimed()).dispatch)
         process, info_r, block_w = await self._spawn(turn_id, argv)
-        sandbox = await self._start(process, turn_id, info_r, block_w, cgroup, ports)
+        sandbox = await self._start(process, turn_id, info_r, block_w, cgroup, plan)
         container = BwrapContainer(process, turn_id, sandbox.init_pid, sandbox.namespace)
         if self.pipe_size:
             grow_pipe(container.stdout, self.pipe_size)
@@ -430,6 +435,34 @@ class BwrapLauncher:
                         "(its callback or model gateway) is not on this host",
                     )
         return await forwarded_ports([*endpoints, *self.allowed], self.host_ports)
+
+    async def _network_plan(self, dispatch: bytes) -> _NetworkPlan:
+        """How a sandbox of the turn of ``dispatch`` is connected: the forwarded ports
+        (:meth:`_forwarded_ports`) and, ``isolated``, what it reaches of the refused
+        ranges (:func:`~.egress.openings`). Raises :class:`LaunchError`."""
+        ports = await self._forwarded_ports(dispatch)
+        opened: list[Opening] = []
+        if self.network == "isolated":
+            endpoints = [*dispatch_endpoints(dispatch), *self.allowed]
+            opened = await openings(endpoints, self.allowed_ranges)
+        return _NetworkPlan(ports, opened)
+
+    async def _connect_network(self, init_pid: int, plan: _NetworkPlan) -> SpawnedProcess:
+        """Start the sandbox's pasta, then (``isolated``) refuse the non-public ranges
+        (:func:`~.egress.refuse_ranges`: after pasta, whose default route the kernel
+        would refuse once its gateway is), before the sandbox's command gets its
+        dispatch. Raises :class:`LaunchError`, pasta then stopped. Cancellation: the
+        same."""
+        outside = self.network == "isolated"
+        pasta = await start_pasta(self.pasta, init_pid, plan.ports, outside=outside)
+        if outside:
+            try:
+                await refuse_ranges(init_pid, plan.openings)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await stop_pasta(pasta)
+                raise
+        return pasta
 
     async def _spawn(self, turn_id: str, argv: Sequence[str]) -> tuple[SpawnedProcess, int, int]:
         """Start bwrap, which stops before running the container until it is unblocked:
@@ -471,12 +504,12 @@ class BwrapLauncher:
         info_r: int,
         block_w: int,
         cgroup: CgroupMeter | None,
-        ports: list[int] | None,
+        plan: _NetworkPlan | None,
     ) -> _Sandbox:
         """Bring up the sandbox bwrap set up: read its init's pid and PID namespace from
         ``info_r`` (which this closes), hold the init's pidfd and mount namespace, put it
         in ``cgroup``, connect its network through pasta (``isolated``, ``sealed``:
-        ``ports``; ``None``: later, :meth:`_connect`), then unblock bwrap through
+        ``plan``; ``None``: later, :meth:`_connect`), then unblock bwrap through
         ``block_w`` (closed in every case) so that it runs the container. Raises
         :class:`LaunchError`.
 
@@ -501,9 +534,8 @@ class BwrapLauncher:
                     raise LaunchError(
                         exc.errno, f"cannot enter the sandbox's cgroup: {exc}"
                     ) from exc
-            if self.network in PASTA_NETWORKS and ports is not None:
-                outside = self.network == "isolated"
-                pasta = await start_pasta(self.pasta, init_pid, ports, outside=outside)
+            if self.network in PASTA_NETWORKS and plan is not None:
+                pasta = await self._connect_network(init_pid, plan)
             os.write(block_w, b"1")
         except BaseException:
             with trio.CancelScope(shield=True):
@@ -521,9 +553,8 @@ class BwrapLauncher:
         if self.network not in PASTA_NETWORKS:
             return
         try:
-            ports = await self._forwarded_ports(claim.dispatch)
-            outside = self.network == "isolated"
-            sandbox.pasta = await start_pasta(self.pasta, sandbox.init_pid, ports, outside=outside)
+            plan = await self._network_plan(claim.dispatch)
+            sandbox.pasta = await self._connect_network(sandbox.init_pid, plan)
         except LaunchError:
             sandbox.kill()
             raise
@@ -619,6 +650,16 @@ async def _abandon_start(
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None:
             await stream.aclose()
+
+
+@dataclass(frozen=True)
+class _NetworkPlan:
+    """How a sandbox's network is connected (``isolated``, ``sealed``)."""
+
+    ports: list[int]
+    """The host's loopback ports its pasta forwards."""
+    openings: list[Opening]
+    """What it reaches of the refused ranges (``isolated``)."""
 
 
 @dataclass(eq=False)

@@ -47,6 +47,7 @@ __all__ = [
     "forwarded_ports",
     "is_forward_address",
     "network_mode",
+    "open_namespaces",
     "parse_endpoint",
     "start_pasta",
     "stop_pasta",
@@ -244,7 +245,7 @@ async def start_pasta(
     Raises :class:`LaunchError` if pasta cannot start. Cancellation: pasta is killed
     and reaped before this returns.
     """
-    namespaces = _open_namespaces(init_pid)
+    namespaces = open_namespaces(init_pid)
     netns_fd, userns_fd = namespaces
     ready_r, ready_w = os.pipe()
     try:
@@ -278,7 +279,7 @@ async def start_pasta(
         raise
 
 
-def _open_namespaces(init_pid: int) -> tuple[int, int | None]:
+def open_namespaces(init_pid: int) -> tuple[int, int | None]:
     """The network namespace of ``init_pid``, and its user namespace where it is not
     ours. Raises :class:`LaunchError`."""
     opened: list[int] = []

@@ -124,8 +124,14 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
         local = launcher_from_args(parser.parse_args(["--sandbox", "local"]))
     assert isinstance(local, LocalSubprocessLauncher)
     assert any("NOT isolated" in record.getMessage() for record in caplog.records)
-    host = launcher_from_args(parser.parse_args(["--sandbox", "bwrap", "--sandbox-network", "on"]))
+    assert not any("--sandbox-network host" in record.getMessage() for record in caplog.records)
+    with caplog.at_level(logging.WARNING, logger="sandstream.runner"):
+        host = launcher_from_args(
+            parser.parse_args(["--sandbox", "bwrap", "--sandbox-network", "on"])
+        )
     assert isinstance(host, BwrapLauncher) and host.network == "host"
+    [warning] = [r for r in caplog.records if "--sandbox-network host" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "loopback" in warning.getMessage()
     sealed = launcher_from_args(
         parser.parse_args(["--sandbox-network", "sealed", "--sandbox-allow", "localhost:11434"])
     )
@@ -139,6 +145,17 @@ def test_the_sandbox_flags_build_the_launcher(caplog: pytest.LogCaptureFixture) 
             launcher_from_args(
                 parser.parse_args(["--sandbox", "local", "--sandbox-network", network])
             )
+    ranges = ["--sandbox-allow-range", "10.20.0.0/16", "--sandbox-allow-range", "fd00::/8"]
+    isolated = launcher_from_args(parser.parse_args(ranges))
+    assert isinstance(isolated, BwrapLauncher)
+    assert [str(network) for network in isolated.allowed_ranges] == ["10.20.0.0/16", "fd00::/8"]
+    for network in ("sealed", "host", "none"):
+        with pytest.raises(ValueError, match="--sandbox-allow-range opens a range"):
+            launcher_from_args(parser.parse_args([*ranges, "--sandbox-network", network]))
+    with pytest.raises(ValueError, match="cannot isolate the network"):
+        launcher_from_args(parser.parse_args([*ranges, "--sandbox", "local"]))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--sandbox-allow-range", "10.20.0.1/16"])
 
 
 async def test_a_bad_limit_is_a_usage_error() -> None:

@@ -7,10 +7,13 @@ allowed with ``--sandbox-allow``) and the turn's own callback; and, for ``sealed
 beyond it: another machine made for the test (a network namespace behind a veth,
 :mod:`tests.support.outside_host`) over TCP and UDP, IPv4 and IPv6, a service of this
 host on its address on that link, the resolver of ``/etc/resolv.conf`` and a name.
-``isolated`` reaches the callback and the allowed provider of this host, and the other
-machine; ``sealed`` the same ports of this host and nothing else, every other attempt
-failing at once (refused or unreachable, never a timeout); ``none`` nothing, ``host``
-everything; no pasta is left once a turn is over, however it ended.
+``isolated`` reaches the callback and the allowed provider of this host and the
+resolver, but not the other machine, on a non-public range like a cloud's metadata
+service (refused in the sandbox, ``EACCES``: nothing leaves it), unless its range is
+allowed (``--sandbox-allow-range``); ``sealed`` the same ports of this host and nothing
+else, every other attempt failing at once (refused or unreachable, never a timeout);
+``none`` nothing, ``host`` everything; no pasta is left once a turn is over, however it
+ended.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from benchmarks.support.model_server import ModelServer, start_model_server
 from benchmarks.support.redis_server import RedisServer, open_redis_server
 from benchmarks.support.runner_process import start_runner_process
 from benchmarks.support.workspace import WorkspaceServer
+from sandstream.server.runner.egress import AddressRange, parse_range
 from sandstream.server.runner.network import (
     Endpoint,
     NetworkMode,
@@ -136,10 +140,16 @@ OUTSIDE_NAMES: Final = (
     "outside_tcp6",
     "outside_udp4",
     "outside_udp6",
+    "outside_link_local",
+    "metadata",
     "host_address",
     "resolver",
     "name",
 )
+NON_PUBLIC_NAMES: Final = OUTSIDE_NAMES[:-2]
+"""The targets on a non-public range (all but the resolver and a name)."""
+METADATA: Final = "169.254.169.254"
+"""Where clouds serve an instance's metadata and credentials."""
 
 
 def _outside_targets(outside: OutsideHost) -> list[str]:
@@ -149,6 +159,8 @@ def _outside_targets(outside: OutsideHost) -> list[str]:
         f"outside_tcp6={outside.ipv6}:{outside.port}:http",
         f"outside_udp4={outside.ipv4}:53:udp",
         f"outside_udp6={outside.ipv6}:53:udp",
+        f"outside_link_local={outside.link_local}:{outside.port}:http",
+        f"metadata={METADATA}:80:http",
         f"host_address={outside.host_ipv4}:{outside.host_port}:http",
         f"resolver={_resolver()}:53:udp",
         "name=pypi.org:443:name",
@@ -176,6 +188,14 @@ def _assert_sealed(report: dict[str, str]) -> None:
             assert report[name] == "failed ENETUNREACH", report
 
 
+def _assert_non_public_refused(report: dict[str, str]) -> None:
+    """Every non-public target failed inside the sandbox (``EACCES``: a rule of its
+    namespace, before pasta), its resolver answered (port 53 is opened to it)."""
+    for name in NON_PUBLIC_NAMES:
+        assert report[name] == "failed EACCES", report
+    assert report["resolver"].startswith("answered"), report
+
+
 def _pastas(parent: psutil.Process | None = None) -> list[psutil.Process]:
     """The pasta processes this test process (or ``parent``) started."""
     found = []
@@ -195,9 +215,10 @@ async def _probe_as_container(
     *,
     more: list[str] | None = None,
     host_ports: list[int] | None = None,
+    allowed_ranges: list[AddressRange] | None = None,
 ) -> dict[str, str]:
     """Run the probe as the container of one turn; its report. ``more``: targets
-    besides the host's; ``host_ports``: the launcher's."""
+    besides the host's; ``host_ports``, ``allowed_ranges``: the launcher's."""
     script, targets = tmp_path / "probe.py", tmp_path / "targets"
     script.write_text(PROBE)
     targets.write_text("")
@@ -206,6 +227,7 @@ async def _probe_as_container(
         network=network,
         allowed=host.allow(),
         host_ports=host_ports or [],
+        allowed_ranges=allowed_ranges or [],
     )
     server = await start_runner(nursery, launcher=launcher)
     targets.write_text("\n".join([*host.targets(server), *(more or [])]))
@@ -242,6 +264,32 @@ async def test_a_sealed_sandbox_reaches_its_callback_and_what_is_allowed_and_not
     for refused in ("runner", "redis", "other"):
         assert report[refused] == "failed ECONNREFUSED", report
     _assert_sealed(report)
+
+
+async def test_an_isolated_sandbox_is_refused_the_non_public_ranges_but_those_allowed(
+    nursery: trio.Nursery,
+    workspace: WorkspaceServer,
+    host: Host,
+    outside: OutsideHost,
+    tmp_path: Path,
+) -> None:
+    """The other machine on 198.18.0.0/15 (benchmarking) and link-local 169.254.0.0/16,
+    and this host's service on the link, are refused; allowed, they answer, but the
+    metadata address, outside the allowed ranges, is still refused."""
+    more = _outside_targets(outside)
+    report = await _probe_as_container(nursery, workspace, host, tmp_path, "isolated", more=more)
+    assert report["callback"].startswith("answered HTTP/1.1"), report
+    _assert_non_public_refused(report)
+    allowed = [parse_range("198.18.0.0/15"), parse_range(f"{outside.link_local}/32")]
+    report = await _probe_as_container(
+        nursery, workspace, host, tmp_path, "isolated", more=more, allowed_ranges=allowed
+    )
+    assert report["callback"].startswith("answered HTTP/1.1"), report
+    assert report["outside_tcp4"] == "answered HTTP/1.0 200 outside", report
+    assert report["outside_udp4"] == "answered ZZ", report  # the query's id, echoed
+    assert report["outside_link_local"] == "answered HTTP/1.0 200 outside", report
+    assert report["host_address"] == "answered HTTP/1.0 200 host", report
+    assert report["metadata"] == "failed EACCES", report
 
 
 async def test_the_runners_own_ports_join_the_forwarded_ones(
@@ -305,9 +353,8 @@ async def test_the_run_shell_skill_of_a_turn_of_its_own_network_cannot_reach_the
     network: NetworkMode,
 ) -> None:
     """The real container bootstraps through its callbacks, then its skill probes: of
-    this host only what is allowed; beyond it, the other machine (``isolated``, over
-    IPv4: pasta gives IPv6 only where the host has a default route for it) or nothing
-    (``sealed``)."""
+    this host only what is allowed; beyond it, nothing on a non-public range but the
+    resolver (``isolated``) or nothing at all (``sealed``)."""
     script, targets = tmp_path / "probe.py", tmp_path / "targets"
     script.write_text(PROBE)
     launcher = bwrap_launcher(extra_paths=[str(tmp_path)], network=network, allowed=host.allow())
@@ -326,9 +373,7 @@ async def test_the_run_shell_skill_of_a_turn_of_its_own_network_cannot_reach_the
     if network == "sealed":
         _assert_sealed(report)
     else:
-        assert report["outside_tcp4"] == "answered HTTP/1.0 200 outside", report
-        assert report["outside_udp4"] == "answered ZZ", report  # the query's id, echoed
-        assert report["host_address"] == "answered HTTP/1.0 200 host", report
+        _assert_non_public_refused(report)
     assert lines[-1]["type"] == "result", lines[-1]
     assert _pastas() == []
 

@@ -83,7 +83,8 @@ async def test_dev_outside_dev_shm_is_read_only_and_its_devices_work(
     """Filling ``/dev`` fails at once (not a byte is written past the limit); the devices,
     ``/dev/shm`` and a pseudo-terminal still work."""
     fill = "head -c 100M /dev/zero > /dev/big; echo $?; ls /dev/big; mkdir /dev/d"
-    works = f"echo fine > /dev/null && head -c 4 /dev/urandom | wc -c && {PY} -c 'import pty; pty.openpty()' && echo pty"
+    pty = f"{PY} -c 'import pty; pty.openpty()'"
+    works = f"echo fine > /dev/null && head -c 4 /dev/urandom | wc -c && {pty} && echo pty"
     lines = await _terminal(nursery, workspace, f"{fill}; {works}; df -k /dev | tail -1")
     assert lines[-1]["type"] == "result", lines[-1]
     [step] = [line for line in lines if line["type"] == "step" and line["status"] == "succeeded"]

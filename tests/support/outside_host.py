@@ -2,10 +2,11 @@
 
 :func:`open_outside_host` starts a server in a network namespace of its own
 (``unshare --net``) and links it to the host's by a veth pair with an IPv4 ``/30`` of
-198.18.0.0/15 (the benchmarking range) and an IPv6 ``/64`` of ``fdd5:7a1e::/32``,
-drawn at random so parallel tests do not collide. The host reaches it as it would
-reach another machine on its LAN (a route of the pair's link), and so does whatever
-the host relays, such as pasta; the internet is never needed. The server answers an
+198.18.0.0/15 (the benchmarking range), a link-local IPv4 ``/30`` of 169.254.0.0/16
+(where cloud metadata services answer; never 169.254.169.0/24) and an IPv6 ``/64`` of
+``fdd5:7a1e::/32``, drawn at random so parallel tests do not collide. The host reaches
+it as it would reach another machine on its LAN (a route of the pair's link), and so
+does whatever the host relays, such as pasta; the internet is never needed. The server answers an
 HTTP request's head on :attr:`OutsideHost.port` (``HTTP/1.0 200 outside``, read whole
 first, so closing resets nothing) and echoes UDP datagrams on
 port 53 (as a DNS server would answer a query), on IPv4 and IPv6. The host's end of
@@ -71,6 +72,8 @@ class OutsideHost:
 
     ipv4: str
     ipv6: str
+    link_local: str
+    """Its link-local IPv4 address."""
     port: int
     """Its TCP port (IPv4 and IPv6); UDP is port 53."""
     host_ipv4: str
@@ -103,6 +106,9 @@ async def open_outside_host() -> AsyncIterator[OutsideHost]:
     block = random.randrange(1 << 15)  # a /30 of 198.18.0.0/15
     base = (198 << 24) | (18 << 16) | (block << 2)
     ipv4, host_ipv4 = _dotted(base + 2), _dotted(base + 1)
+    third = random.choice([n for n in range(1, 255) if n != 169])
+    link_base = (169 << 24) | (254 << 16) | (third << 8) | (random.randrange(64) << 2)
+    link_local, host_link_local = _dotted(link_base + 2), _dotted(link_base + 1)
     prefix = f"fdd5:7a1e:{random.randrange(1 << 16):x}"
     link = f"ssout{os.getpid() % 100000}{random.randrange(1000)}"[:15]
     server = await trio.lowlevel.open_process(
@@ -117,15 +123,17 @@ async def open_outside_host() -> AsyncIterator[OutsideHost]:
         await _ip("link", "add", link, "type", "veth", "peer", "name", "outside0")
         await _ip("link", "set", "outside0", "netns", str(server.pid))
         await _ip("address", "add", f"{host_ipv4}/30", "dev", link)
+        await _ip("address", "add", f"{host_link_local}/30", "dev", link)
         await _ip("-6", "address", "add", f"{prefix}::1/64", "dev", link, "nodad")
         await _ip("link", "set", link, "up")
         inside = ["nsenter", "--target", str(server.pid), "--net", "--", "ip"]
         await _run([*inside, "address", "add", f"{ipv4}/30", "dev", "outside0"])
+        await _run([*inside, "address", "add", f"{link_local}/30", "dev", "outside0"])
         await _run([*inside, "-6", "address", "add", f"{prefix}::2/64", "dev", "outside0", "nodad"])
         await _run([*inside, "link", "set", "outside0", "up"])
         async with trio.open_nursery() as nursery:
             host_port = await nursery.start(_serve_on_host, host_ipv4)
-            yield OutsideHost(ipv4, f"{prefix}::2", port, host_ipv4, host_port)
+            yield OutsideHost(ipv4, f"{prefix}::2", link_local, port, host_ipv4, host_port)
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
