@@ -23,6 +23,8 @@ RUNS = {
     "cursor": 200_000,
     "multipart": 2_000,
     "push_endpoint": 20_000,
+    "push_subscription": 20_000,
+    "streams": 20_000,
 }
 """Inputs CI tries per harness: about 3 seconds' worth each."""
 MAX_SECONDS = 30

@@ -23,7 +23,13 @@ from sandstream.server.streams.headers import (
     sub_offset,
     ttl_seconds,
 )
-from sandstream.server.streams.jsonmode import json_body, json_messages, json_payload
+from sandstream.server.streams.jsonmode import (
+    MAX_JSON_DEPTH,
+    json_body,
+    json_depth,
+    json_messages,
+    json_payload,
+)
 from sandstream.server.streams.offsets import (
     BEGINNING,
     NOW,
@@ -143,7 +149,32 @@ def test_json_mode_refusals() -> None:
         json_payload(b"{nope", allow_empty=True)
     assert json_payload(b"[]", allow_empty=True) == b""
     assert json_payload(b"[[1,2],[3]]", allow_empty=False) == b"[1,2],[3],"
-    assert json_body(b"") == b"[]"
+    with pytest.raises(InvalidStreamRequestError, match="not valid JSON"):
+        json_payload(b'["\xff"]', allow_empty=False)  # invalid UTF-8
+
+
+@pytest.mark.parametrize("opener", [b"[", b'{"a":'])
+def test_json_nested_too_deep_is_a_bad_request_and_what_is_stored_reads_back(
+    opener: bytes,
+) -> None:
+    """Deeper than the decoder goes: refused (it raised RecursionError, a 500); a
+    message deeper than MAX_JSON_DEPTH: refused; at it: stored, and read back inside
+    the read's array (one level more) it still decodes (the fuzz harness ``streams``:
+    a bare value the decoder took on append could be one it refused on read)."""
+    closer = b"]" if opener == b"[" else b"}"
+
+    def message(depth: int) -> bytes:
+        return opener * depth + b"1" + closer * depth
+
+    with pytest.raises(InvalidStreamRequestError, match="not valid JSON"):
+        json_payload(message(100_000), allow_empty=False)
+    with pytest.raises(InvalidStreamRequestError, match=f"more than {MAX_JSON_DEPTH}"):
+        json_payload(b"[" + message(MAX_JSON_DEPTH + 1) + b"]", allow_empty=False)
+    stored = json_payload(b"[" + message(MAX_JSON_DEPTH) + b"]", allow_empty=False)
+    assert json_messages(stored) == [stored]
+    assert json_depth(msgspec.json.decode(json_body(stored))) == MAX_JSON_DEPTH + 1
+    if opener != b"[":  # a bare value is one message (an array's elements are)
+        assert json_payload(message(MAX_JSON_DEPTH), allow_empty=False) == stored
 
 
 def _sse_data(event: bytes) -> bytes:

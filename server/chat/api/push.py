@@ -15,6 +15,7 @@ else 422 with the rule it breaks as ``reason``); a workspace holds at most
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 import msgspec
@@ -29,6 +30,7 @@ from sandstream.server.chat.model import (
     now_ms,
 )
 from sandstream.server.chat.push import (
+    EndpointPolicy,
     PushEndpointRefusedError,
     PushSenders,
     WebPushSubscription,
@@ -47,7 +49,13 @@ from sandstream.server.http import (
 from .bodies import check_id, workspace_query
 from .guard import get_service, require_api_token
 
-__all__ = ["push_ack_blueprint", "push_blueprint"]
+__all__ = [
+    "DeviceAddress",
+    "SubscribeRequest",
+    "push_ack_blueprint",
+    "push_blueprint",
+    "read_subscription",
+]
 
 push_blueprint = Blueprint("assistant_push", __name__, url_prefix="/api/assistant/push")
 require_api_token(push_blueprint)
@@ -100,21 +108,30 @@ def _senders() -> PushSenders:
     return senders
 
 
-def _subscription(body: SubscribeRequest) -> PushSubscription:
-    """The stored form of ``body``'s one subscription; 422 if it is not exactly one,
-    malformed, or of a service not configured here."""
+@dataclass(frozen=True, slots=True)
+class DeviceAddress:
+    """Where a subscription's pushes go: its ``kind``, ``address`` (a Web Push endpoint,
+    an APNs device token, an FCM registration token) and Web Push's keys."""
+
+    kind: PushKind
+    address: str
+    p256dh: str | None = None
+    auth: str | None = None
+
+
+def read_subscription(body: SubscribeRequest, endpoints: EndpointPolicy | None) -> DeviceAddress:
+    """``body``'s one device, its Web Push endpoint checked by ``endpoints`` (``None``:
+    not checked, Web Push is off); :class:`BadRequestError` (422) if it gives not exactly
+    one, or a malformed one."""
     given = [x for x in (body.web_push, body.apns_token, body.fcm_token) if x is not None]
     if len(given) != 1:
         raise BadRequestError(invalid("give exactly one of webPush, apnsToken, fcmToken"))
-    kind: PushKind
-    p256dh = auth = None
-    senders = _senders()
     if body.web_push is not None:
-        kind, address = "webpush", body.web_push.endpoint
+        address = body.web_push.endpoint
         p256dh, auth = body.web_push.keys.p256dh, body.web_push.keys.auth
         try:
-            if senders.webpush is not None:
-                senders.webpush.endpoints.check(address)
+            if endpoints is not None:
+                endpoints.check(address)
             WebPushSubscription(address, p256dh, auth)
         except WebPushSubscriptionError as exc:
             raise BadRequestError(invalid(f"webPush: {exc}")) from None
@@ -122,22 +139,30 @@ def _subscription(body: SubscribeRequest) -> PushSubscription:
             raise BadRequestError(
                 invalid(f"webPush.endpoint is refused ({exc.reason}): {exc}", reason=exc.reason)
             ) from None
-    elif body.apns_token is not None:
-        kind, address = "apns", body.apns_token
-        if not _APNS_TOKEN.fullmatch(address):
+        return DeviceAddress("webpush", address, p256dh, auth)
+    if body.apns_token is not None:
+        if not _APNS_TOKEN.fullmatch(body.apns_token):
             raise BadRequestError(invalid("apnsToken is a hex device token"))
-    else:
-        assert body.fcm_token is not None
-        kind, address = "fcm", body.fcm_token
-    if not senders.accepts(kind):
-        raise BadRequestError(invalid(f"{kind} push is not configured on this server"))
+        return DeviceAddress("apns", body.apns_token)
+    assert body.fcm_token is not None
+    return DeviceAddress("fcm", body.fcm_token)
+
+
+def _subscription(body: SubscribeRequest) -> PushSubscription:
+    """The stored form of ``body``'s one subscription; 422 if it is not exactly one,
+    malformed (:func:`read_subscription`), or of a service not configured here."""
+    senders = _senders()
+    endpoints = senders.webpush.endpoints if senders.webpush is not None else None
+    device = read_subscription(body, endpoints)
+    if not senders.accepts(device.kind):
+        raise BadRequestError(invalid(f"{device.kind} push is not configured on this server"))
     return PushSubscription(
         id=new_id("dev"),
         workspace_id=body.workspace_id,
-        kind=kind,
-        address=address,
-        p256dh=p256dh,
-        auth=auth,
+        kind=device.kind,
+        address=device.address,
+        p256dh=device.p256dh,
+        auth=device.auth,
         created_at=now_ms(),
     )
 
