@@ -21,9 +21,12 @@ SENT_BYTES = 256 * 1024
 """What the large message's sender gets out before the server must have closed."""
 
 
-async def _close_code(url: str, path: str, payload: bytes, *, declared: int) -> int:
-    """Connect, send one message of ``declared`` bytes of which ``payload`` is the start,
-    then read until the server's close frame; its code."""
+async def _close_code(
+    url: str, path: str, payload: bytes, *, declared: int, fragment: int = 0
+) -> int:
+    """Connect, send one message of ``declared`` bytes of which ``payload`` is the start
+    (``fragment``: all of ``payload``, as frames of that many bytes), then read until
+    the server's close frame; its code."""
     host, port = url.removeprefix("http://").split(":")
     with trio.fail_after(30):
         stream = await trio.open_tcp_stream(host, int(port))
@@ -35,10 +38,19 @@ async def _close_code(url: str, path: str, payload: bytes, *, declared: int) -> 
                 ws.receive_data(await stream.receive_some())
                 if any(isinstance(event, AcceptConnection) for event in ws.events()):
                     break
-            frame = ws.send(Message(data=payload, message_finished=len(payload) == declared))
-            if len(payload) < declared:
+            if fragment:
+                ends = range(fragment, len(payload) + fragment, fragment)
+                frame = b"".join(
+                    ws.send(
+                        Message(payload[end - fragment : end], message_finished=end >= len(payload))
+                    )
+                    for end in ends
+                )
+            elif len(payload) < declared:
                 # A frame header announcing ``declared`` bytes, then only ``payload``.
                 frame = _binary_frame_header(declared) + payload
+            else:
+                frame = ws.send(Message(data=payload))
             await stream.send_all(frame)
             while True:
                 data = await stream.receive_some()
@@ -65,7 +77,16 @@ async def test_a_client_message_closes_a_live_session_socket_with_a_clear_code(
         path = f"/sessions/{session_id}/ws"
         small = await _close_code(server.url, path, b"hello", declared=5)
         huge = await _close_code(server.url, path, b"x" * SENT_BYTES, declared=16 * 1024 * 1024)
+        # the bound is the message's, however many frames it comes in
+        pieces = b"x" * (2 * MAX_WEBSOCKET_MESSAGE)
+        fragmented = await _close_code(server.url, path, pieces, declared=len(pieces), fragment=512)
+        within = pieces[:MAX_WEBSOCKET_MESSAGE]
+        small_pieces = await _close_code(
+            server.url, path, within, declared=len(within), fragment=512
+        )
         await client.post(f"/sessions/{session_id}/interrupt")
     assert small == 1008  # policy: the socket takes no messages
     assert huge == 1009  # too big: refused after a bounded part, never buffered whole
+    assert fragmented == 1009
+    assert small_pieces == 1008  # within the bound: read whole, then refused
     assert MAX_WEBSOCKET_MESSAGE < SENT_BYTES
