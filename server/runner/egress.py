@@ -89,6 +89,8 @@ OPEN_PRIORITY: Final = 9000
 RESOLVER_PORT: Final = 53
 RESOLV_CONF: Final = Path("/etc/resolv.conf")
 """The resolvers a sandbox uses (it sees this file)."""
+IPV6_ADDRESSES: Final = Path("/proc/net/if_inet6")
+"""Absent where the kernel has no IPv6 (``ipv6.disable=1``): no IPv6 rule to add."""
 
 
 def parse_range(text: str) -> AddressRange:
@@ -142,7 +144,7 @@ async def openings(
     """What an ``isolated`` sandbox reaches in :data:`REFUSED_RANGES`: ``allowed_ranges``
     whole, the resolvers of ``/etc/resolv.conf`` on port 53 (UDP and TCP) and each
     address of ``endpoints`` (resolved now; a name that does not resolve opens nothing)
-    on its TCP port. Loopback addresses open nothing: a sandbox reaches this host's
+    on its TCP port; each once. Loopback addresses open nothing: a sandbox reaches this host's
     loopback through pasta's forwards alone. Cancellation: raises, nothing to undo."""
     opened = [Opening(network) for network in allowed_ranges]
     try:
@@ -162,15 +164,15 @@ async def openings(
             address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
             if _refused(address) and not address.is_loopback:
                 opening = Opening(ipaddress.ip_network(address), "tcp", endpoint.port)
-                if opening not in opened:
-                    opened.append(opening)
-    return opened
+                opened.append(opening)
+    return list(dict.fromkeys(opened))  # the kernel refuses a rule twice
 
 
-def rule_batches(opened: Sequence[Opening]) -> dict[int, str]:
-    """``ip -batch`` input per IP version (4, 6): the openings, then the refusals."""
+def rule_batches(opened: Sequence[Opening], *, ipv6: bool = True) -> dict[int, str]:
+    """``ip -batch`` input per IP version (4, and 6 unless not ``ipv6``): the openings,
+    then the refusals."""
     batches = {}
-    for version in (4, 6):
+    for version in (4, 6) if ipv6 else (4,):
         lines = [o.rule() for o in opened if o.network.version == version]
         lines += [
             f"rule add to {network} prohibit priority {OPEN_PRIORITY + 1}"
@@ -183,7 +185,8 @@ def rule_batches(opened: Sequence[Opening]) -> dict[int, str]:
 
 async def refuse_ranges(init_pid: int, opened: Sequence[Opening], *, ip: str = "ip") -> None:
     """Add the rules of :func:`rule_batches` to the network namespace of ``init_pid``
-    (joining its user namespace too where it is not ours: a runner that is not root).
+    (joining its user namespace too where it is not ours: a runner that is not root;
+    IPv6's only where the kernel has IPv6).
     Raises :class:`LaunchError` if ``ip`` (run through ``nsenter``) fails."""
     netns_fd, userns_fd = open_namespaces(init_pid)
     fds = [fd for fd in (netns_fd, userns_fd) if fd is not None]
@@ -191,7 +194,7 @@ async def refuse_ranges(init_pid: int, opened: Sequence[Opening], *, ip: str = "
     if userns_fd is not None:
         enter += [f"--user=/proc/self/fd/{userns_fd}", "--preserve-credentials"]
     try:
-        for version, batch in rule_batches(opened).items():
+        for version, batch in rule_batches(opened, ipv6=IPV6_ADDRESSES.exists()).items():
             try:
                 done = await trio.run_process(
                     [*enter, ip, f"-{version}", "-batch", "-"],

@@ -4,9 +4,11 @@ are in ``test_sandbox_network.py``."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,12 +98,13 @@ def test_an_opening_is_one_rule_before_the_refusals() -> None:
     assert four[0] == opening.rule() and six[0] == whole.rule()
     assert all(line.endswith(f"prohibit priority {OPEN_PRIORITY + 1}") for line in four[1:])
     assert len(four[1:]) + len(six[1:]) == len(REFUSED_RANGES)
+    assert list(rule_batches([opening, whole], ipv6=False)) == [4]
 
 
 async def test_what_is_opened() -> None:
     """The allowed ranges whole; this host's resolvers on a refused range, port 53;
     an endpoint on a refused range, its port; loopback and public ones nothing."""
-    allowed = [parse_range("192.168.7.0/24")]
+    allowed = [parse_range("192.168.7.0/24"), parse_range("192.168.7.0/24")]
     endpoints = [
         Endpoint("10.9.8.7", 8443),
         Endpoint("127.0.0.1", 80),
@@ -110,6 +113,7 @@ async def test_what_is_opened() -> None:
         Endpoint("no-such-name.invalid", 80),
     ]
     opened = await openings(endpoints, allowed)
+    assert len(set(opened)) == len(opened)  # each once: the kernel refuses a rule twice
     assert opened[0] == Opening(allowed[0])
     assert opened[-1] == Opening(ipaddress.ip_network("10.9.8.7/32"), "tcp", 8443)
     conf = Path("/etc/resolv.conf").read_text()
@@ -119,17 +123,40 @@ async def test_what_is_opened() -> None:
         if not address.is_global and not address.is_loopback
         for kind in ("udp", "tcp")
     ]
-    assert opened[1:-1] == expected
+    assert opened[1:-1] == list(dict.fromkeys(expected))
 
 
-async def test_rules_that_cannot_be_added_fail_the_launch() -> None:
-    """``ip`` failing (``false`` in its place, or missing) is a :class:`LaunchError`;
-    the namespace's fds are closed."""
+async def test_the_rules_go_into_the_namespace_and_refuse_there() -> None:
+    """In a network namespace of its own (here ``unshare --net``'s): the openings before
+    the refusals; a connect to a refused range fails there with ``EACCES``, one to the
+    opened address and port does not; ``ip`` failing (``false`` in its place, or
+    missing) is a :class:`LaunchError`, the namespace's fds closed."""
+    probe = (
+        "import socket\n"
+        "for port in (80, 8443):\n"
+        "    try: socket.create_connection(('10.9.8.7', port), timeout=1)\n"
+        "    except OSError as e: print(port, e.errno)\n"
+    )
     sleeper = subprocess.Popen(["unshare", "--net", "sleep", "30"])
     try:
         with trio.fail_after(10):
             while os.readlink(f"/proc/{sleeper.pid}/ns/net") == os.readlink("/proc/self/ns/net"):
                 await trio.sleep(0.01)
+        opened = [Opening(ipaddress.ip_network("10.9.8.7/32"), "tcp", 8443)]
+        await refuse_ranges(sleeper.pid, opened)
+        inside = ["nsenter", f"--net=/proc/{sleeper.pid}/ns/net"]
+        # the main table's route for it: "unreachable", which a lookup that gets there
+        # answers EHOSTUNREACH (without a route, the lookup would go on to the refusals)
+        await trio.run_process([*inside, "ip", "route", "add", "unreachable", "10.9.8.7/32"])
+        rules = await trio.run_process([*inside, "ip", "-4", "rule"], capture_stdout=True)
+        lines = rules.stdout.decode().splitlines()
+        assert f"{OPEN_PRIORITY}:\tfrom all to 10.9.8.7 ipproto tcp dport 8443 lookup main" in lines
+        assert f"{OPEN_PRIORITY + 1}:\tfrom all to 169.254.0.0/16 prohibit" in lines
+        tried = await trio.run_process([*inside, sys.executable, "-c", probe], capture_stdout=True)
+        assert tried.stdout.decode().split("\n")[:2] == [
+            f"80 {errno.EACCES}",  # refused by its rule
+            f"8443 {errno.EHOSTUNREACH}",  # let through to the main table's route
+        ]
         before = len(os.listdir("/proc/self/fd"))
         for ip in ("false", "/nonexistent/ip"):
             with pytest.raises(LaunchError, match=r"cannot refuse the non-public ranges"):
