@@ -37,6 +37,7 @@ from sandstream.server.runner import (
     Runner,
     RunnerCollector,
     RunnerSettings,
+    TurnTimes,
     install_runner,
 )
 from sandstream.server.sessions import (
@@ -88,6 +89,7 @@ def _add_runner(app: QuartTrio, runner: Runner, sessions: SessionSettings | None
     app.config["MAX_CONTENT_LENGTH"] = runner.settings.max_body_bytes
     install_runner(app, runner)
     registry.register(RunnerCollector(runner))
+    TurnTimes(runner, registry)
     if sessions is not None:
         streams = sessions.stream_settings
         store = StreamStore.from_settings(streams, server_prefixes=(SESSION_STREAMS,))

@@ -32,7 +32,7 @@ from .launcher import (
     LocalSubprocessLauncher,
 )
 from .limits import LimitExceeded, ResourceLimits, parse_size
-from .metrics import RunnerCollector
+from .metrics import RunnerCollector, TurnTimes
 from .network import NETWORK_MODES, Endpoint, NetworkMode, network_mode, parse_endpoint
 from .routes import (
     NDJSON_CONTENT_TYPE,
@@ -77,6 +77,7 @@ __all__ = [
     "TurnOutcome",
     "TurnStateError",
     "TurnStream",
+    "TurnTimes",
     "bwrap_available",
     "default_launcher",
     "get_runner",

@@ -4,6 +4,8 @@ exactly what a real turn and a real session did."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 from pathlib import Path
 
 import httpx
@@ -46,12 +48,20 @@ async def scrape(client: httpx.AsyncClient) -> Samples:
     return samples
 
 
+def _installed() -> str:
+    return importlib.metadata.version("sandstream")
+
+
+def _python() -> str:
+    return platform.python_version()
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def moved(before: Samples, after: Samples) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """The samples whose value changed, by how much (histogram sums left out)."""
+    """The samples whose value changed, by how much (histograms by their counts alone)."""
     keys = set(before) | set(after)
     return {
         key: after.get(key, 0.0) - before.get(key, 0.0)
@@ -59,6 +69,7 @@ def moved(before: Samples, after: Samples) -> dict[tuple[str, frozenset[tuple[st
         if after.get(key, 0.0) != before.get(key, 0.0)
         and key[0].startswith("sandstream_")
         and not key[0].startswith("sandstream_http_")
+        and not key[0].endswith(("_bucket", "_sum", "_created"))
     }
 
 
@@ -94,7 +105,14 @@ async def test_a_turn_moves_the_counters_by_what_happened(
         ("sandstream_turns_started_total", frozenset()): 1,
         ("sandstream_turns_ended_total", frozenset({("outcome", "result")})): 1,
         ("sandstream_containers_started_total", frozenset()): 1,
+        ("sandstream_turn_duration_seconds_count", frozenset({("outcome", "result")})): 1,
+        ("sandstream_turn_first_line_seconds_count", frozenset()): 1,
     }
+    duration = value(after, "sandstream_turn_duration_seconds_sum", outcome="result")
+    first_line = value(after, "sandstream_turn_first_line_seconds_sum")
+    assert 0 < first_line <= duration
+    assert value(after, "process_cpu_seconds_total") > 0  # the process's own metrics
+    assert value(after, "sandstream_build_info", version=_installed(), python=_python()) == 1
     requests = "sandstream_http_request_duration_seconds_count"
     counted = value(after, requests, route="/stream", status="2xx")
     assert counted == value(before, requests, route="/stream", status="2xx") + 1
@@ -120,6 +138,8 @@ async def test_a_session_counts_its_chunks_bytes_and_readers(
         ("sandstream_containers_started_total", frozenset()): 1,
         ("sandstream_session_chunks_appended_total", frozenset()): len(whole.chunks),
         ("sandstream_session_bytes_appended_total", frozenset()): sum(map(len, whole.chunks)),
+        ("sandstream_turn_duration_seconds_count", frozenset({("outcome", "result")})): 1,
+        ("sandstream_turn_first_line_seconds_count", frozenset()): 1,
     }
     requests = "sandstream_http_request_duration_seconds_count"
     assert value(after, requests, route="/sessions/{session_id}/stream", status="2xx") == 1
