@@ -74,7 +74,7 @@ async def _relay(exchange: Exchange, answer: UpstreamAnswer, observers: Observer
     observers.response(answer.status, answer.reason.decode("latin-1"), headers)
     pieces = answer.body()
     try:
-        await exchange.start(answer.status, answer.reason, headers)
+        await exchange.start(answer.status, answer.reason, headers, hold=answer.body_at_hand)
         while True:
             try:
                 piece = await pieces.__anext__()

@@ -124,6 +124,11 @@ class UpstreamAnswer:
         self._start = start
         self._reusable = reusable
 
+    @property
+    def body_at_hand(self) -> bool:
+        """Whether the body's first piece (or its end) came with the head: no wait."""
+        return bool(self._start) or self._reader.done
+
     async def body(self) -> AsyncIterator[bytes]:
         """The body's payload as it comes. Raises :class:`~.errors.UpstreamCut` (or
         :class:`~.errors.UpstreamTimeout`) when the answer stops before its end."""
@@ -250,14 +255,16 @@ class UpstreamPool:
             raise UpstreamConnectError(f"the request cannot go upstream ({exc})") from exc
         sent_whole = True
         try:
-            if body is None:
-                await connection.send((data or b"") + (conn.send(h11.EndOfMessage()) or b""))
-            else:
-                await connection.send(data or b"")
+            # the head goes with the body's first piece: one write, one wake of the provider
+            pending = data or b""
+            if body is not None:
                 async with aclosing(body) as pieces:
                     async for piece in pieces:
-                        await connection.send(conn.send(h11.Data(data=piece)) or b"")
-                await connection.send(conn.send(h11.EndOfMessage()) or b"")
+                        await connection.send(pending + (conn.send(h11.Data(data=piece)) or b""))
+                        pending = b""
+            pending += conn.send(h11.EndOfMessage()) or b""
+            if pending:
+                await connection.send(pending)
         except UpstreamCut:
             sent_whole = False  # the provider may have answered before reading it all
         except h11.LocalProtocolError as exc:  # a body longer or shorter than it said
