@@ -110,7 +110,8 @@ class _Reader:
     """One protocol's fold of an answer's events (or body) into the call's usage.
 
     ``MARKERS``: an SSE event whose bytes hold none of them cannot change the fold (it
-    names none of the fields the fold reads), so it is never parsed."""
+    names none of the fields the fold reads, nor the event types it folds), so it is
+    never parsed. Each begins with ``"``: bytes without one are skipped at once."""
 
     __slots__ = ("complete", "model", "usage")
     MARKERS: tuple[bytes, ...] = ()
@@ -167,7 +168,7 @@ class _AnthropicReader(_Reader):
     input and cache counts so far: each count present replaces the one before."""
 
     __slots__ = ("_counts",)
-    MARKERS = (b"message_start", b"message_delta")
+    MARKERS = (b'"message_start"', b'"message_delta"')
 
     def __init__(self) -> None:
         super().__init__()
@@ -477,7 +478,8 @@ class _MarkedEvents:
             return [text]
         spans: list[tuple[int, int]] = []
         at = 0
-        hits = {marker: text.find(marker, 0, end) for marker in self._markers}
+        quoted = text.find(b'"', 0, end) >= 0  # every marker is quoted: a memchr first
+        hits = {marker: text.find(marker, 0, end) if quoted else -1 for marker in self._markers}
         while at < end:
             for marker, hit in hits.items():
                 if 0 <= hit < at:
