@@ -12,7 +12,7 @@ connection.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final
 
 import h11
@@ -57,7 +57,7 @@ class Exchange:
                 return True
         return False
 
-    async def body(self) -> AsyncIterator[bytes]:
+    async def body(self) -> AsyncGenerator[bytes, None]:
         """The request's body, chunk by chunk as it arrives. Raises :class:`ClientGone`."""
         conn = self._conn
         if conn.they_are_waiting_for_100_continue:

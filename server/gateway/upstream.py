@@ -19,7 +19,7 @@ import re
 import select
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Final
@@ -129,7 +129,7 @@ class UpstreamAnswer:
         """Whether the body's first piece (or its end) came with the head: no wait."""
         return bool(self._start) or self._reader.done
 
-    async def body(self) -> AsyncIterator[bytes]:
+    async def body(self) -> AsyncGenerator[bytes, None]:
         """The body's payload as it comes. Raises :class:`~.errors.UpstreamCut` (or
         :class:`~.errors.UpstreamTimeout`) when the answer stops before its end."""
         connection = self._connection
@@ -172,7 +172,7 @@ class UpstreamPool:
         method: bytes,
         url: str,
         headers: Headers,
-        body: AsyncIterator[bytes] | None,
+        body: AsyncGenerator[bytes, None] | None,
     ) -> UpstreamAnswer:
         """Send the request (``body`` streamed as it comes), read the answer's head.
         Raises an :class:`~.errors.UpstreamError`; whatever the client's ``body``
@@ -242,7 +242,7 @@ class UpstreamPool:
         target: bytes,
         host: bytes,
         headers: Headers,
-        body: AsyncIterator[bytes] | None,
+        body: AsyncGenerator[bytes, None] | None,
     ) -> UpstreamAnswer:
         conn = h11.Connection(h11.CLIENT)
         names = {name.lower() for name, _ in headers}
