@@ -29,6 +29,9 @@ before its third chunk until the test has seen the first two in the page."""
 RUNNING: Final = "article.message-assistant[data-status=running] .answer"
 CARD: Final = "article.message-assistant .permission"
 PENDING: Final = f"{CARD}.permission-pending"
+CHAT_TOTAL_SHOWN: Final = (
+    "() => /This chat: [1-9][0-9]* tokens/.test(document.querySelector('#chat-usage')?.innerText)"
+)
 
 
 def _agent(preset: AcpPreset) -> Callable[[ModelServer], AgentProfile]:
@@ -57,9 +60,7 @@ def test_a_real_agent_streams_into_the_page_and_is_answered_there(
         )
         assert "".join(TEXT[2:]) not in page.inner_text(RUNNING)
         # The chat's total counts the calls that ended so far (the held one not yet).
-        page.wait_for_function(
-            "() => /This chat: [1-9][0-9]* tokens/.test(document.querySelector('#chat-usage')?.innerText)"
-        )
+        page.wait_for_function(CHAT_TOTAL_SHOWN)
         midway = _tokens(page.inner_text("#chat-usage"))
         server.release_model()
         done = assistant(page, "complete")
