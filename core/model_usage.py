@@ -13,7 +13,10 @@ and whether the answer carried its final usage at the end::
 An answer is Server-Sent Events when its content type is ``text/event-stream`` (read
 with :class:`~sandstream.core.sse_parser.SSEParser`), else one JSON body (Gemini's
 ``streamGenerateContent`` without ``alt=sse``: a JSON array of responses). How each
-protocol counts is in docs/protocol.md, "Metering model calls". Bad input never raises:
+protocol counts is in docs/protocol.md, "Metering model calls". Of an SSE answer only
+the events holding one of the protocol's markers (the fields it reads, quoted) are
+parsed; byte searches skip the others, so a long answer costs little more than a
+``memchr`` per piece. Bad input never raises:
 bytes that are not the protocol's events or body count nothing; a stream cut
 mid-event counts what its complete events said; past the bounds (an SSE line or an
 event's data over ``max_event_chars``, a JSON body over ``max_body_bytes``) the meter

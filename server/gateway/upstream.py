@@ -154,9 +154,10 @@ class UpstreamAnswer:
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if self._reusable and self._reader.done and not (self._start or self._reader.leftover):
-            self._pool.put(connection)
-        else:
+        reusable = self._reusable and self._reader.done
+        if not (
+            reusable and not (self._start or self._reader.leftover) and self._pool.put(connection)
+        ):
             await connection.aclose()
 
 
@@ -186,12 +187,14 @@ class UpstreamPool:
             raise
         return answer
 
-    def put(self, connection: _Connection) -> None:
+    def put(self, connection: _Connection) -> bool:
+        """Keep ``connection`` for the next call to its origin; ``False``: enough are
+        kept already (the caller closes it)."""
         idle = self._idle.setdefault(connection.origin, [])
-        if len(idle) < MAX_IDLE:
-            idle.append(connection)
-        else:
-            trio.lowlevel.spawn_system_task(connection.aclose)
+        if len(idle) >= MAX_IDLE:
+            return False
+        idle.append(connection)
+        return True
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, {}
