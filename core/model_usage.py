@@ -461,24 +461,38 @@ class _MarkedEvents:
     :data:`MARKED_PENDING_BYTES` without an end (or the stream's events end in CR
     alone, or every event is marked), every byte from then on (:attr:`whole`)."""
 
-    __slots__ = ("_bound", "_dense", "_markers", "_pending", "whole")
+    __slots__ = ("_bound", "_dense", "_markers", "_pending", "_pending_size", "_tail", "whole")
 
     def __init__(self, markers: tuple[bytes, ...], bound: int) -> None:
         self._markers = markers
         self._bound = bound
-        self._pending = b""  # since the last event end
+        self._pending: list[bytes] = []  # the pieces since the last event end
+        self._pending_size = 0
+        self._tail = b""  # the last two pending bytes: an event end may straddle
         self._dense = 0  # feeds in a row whose events were all marked
         self.whole = not markers
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.whole:
             return [data]
-        text = self._pending + data if self._pending else data
-        end = _last_event_end(text, 0, len(text))
-        self._pending = text[end:]
-        if len(self._pending) > min(self._bound, MARKED_PENDING_BYTES):
-            self.whole = True
-            return [text]
+        # the last event end in the new bytes, or across their junction with those pending
+        found_end = _last_event_end(data, 0, len(data))
+        if not found_end and self._pending:
+            junction = self._tail + data[:2]
+            found_end = max(_last_event_end(junction, 0, len(junction)) - len(self._tail), 0)
+        if not found_end:
+            self._pending.append(data)
+            self._pending_size += len(data)
+            self._tail = (self._tail + data)[-2:]
+            if self._pending_size > min(self._bound, MARKED_PENDING_BYTES):
+                self.whole = True
+                return [self.rest()]
+            return []
+        text = b"".join([*self._pending, data])
+        end = self._pending_size + found_end
+        self._pending = [text[end:]] if end < len(text) else []
+        self._pending_size = len(text) - end
+        self._tail = text[-2:] if self._pending else b""
         spans: list[tuple[int, int]] = []
         at = 0
         quoted = text.find(b'"', 0, end) >= 0  # every marker is quoted: a memchr first
@@ -502,14 +516,15 @@ class _MarkedEvents:
         self._dense = self._dense + 1 if spans == [(0, end)] and end else 0
         if self._dense >= 2:  # every event is marked: no search is worth its cost
             self.whole = True
-            self._pending = b""
+            self._pending, self._pending_size, self._tail = [], 0, b""
             return [text]
         return [text[start:stop] for start, stop in spans]
 
     def rest(self) -> bytes:
         """The bytes after the last certain event end (events ended by CR alone, an
         event cut short): the stream's end decides what they are."""
-        rest, self._pending = self._pending, b""
+        rest = b"".join(self._pending)
+        self._pending, self._pending_size, self._tail = [], 0, b""
         return rest
 
 
