@@ -9,6 +9,8 @@ import platform
 from pathlib import Path
 
 import httpx
+import msgspec
+import pytest
 import trio
 import trio_websocket
 from prometheus_client.parser import text_string_to_metric_families
@@ -191,3 +193,24 @@ async def wait_readers_gone(client: httpx.AsyncClient) -> None:
             ):
                 return
             await trio.sleep(0.02)
+
+
+async def test_a_turn_with_text_times_its_first_text(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    workspace.config = scripted(message="one two three", delta_delay_sec=0.05)
+    dispatch = {**workspace.mint_dispatch(), "extensions": ["live"]}
+    async with server.client() as client:
+        before = await scrape(client)
+        async with client.stream("POST", "/stream", json=dispatch) as response:
+            body = await response.aread()
+        types = [msgspec.json.decode(line)["type"] for line in body.splitlines()]
+        assert types.count("delta") >= 3 and types[-1] == "result"
+        [record] = await server.wait_records(1)
+        after = await scrape(client)
+    first_text = "sandstream_turn_first_text_seconds"
+    assert value(after, f"{first_text}_count") == value(before, f"{first_text}_count") + 1
+    assert record.first_line_ms is not None and record.first_text_ms is not None
+    assert record.first_line_ms <= record.first_text_ms <= record.duration_ms
+    assert value(after, f"{first_text}_sum") == pytest.approx(record.first_text_ms / 1000)
