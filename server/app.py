@@ -25,7 +25,7 @@ from quart_trio import QuartTrio
 from sandstream.server.chat import install_chat
 from sandstream.server.chat.api import ChatService
 from sandstream.server.chat.model import ChatConfigError
-from sandstream.server.chat.mover import MoverCollector
+from sandstream.server.chat.mover import ChatTurnsCollector, MoverCollector
 from sandstream.server.http import (
     get_metrics,
     install_metrics,
@@ -125,6 +125,7 @@ def create_chat_app(
         runner_token = service.runner.settings.token
     install_chat(app, service)
     metrics.registry.register(MoverCollector(lambda: service.turns.mover.log_mover))
+    metrics.registry.register(ChatTurnsCollector(service.turns.settler.turns))
     app.register_blueprint(web_blueprint)
     if metrics_route:
         tokens = [service.settings.api_token, *([] if runner_token is None else [runner_token])]
