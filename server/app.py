@@ -19,13 +19,17 @@ A composition that cannot work raises :class:`~sandstream.server.chat.model.erro
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from quart_trio import QuartTrio
 
 from sandstream.server.chat import install_chat
 from sandstream.server.chat.api import ChatService
 from sandstream.server.chat.model import ChatConfigError
-from sandstream.server.chat.mover import ChatTurnsCollector, MoverCollector
+from sandstream.server.chat.mover import ChatTurnsCollector, MoverCollector, RedisLease
+from sandstream.server.chat.store import SqlChatStore
+from sandstream.server.databases import OperationsCollector, OperationTimes, PostgresDatabase
 from sandstream.server.http import (
     get_metrics,
     install_metrics,
@@ -126,11 +130,29 @@ def create_chat_app(
     install_chat(app, service)
     metrics.registry.register(MoverCollector(lambda: service.turns.mover.log_mover))
     metrics.registry.register(ChatTurnsCollector(service.turns.settler.turns))
+    metrics.registry.register(
+        OperationsCollector(partial(_chat_stores, service), partial(_chat_pools, service))
+    )
     app.register_blueprint(web_blueprint)
     if metrics_route:
         tokens = [service.settings.api_token, *([] if runner_token is None else [runner_token])]
         mount_metrics_route(app, metrics, tokens)
     return app
+
+
+def _chat_stores(service: ChatService) -> Iterator[OperationTimes]:
+    """The chat's database, and its Redis lease store if it has one."""
+    yield service.store.operations
+    mover = service.turns.mover.log_mover
+    if mover is not None and isinstance(mover.lease, RedisLease):
+        yield mover.lease.operations
+
+
+def _chat_pools(service: ChatService) -> Iterator[tuple[str, Callable[[], tuple[int, float]]]]:
+    """The chat database's connection pool, on PostgreSQL."""
+    store = service.store
+    if isinstance(store, SqlChatStore) and isinstance(store.db, PostgresDatabase):
+        yield "postgresql", store.db.pool_waits
 
 
 def create_metrics_app(app: QuartTrio) -> QuartTrio:

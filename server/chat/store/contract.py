@@ -57,6 +57,7 @@ from sandstream.server.chat.model import (
     TurnRequest,
     TurnStart,
 )
+from sandstream.server.databases import OperationTimes
 
 from .leases import DatabaseLease
 from .moved_runs import MovedChunks
@@ -540,6 +541,11 @@ class ChatStore(
     Protocol,
 ):
     """The whole store: every part above."""
+
+    @property
+    def operations(self) -> OperationTimes:
+        """Its database's calls, timed (for /metrics)."""
+        ...
 
     async def ping(self, timeout: float) -> None:
         """Return once the database answers a trivial query (``timeout``: seconds to
