@@ -143,9 +143,9 @@ def create_chat_app(
 def _chat_stores(service: ChatService) -> Iterator[OperationTimes]:
     """The chat's database, and its Redis lease store if it has one."""
     yield service.store.operations
-    mover = service.turns.mover.log_mover
-    if mover is not None and isinstance(mover.lease, RedisLease):
-        yield mover.lease.operations
+    lease = service.turns.mover.lease
+    if isinstance(lease, RedisLease):
+        yield lease.operations
 
 
 def _chat_pools(service: ChatService) -> Iterator[tuple[str, Callable[[], tuple[int, float]]]]:
