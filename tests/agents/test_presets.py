@@ -138,7 +138,11 @@ def test_gemini_settings(tmp_path: Path) -> None:
     assert prepared.command[-1] == "--acp"
     settings = _read_json(tmp_path / "home" / ".gemini" / "settings.json")
     assert settings == {
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            "sessionRetention": {"enabled": False},
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -248,3 +252,11 @@ def test_a_preset_not_installed(tmp_path: Path) -> None:
             model=None,
             agents_dir=tmp_path / "nothing-installed",
         )
+
+
+def test_gemini_s_saved_sessions_are_renamed_before_it_starts(tmp_path: Path) -> None:
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "work" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2026-12-02T05-51-4b362968.jsonl").write_text("{}\n")
+    _prepare("gemini", tmp_path)
+    assert [p.name for p in chats.iterdir()] == ["session-2026-12-02T05-51-kept-4b362968.jsonl"]

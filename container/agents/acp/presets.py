@@ -4,7 +4,8 @@
 :class:`PreparedAgent`: the command (the installed agent's, :mod:`.install`, unless the
 spec gives one), the whole environment of the agent process, the ACP session mode to
 switch to, and the agent text chunks to drop. It writes the agent's own config files
-under ``home`` from the provider settings in the environment:
+under ``home`` from the provider settings in the environment (and renames Gemini CLI's
+saved session files: :mod:`.gemini_sessions`):
 
 ========  =====================================================  ==========================
 preset    reads (``*`` required)                                 writes
@@ -46,6 +47,7 @@ from typing import Any, Final
 from sandstream.core import AcpAgent, AcpPreset
 
 from ...errors import ConfigError
+from .gemini_sessions import unpin_sessions
 from .install import AGENTS, installed_command, prefix_of
 from .shield import shield_env, shield_path
 
@@ -210,7 +212,13 @@ def _gemini(at: _Where) -> _Preset:
     env, home, model = at.env, at.home, at.model
     _required(env, "GEMINI_API_KEY", "gemini")
     settings: dict[str, Any] = {
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            # its start-up cleanup deletes a session a load left a file beside (and any
+            # after 30 days): the chat's snapshots keep its sessions as long as they live
+            "sessionRetention": {"enabled": False},
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -219,6 +227,7 @@ def _gemini(at: _Where) -> _Preset:
     if chosen:
         settings["model"] = {"name": chosen}
     _write_json(at, home / ".gemini" / "settings.json", settings)
+    unpin_sessions(home)  # a restored session, loadable in the minute it began
     return _Preset(
         {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true"},
         hidden_text=("[MODE_UPDATE]",),
