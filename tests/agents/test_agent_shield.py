@@ -5,11 +5,13 @@ The setup script leaves a daemon (``setsid``) and the agent's own shell tool run
 command, both running :mod:`tests.agents.shield_attack` on every process of the agent:
 forge JSON-RPC into its stdio through ``/proc/<pid>/fd``, read its output and answer its
 permission request on its stdin, ``pidfd_getfd``, ``PTRACE_ATTACH``, open its ``mem``
-and ``environ``; the daemon also sends it ``SIGSTOP`` and ``SIGKILL``. The daemon
-attacks in rounds until the tool's attack is over, so also while a permission request
-waits for the user. Every attempt is refused with a permission error, the one
-permission card reaches the user and is answered by the user, and the stream and the
-stored message are the turn's own.
+and ``environ``, and ``SIGSTOP`` or ``SIGKILL`` it by pid, process group, ``tgkill`` and
+pidfd; the tool also tries ``prlimit``, ``setpriority``, ``F_SETOWN`` and
+``kill(-1, SIGKILL)``. The daemon attacks in rounds until the tool's attack is over, so
+also while a permission request waits for the user. Every attempt is refused with a
+permission error, every agent process survives to answer the prompt, the one permission
+card reaches the user and is answered by the user, and the stream and the stored message
+are the turn's own.
 """
 
 from __future__ import annotations
@@ -48,7 +50,17 @@ REFUSED: Final = frozenset({"EACCES", "EPERM", "ENXIO"})
 """A permission error: refused by the kernel's ptrace check (``EACCES``, ``EPERM``), or a
 socket that cannot be opened again (``ENXIO``)."""
 ATTEMPTS: Final = ("forge", "steal-read", "steal-answer", "pidfd-getfd", "ptrace", "mem", "environ")
-SIGNALS: Final = ("kill-SIGSTOP", "kill-SIGKILL")
+SIGNALS: Final = (
+    "kill-SIGSTOP",
+    "kill-SIGKILL",
+    "group-SIGKILL",
+    "tgkill-SIGKILL",
+    "pidfd-SIGKILL",
+    "procfd-SIGKILL",
+)
+TOOL_ONLY: Final = ("prlimit", "setpriority", "setown", "killall-SIGKILL")
+"""What the agent's guard refuses to its tools (the setup script's Landlock domain scopes
+signals and ``ptrace``, not limits or priorities)."""
 
 
 def _data(event: ServerSentEvent) -> dict[str, Any]:
@@ -109,7 +121,10 @@ async def test_nothing_the_agent_runs_reaches_the_agent(
     reports = [result for result in model.tool_results() if "tool report" in result]
     assert len(reports) == 1, model.tool_results()
     [report] = reports
-    for attacker, attempts in (("tool", ATTEMPTS), ("daemon", ATTEMPTS + SIGNALS)):
+    for attacker, attempts in (
+        ("tool", ATTEMPTS + SIGNALS + TOOL_ONLY),
+        ("daemon", ATTEMPTS + SIGNALS),
+    ):
         refused = _refusals(report, attacker)
         assert set(attempts) <= refused.keys(), (attacker, refused, report)
         assert set().union(*refused.values()) <= REFUSED, (attacker, refused, report)

@@ -28,7 +28,14 @@ from typing import Final
 
 from ...errors import ContainerError
 
-__all__ = ["PRELOAD_VAR", "ShieldBuildError", "build_shield", "shield_env", "shield_path"]
+__all__ = [
+    "PRELOAD_VAR",
+    "ShieldBuildError",
+    "build_shield",
+    "shield_env",
+    "shield_path",
+    "shielded",
+]
 
 PRELOAD_VAR: Final = "LD_PRELOAD"
 _SOURCE: Final = Path(__file__).with_name("shield.c")
@@ -83,3 +90,10 @@ def shield_env(env: Mapping[str, str], shield: Path) -> dict[str, str]:
     """``env`` with ``shield`` first in ``LD_PRELOAD`` (what it preloaded kept after)."""
     preloaded = env.get(PRELOAD_VAR, "")
     return {**env, PRELOAD_VAR: f"{shield} {preloaded}".strip()}
+
+
+def shielded(env: Mapping[str, str], agents_dir: Path) -> dict[str, str]:
+    """``env`` preloading the shield of agents dir ``agents_dir`` when it is built (an
+    installed preset's always is: :func:`~.install.installed_command` checks it)."""
+    shield = shield_path(agents_dir)
+    return shield_env(env, shield) if shield.is_file() else dict(env)
