@@ -294,7 +294,14 @@ static void supervise(int listener) {
             response->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
         else
             response->error = -EPERM;
-        ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, response); /* ENOENT: the caller died */
+        if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, response) != 0 && errno != ENOENT &&
+            response->flags != 0) {
+            /* a kernel that cannot let a call continue (< 5.5): refuse it, never leave
+             * the caller waiting */
+            response->flags = 0;
+            response->error = -ENOSYS;
+            ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, response);
+        } /* ENOENT: the caller died meanwhile */
     }
 }
 
