@@ -2,8 +2,9 @@
 the sandbox (as a file it copies in, run with ``python3 attack.py tool|daemon``).
 
 Its targets are the agent's processes: every live process below the container (pid 1)
-that is not an attacker (``attack`` in its command line) nor below one; the daemon
-starts once the setup script that left it is gone. On each it tries:
+that is not an attacker (``attack`` in its command line) nor below one, nor a fork of
+the container that has not yet become the program it starts (its command line is the
+container's); the daemon starts once the setup script that left it is gone. On each it tries:
 to open each of its ``/proc/<pid>/fd`` entries for writing and write forged JSON-RPC
 into it (a fake succeeded step, a fake permission card, a fake prompt answer); to read
 its stdout and answer a permission request on its stdin; ``pidfd_getfd`` of its stdio;
@@ -150,7 +151,14 @@ def targets() -> dict[int, str]:
             pid = parents.get(pid, 0)
         return pid != 1  # not below the container: gone meanwhile
 
-    return {pid: role(commands[pid]) for pid in live if pid > 1 and not attacker(pid)}
+    def container_fork(pid: int) -> bool:  # the container starting a program, not yet it
+        return commands.get(pid) == commands.get(1)
+
+    return {
+        pid: role(commands[pid])
+        for pid in live
+        if pid > 1 and not attacker(pid) and not container_fork(pid)
+    }
 
 
 def forge(pid: int, name: str) -> None:
