@@ -264,7 +264,7 @@ def send(pid: int, name: str) -> None:
     group = os.getpgid(pid)
     if group == os.getpgrp():
         attempt("group-SIGKILL", name, lambda: os.kill(0, signal.SIGKILL))
-    else:
+    elif group > 1:  # killpg(1) is kill(-1), which answers 0 when every process refused
         attempt("group-SIGKILL", name, lambda: os.killpg(group, signal.SIGKILL))
     attempt("tgkill-SIGKILL", name, lambda: libc.syscall(SYS_TGKILL, pid, pid, signal.SIGKILL))
     attempt("pidfd-SIGKILL", name, lambda: pidfd_kill(os.pidfd_open(pid)))
