@@ -121,7 +121,7 @@ static struct sock_filter program[] = {
     IF_EQ(SIOCSPGRP, 0, 1),
     RET(NOTIFY),
     RET(ALLOW),
-    /* a second listener would take these notifications: one supervisor per agent */
+    /* one listener per agent (the kernel, too, allows one per filter chain) */
     IF_EQ(SYS_seccomp, 0, 5),
     LOAD(ARG_LO(0)),
     IF_EQ(SECCOMP_SET_MODE_FILTER, 0, 3),
