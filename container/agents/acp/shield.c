@@ -12,13 +12,13 @@
  *    filter's notifications, each call that could signal or re-prioritise another
  *    process: kill, tkill, tgkill, rt_(tg)sigqueueinfo, pidfd_send_signal, prlimit64,
  *    setpriority, ioprio_set, sched_set*, setpgid into a group, F_SETOWN(_EX),
- *    FIOSETOWN/SIOCSPGRP, PTRACE_TRACEME. The agent's own calls, and those of the
- *    processes it started itself (its adapter's CLI, a helper it keeps), pass as asked.
- *    Any other caller is refused (EPERM) when the call would reach the agent, a process
- *    it started itself or the supervisor, by pid, thread, process group, kill(-1), a
- *    pidfd or a file owner; everything else passes, so tools still signal one another.
- *    Inherited processes loaded with the library find the filter in place (a second
- *    listener is refused with EBUSY) and only do step 1.
+ *    FIOSETOWN/SIOCSPGRP, PTRACE_TRACEME. The agent's own calls pass as asked. Any
+ *    other caller is refused (EPERM) when the call would reach a guarded process — the
+ *    agent, the supervisor, or a process whose parent is the agent (its adapter's CLI,
+ *    the shell a tool runs in), the caller itself excepted — by pid, thread, process
+ *    group, kill(-1), a pidfd or a file owner; everything else passes, so tools still
+ *    signal one another. Inherited processes loaded with the library find the filter in
+ *    place (a second listener is refused with EBUSY) and only do step 1.
  *
  * A process that cannot be hidden or guarded does not run. */
 #define _GNU_SOURCE
@@ -232,7 +232,7 @@ static int priority_reaches_guarded(pid_t caller, int which, int who, int proces
     return 1;
 }
 
-/* Whether the call must be refused; the caller is not guarded. */
+/* Whether the call must be refused; the caller is neither the agent nor the supervisor. */
 static int refused(const struct seccomp_notif *request, pid_t caller) {
     const __u64 *args = request->data.args;
     int first = (int)args[0], second = (int)args[1], third = (int)args[2];
@@ -266,7 +266,9 @@ static int refused(const struct seccomp_notif *request, pid_t caller) {
     case SYS_fcntl:
         if ((int)args[1] == F_SETOWN_EX)
             return 1; /* its target is in the caller's memory */
-        return third > 0 ? guarded(third, caller) : third < 0 && group_guarded(-(long)third, caller);
+        if (third > 0)
+            return guarded(third, caller);
+        return third < 0 && group_guarded(-(long)third, caller);
     default: /* FIOSETOWN, SIOCSPGRP: their target is in the caller's memory */
         return 1;
     }
