@@ -49,7 +49,7 @@ from sandstream.core import AcpAgent, AcpPreset
 from ...errors import ConfigError
 from .gemini_sessions import unpin_sessions
 from .install import AGENTS, installed_command, prefix_of
-from .shield import shield_env, shield_path
+from .shield import shielded
 
 __all__ = ["PreparedAgent", "ProviderSettingsError", "prepare"]
 
@@ -305,13 +305,13 @@ def prepare(
     base = {**env, **_home_env(home)}
     if spec.preset is None:
         assert spec.command is not None  # AcpAgent checks it
-        environment = _shielded({**base, **spec.env}, agents_dir)
+        environment = shielded({**base, **spec.env}, agents_dir)
         return PreparedAgent(list(spec.command), environment, spec.mode)
     preset: AcpPreset = spec.preset
     command = list(spec.command) if spec.command else installed_command(preset, agents_dir)
     at = _Where(settings, home, work_dir, model, prefix_of(preset, agents_dir))
     own = _PRESETS[preset](at)
-    environment = _shielded({**base, **own.env, **spec.env, **own.chosen}, agents_dir)
+    environment = shielded({**base, **own.env, **spec.env, **own.chosen}, agents_dir)
     return PreparedAgent(
         command,
         environment,
@@ -320,10 +320,3 @@ def prepare(
         tuple(at.written),
         own.model,
     )
-
-
-def _shielded(env: dict[str, str], agents_dir: Path) -> dict[str, str]:
-    """``env`` preloading the agents' shield when it is built (an installed preset's
-    always is: :func:`~.install.installed_command` checks it)."""
-    shield = shield_path(agents_dir)
-    return shield_env(env, shield) if shield.is_file() else env
