@@ -59,10 +59,11 @@ def _pending(event: ServerSentEvent) -> bool:
 async def _serve(
     nursery: trio.Nursery, tmp_path: Path, config: dict[str, Any], model: ModelServer
 ) -> ServeProcess:
-    """``sandstream serve``, its isolated sandboxes allowed to reach ``model``."""
+    """``sandstream serve``, its isolated sandboxes allowed to reach ``model``; no warm
+    pool (every process the server has is then a turn's)."""
     data_dir = tmp_path / "data"
     allowed = [arg for endpoint in allow(model) for arg in ("--sandbox-allow", str(endpoint))]
-    return await start_serve_process(nursery, data_dir, config, *allowed)
+    return await start_serve_process(nursery, data_dir, config, *allowed, "--warm-pool", "0")
 
 
 def _client(served: ServeProcess, tmp_path: Path) -> httpx.AsyncClient:
