@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any, Final
 
 import msgspec
+from prometheus_client import CONTENT_TYPE_LATEST
 from quart import Blueprint, Quart, Response, current_app
 from werkzeug.routing import Rule
 
@@ -100,20 +101,11 @@ def json_content(schema: Any) -> Content:
     return Content("application/json", schema)
 
 
-def shape(
-    name: str,
-    *,
-    base: type[msgspec.Struct] | None = None,
-    optional: Mapping[str, Any] | None = None,
-    **members: Any,
-) -> Any:
-    """A named object type with ``members`` (name → type; after ``base``'s) and
-    ``optional`` ones (name → type, maybe absent), for an answer a route builds as a
-    dict (``{"chats": [...]}``) from types of its own."""
+def shape(name: str, *, base: type[msgspec.Struct] | None = None, **members: Any) -> Any:
+    """A named object type with ``members`` (name → type; after ``base``'s), for an
+    answer a route builds as a dict (``{"chats": [...]}``) from types of its own."""
     bases = () if base is None else (base,)
-    fields: list[Any] = list(members.items())
-    fields += [(key, kind, None) for key, kind in (optional or {}).items()]
-    return msgspec.defstruct(name, fields, bases=bases, kw_only=True)
+    return msgspec.defstruct(name, list(members.items()), bases=bases, kw_only=True)
 
 
 Answer = Content | tuple[Content, ...] | None
@@ -375,7 +367,7 @@ async def openapi_page() -> Response:
     return response
 
 
-_TEXT: Final = Content("text/plain; version=0.0.4; charset=utf-8")
+_TEXT: Final = Content(CONTENT_TYPE_LATEST)
 
 OPERATIONS: Final[Operations] = {
     ("openapi.openapi_json", "GET"): Operation(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+import msgspec
+
 from sandstream.core import (
     BlobHashes,
     ConfigResponse,
@@ -75,7 +77,15 @@ SubscriptionList = shape("SubscriptionList", subscriptions=list[PushSubscription
 VapidKey = shape("VapidKey", publicKey=str)
 ChatHealth = shape("ChatHealth", status=Literal["ok"], live=int)
 CallbacksHealth = shape("CallbacksHealth", status=Literal["ok"], service=str)
-ReadinessCheck = shape("ReadinessCheck", ok=bool, optional={"error": str})
+
+
+class ReadinessCheck(msgspec.Struct, kw_only=True):
+    """One part of ``GET /readyz``: ready, or why not."""
+
+    ok: bool
+    error: str | None = None
+
+
 Readiness = shape(
     "Readiness", status=Literal["ready", "not_ready"], checks=dict[str, ReadinessCheck]
 )
