@@ -3,12 +3,12 @@
 Each role keeps one table next to its routes: an :class:`Operation` per endpoint and
 method (``{("assistant.create_chat", "POST"): Operation(...)}``), naming the msgspec
 types its route decodes and encodes. :func:`openapi_document` walks the app's real URL
-map and describes every rule from the tables; a rule a table does not describe raises
-:class:`UndescribedRouteError` (so does a table entry no rule has, when asked with
-``strict=True``). Schemas come from :func:`msgspec.json.schema_components` (JSON Schema
-2020-12, the dialect of OpenAPI 3.1); every error answer is RFC 9457 problem JSON
-(:mod:`.problems`). :func:`mount_openapi` serves the document as ``GET /openapi.json``
-and a page rendering it as ``GET /docs``, to anyone: the description holds no secret.
+map and describes every rule from the tables; a rule no table describes raises
+:class:`UndescribedRouteError` when the app is made. Schemas come from
+:func:`msgspec.json.schema_components` (JSON Schema 2020-12, the dialect of OpenAPI
+3.1); every error answer is RFC 9457 problem JSON (:mod:`.problems`).
+:func:`mount_openapi` serves the document as ``GET /openapi.json`` and a page rendering
+it as ``GET /docs``, to anyone: the description holds no secret.
 Nothing here blocks or holds a resource; cancellation has nothing to undo.
 """
 
@@ -33,8 +33,8 @@ from .problems import KNOWN_PROBLEM_TYPES, PROBLEM_CONTENT_TYPE
 
 __all__ = [
     "API_TOKEN",
+    "HTTP_OPERATIONS",
     "OPENAPI_EXTENSION",
-    "OPERATIONS",
     "RUNNER_TOKEN",
     "SECURITY_SCHEMES",
     "STREAM_TOKEN",
@@ -43,7 +43,7 @@ __all__ = [
     "Operation",
     "Operations",
     "UndescribedRouteError",
-    "app_document",
+    "described_methods",
     "json_content",
     "mount_openapi",
     "openapi_blueprint",
@@ -84,7 +84,7 @@ SECURITY_SCHEMES: Final[Mapping[str, Mapping[str, str]]] = {
 
 
 class UndescribedRouteError(HTTPLayerError):
-    """A rule of the app's URL map no table describes, or a table entry no rule has."""
+    """A rule of the app's URL map no table describes."""
 
 
 @dataclass(frozen=True)
@@ -176,11 +176,11 @@ def described_methods(rule: Rule, operations: Operations | None = None) -> list[
 
 
 def openapi_document(
-    app: Quart, operations: Operations, *, title: str, version: str, strict: bool = False
+    app: Quart, operations: Operations, *, title: str, version: str
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 description of every rule of ``app``'s URL map, from
-    ``operations``. Raises :class:`UndescribedRouteError` for a rule (endpoint and
-    method) it lacks, and with ``strict`` for an entry no rule has."""
+    ``operations`` (entries for rules ``app`` lacks are left out). Raises
+    :class:`UndescribedRouteError` for a rule (endpoint and method) it lacks."""
     wanted: dict[tuple[str, str], Rule] = {}
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
@@ -190,9 +190,6 @@ def openapi_document(
     missing = sorted(set(wanted) - set(operations))
     if missing:
         raise UndescribedRouteError(f"routes without an OpenAPI description: {missing}")
-    extra = sorted(set(operations) - set(wanted))
-    if strict and extra:
-        raise UndescribedRouteError(f"described routes the app does not have: {extra}")
     types = _schema_types(operations[key] for key in wanted)
     schemas, components = msgspec.json.schema_components(
         types, ref_template="#/components/schemas/{name}"
@@ -259,6 +256,8 @@ def _operation(
         "parameters": _parameters(rule, operation),
         "responses": _responses(operation, by_type),
     }
+    if operation.websocket:
+        described["description"] = "Upgrades to a WebSocket (RFC 6455); 101 once accepted."
     if operation.body is not None:
         described["requestBody"] = {
             "required": True,
@@ -318,39 +317,23 @@ def _phrase(status: int) -> str:
 openapi_blueprint = Blueprint("openapi", __name__)
 
 
-@dataclass
-class _Described:
-    """What :func:`mount_openapi` left on the app: the tables, and the document once made."""
-
-    operations: Operations
-    title: str
-    document: bytes | None = None
-
-
 def mount_openapi(app: Quart, operations: Operations, *, title: str) -> None:
     """Serve ``app``'s description as ``GET /openapi.json`` and a page rendering it as
-    ``GET /docs``, to anyone. ``operations`` (every role's table, and :data:`OPERATIONS`)
-    must describe every rule: the document is made at the first request, from the URL
-    map as it is then, and that request fails (500) on an undescribed rule."""
-    app.extensions[OPENAPI_EXTENSION] = _Described({**operations, **OPERATIONS}, title)
+    ``GET /docs``, to anyone. Mount it last: the document is made now, from the URL map
+    as it is, and ``operations`` (every role's table; this package's own are added)
+    must describe every rule, or :class:`UndescribedRouteError` is raised."""
     app.register_blueprint(openapi_blueprint)
-
-
-def app_document(app: Quart) -> bytes:
-    """``app``'s OpenAPI document as JSON, made once (see :func:`mount_openapi`)."""
-    described: _Described = app.extensions[OPENAPI_EXTENSION]
-    if described.document is None:
-        document = openapi_document(
-            app, described.operations, title=described.title, version=package_version()
-        )
-        described.document = msgspec.json.encode(document)
-    return described.document
+    document = openapi_document(
+        app, {**operations, **HTTP_OPERATIONS}, title=title, version=package_version()
+    )
+    app.extensions[OPENAPI_EXTENSION] = msgspec.json.encode(document)
 
 
 @openapi_blueprint.get("/openapi.json")
 async def openapi_json() -> Response:
     """The app's OpenAPI 3.1 document."""
-    response = Response(app_document(current_app), content_type="application/json")
+    document: bytes = current_app.extensions[OPENAPI_EXTENSION]
+    response = Response(document, content_type="application/json")
     response.headers["Cache-Control"] = "no-cache"
     return response
 
@@ -369,7 +352,7 @@ async def openapi_page() -> Response:
 
 _TEXT: Final = Content(CONTENT_TYPE_LATEST)
 
-OPERATIONS: Final[Operations] = {
+HTTP_OPERATIONS: Final[Operations] = {
     ("openapi.openapi_json", "GET"): Operation(
         "This OpenAPI 3.1 document.",
         {200: json_content({"type": "object", "required": ["openapi", "paths"]})},

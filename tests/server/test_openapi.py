@@ -20,12 +20,13 @@ from quart_trio import QuartTrio
 from benchmarks.support.workspace import WorkspaceServer
 from sandstream.server.chat.api import CHAT_OPERATIONS
 from sandstream.server.http import (
+    HTTP_OPERATIONS,
     Operations,
     UndescribedRouteError,
+    described_methods,
     openapi_document,
     route_template,
 )
-from sandstream.server.http.openapi import OPERATIONS, described_methods
 from sandstream.server.runner import RUNNER_OPERATIONS
 from sandstream.server.sessions import SESSIONS_OPERATIONS
 from sandstream.server.streams import STREAMS_OPERATIONS
@@ -37,7 +38,7 @@ from tests.server.harness import RunnerServer, load
 from tests.sessions.harness import start_sessions, wait_state
 
 ALL_OPERATIONS: Operations = {
-    **OPERATIONS,
+    **HTTP_OPERATIONS,
     **RUNNER_OPERATIONS,
     **SESSIONS_OPERATIONS,
     **STREAMS_OPERATIONS,
