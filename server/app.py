@@ -4,6 +4,8 @@
   and with ``sessions`` the durable sessions;
 - :func:`create_chat_app` (``sandstream serve``): the chat backend and the web app, on
   the embedded runner and its sessions or on remote runners only;
+- both with ``GET /openapi.json``, their OpenAPI 3.1 description made from each role's
+  table (:func:`~sandstream.server.http.openapi.mount_openapi`), and ``GET /docs``;
 - :func:`create_metrics_app`: another app's ``GET /metrics`` alone, without a token,
   for a listener of its own (``--metrics-bind``).
 
@@ -25,7 +27,7 @@ from functools import partial
 from quart_trio import QuartTrio
 
 from sandstream.server.chat import install_chat
-from sandstream.server.chat.api import ChatService
+from sandstream.server.chat.api import CHAT_OPERATIONS, ChatService
 from sandstream.server.chat.model import ChatConfigError
 from sandstream.server.chat.mover import ChatTurnsCollector, MoverCollector, RedisLease
 from sandstream.server.chat.store import SqlChatStore
@@ -35,8 +37,10 @@ from sandstream.server.http import (
     install_metrics,
     install_problem_handlers,
     mount_metrics_route,
+    mount_openapi,
 )
 from sandstream.server.runner import (
+    RUNNER_OPERATIONS,
     ContainerLauncher,
     Runner,
     RunnerCollector,
@@ -46,16 +50,19 @@ from sandstream.server.runner import (
 )
 from sandstream.server.sessions import (
     SESSION_STREAMS,
+    SESSIONS_OPERATIONS,
     SessionsCollector,
     SessionService,
     SessionSettings,
     get_sessions,
     install_sessions,
 )
-from sandstream.server.streams import Streams, StreamStore, install_streams
-from sandstream.server.web import web_blueprint
+from sandstream.server.streams import STREAMS_OPERATIONS, Streams, StreamStore, install_streams
+from sandstream.server.web import WEB_OPERATIONS, web_blueprint
 
 __all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
+
+_RUNNER_OPERATIONS = {**RUNNER_OPERATIONS, **SESSIONS_OPERATIONS, **STREAMS_OPERATIONS}
 
 
 def create_runner_app(
@@ -83,6 +90,7 @@ def create_runner_app(
     if metrics_route:
         token = runner.settings.token
         mount_metrics_route(app, get_metrics(app), None if token is None else [token])
+    mount_openapi(app, _RUNNER_OPERATIONS, title="sandstream runner")
     return app
 
 
@@ -137,6 +145,8 @@ def create_chat_app(
     if metrics_route:
         tokens = [service.settings.api_token, *([] if runner_token is None else [runner_token])]
         mount_metrics_route(app, metrics, tokens)
+    operations = {**_RUNNER_OPERATIONS, **CHAT_OPERATIONS, **WEB_OPERATIONS}
+    mount_openapi(app, operations, title="sandstream chat")
     return app
 
 

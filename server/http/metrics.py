@@ -77,7 +77,7 @@ class AppMetrics:
         for process_metrics in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(process_metrics)
         Info("sandstream_build", "This build of sandstream", registry=self.registry).info(
-            {"version": _version(), "python": platform.python_version()}
+            {"version": package_version(), "python": platform.python_version()}
         )
         self.tokens: tuple[str, ...] | None = None
 
@@ -91,7 +91,7 @@ class AppMetrics:
         return Response(generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST)
 
 
-def _version() -> str:
+def package_version() -> str:
     """This installation's version, or ``unknown`` for a checkout never installed."""
     try:
         return version("sandstream")

@@ -14,6 +14,7 @@
 
 from .access_log import ACCESS_LOGGER, AccessLog
 from .admission import Runner, default_launcher
+from .api_description import RUNNER_OPERATIONS
 from .bwrap import BwrapContainer, BwrapLauncher, bwrap_available
 from .errors import (
     AtCapacityError,
@@ -51,6 +52,7 @@ __all__ = [
     "END_GRACE",
     "NDJSON_CONTENT_TYPE",
     "NETWORK_MODES",
+    "RUNNER_OPERATIONS",
     "SHUTDOWN_TIMEOUT",
     "STALL_TIMEOUT",
     "AccessLog",
