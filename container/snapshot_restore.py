@@ -174,9 +174,11 @@ class _Restore:
             with contextlib.suppress(OSError):
                 _remove_tree(staging)
 
-    def _disk(self, path: str) -> Path:
+    def _disk(self, path: str) -> str:
+        """Where ``path`` is staged (a string: building a :class:`Path` per entry costs
+        more than the file's write)."""
         name, _, inside = path.partition("/")
-        return self._staging[name] / inside
+        return f"{self._staging[name]}/{inside}"
 
     def _on(self, event: BlobEvent) -> None:
         if isinstance(event, BlobStart):
@@ -237,7 +239,7 @@ class _Restore:
             self._move(staging, root)
         self._chmod(root, next(entry.mode for entry in self._entries if entry.path == name))
 
-    def _move(self, source: Path, target: Path) -> None:
+    def _move(self, source: str | Path, target: Path) -> None:
         os.rename(source, target)
         self._undo.append(functools.partial(os.rename, target, source))
 

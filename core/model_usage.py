@@ -13,7 +13,10 @@ and whether the answer carried its final usage at the end::
 An answer is Server-Sent Events when its content type is ``text/event-stream`` (read
 with :class:`~sandstream.core.sse_parser.SSEParser`), else one JSON body (Gemini's
 ``streamGenerateContent`` without ``alt=sse``: a JSON array of responses). How each
-protocol counts is in docs/protocol.md, "Metering model calls". Bad input never raises:
+protocol counts is in docs/protocol.md, "Metering model calls". Of an SSE answer only
+the events holding one of the protocol's markers (the fields it reads, quoted) are
+parsed; byte searches skip the others, so a long answer costs little more than a
+``memchr`` per piece. Bad input never raises:
 bytes that are not the protocol's events or body count nothing; a stream cut
 mid-event counts what its complete events said; past the bounds (an SSE line or an
 event's data over ``max_event_chars``, a JSON body over ``max_body_bytes``) the meter
@@ -107,9 +110,14 @@ def _decoder(kind: type[_Doc]) -> Callable[[bytes | str], _Doc | None]:
 
 
 class _Reader:
-    """One protocol's fold of an answer's events (or body) into the call's usage."""
+    """One protocol's fold of an answer's events (or body) into the call's usage.
+
+    ``MARKERS``: an SSE event whose bytes hold none of them cannot change the fold (it
+    names none of the fields the fold reads, nor the event types it folds), so it is
+    never parsed. Each begins with ``"``: bytes without one are skipped at once."""
 
     __slots__ = ("complete", "model", "usage")
+    MARKERS: tuple[bytes, ...] = ()
 
     def __init__(self) -> None:
         self.usage = Usage()
@@ -163,6 +171,7 @@ class _AnthropicReader(_Reader):
     input and cache counts so far: each count present replaces the one before."""
 
     __slots__ = ("_counts",)
+    MARKERS = (b'"message_start"', b'"message_delta"')
 
     def __init__(self) -> None:
         super().__init__()
@@ -244,6 +253,7 @@ class _ChatReader(_Reader):
     ``prompt_tokens_details.cached_tokens``; ``completion_tokens`` includes reasoning."""
 
     __slots__ = ("_finished",)
+    MARKERS = (b'"model"', b'"usage"', b'"finish_reason"')
 
     def __init__(self) -> None:
         super().__init__()
@@ -313,6 +323,7 @@ class _ResponsesReader(_Reader):
     ``output_tokens_details.reasoning_tokens``."""
 
     __slots__ = ()
+    MARKERS = (b'"response"',)
 
     def event(self, data: str) -> None:
         document = _read_responses_event(data)
@@ -380,6 +391,8 @@ class _GeminiReader(_Reader):
 
     __slots__ = ("_finished",)
 
+    MARKERS = (b'"usageMetadata"', b'"modelVersion"', b'"finishReason"', b'"promptFeedback"')
+
     def __init__(self) -> None:
         super().__init__()
         self._finished = False
@@ -431,6 +444,114 @@ def _complete_elements(data: bytes) -> bytes:
     return data[:end] + b"]" if end else b"[]"
 
 
+_BLANK_LINES: Final = (b"\n\n", b"\n\r\n")
+"""The ends of an SSE event that are certain whatever follows: a line end, then an
+empty line ended by LF (a CR might still be half of a CRLF)."""
+MARKED_PENDING_BYTES: Final = 1 << 20
+"""An event longer than this without an end makes the meter parse every byte from then on."""
+
+
+class _MarkedEvents:
+    """The bytes of the SSE events that hold one of ``markers``, found with byte
+    searches; the events between are skipped unparsed. What it gives starts and ends
+    at event ends, so a parser fed only it reads those events as it would in the whole
+    stream. Bytes that may be past ``bound`` (the parser's, :data:`DEFAULT_MAX_EVENT_CHARS`)
+    are given too, for the parser to refuse them as it would: skipped events longer in
+    all than ``bound``, and, once an event runs past ``bound`` or
+    :data:`MARKED_PENDING_BYTES` without an end (or the stream's events end in CR
+    alone, or every event is marked), every byte from then on (:attr:`whole`)."""
+
+    __slots__ = ("_bound", "_dense", "_markers", "_pending", "_pending_size", "_tail", "whole")
+
+    def __init__(self, markers: tuple[bytes, ...], bound: int) -> None:
+        self._markers = markers
+        self._bound = bound
+        self._pending: list[bytes] = []  # the pieces since the last event end
+        self._pending_size = 0
+        self._tail = b""  # the last two pending bytes: an event end may straddle
+        self._dense = 0  # feeds in a row whose events were all marked
+        self.whole = not markers
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self.whole:
+            return [data]
+        # the last event end in the new bytes, or across their junction with those pending
+        found_end = _last_event_end(data, 0, len(data))
+        if not found_end and self._pending:
+            junction = self._tail + data[:2]
+            found_end = max(_last_event_end(junction, 0, len(junction)) - len(self._tail), 0)
+        if not found_end:
+            self._pending.append(data)
+            self._pending_size += len(data)
+            self._tail = (self._tail + data)[-2:]
+            if self._pending_size > min(self._bound, MARKED_PENDING_BYTES):
+                self.whole = True
+                return [self.rest()]
+            return []
+        text = b"".join([*self._pending, data])
+        end = self._pending_size + found_end
+        self._pending = [text[end:]] if end < len(text) else []
+        self._pending_size = len(text) - end
+        self._tail = text[-2:] if self._pending else b""
+        spans: list[tuple[int, int]] = []
+        at = 0
+        quoted = text.find(b'"', 0, end) >= 0  # every marker is quoted: a memchr first
+        hits = {marker: text.find(marker, 0, end) if quoted else -1 for marker in self._markers}
+        while at < end:
+            for marker, hit in hits.items():
+                if 0 <= hit < at:
+                    hits[marker] = text.find(marker, at, end)
+            found = [hit for hit in hits.values() if hit >= 0]
+            start = _last_event_end(text, at, min(found)) if found else end
+            if start - at > self._bound:  # skipped events the parser must see
+                start = at
+            if not found and start == end:
+                break
+            stop = _next_event_end(text, max(start, min(found, default=start)), end)
+            if spans and spans[-1][1] == start:  # right after the last one: one piece
+                spans[-1] = (spans[-1][0], stop)
+            else:
+                spans.append((start, stop))
+            at = stop
+        self._dense = self._dense + 1 if spans == [(0, end)] and end else 0
+        if self._dense >= 2:  # every event is marked: no search is worth its cost
+            self.whole = True
+            self._pending, self._pending_size, self._tail = [], 0, b""
+            return [text]
+        return [text[start:stop] for start, stop in spans]
+
+    def rest(self) -> bytes:
+        """The bytes after the last certain event end (events ended by CR alone, an
+        event cut short): the stream's end decides what they are."""
+        rest = b"".join(self._pending)
+        self._pending, self._pending_size, self._tail = [], 0, b""
+        return rest
+
+
+def _last_event_end(text: bytes, low: int, high: int) -> int:
+    """Where the last event ending in ``text[low:high]`` ends (``low``: none does)."""
+    newline = text.rfind(b"\n", low, high)
+    while newline >= low:
+        if newline - 1 >= low and text[newline - 1] == 0x0A:
+            return newline + 1
+        if newline - 2 >= low and text[newline - 2 : newline] == b"\n\r":
+            return newline + 1
+        newline = text.rfind(b"\n", low, newline)
+    return low
+
+
+def _next_event_end(text: bytes, low: int, high: int) -> int:
+    """Where the first event ending in ``text[low:high]`` ends (``high``: none does)."""
+    newline = text.find(b"\n", low, high)
+    while newline >= 0:
+        if text[newline + 1 : newline + 2] == b"\n" and newline + 2 <= high:
+            return newline + 2
+        if text[newline + 1 : newline + 3] == b"\r\n" and newline + 3 <= high:
+            return newline + 3
+        newline = text.find(b"\n", newline + 1, high)
+    return high
+
+
 _READERS: Final[dict[str, type[_Reader]]] = {
     "anthropic": _AnthropicReader,
     "chat": _ChatReader,
@@ -450,7 +571,7 @@ class UsageMeter:
     stream cut before its last usage, did not). Not thread-safe.
     """
 
-    __slots__ = ("_body", "_closed", "_events", "_max_body", "_reader", "protocol")
+    __slots__ = ("_body", "_closed", "_events", "_marked", "_max_body", "_reader", "protocol")
 
     def __init__(
         self,
@@ -470,6 +591,7 @@ class UsageMeter:
         self._events: SSEParser[ServerSentEvent] | None = None
         if content_type is not None and _EVENT_STREAM.match(content_type):
             self._events = SSEParser(max_line_chars=max_event_chars, max_data_chars=max_event_chars)
+        self._marked = _MarkedEvents(self._reader.MARKERS, max_event_chars)
         self._body: bytearray | None = None if self._events is not None else bytearray()
         self._max_body = max_body_bytes
         self._closed = False
@@ -494,21 +616,30 @@ class UsageMeter:
         if self._closed:
             return
         if self._events is not None:
-            try:
-                events = self._events.feed(data)
-            except SSEParseError:  # past the bound: read nothing more
-                self._closed = True
-                return
-            for event in events:
-                self._reader.event(event.data)
+            for marked in self._marked.feed(bytes(data)):
+                self._read_events(marked)
         elif self._body is not None:
             self._body += data
             if len(self._body) > self._max_body:
                 self._body = None  # past the bound: nothing to read
 
+    def _read_events(self, data: bytes) -> None:
+        assert self._events is not None
+        if self._closed or not data:
+            return
+        try:
+            events = self._events.feed(data)
+        except SSEParseError:  # past the bound: read nothing more
+            self._closed = True
+            return
+        for event in events:
+            self._reader.event(event.data)
+
     def close(self) -> Usage:
         """End of the answer: the usage it said (a JSON body is read now). Idempotent."""
         if not self._closed:
+            if self._events is not None:
+                self._read_events(self._marked.rest())
             self._closed = True
             if self._body:
                 self._reader.body(bytes(self._body))

@@ -49,6 +49,7 @@ __all__ = [
     "ToolOutputBlock",
     "TraceStatus",
     "assistant_message",
+    "message_usage",
     "permission_block",
     "replay_text",
     "replay_window",
@@ -296,12 +297,13 @@ def assistant_message(
         created_at=created_at,
         file_attachments=list(attachments),
         status=status,
-        usage=_message_usage(turn),
+        usage=message_usage(turn),
     )
 
 
-def _message_usage(turn: Turn) -> MessageUsage | None:
-    """The tokens of ``turn``'s metered model calls (``None``: it has none)."""
+def message_usage(turn: Turn) -> MessageUsage | None:
+    """The tokens of ``turn``'s metered model calls as a message stores them (``None``:
+    it has none)."""
     if not turn.model_calls:
         return None
     usage = turn.usage

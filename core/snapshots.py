@@ -19,7 +19,6 @@ I/O.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import re
 from collections.abc import Collection
 from typing import Final, Literal
@@ -109,7 +108,7 @@ def _check_entry(entry: SnapshotEntry, roots: Collection[str], kinds: dict[str, 
     if len(parts) == 1:
         if entry.type != "dir":
             raise SnapshotManifestError(f"{path!r}: a root must be a directory")
-    elif kinds.get(posixpath.dirname(path)) != "dir":
+    elif kinds.get(path.rpartition("/")[0]) != "dir":  # _parts: no empty component
         raise SnapshotManifestError(f"{path!r}: its parent is not a directory listed before it")
     if not 0 <= entry.mode <= 0o777:
         raise SnapshotManifestError(f"{path!r}: mode {entry.mode:#o} is not permission bits")
@@ -131,14 +130,18 @@ def _check_entry(entry: SnapshotEntry, roots: Collection[str], kinds: dict[str, 
 def _parts(path: str) -> list[str]:
     if not path or "\x00" in path or path.startswith("/"):
         raise SnapshotManifestError(f"{path!r}: not a relative path")
-    if len(path.encode("utf-8", "surrogatepass")) > _MAX_PATH_BYTES:
+    size = len(path) if path.isascii() else len(path.encode("utf-8", "surrogatepass"))
+    if size > _MAX_PATH_BYTES:
         raise SnapshotManifestError(f"{path[:64]!r}…: longer than {_MAX_PATH_BYTES} bytes")
     parts = path.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise SnapshotManifestError(f"{path!r}: an empty, '.' or '..' component")
-        if len(part.encode("utf-8", "surrogatepass")) > _MAX_COMPONENT_BYTES:
-            raise SnapshotManifestError(f"{path!r}: a component over {_MAX_COMPONENT_BYTES} bytes")
+    if "" in parts or "." in parts or ".." in parts:
+        raise SnapshotManifestError(f"{path!r}: an empty, '.' or '..' component")
+    if size > _MAX_COMPONENT_BYTES:  # else no component can be (a manifest has thousands)
+        for part in parts:
+            if len(part.encode("utf-8", "surrogatepass")) > _MAX_COMPONENT_BYTES:
+                raise SnapshotManifestError(
+                    f"{path!r}: a component over {_MAX_COMPONENT_BYTES} bytes"
+                )
     return parts
 
 

@@ -9,9 +9,12 @@ writes them) in any chunking; write out what it returns::
 
 The chunks it makes: docs/chat.md, "AI SDK (useChat)"; every frame is valid for
 ``ai`` 5, 6 and 7, and chunks only a later version knows are sent only to a client
-that states that version (``ai_version``). Bad input: a ``step``, ``result``,
-``error``, ``delta``, ``permission`` or ``files`` frame whose data is not what the
-chat sends raises :class:`UIMessageStreamError` (the stream accepts nothing more).
+that states that version (``ai_version``). A ``usage`` frame (one model call's
+tokens) becomes a ``message-metadata`` chunk with the turn's sums so far
+(``{"usage": MessageUsage}``, the stored message's ``usage``), also on ``finish``.
+Bad input: a ``step``, ``result``, ``error``, ``delta``, ``permission``, ``usage``
+or ``files`` frame whose data is not what the chat sends raises
+:class:`UIMessageStreamError` (the stream accepts nothing more).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .envelope import (
     DeltaKind,
     Error,
     LiveWireEnvelope,
+    ModelUsage,
     Permission,
     Result,
     Step,
@@ -36,10 +40,12 @@ from .envelope import (
 from .errors import SSEParseError, UIMessageStreamError
 from .live import LiveFold
 from .persistence import (
+    MessageUsage,
     PermissionBlock,
     PersistedFileAttachment,
     StepTraceBlock,
     assistant_message,
+    message_usage,
     permission_block,
 )
 from .sse import PING, format_event
@@ -145,8 +151,18 @@ class _Error(_Chunk, tag="error"):
     error_text: str
 
 
+class _Metadata(msgspec.Struct, omit_defaults=True):
+    """The message's metadata: the tokens of the turn's model calls so far."""
+
+    usage: MessageUsage | None = None
+
+
+class _MessageMetadata(_Chunk, tag="message-metadata"):
+    message_metadata: _Metadata
+
+
 class _Finish(_Chunk, tag="finish"):
-    pass
+    message_metadata: _Metadata | None = None
 
 
 class _Files(msgspec.Struct):
@@ -156,6 +172,7 @@ class _Files(msgspec.Struct):
 _encode: Final = msgspec.json.Encoder().encode
 _decode_files: Final = msgspec.json.Decoder(_Files).decode
 _decode_line: Final = new_live_wire_decoder().decode
+_decode_usage: Final = msgspec.json.Decoder(ModelUsage).decode
 _ENVELOPE_EVENTS: Final = frozenset({"step", "result", "error", "delta", "permission"})
 _PART_CHUNKS: Final = {
     "text": (_TextStart, _TextDelta, _TextEnd),
@@ -187,6 +204,7 @@ class UIMessageStream:
         "_permissions",
         "_started",
         "_streamed",
+        "_usage",
         "ai_version",
         "message_id",
     )
@@ -213,6 +231,8 @@ class UIMessageStream:
         self._permissions = LiveFold(max_text_chars=0)
         self._approvals: set[str] = set()
         """Requests sent as ``tool-approval-request`` and not answered yet."""
+        self._usage = Turn(max_steps=0, max_step_bytes=0)
+        """The turn's ``usage`` frames folded (only its sums are read)."""
 
     @property
     def finished(self) -> bool:
@@ -269,9 +289,24 @@ class UIMessageStream:
                     out.append(self._permission(envelope))  # type: ignore[arg-type]
                 else:
                     out.append(self._terminal(envelope))  # type: ignore[arg-type]
+            elif item.event == "usage":
+                out.append(self._model_call(item.data))
             elif item.event == "files" and self._file_url is not None:
                 out.append(self._end_part() + self._files(item.data, self._file_url))
         return b"".join(out)
+
+    def _model_call(self, data: str) -> bytes:
+        """A model call's ``usage`` frame: the turn's sums so far, as message metadata."""
+        try:
+            line = _decode_usage(data.encode())
+        except (msgspec.DecodeError, RecursionError) as exc:
+            self._finished = True
+            raise UIMessageStreamError(f"a 'usage' frame's data is no usage line: {exc}") from exc
+        self._usage.fold_usage(line)
+        return _frame(_MessageMetadata(self._metadata()))
+
+    def _metadata(self) -> _Metadata:
+        return _Metadata(message_usage(self._usage))
 
     def _files(self, data: str, file_url: Callable[[str], str]) -> bytes:
         try:
@@ -370,7 +405,8 @@ class UIMessageStream:
             ]
         elif type(terminal) is Error:
             out.append(_frame(_Error(f"[{terminal.code}] {terminal.message}")))
-        out += [_frame(_Finish()), DONE]
+        metadata = self._metadata() if self._usage.model_calls else None
+        out += [_frame(_Finish(metadata)), DONE]
         self._finished = True
         return b"".join(out)
 

@@ -4,6 +4,8 @@
   and with ``sessions`` the durable sessions;
 - :func:`create_chat_app` (``sandstream serve``): the chat backend and the web app, on
   the embedded runner and its sessions or on remote runners only;
+- both with ``GET /openapi.json``, their OpenAPI 3.1 description made from each role's
+  table (:func:`~sandstream.server.http.openapi.mount_openapi`), and ``GET /docs``;
 - :func:`create_metrics_app`: another app's ``GET /metrics`` alone, without a token,
   for a listener of its own (``--metrics-bind``).
 
@@ -19,38 +21,48 @@ A composition that cannot work raises :class:`~sandstream.server.chat.model.erro
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from functools import partial
 
 from quart_trio import QuartTrio
 
 from sandstream.server.chat import install_chat
-from sandstream.server.chat.api import ChatService
+from sandstream.server.chat.api import CHAT_OPERATIONS, ChatService
 from sandstream.server.chat.model import ChatConfigError
-from sandstream.server.chat.mover import MoverCollector
+from sandstream.server.chat.mover import ChatTurnsCollector, MoverCollector, RedisLease
+from sandstream.server.chat.store import SqlChatStore
+from sandstream.server.databases import OperationsCollector, OperationTimes, PostgresDatabase
 from sandstream.server.http import (
     get_metrics,
     install_metrics,
     install_problem_handlers,
     mount_metrics_route,
+    mount_openapi,
 )
 from sandstream.server.runner import (
+    RUNNER_OPERATIONS,
     ContainerLauncher,
     Runner,
     RunnerCollector,
     RunnerSettings,
+    TurnTimes,
     install_runner,
 )
 from sandstream.server.sessions import (
     SESSION_STREAMS,
+    SESSIONS_OPERATIONS,
     SessionsCollector,
     SessionService,
     SessionSettings,
     get_sessions,
     install_sessions,
 )
-from sandstream.server.streams import Streams, StreamStore, install_streams
-from sandstream.server.web import web_blueprint
+from sandstream.server.streams import STREAMS_OPERATIONS, Streams, StreamStore, install_streams
+from sandstream.server.web import WEB_OPERATIONS, web_blueprint
 
 __all__ = ["create_chat_app", "create_metrics_app", "create_runner_app"]
+
+_RUNNER_OPERATIONS = {**RUNNER_OPERATIONS, **SESSIONS_OPERATIONS, **STREAMS_OPERATIONS}
 
 
 def create_runner_app(
@@ -78,6 +90,7 @@ def create_runner_app(
     if metrics_route:
         token = runner.settings.token
         mount_metrics_route(app, get_metrics(app), None if token is None else [token])
+    mount_openapi(app, _RUNNER_OPERATIONS, title="sandstream runner")
     return app
 
 
@@ -88,6 +101,7 @@ def _add_runner(app: QuartTrio, runner: Runner, sessions: SessionSettings | None
     app.config["MAX_CONTENT_LENGTH"] = runner.settings.max_body_bytes
     install_runner(app, runner)
     registry.register(RunnerCollector(runner))
+    TurnTimes(runner, registry)
     if sessions is not None:
         streams = sessions.stream_settings
         store = StreamStore.from_settings(streams, server_prefixes=(SESSION_STREAMS,))
@@ -123,11 +137,32 @@ def create_chat_app(
         runner_token = service.runner.settings.token
     install_chat(app, service)
     metrics.registry.register(MoverCollector(lambda: service.turns.mover.log_mover))
+    metrics.registry.register(ChatTurnsCollector(service.turns.settler.turns))
+    metrics.registry.register(
+        OperationsCollector(partial(_chat_stores, service), partial(_chat_pools, service))
+    )
     app.register_blueprint(web_blueprint)
     if metrics_route:
         tokens = [service.settings.api_token, *([] if runner_token is None else [runner_token])]
         mount_metrics_route(app, metrics, tokens)
+    operations = {**_RUNNER_OPERATIONS, **CHAT_OPERATIONS, **WEB_OPERATIONS}
+    mount_openapi(app, operations, title="sandstream chat")
     return app
+
+
+def _chat_stores(service: ChatService) -> Iterator[OperationTimes]:
+    """The chat's database, and its Redis lease store if it has one."""
+    yield service.store.operations
+    lease = service.turns.mover.lease
+    if isinstance(lease, RedisLease):
+        yield lease.operations
+
+
+def _chat_pools(service: ChatService) -> Iterator[tuple[str, Callable[[], tuple[int, float]]]]:
+    """The chat database's connection pool, on PostgreSQL."""
+    store = service.store
+    if isinstance(store, SqlChatStore) and isinstance(store.db, PostgresDatabase):
+        yield "postgresql", store.db.pool_waits
 
 
 def create_metrics_app(app: QuartTrio) -> QuartTrio:

@@ -1,7 +1,9 @@
 """The ``claude-code`` agent: a Claude Code-style CLI as a subprocess, translated.
 
 Runs the CLI in ``stream-json`` mode in the work dir, in its own process group, with the
-prompt on stdin (docs/protocol.md, ``{"kind": "claude-code"}``); its stdout goes through
+prompt on stdin (docs/protocol.md, ``{"kind": "claude-code"}``), with the agents' shield
+preloaded when the agents dir holds it (:mod:`.acp.shield`: what the CLI runs cannot
+signal, trace or read it); its stdout goes through
 the core's :class:`~sandstream.core.translators.claude_code.ClaudeCodeTranslator`. The
 translated ``error`` raises :class:`~..errors.AgentError` with its code; a CLI that cannot
 start or exits without a result raises it with ``agent_failed`` and its stderr tail.
@@ -24,6 +26,7 @@ from sandstream.core import (
     Envelope,
     Error,
     Result,
+    default_agents_dir,
 )
 
 from ..attachments import attachments_note
@@ -31,6 +34,7 @@ from ..context import RunContext
 from ..errors import AgentError
 from ..output import now_ms
 from ..procs import run_in_group
+from .acp.shield import shielded
 
 __all__ = ["build_argv", "render_prompt", "run_claude_code"]
 
@@ -137,7 +141,7 @@ async def run_claude_code(ctx: RunContext) -> str:
         outcome = await run_in_group(
             argv,
             cwd=ctx.work_dir,
-            env=ctx.env,
+            env=shielded(ctx.env, default_agents_dir(ctx.env)),
             stdin=render_prompt(ctx.prompt, ctx.conversation, ctx.config.attachments).encode(
                 "utf-8"
             ),

@@ -50,6 +50,7 @@ import trio
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool
 
+from .operations import OperationTimes
 from .sqlite import DEFAULT_BUSY_TIMEOUT_MS
 
 __all__ = [
@@ -186,6 +187,8 @@ class PostgresDatabase:
         self._close_lock = threading.Lock()
         self._closed = False
         self._pinging = False
+        self.operations = OperationTimes("postgresql")
+        """Its reads' and writes' times and failures (for /metrics)."""
 
     @classmethod
     async def open(
@@ -225,16 +228,24 @@ class PostgresDatabase:
         """Run ``fn(conn)`` in one ``SERIALIZABLE`` transaction, in a worker thread; run
         again whole when it loses a serialization race (so ``fn`` writes only through
         ``conn``). Committed if ``fn`` returns, rolled back if it raises."""
-        return await trio.to_thread.run_sync(self._write_sync, fn, limiter=self._limiter)
+        with self.operations.timed("write"):
+            return await trio.to_thread.run_sync(self._write_sync, fn, limiter=self._limiter)
 
     async def read(self, fn: Callable[[PgConnection], T]) -> T:
         """Run ``fn(conn)`` in one read-only snapshot transaction, in a worker thread."""
-        return await trio.to_thread.run_sync(
-            self._transaction,
-            fn,
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-            limiter=self._limiter,
-        )
+        with self.operations.timed("read"):
+            return await trio.to_thread.run_sync(
+                self._transaction,
+                fn,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                limiter=self._limiter,
+            )
+
+    def pool_waits(self) -> tuple[int, float]:
+        """Calls waiting for a connection of the pool now, and the seconds calls have
+        waited for one in all (the pool's own statistics)."""
+        stats = self._pool.get_stats()
+        return stats.get("requests_waiting", 0), stats.get("requests_wait_ms", 0) / 1000
 
     def _write_sync(self, fn: Callable[[PgConnection], T]) -> T:
         for attempt in range(1, WRITE_ATTEMPTS + 1):

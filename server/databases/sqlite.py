@@ -27,6 +27,8 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 import trio
 
+from .operations import OperationTimes
+
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "Migrate", "SQLiteDatabase"]
 
 T = TypeVar("T")
@@ -134,6 +136,8 @@ class SQLiteDatabase:
         self._idle_readers: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self._closed = False
+        self.operations = OperationTimes("sqlite")
+        """Its reads' and writes' times and failures (for /metrics)."""
 
     @classmethod
     async def open(
@@ -187,6 +191,10 @@ class SQLiteDatabase:
         transaction (see the module docstring). ``fn`` may run more than once: a
         write undone with its transaction by another's failure runs again.
         """
+        with self.operations.timed("write"):
+            return await self._write(fn)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         write = _Write(fn)
         self._queued.append(write)
         try:
@@ -224,7 +232,8 @@ class SQLiteDatabase:
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in one read transaction (a consistent snapshot), in a thread."""
-        return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
+        with self.operations.timed("read"):
+            return await trio.to_thread.run_sync(self._read_sync, fn, limiter=self._read_limiter)
 
     async def ping(self, timeout: float) -> None:
         """Run ``SELECT 1`` on a reader: returns if the database file can be read

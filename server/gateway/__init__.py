@@ -3,6 +3,8 @@
 - :class:`TurnGateway` (:mod:`.turn_gateway`): one turn's loopback listener, credential
   and keys; :func:`with_access` rewrites the dispatch the sandbox reads;
 - :mod:`.proxy`: one call streamed upstream and back, byte for byte;
+- :mod:`.upstream`: the lean HTTP/1.1 client of the calls upstream (connections kept
+  per turn, TLS for ``https``); :mod:`.framing`: how much of its bytes is the body;
 - :mod:`.apis`: the provider APIs forwarded, keys swapped, each provider's 401;
 - :mod:`.observers`: :class:`CallObserver`, what sees each answer pass (a usage meter
   plugs in as one more :data:`ObserverFactory`);

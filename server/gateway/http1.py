@@ -12,7 +12,7 @@ connection.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final
 
 import h11
@@ -44,6 +44,7 @@ class Exchange:
         self.headers: Headers = [(bytes(n), bytes(v)) for n, v in request.headers.raw_items()]
         self.complete = False
         """True once the whole answer was sent."""
+        self._held = b""
 
     @property
     def has_body(self) -> bool:
@@ -56,7 +57,7 @@ class Exchange:
                 return True
         return False
 
-    async def body(self) -> AsyncIterator[bytes]:
+    async def body(self) -> AsyncGenerator[bytes, None]:
         """The request's body, chunk by chunk as it arrives. Raises :class:`ClientGone`."""
         conn = self._conn
         if conn.they_are_waiting_for_100_continue:
@@ -70,10 +71,17 @@ class Exchange:
             else:
                 raise ClientGone("the client's body ended early")
 
-    async def start(self, status: int, reason: bytes, headers: Headers) -> None:
+    async def start(
+        self, status: int, reason: bytes, headers: Headers, *, hold: bool = False
+    ) -> None:
         """Send the answer's head. With ``Content-Length`` that is its framing; without,
-        chunked (an HTTP/1.0 client: until the connection closes)."""
-        await self._send(h11.Response(status_code=status, reason=reason, headers=headers))
+        chunked (an HTTP/1.0 client: until the connection closes). ``hold``: the head
+        goes with the next :meth:`send` or :meth:`end`, in one write (for a body at hand)."""
+        response = h11.Response(status_code=status, reason=reason, headers=headers)
+        if hold:
+            self._held = self._conn.send(response) or b""
+        else:
+            await self._send(response)
 
     async def send(self, data: bytes) -> None:
         """Send a piece of the answer's body."""
@@ -95,6 +103,9 @@ class Exchange:
 
     async def _send(self, event: h11.Event) -> None:
         data = self._conn.send(event)
+        if self._held:
+            data = self._held + (data or b"")
+            self._held = b""
         if data:
             try:
                 await self._stream.send_all(data)

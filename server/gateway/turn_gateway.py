@@ -18,7 +18,6 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-import httpx
 import msgspec
 import trio
 
@@ -29,7 +28,8 @@ from .errors import GatewayListenError
 from .health import CallFailure, ProviderHealth
 from .http1 import Exchange, serve_connection
 from .observers import ObserverFactory, ProxiedCall
-from .proxy import forward, new_upstream_client
+from .proxy import forward
+from .upstream import UpstreamPool
 
 __all__ = ["CREDENTIAL_PREFIX", "TurnGateway", "gateway_keys", "with_access"]
 
@@ -109,16 +109,21 @@ class TurnGateway:
             credential=self.credential,
             providers=[p.name for p in self.providers],
         )
-        async with new_upstream_client() as client, trio.open_nursery() as nursery:
-            nursery.start_soon(self.health.watch)
+        pool = UpstreamPool()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.health.watch)
 
-            async def handle(stream: trio.SocketStream) -> None:
-                await serve_connection(stream, lambda exchange: self._handle(client, exchange))
+                async def handle(stream: trio.SocketStream) -> None:
+                    await serve_connection(stream, lambda exchange: self._handle(pool, exchange))
 
-            await nursery.start(trio.serve_listeners, handle, listeners)
-            task_status.started(self.access)
+                await nursery.start(trio.serve_listeners, handle, listeners)
+                task_status.started(self.access)
+        finally:
+            with trio.CancelScope(shield=True):
+                await pool.aclose()
 
-    async def _handle(self, client: httpx.AsyncClient, exchange: Exchange) -> None:
+    async def _handle(self, pool: UpstreamPool, exchange: Exchange) -> None:
         found = route(exchange.target)
         if found is None:
             body = b'{"error": {"message": "no such provider on the model gateway"}}'
@@ -152,7 +157,7 @@ class TurnGateway:
             await _refuse(exchange, 429, provider_error(protocol, 429, refusal, quota=True))
             return
         await forward(
-            client, exchange, found, key, provider.base_url(self._keys), call, self._observers
+            pool, exchange, found, key, provider.base_url(self._keys), call, self._observers
         )
 
     def _authorized(self, found: Route, exchange: Exchange) -> bool:

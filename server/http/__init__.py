@@ -13,6 +13,8 @@
 - :mod:`.hypercorn_adapter`: every use of Hypercorn's internals, pinned to the version
   it was written for;
 - :mod:`.serve`: Hypercorn's trio worker with a shutdown that drains the role first;
+- :mod:`.openapi`: the OpenAPI 3.1 description of an app from its roles' tables, served
+  as ``/openapi.json`` and ``/docs``;
 - :mod:`.malloc`: glibc's malloc settings for large buffers;
 - :mod:`.errors`: :class:`~.errors.HTTPLayerError`, the root of this package's errors.
 
@@ -33,6 +35,24 @@ from .metrics import (
     install_metrics,
     mount_metrics_route,
     route_template,
+)
+from .openapi import (
+    API_TOKEN,
+    HTTP_OPERATIONS,
+    OPENAPI_EXTENSION,
+    RUNNER_TOKEN,
+    SECURITY_SCHEMES,
+    STREAM_TOKEN,
+    UPLOAD_TOKEN,
+    Content,
+    Operation,
+    Operations,
+    UndescribedRouteError,
+    described_methods,
+    json_content,
+    mount_openapi,
+    openapi_document,
+    shape,
 )
 from .problems import (
     AT_CAPACITY,
@@ -57,31 +77,43 @@ from .requests import int_query, json_response, read_json, require_query
 from .serve import raise_open_file_limit, serve, shutdown_signals
 
 __all__: list[str] = [
+    "API_TOKEN",
     "AT_CAPACITY",
     "BODY_LIMITS",
+    "HTTP_OPERATIONS",
     "INVALID_BODY",
     "METRICS_EXTENSION",
     "NOT_FOUND",
+    "OPENAPI_EXTENSION",
     "PAYLOAD_TOO_LARGE",
     "RAW_ROUTES",
     "RUNNER_REALM",
+    "RUNNER_TOKEN",
+    "SECURITY_SCHEMES",
     "SHUTTING_DOWN",
+    "STREAM_TOKEN",
     "TOKEN_ENV",
     "UNAUTHORIZED",
     "UNSUPPORTED_MEDIA_TYPE",
+    "UPLOAD_TOKEN",
     "AppMetrics",
     "BadRequestError",
     "ClientWatch",
+    "Content",
     "HTTPConnection",
     "LiveConnection",
     "LiveFraming",
     "MissingTokenError",
     "Offered",
+    "Operation",
+    "Operations",
     "Run",
     "RunFraming",
+    "UndescribedRouteError",
     "abort_scope_connection",
     "answer_in_snake_case",
     "check_bearer",
+    "described_methods",
     "error_problem",
     "get_metrics",
     "http_problem",
@@ -89,10 +121,13 @@ __all__: list[str] = [
     "install_problem_handlers",
     "int_query",
     "invalid",
+    "json_content",
     "json_response",
     "keep_large_buffers",
     "live_connection",
     "mount_metrics_route",
+    "mount_openapi",
+    "openapi_document",
     "problem",
     "raise_open_file_limit",
     "read_json",
@@ -100,6 +135,7 @@ __all__: list[str] = [
     "resolve_token",
     "route_template",
     "serve",
+    "shape",
     "shutdown_signals",
     "snake_case",
     "status_type",

@@ -2,9 +2,11 @@
 
 Each app has an :class:`AppMetrics` of its own (:func:`install_metrics`): a registry
 that is never the process's global one, so that several apps in one process do not
-collide. The roles register collectors on it that read the plain counters they keep
-as they go (``sandstream.server.runner.metrics`` and the like): nothing is counted per
-line or per chunk, the values are gathered when the registry is scraped.
+collide. It holds the process's own metrics too (CPU, memory, descriptors, the Python
+runtime and its garbage collector, ``sandstream_build_info``). The roles register
+collectors on it that read the plain counters they keep as they go
+(``sandstream.server.runner.metrics`` and the like): nothing is counted per line or per
+chunk, the values are gathered when the registry is scraped.
 
 :func:`install_metrics` also times every HTTP request by its route's template (``/sessions/
 {session_id}/stream``, never the path itself: the label's values stay few) and its
@@ -17,12 +19,23 @@ never blocks; it takes no input beyond the header.
 
 from __future__ import annotations
 
+import platform
 import re
 import time
 from collections.abc import Collection
+from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Histogram,
+    Info,
+    generate_latest,
+)
 from quart import Blueprint, Quart, Response, current_app, g, request
 
 from .auth import check_bearer
@@ -61,6 +74,11 @@ class AppMetrics:
             ("route", "status"),
             registry=self.registry,
         )
+        for process_metrics in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(process_metrics)
+        Info("sandstream_build", "This build of sandstream", registry=self.registry).info(
+            {"version": package_version(), "python": platform.python_version()}
+        )
         self.tokens: tuple[str, ...] | None = None
 
     def authorized(self, authorization: str | None) -> bool:
@@ -71,6 +89,14 @@ class AppMetrics:
     def exposition(self) -> Response:
         """The registry in Prometheus text exposition format."""
         return Response(generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def package_version() -> str:
+    """This installation's version, or ``unknown`` for a checkout never installed."""
+    try:
+        return version("sandstream")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def route_template(rule: str) -> str:

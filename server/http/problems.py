@@ -36,6 +36,7 @@ __all__ = [
     "BODY_TIMEOUT",
     "FORBIDDEN",
     "INVALID_BODY",
+    "KNOWN_PROBLEM_TYPES",
     "MALFORMED_REQUEST",
     "METHOD_NOT_ALLOWED",
     "NOT_FOUND",
@@ -73,6 +74,23 @@ MALFORMED_REQUEST: Final = "urn:sandstream:problem:malformed-request"
 FORBIDDEN: Final = "urn:sandstream:problem:forbidden"
 METHOD_NOT_ALLOWED: Final = "urn:sandstream:problem:method-not-allowed"
 _PREFIX: Final = "urn:sandstream:problem:"
+KNOWN_PROBLEM_TYPES: Final = frozenset(
+    {
+        UNAUTHORIZED,
+        INVALID_BODY,
+        AT_CAPACITY,
+        SHUTTING_DOWN,
+        INTERNAL,
+        NOT_FOUND,
+        PAYLOAD_TOO_LARGE,
+        UNSUPPORTED_MEDIA_TYPE,
+        BODY_TIMEOUT,
+        MALFORMED_REQUEST,
+        FORBIDDEN,
+        METHOD_NOT_ALLOWED,
+    }
+)
+"""The problem types this package names (the roles' errors name theirs)."""
 
 _TYPE_BY_STATUS: Final = {
     400: MALFORMED_REQUEST,

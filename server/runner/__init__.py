@@ -14,6 +14,7 @@
 
 from .access_log import ACCESS_LOGGER, AccessLog
 from .admission import Runner, default_launcher
+from .api_description import RUNNER_OPERATIONS
 from .bwrap import BwrapContainer, BwrapLauncher, bwrap_available
 from .egress import REFUSED_RANGES, AddressRange, parse_range
 from .errors import (
@@ -33,7 +34,7 @@ from .launcher import (
     LocalSubprocessLauncher,
 )
 from .limits import LimitExceeded, ResourceLimits, parse_size
-from .metrics import RunnerCollector
+from .metrics import RunnerCollector, TurnTimes
 from .network import NETWORK_MODES, Endpoint, NetworkMode, network_mode, parse_endpoint
 from .routes import (
     NDJSON_CONTENT_TYPE,
@@ -53,6 +54,7 @@ __all__ = [
     "NDJSON_CONTENT_TYPE",
     "NETWORK_MODES",
     "REFUSED_RANGES",
+    "RUNNER_OPERATIONS",
     "SHUTDOWN_TIMEOUT",
     "STALL_TIMEOUT",
     "AccessLog",
@@ -80,6 +82,7 @@ __all__ = [
     "TurnOutcome",
     "TurnStateError",
     "TurnStream",
+    "TurnTimes",
     "bwrap_available",
     "default_launcher",
     "get_runner",

@@ -1,20 +1,74 @@
-"""The runner's metrics, read from its counters when scraped (:class:`RunnerCollector`).
+"""The runner's metrics: its counters read when scraped (:class:`RunnerCollector`), and
+each closed turn's times observed (:class:`TurnTimes`).
 
 The :class:`~.admission.Runner` counts turns admitted, turns closed by outcome and
-containers started as they happen, once per turn; this collector turns them, and the
-live counts, into Prometheus metrics. Scraping reads attributes only: it never blocks.
+containers started as they happen, once per turn; the collector turns them, and the
+live counts, into Prometheus metrics. :class:`TurnTimes` listens for each turn's close
+and observes its duration, its time to the first line and to the first text, and its
+error code. Scraping reads attributes only: it never blocks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .admission import Runner
 from .pool import WarmPool
+from .turn import AccessRecord, TurnStream
 
-__all__ = ["RunnerCollector"]
+__all__ = ["TURN_SECONDS_BUCKETS", "RunnerCollector", "TurnTimes"]
+
+TURN_SECONDS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+"""Seconds: a turn's first line comes in tens of milliseconds to seconds, its end in
+seconds to the runtime cap."""
+
+
+class TurnTimes:
+    """``sandstream_turn_duration_seconds`` (by outcome),
+    ``sandstream_turn_first_line_seconds``, ``sandstream_turn_first_text_seconds`` and
+    ``sandstream_turn_errors_total`` (by code), on ``registry``, observed as each turn
+    of ``runner`` closes."""
+
+    def __init__(self, runner: Runner, registry: CollectorRegistry) -> None:
+        self.duration = Histogram(
+            "sandstream_turn_duration_seconds",
+            "Seconds from a turn's admission to its close, by outcome",
+            ("outcome",),
+            buckets=TURN_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.first_line = Histogram(
+            "sandstream_turn_first_line_seconds",
+            "Seconds from a turn's admission to its first line handed to the client",
+            buckets=TURN_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.first_text = Histogram(
+            "sandstream_turn_first_text_seconds",
+            "Seconds from a turn's admission to its first line carrying the agent's text",
+            buckets=TURN_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.errors = Counter(
+            "sandstream_turn_errors",
+            "Turns that ended with an error line, by its code",
+            ("code",),
+            registry=registry,
+        )
+        runner.add_listener(self.observe)
+
+    def observe(self, turn: TurnStream, record: AccessRecord) -> None:
+        """One closed turn's times and error code."""
+        self.duration.labels(record.outcome).observe(record.duration_ms / 1000)
+        if record.first_line_ms is not None:
+            self.first_line.observe(record.first_line_ms / 1000)
+        if record.first_text_ms is not None:
+            self.first_text.observe(record.first_text_ms / 1000)
+        if record.terminal is not None and record.terminal != "result":
+            self.errors.labels(record.terminal).inc()
 
 
 class RunnerCollector:

@@ -106,9 +106,11 @@ class AccessRecord:
 
     ``outcome`` says how it ended; ``terminal`` is ``"result"`` or the error code the
     client received last (``None`` if none was sent). ``lines``/``bytes``/``writes``
-    count what was handed to the client. ``teardown_ms``: from the moment the turn
-    decided to stop the container to the container being reaped (``None`` when it
-    exited on its own).
+    count what was handed to the client. ``first_line_ms``: from the turn's opening
+    to its first line handed to the client; ``first_text_ms``: to the first that
+    carried the agent's text (a ``delta``); ``None`` when there was none.
+    ``teardown_ms``: from the moment the turn decided to stop the container to the
+    container being reaped (``None`` when it exited on its own).
     """
 
     turn_id: str
@@ -124,6 +126,8 @@ class AccessRecord:
     escalated: bool
     stragglers: int
     teardown_ms: float | None
+    first_line_ms: float | None = None
+    first_text_ms: float | None = None
 
 
 class _LaunchStatus:
@@ -238,6 +242,8 @@ class TurnStream:
         self._sending_since: float | None = None
 
         self._opened_at = time.monotonic()
+        self._first_line_ms: float | None = None
+        self._first_text_ms: float | None = None
         self._stop_requested_at: float | None = None
         self.lines = 0
         """Lines handed to the caller (frames, in an SSE mode)."""
@@ -495,6 +501,7 @@ class TurnStream:
                 self.last_lines = self.processor.written - self.lines
                 self.lines = self.processor.written
                 self._sending_since = trio.current_time()
+                self._note_firsts()
                 return out
         raise StopAsyncIteration
 
@@ -715,6 +722,21 @@ class TurnStream:
                     await self._stdout.aclose()
             self._write_record()
 
+    def _note_firsts(self) -> None:
+        """The time to the first line handed out, and to the first with text."""
+        if self._first_line_ms is None:
+            self._first_line_ms = self._since_opened_ms()
+        live = self.processor.turn.live
+        if (
+            self._first_text_ms is None
+            and live is not None
+            and live.text_chars + live.omitted_text_chars > 0
+        ):
+            self._first_text_ms = self._since_opened_ms()
+
+    def _since_opened_ms(self) -> float:
+        return round((time.monotonic() - self._opened_at) * 1000, 3)
+
     def _write_record(self) -> None:
         exit_ = self.container_exit
         terminal = self.processor.turn.terminal
@@ -735,7 +757,7 @@ class TurnStream:
             turn_id=self.id,
             outcome=outcome,
             terminal=terminal_code,
-            duration_ms=round((time.monotonic() - self._opened_at) * 1000, 3),
+            duration_ms=self._since_opened_ms(),
             lines=self.lines,
             bytes=self.bytes,
             writes=self.writes,
@@ -745,6 +767,8 @@ class TurnStream:
             escalated=False if exit_ is None else exit_.escalated,
             stragglers=0 if exit_ is None else exit_.stragglers,
             teardown_ms=None if teardown_ms is None else round(teardown_ms, 3),
+            first_line_ms=self._first_line_ms,
+            first_text_ms=self._first_text_ms,
         )
         self.closed.set()
         if self._on_closed is not None:

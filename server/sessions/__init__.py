@@ -11,6 +11,7 @@ the chat's streams share); their metrics: :class:`SessionsCollector` (:mod:`.met
 on the counts of :mod:`.counts`).
 """
 
+from .api_description import SESSIONS_OPERATIONS
 from .buffer import SESSION_STREAMS, Run, SessionBuffer, SessionRuns, split_chunks
 from .errors import (
     CURSOR_AHEAD,
@@ -42,6 +43,7 @@ __all__ = [
     "PERMISSION_ANSWERED",
     "PERMISSION_NOT_FOUND",
     "RUNNER_LOST",
+    "SESSIONS_OPERATIONS",
     "SESSION_ENDED",
     "SESSION_STREAMS",
     "CaughtUp",

@@ -13,6 +13,7 @@ fan-out). :mod:`.follow` is how every caught-up reader of a stream waits, the
 sessions' readers too.
 """
 
+from .api_description import STREAMS_OPERATIONS
 from .committer import SyncPolicy
 from .errors import (
     InvalidStreamRequestError,
@@ -36,6 +37,7 @@ from .store import Appended, Chunk, StreamStore
 from .stream import Stream, StreamConfig
 
 __all__ = [
+    "STREAMS_OPERATIONS",
     "STREAM_PREFIX",
     "Appended",
     "Chunk",

@@ -5,11 +5,13 @@ The setup script leaves a daemon (``setsid``) and the agent's own shell tool run
 command, both running :mod:`tests.agents.shield_attack` on every process of the agent:
 forge JSON-RPC into its stdio through ``/proc/<pid>/fd``, read its output and answer its
 permission request on its stdin, ``pidfd_getfd``, ``PTRACE_ATTACH``, open its ``mem``
-and ``environ``; the daemon also sends it ``SIGSTOP`` and ``SIGKILL``. The daemon
-attacks in rounds until the tool's attack is over, so also while a permission request
-waits for the user. Every attempt is refused with a permission error, the one
-permission card reaches the user and is answered by the user, and the stream and the
-stored message are the turn's own.
+and ``environ``, and ``SIGSTOP`` or ``SIGKILL`` it by pid, process group, ``tgkill`` and
+pidfd; the tool also tries ``prlimit``, ``setpriority``, ``F_SETOWN`` and
+``kill(-1, SIGKILL)``. The daemon attacks in rounds until the tool's attack is over, so
+also while a permission request waits for the user. Every attempt is refused with a
+permission error, every agent process survives to answer the prompt, the one permission
+card reaches the user and is answered by the user, and the stream and the stored message
+are the turn's own.
 """
 
 from __future__ import annotations
@@ -23,12 +25,19 @@ import pytest
 import trio
 
 from benchmarks.support.model_server import ModelScript, start_model_server
-from sandstream.core.schemas import AcpPreset, ConfigResponse
+from sandstream.core.schemas import AcpPreset, ClaudeCodeAgent, ConfigResponse
 from sandstream.core.sse_parser import ServerSentEvent
 from sandstream.server.chat import AgentProfile
 from sandstream.server.chat.model.records import Environment
 from tests.agents import shield_attack
-from tests.chat.harness import WORKSPACE, ChatServer, EventReader, allow, start_chat_server
+from tests.chat.harness import (
+    AGENTS_DIR,
+    WORKSPACE,
+    ChatServer,
+    EventReader,
+    allow,
+    start_chat_server,
+)
 from tests.support.agents import ASKING, PRESETS, acp_spec
 
 TEXT: Final = ("The attack ", "was refused.")
@@ -48,12 +57,32 @@ REFUSED: Final = frozenset({"EACCES", "EPERM", "ENXIO"})
 """A permission error: refused by the kernel's ptrace check (``EACCES``, ``EPERM``), or a
 socket that cannot be opened again (``ENXIO``)."""
 ATTEMPTS: Final = ("forge", "steal-read", "steal-answer", "pidfd-getfd", "ptrace", "mem", "environ")
-SIGNALS: Final = ("kill-SIGSTOP", "kill-SIGKILL")
+SIGNALS: Final = (
+    "kill-SIGSTOP",
+    "kill-SIGKILL",
+    "group-SIGKILL",
+    "tgkill-SIGKILL",
+    "pidfd-SIGKILL",
+    "procfd-SIGKILL",
+)
+TOOL_ONLY: Final = ("prlimit", "setpriority", "setown", "killall-SIGKILL")
+"""What the agent's guard refuses to its tools (the setup script's Landlock domain scopes
+signals and ``ptrace``, not limits or priorities)."""
 
 
 def _data(event: ServerSentEvent) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.json.decode(event.data)
     return data
+
+
+CLAUDE_CLI: Final = "claude-agent-sdk/cli.js"
+"""The Claude Code CLI the claude preset's adapter runs, as the ``claude-code`` kind
+runs it (in its npm prefix under the agents dir)."""
+CLAUDE_ENV: Final = {
+    "IS_SANDBOX": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
 
 
 def _refusals(report: str, attacker: str) -> dict[str, set[str]]:
@@ -66,6 +95,20 @@ def _refusals(report: str, attacker: str) -> dict[str, set[str]]:
     for attempt, errno in re.findall(rf"^{attacker} denied (\S+) \S+ (\S+)$", report, re.MULTILINE):
         refused.setdefault(attempt, set()).add(errno)
     return refused
+
+
+def _assert_refused(tool_results: list[str]) -> None:
+    """The one attack report came back to the model, and every attempt in it failed."""
+    reports = [result for result in tool_results if "tool report" in result]
+    assert len(reports) == 1, tool_results
+    [report] = reports
+    for attacker, attempts in (
+        ("tool", ATTEMPTS + SIGNALS + TOOL_ONLY),
+        ("daemon", ATTEMPTS + SIGNALS),
+    ):
+        refused = _refusals(report, attacker)
+        assert set(attempts) <= refused.keys(), (attacker, refused, report)
+        assert set().union(*refused.values()) <= REFUSED, (attacker, refused, report)
 
 
 async def _turn(
@@ -106,13 +149,7 @@ async def test_nothing_the_agent_runs_reaches_the_agent(
     )
     chat_id, events, cards = await _turn(server)
 
-    reports = [result for result in model.tool_results() if "tool report" in result]
-    assert len(reports) == 1, model.tool_results()
-    [report] = reports
-    for attacker, attempts in (("tool", ATTEMPTS), ("daemon", ATTEMPTS + SIGNALS)):
-        refused = _refusals(report, attacker)
-        assert set(attempts) <= refused.keys(), (attacker, refused, report)
-        assert set().union(*refused.values()) <= REFUSED, (attacker, refused, report)
+    _assert_refused(model.tool_results())
 
     # The turn is the agent's own: its one card, answered by the user; no forged text.
     kinds = [event.event for event in events]
@@ -134,3 +171,34 @@ async def test_nothing_the_agent_runs_reaches_the_agent(
     stored = chat["messages"][-1]
     assert stored["status"] == "complete"
     assert "FORGED" not in str(stored)
+
+
+async def test_nothing_the_claude_code_cli_runs_reaches_it(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """The ``claude-code`` kind: the CLI itself, streaming, its Bash tool allowed."""
+    [cli] = AGENTS_DIR.glob(f"claude-*/node_modules/@anthropic-ai/{CLAUDE_CLI}")
+    model = await start_model_server(nursery, ModelScript(command=COMMAND, text=TEXT))
+    agent = ClaudeCodeAgent(command=["node", str(cli)], extra_args=["--allowedTools", "Bash"])
+    config = ConfigResponse(agent=agent, model="claude-sonnet-4-5")
+    env = {**model.provider_env("claude"), **CLAUDE_ENV}
+    server = await start_chat_server(
+        nursery,
+        tmp_path / "data",
+        agent=AgentProfile(config, env, "claude-code"),
+        sandbox_allow=allow(model),
+    )
+    await server.store.put_environment(
+        Environment(workspace_id=WORKSPACE, workflow_id="wf_attack", vars={}, setup_script=SETUP)
+    )
+    chat_id, events, cards = await _turn(server)
+
+    _assert_refused(model.tool_results())
+    kinds = [event.event for event in events]
+    assert kinds[-2:] == ["result", "done"], kinds
+    assert "FORGED" not in "".join(event.data for event in events)
+    [result] = [_data(e) for e in events if e.event == "result"]
+    assert result["message"].endswith("".join(TEXT))
+    assert cards == []
+    chat = await server.wait_chat(chat_id, lambda chat: "activeMessageId" not in chat)
+    assert chat["messages"][-1]["status"] == "complete"

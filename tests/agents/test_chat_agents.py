@@ -59,10 +59,11 @@ def _pending(event: ServerSentEvent) -> bool:
 async def _serve(
     nursery: trio.Nursery, tmp_path: Path, config: dict[str, Any], model: ModelServer
 ) -> ServeProcess:
-    """``sandstream serve``, its isolated sandboxes allowed to reach ``model``."""
+    """``sandstream serve``, its isolated sandboxes allowed to reach ``model``; no warm
+    pool (every process the server has is then a turn's)."""
     data_dir = tmp_path / "data"
     allowed = [arg for endpoint in allow(model) for arg in ("--sandbox-allow", str(endpoint))]
-    return await start_serve_process(nursery, data_dir, config, *allowed)
+    return await start_serve_process(nursery, data_dir, config, *allowed, "--warm-pool", "0")
 
 
 def _client(served: ServeProcess, tmp_path: Path) -> httpx.AsyncClient:
@@ -210,14 +211,22 @@ CONTINUING: Final[dict[AcpPreset, tuple[list[str], str]]] = {
     "claude": ([RESUME, LOAD, NEW], RESUME),
     "codex": ([RESUME, LOAD, NEW], RESUME),
     "opencode": ([RESUME, LOAD, NEW], RESUME),
-    "gemini": ([LOAD, NEW], NEW),
+    "gemini": ([LOAD, NEW], LOAD),
     "pi": ([LOAD, NEW], LOAD),
 }
 """The ways each agent's second turn tries (what it advertises) and the one used: the
-first, but for Gemini CLI, which answers ``session/load`` of a session of its restored
-home ``-32603 Internal error`` ("No previous sessions found for this project."), though
-the same files and the same request load outside the sandbox: the turn falls to a new
-session with the preamble."""
+first. (The turns of the test mostly begin in the minute the session began: Gemini CLI
+loads its session then too, its files renamed: ``gemini_sessions``.)"""
+
+
+CHANGED: Final[dict[AcpPreset, str]] = {
+    "claude": "claude-haiku-4-5",
+    "codex": "gpt-5.4",
+    "opencode": "other-model",
+    "gemini": "gemini-other",
+    "pi": "other-model",
+}
+"""The model a chat's third turn chooses instead (one each agent knows)."""
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -225,10 +234,11 @@ async def test_the_agent_goes_on_with_its_session_and_files_on_any_replica_and_a
     nursery: trio.Nursery, tmp_path: Path, postgres_server: PostgresServer, preset: AcpPreset
 ) -> None:
     """Turn 1 on one replica, turn 2 on another (each with its own runner; one
-    PostgreSQL store), turn 3 on the first one restarted: each later turn opens the
-    agent's own session the way it advertises and finds the notes of every turn. An
-    agent that asks is answered ``always`` in turn 1, so turn 2's same command runs
-    by the chat's grant without asking; revoked, turn 3 asks again."""
+    PostgreSQL store), turn 3 on the first one restarted with another model chosen:
+    each later turn opens the agent's own session the way it advertises and finds the
+    notes of every turn, and turn 3's session asks the model chosen now. An agent that
+    asks is answered ``always`` in turn 1, so turn 2's same command runs by the chat's
+    grant without asking; revoked, turn 3 asks again."""
     model = await start_model_server(nursery, ModelScript(command=COUNT, text=TEXT))
     config = _config(preset, model)
     one, other = tmp_path / "one", tmp_path / "other"
@@ -263,10 +273,18 @@ async def test_the_agent_goes_on_with_its_session_and_files_on_any_replica_and_a
                 [c.tool_results for c in later],
             )
         await first.stop()
-        restarted = await _serve(nursery, one, config, model)
+        third_turn = len(model.generations())
+        changed = {**config, "model": CHANGED[preset]}
+        restarted = await _serve(nursery, one, changed, model)
         async with _client(restarted, one) as client:
             events = (await _turn(client, preset, "And once more", chat_id)).events
         _check_continued(events, model.tool_results(), ways, way, lines=3)
+        asked = {
+            request.conversation.model
+            for request in model.generations()[third_turn:]
+            if request.conversation is not None and request.conversation.tools
+        }
+        assert asked == {CHANGED[preset]}, asked
 
 
 async def _revoke_every_grant(client: httpx.AsyncClient, chat_id: str) -> None:

@@ -3,9 +3,11 @@ cache after the first run), idempotent, atomic, and clear errors."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -77,6 +79,69 @@ def test_the_shield_makes_every_program_non_dumpable(tmp_path: Path) -> None:
     )
     assert plain.stdout.split() == ["1", "1"], plain.stderr
     assert shielded.stdout.split() == ["0", "0"], shielded.stderr
+
+
+GUARDED_AGENT: Final = """
+import os, subprocess, sys
+me = os.getpid()
+# its tool, started without the preload (as a statically linked program would be)
+tool = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+done = subprocess.run([sys.executable, "-c", sys.argv[1], str(me)], env=tool, check=True)
+sleeper = subprocess.Popen(["sleep", "60"])
+sleeper.kill()
+print("agent kills its tool", sleeper.wait())
+print("agent sees an exit status", subprocess.run(["sh", "-c", "exit 7"]).returncode)
+"""
+GUARDED_TOOL: Final = """
+import ctypes, errno, os, resource, signal, subprocess, sys
+agent = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+tgkill = {"x86_64": 234, "aarch64": 131}[os.uname().machine]
+def attempt(name, action):
+    try:
+        outcome = "DID" if action() != -1 else errno.errorcode[ctypes.get_errno()]
+    except OSError as error:
+        outcome = errno.errorcode[error.errno]
+    print(name, outcome, flush=True)
+attempt("kill", lambda: os.kill(agent, signal.SIGKILL))
+attempt("stop", lambda: os.kill(agent, signal.SIGSTOP))
+attempt("group", lambda: os.kill(0, signal.SIGKILL))
+attempt("tgkill", lambda: libc.syscall(tgkill, agent, agent, signal.SIGKILL))
+attempt("pidfd", lambda: signal.pidfd_send_signal(os.pidfd_open(agent), signal.SIGKILL))
+limit = resource.prlimit(agent, resource.RLIMIT_CORE)
+attempt("prlimit", lambda: resource.prlimit(agent, resource.RLIMIT_CORE, limit))
+nice = os.getpriority(os.PRIO_PROCESS, agent)
+attempt("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, agent, nice))
+attempt("probe", lambda: os.kill(agent, 0))
+own = subprocess.Popen(["sleep", "60"])
+attempt("own-child", lambda: os.kill(own.pid, signal.SIGKILL))
+own.wait()
+"""
+
+
+def test_the_shield_guards_the_agent_from_what_it_runs(tmp_path: Path) -> None:
+    """A tool the agent starts, without the preload, cannot signal the agent (not even as
+    root: the supervisor refuses, not the kernel's permission check) or change its limits
+    or priority; it still signals its own child, and the agent its tools."""
+    shield = build_shield(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", GUARDED_AGENT, GUARDED_TOOL],
+        capture_output=True,
+        text=True,
+        env={"LD_PRELOAD": str(shield), "PATH": os.environ["PATH"]},
+        start_new_session=True,  # the tool's kill(0) would reach only this group
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done
+    refused = ("kill", "stop", "group", "tgkill", "pidfd", "prlimit", "setpriority")
+    assert done.stdout.splitlines() == [
+        *(f"{name} EPERM" for name in refused),
+        "probe DID",
+        "own-child DID",
+        "agent kills its tool -9",
+        "agent sees an exit status 7",
+    ], done.stderr
 
 
 def test_an_unknown_name_is_refused_before_anything_is_installed(tmp_path: Path) -> None:

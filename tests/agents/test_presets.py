@@ -138,12 +138,17 @@ def test_gemini_settings(tmp_path: Path) -> None:
     assert prepared.command[-1] == "--acp"
     settings = _read_json(tmp_path / "home" / ".gemini" / "settings.json")
     assert settings == {
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            "sessionRetention": {"enabled": False},
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "model": {"name": "gemini-chosen"},
     }
+    assert prepared.env["GEMINI_MODEL"] == "gemini-chosen"  # Gemini CLI's own wins over settings
     assert prepared.env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
     assert prepared.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
     assert prepared.env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:9"
@@ -248,3 +253,42 @@ def test_a_preset_not_installed(tmp_path: Path) -> None:
             model=None,
             agents_dir=tmp_path / "nothing-installed",
         )
+
+
+def test_gemini_s_saved_sessions_are_renamed_before_it_starts(tmp_path: Path) -> None:
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "work" / "chats"
+    chats.mkdir(parents=True)
+    (chats / "session-2026-12-02T05-51-4b362968.jsonl").write_text("{}\n")
+    _prepare("gemini", tmp_path)
+    assert [p.name for p in chats.iterdir()] == ["session-2026-12-02T05-51-kept-4b362968.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "from_env"),
+    [
+        ("claude", "claude-from-env"),
+        ("codex", "gpt-from-env"),
+        ("opencode", "gpt-from-env"),
+        ("gemini", "gemini-from-env"),
+        ("pi", "gpt-from-env"),
+    ],
+)
+def test_the_model_each_preset_sets_up_is_known_to_set_again(
+    preset: AcpPreset, from_env: str, tmp_path: Path
+) -> None:
+    """The config's model, else the provider settings': the one a continued session
+    gets again."""
+    assert _prepare(preset, tmp_path / "a").model == from_env
+    assert _prepare(preset, tmp_path / "b", model="chosen").model == "chosen"
+
+
+def test_a_command_of_the_spec_s_own_sets_up_no_model(tmp_path: Path) -> None:
+    prepared = prepare(
+        AcpAgent(command=["my-agent", "--acp"]),
+        env=PROVIDERS,
+        home=tmp_path / "home",
+        work_dir=tmp_path / "work",
+        model="chosen",
+        agents_dir=default_agents_dir(),
+    )
+    assert prepared.model is None

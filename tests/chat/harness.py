@@ -33,6 +33,7 @@ import msgspec
 import psutil
 import trio
 from hypercorn.config import Config
+from quart_trio import QuartTrio
 
 from benchmarks.chat.serving import LISTENING
 from benchmarks.support.model_server import ModelServer
@@ -238,6 +239,7 @@ class ChatServer:
     url: str
     service: ChatService
     data_dir: Path
+    app: QuartTrio | None = None
     _stop: trio.Event = field(default_factory=trio.Event)
     _stopped: trio.Event = field(default_factory=trio.Event)
 
@@ -396,7 +398,7 @@ async def start_chat_server(
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 5.0
-    server = ChatServer(url="", service=service, data_dir=data_dir)
+    server = ChatServer(url="", service=service, data_dir=data_dir, app=app)
 
     async def run(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
         try:

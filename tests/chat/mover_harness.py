@@ -59,6 +59,7 @@ class _RecordingDatabase:
     def __init__(self, db: Database, events: list[tuple[str, int, int, int]]) -> None:
         self._db = db
         self._events = events
+        self.operations = db.operations
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         label = _LABEL.get()  # the worker thread runs in a copy of this context

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.support.ports import free_port
 from benchmarks.support.postgres_server import PostgresServer, open_postgres_server
@@ -87,6 +88,20 @@ async def _until_ready(replicas: list[ServeProcess], part: str, ready: bool) -> 
                 if body["checks"][part]["ok"] is ready and (status == 200) is ready:
                     break
                 await trio.sleep(0.1)
+
+
+async def _failed_calls(replicas: list[ServeProcess]) -> dict[str, float]:
+    """The replicas' failed database and Redis calls, summed by store (their /metrics)."""
+    failed: dict[str, float] = {"postgresql": 0.0, "redis": 0.0}
+    for replica in replicas:
+        async with replica.client(TOKEN) as client:
+            text = (await client.get("/metrics")).text
+        for family in text_string_to_metric_families(text):
+            if family.name == "sandstream_store_operation_errors":
+                for sample in family.samples:
+                    store = sample.labels["store"]
+                    failed[store] = failed.get(store, 0.0) + sample.value
+    return failed
 
 
 async def test_outages_are_waited_out_and_a_lost_runner_frees_its_chat(
@@ -162,6 +177,9 @@ async def test_outages_are_waited_out_and_a_lost_runner_frees_its_chat(
             "database",
         )
         await outage(redis.stop, lambda: redis.start(DEADLINE), "redis")
+        # Both outages were visible to an operator: calls that failed, by store.
+        failed = await _failed_calls(replicas)
+        assert failed["postgresql"] > 0 and failed["redis"] > 0, failed
         await _a_lost_runner_frees_its_chat(nursery, tmp_path, replicas, runner, runner_port, url)
         for replica in replicas:
             replica.process.send_signal(signal.SIGTERM)

@@ -1,7 +1,8 @@
 """Lost turns are settled with nobody touching their chat: lock released, session
 settled, tokens dead. A turn whose runner session is known is taken over by the log
 mover and settled from its chunks (its steps kept); one without is settled as
-``turn_lost`` by the lost-turn sweep, at start-up and periodically."""
+``turn_lost`` by the lost-turn sweep, at start-up and periodically, and keeps the
+grants its ``always`` answers gave."""
 
 from __future__ import annotations
 
@@ -133,6 +134,89 @@ async def test_after_a_sigkill_the_restarted_server_settles_the_lost_turn_with_i
     assert content[-1]["code"] == "runner_lost"  # the restarted runner ended its session
     [steps] = [block["steps"] for block in content if block["type"] == "steps"]
     assert [(s["name"], s["status"]) for s in steps] == [("run_shell", "failed")]
+    second.process.send_signal(signal.SIGTERM)
+    with trio.fail_after(DEADLINE):
+        await second.exited.wait()
+
+
+ASK_THEN_SLEEP = {
+    "agent": {
+        "kind": "scripted",
+        "steps": [
+            {"tool": "run_shell", "args": {"command": "echo asked"}, "ask": True},
+            {"tool": "run_shell", "args": {"command": "sleep 120", "timeout_sec": 300}},
+        ],
+        "message": "slept",
+    }
+}
+
+
+async def test_a_turn_settled_lost_by_the_sweep_keeps_its_grants(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """An ``always`` of a turn whose server dies and whose session is gone with it (the
+    restarted server cannot take it over: the sweep settles it ``turn_lost``) is the
+    chat's grant all the same, from the moment the log mover folded the answer."""
+    data_dir = tmp_path / "data"
+    first = await start_serve_process(nursery, data_dir, ASK_THEN_SLEEP)
+    token = (data_dir / "api-token").read_text().strip()
+    body = {"workspaceId": WORKSPACE, "message": "ask, then die"}
+    async with first.client(token) as client:
+        async with client.stream("POST", "/api/assistant/chat/stream", json=body) as response:
+            reader = EventReader(response)
+            with trio.fail_after(DEADLINE):
+                asked = await reader.until(
+                    lambda e: e.event == "permission" and '"pending"' in e.data
+                )
+                start = msgspec.json.decode(reader.events[0].data)
+                chat_id = start["chatId"]
+                request_id = msgspec.json.decode(asked.data)["id"]
+                answer = await client.post(
+                    f"/api/assistant/chats/{chat_id}/permissions/{request_id}",
+                    params={"workspaceId": WORKSPACE},
+                    json={"reply": "always"},
+                )
+                assert answer.status_code == 200, answer.text
+                await reader.until(lambda e: running_step(e) and "sleep 120" in e.data)
+        grants = f"/api/assistant/chats/{chat_id}/grants"
+        with trio.fail_after(DEADLINE):  # the mover folded the answer: the chat holds it
+            while not (await client.get(grants, params={"workspaceId": WORKSPACE})).json()[
+                "grants"
+            ]:
+                await trio.sleep(0.05)
+    await wait_until_alive(first.process.pid, "sleep 120")
+    orphans = descendants(first.process.pid)
+    first.process.send_signal(signal.SIGKILL)
+    with trio.fail_after(DEADLINE):
+        await first.exited.wait()
+    await kill_and_wait(orphans)
+    assert remove_run_dirs() == []
+    for buffer in data_dir.glob(f"{BUFFER_FILE}*"):  # its session is gone with it
+        buffer.unlink()
+    store = await open_store(data_dir)
+    try:
+        expires = await store.db.read(
+            lambda conn: conn.execute(
+                "SELECT lock_expires_at FROM chats WHERE id = ?", (chat_id,)
+            ).fetchone()[0]
+        )
+        with trio.fail_after(DEADLINE):
+            while now_ms() <= expires:
+                await trio.sleep(0.05)
+        second = await start_serve_process(nursery, data_dir, ASK_THEN_SLEEP)
+        turn = await store.get_turn(response.headers["x-session-id"])
+        assert turn is not None
+        with trio.fail_after(DEADLINE):  # the start-up sweep settles it
+            while (after := await _state(store, chat_id, turn.id))["holder"]:
+                await trio.sleep(0.05)
+        _assert_lost(after, start["assistantMessageId"])
+    finally:
+        await store.close()
+    async with second.client(token) as client:
+        listed = (await client.get(grants, params={"workspaceId": WORKSPACE})).json()["grants"]
+    assert [(g["kind"], g["title"], g["messageId"]) for g in listed] == [
+        ("run_shell", "Run run_shell?", start["assistantMessageId"])
+    ], listed
     second.process.send_signal(signal.SIGTERM)
     with trio.fail_after(DEADLINE):
         await second.exited.wait()

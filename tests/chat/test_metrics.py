@@ -72,6 +72,14 @@ async def test_a_chat_turn_moves_the_counters(nursery: trio.Nursery, tmp_path: P
     assert samples[("sandstream_mover_lag_chunks", ())] == 0
     route = (("route", "/api/assistant/chat/stream"), ("status", "2xx"))
     assert samples[("sandstream_http_request_duration_seconds_count", route)] == 1
+    settled = (("code", ""), ("status", "complete"))
+    assert samples[("sandstream_chat_turns_settled_total", settled)] == 1
+    assert samples[("sandstream_chat_turn_duration_seconds_count", ())] == 1
+    assert 0 < samples[("sandstream_chat_turn_duration_seconds_sum", ())] < DEADLINE
+    for op in ("read", "write"):  # the chat database's calls, timed
+        labels = (("op", op), ("store", "sqlite"))
+        assert samples[("sandstream_store_operation_seconds_count", labels)] > 0
+        assert samples[("sandstream_store_operation_errors_total", labels)] == 0
 
 
 async def settled_scrape(server: ChatServer) -> Samples:

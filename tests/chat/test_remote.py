@@ -33,9 +33,10 @@ from tests.support.container import alive, remove_run_dirs
 pytestmark = pytest.mark.usefixtures("chat_database")
 
 
-def _sessions(tmp_path: Path) -> tuple[str, str]:
-    """The runner's ``--data-dir`` (its durable sessions: chat turns run as sessions)."""
-    return "--data-dir", str(tmp_path / "runner-data")
+def _sessions(tmp_path: Path) -> tuple[str, ...]:
+    """The runner's ``--data-dir`` (its durable sessions: chat turns run as sessions),
+    and no warm pool: every process the runner has is then a turn's."""
+    return "--data-dir", str(tmp_path / "runner-data"), "--warm-pool", "0"
 
 
 async def _wait_no_children(runner: RunnerProcess) -> None:

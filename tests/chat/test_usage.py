@@ -22,6 +22,7 @@ from benchmarks.support.model_server import (
 )
 from sandstream.server.chat import load_agent_profile
 from tests.chat.harness import ChatServer, TurnRun, allow, start_chat_server
+from tests.chat.test_ui_message_stream import new_chat, use_chat
 
 pytestmark = pytest.mark.usefixtures("chat_database")
 
@@ -128,3 +129,20 @@ async def test_a_failing_provider_s_call_shows_as_a_usage_event_before_the_turn_
     assert (failed["input_tokens"], failed["output_tokens"]) == (0, 0)
     stored = _stored(await server.chat(run.chat_id), run)
     assert stored["usage"] == {"modelCalls": 1}
+
+
+async def test_use_chat_gets_the_turn_s_tokens_as_message_metadata(
+    nursery: trio.Nursery, tmp_path: Path, node: Path
+) -> None:
+    """The AI SDK's own client (``ai``'s transport and ``readUIMessageStream``, over a
+    real socket) builds the message's ``metadata.usage``: the stored message's usage."""
+    model = await start_model_server(nursery, ModelScript(command="echo metered"))
+    server = await _server(nursery, tmp_path, model)
+    chat_id = await new_chat(server)
+    output = await use_chat(node, server, chatId=chat_id, text="run it")
+    assert output["errors"] == []
+    chat = await server.chat(chat_id)
+    stored = chat["messages"][-1]
+    assert stored["usage"]["modelCalls"] == len(model.replies) >= 1
+    assert output["message"]["metadata"] == {"usage": stored["usage"]}
+    assert output["message500"]["metadata"] == {"usage": stored["usage"]}

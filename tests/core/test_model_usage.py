@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from benchmarks.support.model_wire import Reply, ToolCall, render_json, render_stream
 from sandstream.core import ModelProtocol, Usage, UsageMeter
+from sandstream.core.model_usage import _READERS
+from sandstream.core.sse_parser import SSEParser
 
 DATA: Final = Path(__file__).resolve().parents[1] / "data" / "model_usage"
 SSE: Final = "text/event-stream; charset=utf-8"
@@ -411,3 +413,53 @@ def test_a_meter_s_line_is_its_usage() -> None:
     )
     assert (line.input_tokens, line.output_tokens) == (25, 387)
     assert (line.cached_input_tokens, line.cache_write_tokens) == (8204, 1510)
+
+
+# -- only the events that can count are parsed --------------------------------------
+
+_EVENTS: Final = {
+    "chat": [
+        b'{"model":"m1","choices":[{"delta":{"content":"hi"},"finish_reason":null}]}',
+        b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4}}',
+        b'{"choices":[{"finish_reason":"stop"}]}',
+    ],
+    "anthropic": [
+        b'{"type":"message_start","message":{"model":"m2","usage":{"input_tokens":5}}}',
+        b'{"type":"message_delta","usage":{"output_tokens":7}}',
+    ],
+    "responses": [
+        b'{"type":"response.completed","response":{"model":"m3","usage":{"input_tokens":3,'
+        b'"output_tokens":2}}}',
+    ],
+    "gemini": [
+        b'{"candidates":[{"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":8,'
+        b'"candidatesTokenCount":1},"modelVersion":"m4"}',
+    ],
+}
+_FILLER: Final = [b'{"type":"content_block_delta","delta":{"text":"x"}}', b"not json", b"x" * 300]
+
+
+@settings(max_examples=150)
+@given(
+    protocol=st.sampled_from(sorted(_EVENTS)),
+    picks=st.lists(
+        st.tuples(st.integers(0, 9), st.sampled_from(["\n", "\r\n", "\r"])), max_size=25
+    ),
+    points=st.lists(st.integers(0, 1 << 13), max_size=10),
+)
+def test_skipping_the_events_without_usage_reads_what_parsing_all_reads(
+    protocol: ModelProtocol,
+    picks: list[tuple[int, str]],
+    points: list[int],
+) -> None:
+    """The meter parses only the events that may name its fields: the same result as
+    a meter that parses every event, in any chunking, whatever the line ends."""
+    choices = [*_EVENTS[protocol], *_FILLER]
+    data = b"".join(
+        b"data: " + choices[pick % len(choices)] + (end * 2).encode() for pick, end in picks
+    )
+    reader = _READERS[protocol]()
+    for event in SSEParser().feed(data):
+        reader.event(event.data)
+    expected = (reader.usage, reader.model, reader.complete)
+    assert meter(protocol, SSE, cut(data, points)) == expected

@@ -36,6 +36,7 @@ ALLOWED_KEYS = {
     "text-end": {"type", "id", "providerMetadata"},
     "error": {"type", "errorText"},
     "finish": {"type", "messageMetadata"},
+    "message-metadata": {"type", "messageMetadata"},
 }
 
 
@@ -346,3 +347,55 @@ def test_written_back_files_are_file_chunks_when_urls_are_given() -> None:
     assert set(parsed[1]) <= {"type", "url", "mediaType", "providerMetadata"}  # ai 5.0.0's keys
     with pytest.raises(UIMessageStreamError, match="no file list"):
         UIMessageStream("m1", file_url=str).feed(b'event: files\ndata: {"files":[{}]}\n\n')
+
+
+def test_each_model_call_is_message_metadata_with_the_turn_s_sums_so_far() -> None:
+    """A ``usage`` frame is a ``message-metadata`` chunk with the turn's sums (the
+    stored message's ``usage``); ``finish`` carries the last; a turn with no metered
+    call has no metadata at all."""
+    call = {"type": "usage", "protocol": "chat", "input_tokens": 10, "output_tokens": 3}
+    cached = {**call, "cached_input_tokens": 5, "cache_write_tokens": 0, "status": 200}
+    proc = StreamProcessor("sse", extensions=["usage"])
+    sse = proc.start({"chatId": "c1", "assistantMessageId": "m1"})
+    sse += proc.feed(line(**call, cached_input_tokens=0, cache_write_tokens=0))
+    sse += proc.feed(line(**cached)) + proc.feed(line(type="result", message="ok"))
+    sse += proc.close()
+    got = [c for c in chunks(translate(sse)) if c != "[DONE]"]
+    metadata = [c for c in got if c["type"] in ("message-metadata", "finish")]
+    assert metadata == [
+        {
+            "type": "message-metadata",
+            "messageMetadata": {"usage": {"inputTokens": 10, "outputTokens": 3, "modelCalls": 1}},
+        },
+        {
+            "type": "message-metadata",
+            "messageMetadata": {
+                "usage": {
+                    "inputTokens": 20,
+                    "outputTokens": 6,
+                    "cachedInputTokens": 5,
+                    "modelCalls": 2,
+                }
+            },
+        },
+        {
+            "type": "finish",
+            "messageMetadata": {
+                "usage": {
+                    "inputTokens": 20,
+                    "outputTokens": 6,
+                    "cachedInputTokens": 5,
+                    "modelCalls": 2,
+                }
+            },
+        },
+    ]
+    assert metadata[-1]["messageMetadata"] == {
+        "usage": msgspec.to_builtins(
+            assistant_message(proc.turn, message_id="m1", created_at=0).usage
+        )
+    }
+    plain, _ = chat_sse(line(type="result", message="ok"))
+    assert {"type": "finish"} in chunks(translate(plain))
+    with pytest.raises(UIMessageStreamError, match="no usage line"):
+        UIMessageStream("m1").feed(b'event: usage\ndata: {"type":"usage"}\n\n')

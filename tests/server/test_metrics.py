@@ -4,9 +4,13 @@ exactly what a real turn and a real session did."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 from pathlib import Path
 
 import httpx
+import msgspec
+import pytest
 import trio
 import trio_websocket
 from prometheus_client.parser import text_string_to_metric_families
@@ -46,12 +50,20 @@ async def scrape(client: httpx.AsyncClient) -> Samples:
     return samples
 
 
+def _installed() -> str:
+    return importlib.metadata.version("sandstream")
+
+
+def _python() -> str:
+    return platform.python_version()
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def moved(before: Samples, after: Samples) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """The samples whose value changed, by how much (histogram sums left out)."""
+    """The samples whose value changed, by how much (histograms by their counts alone)."""
     keys = set(before) | set(after)
     return {
         key: after.get(key, 0.0) - before.get(key, 0.0)
@@ -59,6 +71,7 @@ def moved(before: Samples, after: Samples) -> dict[tuple[str, frozenset[tuple[st
         if after.get(key, 0.0) != before.get(key, 0.0)
         and key[0].startswith("sandstream_")
         and not key[0].startswith("sandstream_http_")
+        and not key[0].endswith(("_bucket", "_sum", "_created"))
     }
 
 
@@ -94,7 +107,14 @@ async def test_a_turn_moves_the_counters_by_what_happened(
         ("sandstream_turns_started_total", frozenset()): 1,
         ("sandstream_turns_ended_total", frozenset({("outcome", "result")})): 1,
         ("sandstream_containers_started_total", frozenset()): 1,
+        ("sandstream_turn_duration_seconds_count", frozenset({("outcome", "result")})): 1,
+        ("sandstream_turn_first_line_seconds_count", frozenset()): 1,
     }
+    duration = value(after, "sandstream_turn_duration_seconds_sum", outcome="result")
+    first_line = value(after, "sandstream_turn_first_line_seconds_sum")
+    assert 0 < first_line <= duration
+    assert value(after, "process_cpu_seconds_total") > 0  # the process's own metrics
+    assert value(after, "sandstream_build_info", version=_installed(), python=_python()) == 1
     requests = "sandstream_http_request_duration_seconds_count"
     counted = value(after, requests, route="/stream", status="2xx")
     assert counted == value(before, requests, route="/stream", status="2xx") + 1
@@ -120,6 +140,8 @@ async def test_a_session_counts_its_chunks_bytes_and_readers(
         ("sandstream_containers_started_total", frozenset()): 1,
         ("sandstream_session_chunks_appended_total", frozenset()): len(whole.chunks),
         ("sandstream_session_bytes_appended_total", frozenset()): sum(map(len, whole.chunks)),
+        ("sandstream_turn_duration_seconds_count", frozenset({("outcome", "result")})): 1,
+        ("sandstream_turn_first_line_seconds_count", frozenset()): 1,
     }
     requests = "sandstream_http_request_duration_seconds_count"
     assert value(after, requests, route="/sessions/{session_id}/stream", status="2xx") == 1
@@ -171,3 +193,24 @@ async def wait_readers_gone(client: httpx.AsyncClient) -> None:
             ):
                 return
             await trio.sleep(0.02)
+
+
+async def test_a_turn_with_text_times_its_first_text(
+    nursery: trio.Nursery, workspace: WorkspaceServer, tmp_path: Path
+) -> None:
+    server = await start_sessions(nursery, tmp_path)
+    workspace.config = scripted(message="one two three", delta_delay_sec=0.05)
+    dispatch = {**workspace.mint_dispatch(), "extensions": ["live"]}
+    async with server.client() as client:
+        before = await scrape(client)
+        async with client.stream("POST", "/stream", json=dispatch) as response:
+            body = await response.aread()
+        types = [msgspec.json.decode(line)["type"] for line in body.splitlines()]
+        assert types.count("delta") >= 3 and types[-1] == "result"
+        [record] = await server.wait_records(1)
+        after = await scrape(client)
+    first_text = "sandstream_turn_first_text_seconds"
+    assert value(after, f"{first_text}_count") == value(before, f"{first_text}_count") + 1
+    assert record.first_line_ms is not None and record.first_text_ms is not None
+    assert record.first_line_ms <= record.first_text_ms <= record.duration_ms
+    assert value(after, f"{first_text}_sum") == pytest.approx(record.first_text_ms / 1000)

@@ -2,11 +2,13 @@
 the agents that ask (Claude Code, OpenCode, Gemini CLI) are answered from the
 permission card; the turn's tokens, as the stand-in reported them through the model
 gateway (each agent's protocol: anthropic, chat, responses, gemini), are stored on its
-message and in the chat's total, and shown under the answer and above the thread. The
+message and in the chat's total, and shown under the answer and above the thread (the
+chat's total growing with each call, mid-turn). The
 chat server runs them in bubblewrap against the stand-in model."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -27,6 +29,9 @@ before its third chunk until the test has seen the first two in the page."""
 RUNNING: Final = "article.message-assistant[data-status=running] .answer"
 CARD: Final = "article.message-assistant .permission"
 PENDING: Final = f"{CARD}.permission-pending"
+CHAT_TOTAL_SHOWN: Final = (
+    "() => /This chat: [1-9][0-9]* tokens/.test(document.querySelector('#chat-usage')?.innerText)"
+)
 
 
 def _agent(preset: AcpPreset) -> Callable[[ModelServer], AgentProfile]:
@@ -54,6 +59,9 @@ def test_a_real_agent_streams_into_the_page_and_is_answered_there(
             arg=[RUNNING, "".join(TEXT[:2]).strip()],
         )
         assert "".join(TEXT[2:]) not in page.inner_text(RUNNING)
+        # The chat's total counts the calls that ended so far (the held one not yet).
+        page.wait_for_function(CHAT_TOTAL_SHOWN)
+        midway = _tokens(page.inner_text("#chat-usage"))
         server.release_model()
         done = assistant(page, "complete")
         answer = page.inner_text(f"{done} .answer").strip()
@@ -75,3 +83,11 @@ def test_a_real_agent_streams_into_the_page_and_is_answered_there(
             "(text) => document.querySelector('#chat-usage')?.innerText.includes(text)",
             arg=f"{total} tokens",
         )
+        assert 0 < midway < total
+
+
+def _tokens(shown: str) -> int:
+    """The token count of a usage line ("This chat: 1234 tokens (…)")."""
+    match = re.search(r"(\d+) tokens", shown)
+    assert match is not None, shown
+    return int(match[1])

@@ -4,7 +4,8 @@
 :class:`PreparedAgent`: the command (the installed agent's, :mod:`.install`, unless the
 spec gives one), the whole environment of the agent process, the ACP session mode to
 switch to, and the agent text chunks to drop. It writes the agent's own config files
-under ``home`` from the provider settings in the environment:
+under ``home`` from the provider settings in the environment (and renames Gemini CLI's
+saved session files: :mod:`.gemini_sessions`):
 
 ========  =====================================================  ==========================
 preset    reads (``*`` required)                                 writes
@@ -46,8 +47,9 @@ from typing import Any, Final
 from sandstream.core import AcpAgent, AcpPreset
 
 from ...errors import ConfigError
+from .gemini_sessions import unpin_sessions
 from .install import AGENTS, installed_command, prefix_of
-from .shield import shield_env, shield_path
+from .shield import shielded
 
 __all__ = ["PreparedAgent", "ProviderSettingsError", "prepare"]
 
@@ -62,26 +64,30 @@ class ProviderSettingsError(ConfigError):
 class PreparedAgent:
     """How to start an ACP agent: ``command``, its whole ``env``, the session ``mode``
     to set after ``session/new`` (``None``: leave the agent's), agent text chunks to
-    drop (``hidden_text``: exact chunk texts that are the agent's own markers), and the
+    drop (``hidden_text``: exact chunk texts that are the agent's own markers), the
     config files written for it (``config_files``: written again every turn, so never
-    saved with its home; one may hold a provider key)."""
+    saved with its home; one may hold a provider key), and the ``model`` the preset set
+    it up with (the config's, else the provider settings'; ``None``: the agent's own
+    choice), to set again on a session it resumes or loads."""
 
     command: list[str]
     env: dict[str, str]
     mode: str | None = None
     hidden_text: tuple[str, ...] = ()
     config_files: tuple[Path, ...] = ()
+    model: str | None = None
 
 
 @dataclass(frozen=True)
 class _Preset:
     """A preset's own part: extra environment (``chosen``: set last, the model the
-    agent config chose), default mode, hidden text."""
+    agent config chose), default mode, hidden text, the model it set the agent up with."""
 
     env: dict[str, str]
     mode: str | None = None
     hidden_text: tuple[str, ...] = ()
     chosen: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,8 @@ def _claude(at: _Where) -> _Preset:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
-    return _Preset(extra, chosen={"ANTHROPIC_MODEL": model} if model else {})
+    chosen = model or env.get("ANTHROPIC_MODEL")
+    return _Preset(extra, chosen={"ANTHROPIC_MODEL": model} if model else {}, model=chosen)
 
 
 def _codex(at: _Where) -> _Preset:
@@ -169,7 +176,8 @@ def _codex(at: _Where) -> _Preset:
     tmp = home / ".tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     # Codex's own sandbox cannot start inside ours: ours is the sandbox.
-    return _Preset({"CODEX_HOME": str(codex_home), "TMPDIR": str(tmp)}, mode="full-access")
+    own = {"CODEX_HOME": str(codex_home), "TMPDIR": str(tmp)}
+    return _Preset(own, mode="full-access", model=chosen)
 
 
 def _opencode(at: _Where) -> _Preset:
@@ -202,7 +210,8 @@ def _opencode(at: _Where) -> _Preset:
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
-        }
+        },
+        model=chosen,
     )
 
 
@@ -210,7 +219,13 @@ def _gemini(at: _Where) -> _Preset:
     env, home, model = at.env, at.home, at.model
     _required(env, "GEMINI_API_KEY", "gemini")
     settings: dict[str, Any] = {
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            # its start-up cleanup deletes a session a load left a file beside (and any
+            # after 30 days): the chat's snapshots keep its sessions as long as they live
+            "sessionRetention": {"enabled": False},
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -219,9 +234,12 @@ def _gemini(at: _Where) -> _Preset:
     if chosen:
         settings["model"] = {"name": chosen}
     _write_json(at, home / ".gemini" / "settings.json", settings)
+    unpin_sessions(home)  # a restored session, loadable in the minute it began
     return _Preset(
         {"GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_CLI_TRUST_WORKSPACE": "true"},
         hidden_text=("[MODE_UPDATE]",),
+        chosen={"GEMINI_MODEL": model} if model else {},  # it wins over the settings' model
+        model=chosen,
     )
 
 
@@ -249,7 +267,7 @@ def _pi(at: _Where) -> _Preset:
     # pi-acp asks the registry for a newer pi at each session/new (``npm view``) and
     # says so in the turn's text: npm offline answers nothing, at once.
     offline = {"PI_OFFLINE": "1", "PI_TELEMETRY": "0", "NPM_CONFIG_OFFLINE": "true"}
-    return _Preset({**offline, "PATH": path})
+    return _Preset({**offline, "PATH": path}, model=chosen)
 
 
 _PRESETS: Final[Mapping[str, Callable[[_Where], _Preset]]] = {
@@ -287,20 +305,18 @@ def prepare(
     base = {**env, **_home_env(home)}
     if spec.preset is None:
         assert spec.command is not None  # AcpAgent checks it
-        environment = _shielded({**base, **spec.env}, agents_dir)
+        environment = shielded({**base, **spec.env}, agents_dir)
         return PreparedAgent(list(spec.command), environment, spec.mode)
     preset: AcpPreset = spec.preset
     command = list(spec.command) if spec.command else installed_command(preset, agents_dir)
     at = _Where(settings, home, work_dir, model, prefix_of(preset, agents_dir))
     own = _PRESETS[preset](at)
-    environment = _shielded({**base, **own.env, **spec.env, **own.chosen}, agents_dir)
+    environment = shielded({**base, **own.env, **spec.env, **own.chosen}, agents_dir)
     return PreparedAgent(
-        command, environment, spec.mode or own.mode, own.hidden_text, tuple(at.written)
+        command,
+        environment,
+        spec.mode or own.mode,
+        own.hidden_text,
+        tuple(at.written),
+        own.model,
     )
-
-
-def _shielded(env: dict[str, str], agents_dir: Path) -> dict[str, str]:
-    """``env`` preloading the agents' shield when it is built (an installed preset's
-    always is: :func:`~.install.installed_command` checks it)."""
-    shield = shield_path(agents_dir)
-    return shield_env(env, shield) if shield.is_file() else env

@@ -87,6 +87,7 @@ async def run_acp(ctx: RunContext) -> str:
         ctx,
         agent=name,
         mode=prepared.mode,
+        model=prepared.model,
         hidden_text=prepared.hidden_text,
         permission_timeout=spec.permission_timeout_sec,
         stall_timeout=spec.stall_timeout_sec,

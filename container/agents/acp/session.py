@@ -5,7 +5,9 @@ notifications until the prompt's answer.
 A session resumed or loaded already holds the conversation: the prompt is the turn's
 own text, and what ``session/load`` replays is dropped. A resume or load that fails
 falls to the next way with a ``warn`` line; an ``agent_session`` step says which way was
-used (and an ``info`` line).
+used (and an ``info`` line). On a session resumed or loaded, the preset's model is set
+again when the agent's answer shows another (:mod:`.model_choice`); an agent that
+refuses it, or offers no such model, leaves the session's with a ``warn`` line.
 
 :class:`AcpSession` is the connection's :class:`~.connection.Handler`: updates go
 through the :class:`~.translate.Translator` to the emitter, permission requests to the
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pydantic
 import trio
@@ -54,6 +56,7 @@ from .errors import (
     RefusalError,
     RemoteError,
 )
+from .model_choice import ModelNotOfferedError, model_request
 from .permissions import PermissionDesk
 from .translate import TRANSLATED, Translator
 from .wire import INVALID_PARAMS
@@ -66,6 +69,8 @@ SESSION_STEP: Final = "agent_session"
 ``result.way`` the one used, ``result.continued`` whether it is the last turn's."""
 CANCEL_GRACE: Final = 3.0
 """Seconds an agent gets to answer the prompt after ``session/cancel``."""
+
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 _STOP_ERRORS: Final = {
     "max_tokens": (MaxTokensError, "the model reached its output token limit"),
@@ -106,6 +111,7 @@ class AcpSession:
         *,
         agent: str,
         mode: str | None,
+        model: str | None = None,
         hidden_text: tuple[str, ...],
         permission_timeout: float,
         stall_timeout: float,
@@ -113,6 +119,7 @@ class AcpSession:
     ) -> None:
         self._ctx = ctx
         self._mode = mode
+        self._model = model
         self._stall = stall_timeout
         self._grace = cancel_grace
         self._translator = Translator(live=ctx.live, hidden_text=hidden_text)
@@ -178,9 +185,11 @@ class AcpSession:
         info = init.agent_info
         described = f"{info.name} {info.version}" if info is not None else "an agent"
         ctx.emitter.log("info", f"acp agent: {described}, protocol {init.protocol_version}")
-        rung, session_id = await self._open(connection, init)
+        rung, session_id, answer = await self._open(connection, init)
         self._session_id = session_id
         remember_session(ctx.home_dir, self._agent, session_id)
+        if rung != "new" and self._model is not None:
+            await self._choose_model(connection, session_id, answer)
         if self._mode is not None:
             await self._call(
                 connection,
@@ -204,10 +213,12 @@ class AcpSession:
         ctx.emitter.emit_many(self._translator.finish(f"the turn stopped ({reason})"))
         raise error(message)
 
-    async def _open(self, connection: Connection, init: InitializeResponse) -> tuple[Rung, str]:
+    async def _open(
+        self, connection: Connection, init: InitializeResponse
+    ) -> tuple[Rung, str, Any]:
         """Open the turn's session by the first of :func:`~.continuation.rungs` that
         works, as one ``agent_session`` step (its ``result`` says the way used); the
-        way and the session id."""
+        way, the session id and the agent's answer."""
         ctx = self._ctx
         kept = read_session(ctx.home_dir, self._agent)
         ways = rungs(init, kept)
@@ -218,7 +229,7 @@ class AcpSession:
             Step(id=step_id, name=SESSION_STEP, status="running", args={"ways": tried})
         )
         try:
-            rung, session_id = await self._first_way(connection, ways, kept)
+            rung, session_id, answer = await self._first_way(connection, ways, kept)
         except BaseException as exc:
             ctx.emitter.emit(
                 Step(
@@ -239,32 +250,51 @@ class AcpSession:
                 duration_ms=round((trio.current_time() - started) * 1000),
             )
         )
-        return rung, session_id
+        return rung, session_id, answer
 
     async def _first_way(
         self, connection: Connection, ways: list[Rung], kept: str | None
-    ) -> tuple[Rung, str]:
+    ) -> tuple[Rung, str, Any]:
         ctx = self._ctx
         opening = {"cwd": str(Path(ctx.work_dir)), "mcpServers": mcp_servers(ctx.config)}
         for rung in ways:
             method = METHODS[rung]
             if rung == "new":
-                new = await self._call(connection, method, opening, NewSessionResponse)
+                answer = await self._call(connection, method, opening, None)
+                new = _valid(method, answer, NewSessionResponse)
                 said = "a new session" + (", the conversation as a preamble" if kept else "")
                 ctx.emitter.log("info", f"acp agent: {said} ({method})")
-                return rung, new.session_id
+                return rung, new.session_id, answer
             assert kept is not None
             self._loading = rung == "load"
             try:
-                await self._call(connection, method, {**opening, "sessionId": kept}, None)
+                answer = await self._call(connection, method, {**opening, "sessionId": kept}, None)
             except RemoteError as exc:  # it could not: the next way may
                 ctx.emitter.log("warn", f"acp agent: {method} failed ({exc}); trying the next way")
                 continue
             finally:
                 self._loading = False
             ctx.emitter.log("info", f"acp agent: its session from the chat's last turn ({method})")
-            return rung, kept
+            return rung, kept, answer
         raise AssertionError("rungs() always ends with new")
+
+    async def _choose_model(self, connection: Connection, session_id: str, answer: Any) -> None:
+        """Set the preset's model again on a continued session (see the module doc)."""
+        assert self._model is not None
+        log = self._ctx.emitter.log
+        try:
+            request = model_request(answer, session_id, self._model)
+        except ModelNotOfferedError as exc:
+            log("warn", f"acp agent: the session keeps its model ({exc})")
+            return
+        if request is None:
+            return
+        try:
+            await self._call(connection, request.method, request.params, None)
+        except RemoteError as exc:
+            log("warn", f"acp agent: {request.method} failed ({exc}); the session keeps its model")
+            return
+        log("info", f"acp agent: the model {self._model} set again ({request.method})")
 
     async def _call(self, connection: Connection, method: str, params: Any, model: Any) -> Any:
         """A setup request, bounded by the stall timeout and given up on a cancel."""
@@ -284,13 +314,7 @@ class AcpSession:
             raise AgentStalledError(f"no answer to {method} in {self._stall:g} s")
         if self._cancel.is_set():
             raise TurnCancelled(f"cancelled during {method}")
-        if model is None:
-            return result
-        try:
-            return model.model_validate(result)
-        except pydantic.ValidationError as exc:
-            mismatch = f"{method} answer does not match ACP: {_first_error(exc)}"
-            raise ProtocolError(mismatch) from None
+        return result if model is None else _valid(method, result, model)
 
     async def _give_up_on_cancel(self, scope: trio.CancelScope) -> None:
         await self._cancel.wait()
@@ -319,12 +343,7 @@ class AcpSession:
                 result = await self._cancel_prompt(connection, reply)
         finally:
             reply.abandon()
-        try:
-            return PromptResponse.model_validate(result)
-        except pydantic.ValidationError as exc:
-            raise ProtocolError(
-                f"session/prompt answer does not match ACP: {_first_error(exc)}"
-            ) from None
+        return _valid("session/prompt", result, PromptResponse)
 
     async def _cancel_prompt(self, connection: Connection, reply: Reply) -> Any:
         assert self._session_id is not None
@@ -350,6 +369,15 @@ class AcpSession:
                 scope.cancel()
                 return
             await trio.sleep_until(deadline)
+
+
+def _valid(method: str, answer: Any, model: type[M]) -> M:
+    """``answer`` to ``method`` as ``model``; :class:`~.errors.ProtocolError` if it is not."""
+    try:
+        return model.model_validate(answer)
+    except pydantic.ValidationError as exc:
+        mismatch = f"{method} answer does not match ACP: {_first_error(exc)}"
+        raise ProtocolError(mismatch) from None
 
 
 def _first_error(exc: pydantic.ValidationError) -> str:

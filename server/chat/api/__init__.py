@@ -15,6 +15,7 @@ A chat error a route lets out answers for itself (:mod:`~sandstream.server.chat.
 """
 
 from .agents import agents_blueprint
+from .api_description import CHAT_OPERATIONS
 from .callbacks import callbacks_blueprint
 from .chat import chat_blueprint, stream_blueprint
 from .chat_service import ChatService
@@ -29,6 +30,7 @@ from .workspace import workspace_blueprint
 
 __all__: list[str] = [
     "CHAT_EXTENSION",
+    "CHAT_OPERATIONS",
     "PART_OVERHEAD",
     "READY_TIMEOUT",
     "ChatService",

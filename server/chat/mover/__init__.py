@@ -32,7 +32,7 @@ from sandstream.server.chat.model import (
 )
 
 from .lease import Lease, RedisLease, check_redis, open_lease
-from .metrics import MoverCollector
+from .metrics import ChatTurnsCollector, MoverCollector
 from .mover import (
     SESSION_LOST,
     Fold,
@@ -56,6 +56,7 @@ from .sources import (
 
 __all__ = [
     "SESSION_LOST",
+    "ChatTurnsCollector",
     "ChunkGapError",
     "ChunkShapeError",
     "EmbeddedSource",

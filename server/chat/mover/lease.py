@@ -25,6 +25,7 @@ import coredis
 
 from sandstream.server.chat.model import RedisReplyError
 from sandstream.server.chat.store import Database, DatabaseLease, MovedChunks, ttl_ms
+from sandstream.server.databases import OperationTimes
 
 from .redis_client import open_redis, redis_errors
 from .redis_url import RedisAddress
@@ -154,11 +155,13 @@ class RedisLease:
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
+        self.operations = OperationTimes("redis")
+        """Its calls' times and failures (for /metrics)."""
 
     async def acquire(self, session_id: str, owner: str, ttl: float) -> int | None:
         lease_ms = ttl_ms(ttl)
         fence = await self.fence_of(session_id)
-        with redis_errors(self.address):
+        with self.operations.timed("acquire"), redis_errors(self.address):
             reply: object = await self._acquire(
                 keys=redis_keys(session_id), args=(owner, lease_ms, fence)
             )
@@ -173,20 +176,20 @@ class RedisLease:
 
     async def renew(self, session_id: str, owner: str, generation: int, ttl: float) -> bool:
         lease_ms = ttl_ms(ttl)
-        with redis_errors(self.address):
+        with self.operations.timed("renew"), redis_errors(self.address):
             reply: object = await self._renew(
                 keys=redis_keys(session_id), args=(owner, generation, lease_ms)
             )
         return reply == 1
 
     async def release(self, session_id: str, owner: str, generation: int) -> None:
-        with redis_errors(self.address):
+        with self.operations.timed("release"), redis_errors(self.address):
             await self._release(keys=redis_keys(session_id), args=(owner, generation))
 
     async def ping(self) -> None:
         """Return once Redis answers ``PING`` (with the URL's credentials). Raises
         :class:`~sandstream.server.chat.model.RedisLeaseError` and its kinds."""
-        with redis_errors(self.address):
+        with self.operations.timed("ping"), redis_errors(self.address):
             await self.redis.ping()
 
 

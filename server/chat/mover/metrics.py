@@ -1,4 +1,5 @@
-"""The log mover's metrics, read from its counters when scraped (:class:`MoverCollector`).
+"""The log mover's metrics, read from its counters when scraped (:class:`MoverCollector`),
+and the turns it settled (:class:`ChatTurnsCollector`).
 
 The mover is made when the chat service runs: before that (and after) every metric
 reads 0. Scraping reads attributes only: it never blocks.
@@ -12,8 +13,21 @@ from typing import Any
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .mover import CLAIM_RESULTS, LogMover
+from .settle import SettledTurns
 
-__all__ = ["MoverCollector"]
+__all__ = ["ChatTurnsCollector", "MoverCollector"]
+
+
+class ChatTurnsCollector:
+    """``sandstream_chat_turns_settled_total`` and ``sandstream_chat_turn_duration_seconds``
+    of ``turns`` (docs/operations.md lists them)."""
+
+    def __init__(self, turns: SettledTurns) -> None:
+        self.turns = turns
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.turns.settled.collect()
+        yield from self.turns.duration.collect()
 
 
 class MoverCollector:

@@ -7,7 +7,9 @@ is the one place a chat turn is persisted: it writes the fold's message, with th
 files the run wrote back, the session settled and the chat's lock released, in **one**
 store transaction (:meth:`~..store.contract.TurnStore.settle_turn`). Idempotent: a
 settled turn is left as it is. Chunks without a terminal line are closed with
-``error{code:"upstream_closed"}``.
+``error{code:"upstream_closed"}``. Each turn it settles is counted by how it ended and
+timed from its start (:class:`SettledTurns`, the chat's turn metrics on whichever
+replica settles it: with or without a runner of its own).
 
 Bad input: lines the core refuses end the fold as the core ends a turn
 (``protocol_error``). Cancellation: a feed in progress runs to its end in its worker
@@ -22,10 +24,12 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 import trio
+from prometheus_client import Counter, Histogram
 
 from sandstream.core import (
     LIVE_EXTENSION,
     USAGE_EXTENSION,
+    ErrorBlock,
     PermissionRow,
     PersistedMessage,
     StreamProcessor,
@@ -36,7 +40,7 @@ from sandstream.server.chat.store import TurnStore
 
 from .permissions import PermissionWatch
 
-__all__ = ["TurnFold", "TurnSettler", "fold_chunks"]
+__all__ = ["SettledTurns", "TurnFold", "TurnSettler", "fold_chunks"]
 
 log = logging.getLogger("sandstream.chat")
 
@@ -144,6 +148,33 @@ def fold_chunks(
     return fold.message(message_id=message_id, created_at=created_at)
 
 
+class SettledTurns:
+    """The chat turns this replica settled: ``sandstream_chat_turns_settled_total`` by
+    the stored message's status and error code, ``sandstream_chat_turn_duration_seconds``
+    from the turn's start to its settling (metrics of no registry: a collector yields
+    them, :class:`~.metrics.ChatTurnsCollector`)."""
+
+    def __init__(self) -> None:
+        self.settled = Counter(
+            "sandstream_chat_turns_settled",
+            "Chat turns settled here, by the stored message's status and error code",
+            ("status", "code"),
+            registry=None,
+        )
+        self.duration = Histogram(
+            "sandstream_chat_turn_duration_seconds",
+            "Seconds from a chat turn's start to its settling",
+            buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+            registry=None,
+        )
+
+    def observe(self, message: PersistedMessage, started_ms: int, settled_ms: int) -> None:
+        error = next((b for b in message.content if isinstance(b, ErrorBlock)), None)
+        code = "" if error is None else error.code
+        self.settled.labels(message.status or "", code).inc()
+        self.duration.observe(max(0, settled_ms - started_ms) / 1000)
+
+
 class TurnSettler:
     """Settles chat turns in ``store`` (see the module docstring)."""
 
@@ -151,6 +182,7 @@ class TurnSettler:
         self, store: TurnStore, *, max_steps: int, max_step_bytes: int, max_line_bytes: int
     ) -> None:
         self.store = store
+        self.turns = SettledTurns()
         self._limits = {
             "max_steps": max_steps,
             "max_step_bytes": max_step_bytes,
@@ -195,8 +227,10 @@ class TurnSettler:
         message = await trio.to_thread.run_sync(
             lambda: fold.message(message_id=message_id, created_at=now_ms())
         )
-        settled = await self.store.settle_turn(turn.id, message, now_ms(), generation=generation)
+        settled_at = now_ms()
+        settled = await self.store.settle_turn(turn.id, message, settled_at, generation=generation)
         if settled:
+            self.turns.observe(message, turn.created_at, settled_at)
             log.info(
                 "chat %s: turn %s settled (%s)", turn.chat_id, session_id, message.status or ""
             )

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from sandstream.core import MessageUsage, PersistedMessage, SnapshotManifest
+from sandstream.core import MessageUsage, PermissionBlock, PersistedMessage, SnapshotManifest
 from sandstream.server.chat.model import (
     BagFile,
     Chat,
@@ -57,6 +57,7 @@ from sandstream.server.chat.model import (
     TurnRequest,
     TurnStart,
 )
+from sandstream.server.databases import OperationTimes
 
 from .leases import DatabaseLease
 from .moved_runs import MovedChunks
@@ -461,8 +462,24 @@ class SnapshotStore(Protocol):
 
 class GrantStore(Protocol):
     """Chats' permission grants: the ``always`` answers a chat keeps for its next turns,
-    one per tool kind and title. Recorded as a turn settles
+    one per tool kind and title. Recorded as the log mover folds them
+    (:meth:`record_turn_grants`) and again as the turn settles
     (:meth:`TurnStore.settle_turn`), deleted with the chat."""
+
+    async def record_turn_grants(
+        self,
+        session_id: str,
+        *,
+        generation: int,
+        answered: Sequence[PermissionBlock],
+        now: int,
+    ) -> None:
+        """The log mover folded the ``answered`` permission requests of the running
+        turn of runner session ``session_id``: those resolved ``always`` by the user
+        become the chat's grants (one it holds stays as it is), so a turn settled lost
+        keeps them. Nothing for a turn settled already. Under the mover's lease
+        ``generation`` (:class:`FencedError` if a newer one fenced it)."""
+        ...
 
     async def list_grants(self, workspace_id: str, chat_id: str) -> list[PermissionGrantRecord]:
         """The chat's grants, oldest first. Raises
@@ -540,6 +557,11 @@ class ChatStore(
     Protocol,
 ):
     """The whole store: every part above."""
+
+    @property
+    def operations(self) -> OperationTimes:
+        """Its database's calls, timed (for /metrics)."""
+        ...
 
     async def ping(self, timeout: float) -> None:
         """Return once the database answers a trivial query (``timeout``: seconds to

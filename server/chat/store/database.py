@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
+from sandstream.server.databases import OperationTimes
+
 __all__ = ["Connection", "Cursor", "Database"]
 
 T = TypeVar("T")
@@ -52,7 +54,10 @@ class Connection(Protocol):
 
 
 class Database(Protocol):
-    """A database the chat store runs its transactions on, in worker threads."""
+    """A database the chat store runs its transactions on, in worker threads; its
+    calls timed in ``operations``."""
+
+    operations: OperationTimes
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """``fn(conn)`` in one write transaction, committed if it returns, rolled back

@@ -5,8 +5,9 @@ and the turn settled from its chunks by that replica, under its fenced lease.
 sessions are the running ``chat_turns`` (every remote turn, and the embedded turns this process's
 runner has); it folds each session's chunks into a :class:`~sandstream.server.chat.mover.TurnFold`
 as they come (a copy of them is stored only with ``keep_chunks``) and at the terminal settles the
-turn (:meth:`TurnSettler.settle`, fenced by the generation); with push on, after each batch it
-records the alerts of the permission requests the fold has news of (fenced too); its lease is
+turn (:meth:`TurnSettler.settle`, fenced by the generation); after each batch it records the
+chat's grants of the permission requests the fold has news of answered ``always`` (so a turn
+that is lost keeps them), and with push on their alerts (fenced too); its lease is
 wrapped in :class:`LockKeepingLease`, so the lease's owner holds and renews the chat's lock. A turn
 started here is claimed at once (:meth:`TurnMover.claim_now`), the sweep claims the rest.
 """
@@ -21,6 +22,7 @@ from typing import Protocol
 import psycopg
 import trio
 
+from sandstream.core import permission_block
 from sandstream.server.chat.config import ChatSettings
 from sandstream.server.chat.model import SourceGoneError, StoreError, TurnRecord, now_ms
 from sandstream.server.chat.mover import (
@@ -36,6 +38,7 @@ from sandstream.server.chat.mover import (
 from sandstream.server.chat.store import (
     TRANSIENT_TYPES,
     Batch,
+    GrantStore,
     LogMoverTables,
     PushAlertStore,
     TurnStore,
@@ -50,9 +53,9 @@ _POLL: float = 0.05
 """Seconds between looks at the store while a turn another replica moves settles."""
 
 
-class TurnMoverStore(TurnStore, PushAlertStore, LogMoverTables, Protocol):
-    """What :class:`TurnMover` uses of the chat store: the turns, the permission alerts
-    it records, and the log mover's tables."""
+class TurnMoverStore(TurnStore, GrantStore, PushAlertStore, LogMoverTables, Protocol):
+    """What :class:`TurnMover` uses of the chat store: the turns, the grants and the
+    permission alerts it records, and the log mover's tables."""
 
 
 class LockKeepingLease:
@@ -153,7 +156,7 @@ class TurnMover:
                 open_sessions=self._open_sessions,
                 new_fold=self._new_fold,
                 on_terminal=self._on_terminal,
-                on_progress=self._on_progress if settings.push.enabled else None,
+                on_progress=self._on_progress,
                 keep_chunks=settings.keep_chunks,
                 ttl=settings.lease_ttl,
                 heartbeat=settings.lock_heartbeat,
@@ -239,24 +242,30 @@ class TurnMover:
         ]
 
     async def _on_progress(self, ref: OpenSessionRef, generation: int, fold: TurnFold) -> None:
-        """Record the push alerts of the permission requests the fold has news of,
-        fenced by ``generation``; a failed write is logged and tried again after the
+        """Record what the fold has news of about its permission requests, fenced by
+        ``generation``: the chat's grants of those answered ``always``, and with push
+        on their alerts; a failed write is logged and both are tried again after the
         next batch (a fenced one ends the moving)."""
         news = fold.watch.news(fold.permissions)
         if news is None:
             return
+        permissions = fold.permissions
+        answered = [permission_block(permissions[i], ended=False) for i in news.resolved]
         try:
-            await self.store.record_permission_news(
-                ref.session_id,
-                generation=generation,
-                asked=news.newest,
-                resolved=news.resolved,
-                now=now_ms(),
-            )
+            if answered:
+                await self.store.record_turn_grants(
+                    ref.session_id, generation=generation, answered=answered, now=now_ms()
+                )
+            if self.settings.push.enabled:
+                await self.store.record_permission_news(
+                    ref.session_id,
+                    generation=generation,
+                    asked=news.newest,
+                    resolved=news.resolved,
+                    now=now_ms(),
+                )
         except (sqlite3.Error, psycopg.Error, StoreError) as exc:
-            log.warning(
-                "session %s: recording its permission alerts failed: %r", ref.session_id, exc
-            )
+            log.warning("session %s: recording its permission news failed: %r", ref.session_id, exc)
             return
         fold.watch.reported(news)
 

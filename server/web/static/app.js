@@ -29,6 +29,7 @@ const state = {
   chatId: null, // the open chat (null: a new chat not created yet)
   pending: [], // files uploaded for the next message: {file} while uploading, then {attachment}
   turns: new Map(), // chatId → the Turn this tab follows
+  chatUsage: null, // the open chat's stored total (its settled turns): {chatId, usage}
   channel: "BroadcastChannel" in window ? new BroadcastChannel("sandstream-chat") : null,
 };
 
@@ -224,7 +225,7 @@ async function openChat(chatId) {
   const live = turn ? turn.live.id : chat.activeMessageId;
   const shown = chat.messages.filter((message) => !(live && message.id === live));
   $("messages").replaceChildren(...shown.map(render));
-  showChatUsage(chat);
+  showChatUsage(chatId, chat);
   showGrants(chatId).catch(fail);
   refreshWorkspace(chatId).catch(fail);
   if (turn) {
@@ -322,6 +323,7 @@ class Turn {
     this.element = fresh;
     if (focused) fresh.querySelector(`.step[data-step-id="${CSS.escape(focused)}"] summary`)?.focus();
     if (state.chatId === this.chatId) {
+      drawChatUsage();
       const steps = this.live.steps.size;
       const asking = [...this.live.permissions.values()].some((row) => row.status === "pending");
       say(this.live.ended ? "" : asking ? "Waiting for your answer…" : `Running… ${steps} step${steps === 1 ? "" : "s"}`);
@@ -373,14 +375,29 @@ async function follow(turn, open) {
 /** The chat's total again (a turn of it settled). */
 async function refreshChatUsage(chatId) {
   const chat = await state.api.getChat(chatId);
-  if (state.chatId === chatId) showChatUsage(chat);
+  if (state.chatId === chatId) showChatUsage(chatId, chat);
 }
 
-/** The tokens the chat's turns spent, above its messages; hidden before its first metered turn. */
-function showChatUsage(chat) {
-  const usage = chat.usage;
-  $("chat-usage").textContent = usage && usage.modelCalls ? `This chat: ${describeUsage(usage)}` : "";
-  $("chat-usage").hidden = !(usage && usage.modelCalls);
+/** Keep the chat's stored total (its settled turns: a running turn is added when it settles) and draw it. */
+function showChatUsage(chatId, chat) {
+  state.chatUsage = { chatId, usage: chat.usage || null };
+  drawChatUsage();
+}
+
+/**
+ * The tokens the chat's turns spent, above its messages: the stored total plus the
+ * calls of the turn this tab follows in it so far, so it grows with each `usage`
+ * frame; hidden before its first metered call.
+ */
+function drawChatUsage() {
+  const stored = state.chatUsage?.chatId === state.chatId ? state.chatUsage.usage : null;
+  const live = state.turns.get(state.chatId)?.live.usage;
+  const usage = {};
+  for (const key of ["inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteTokens", "modelCalls"]) {
+    usage[key] = (stored?.[key] ?? 0) + (live?.[key] ?? 0);
+  }
+  $("chat-usage").textContent = usage.modelCalls ? `This chat: ${describeUsage(usage)}` : "";
+  $("chat-usage").hidden = !usage.modelCalls;
 }
 
 /** The chat's grants (its kept "always" answers), each with a Revoke button; hidden when none. */

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from sandstream.server.databases import PostgresDatabase, SQLiteDatabase
+from sandstream.server.databases import OperationTimes, PostgresDatabase, SQLiteDatabase
 
 from ..bag import BlobStore, PostgresBlobStore
 from ..database import Database
@@ -73,6 +73,10 @@ class SqlChatStore(
         (PostgreSQL: replicas share nothing else; ``root`` then only holds uploads in
         progress)."""
         return BlobStore(root)
+
+    @property
+    def operations(self) -> OperationTimes:
+        return self.db.operations
 
     async def ping(self, timeout: float) -> None:
         await self.db.ping(timeout)

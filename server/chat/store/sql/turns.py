@@ -146,7 +146,7 @@ def _finish(conn: Connection, finish: TurnFinish) -> PersistedMessage:
     )
     if cursor.rowcount == 0:  # normally; else it was marked lost meanwhile
         append_message(conn, finish.chat_id, message)
-    record_grants(conn, finish.chat_id, message, finish.now)
+    record_grants(conn, finish.chat_id, message.id, message.content, finish.now)
     record_usage(conn, finish.chat_id, message, finish.now)
     settle_dispatch(conn, finish.session_id, finish.now)
     _mark_turn_settled(conn, finish.session_id, finish.now)
