@@ -42,6 +42,15 @@ async def _watch(pid: int, seen: dict[int, str | None]) -> None:
         await trio.sleep(_WATCH_INTERVAL)
 
 
+def _left(agent: int) -> set[int]:
+    """The processes below the agent, and in a container that adopts orphans every
+    process below it but the agent (what the agent left is the container's now)."""
+    below = descendants(agent)
+    if adopts_orphans():
+        below |= descendants(os.getpid()) - {agent}
+    return below
+
+
 @dataclass(frozen=True)
 class AgentProcess:
     """The running agent and this side of its stdin, stdout and stderr."""
@@ -94,13 +103,15 @@ async def agent_process(
     finally:
         with trio.CancelScope(shield=True):
             orphans = {pid for pid, since in seen.items() if started(pid) == since}
-            if adopts_orphans():  # the container: what its agent left is its own now
-                orphans |= descendants(os.getpid()) - {process.pid}
-            strays = descendants(process.pid) | orphans
+            strays = _left(process.pid) | orphans
             if process.returncode is None:
                 await terminate_group(process, grace)
             kill_group(process.pid, signal.SIGKILL)
             for _ in range(_SWEEPS):
+                # Looked for again each time: what was started or orphaned while the
+                # agent ended (a tool its shell had just forked) is as much to kill.
+                strays |= _left(process.pid)
+                orphans |= strays
                 kill_all(strays)
                 strays = {pid for pid in strays if alive(pid)}
                 if not strays:
