@@ -81,12 +81,18 @@ async def test_a_message_mid_run_reaches_the_agents_next_model_call(
         with trio.fail_after(30):
             while not model.requests:
                 await trio.sleep(0.01)
+            # The chunks before the model call are stored (asynchronously: not
+            # necessarily by the time the call is made).
+            while (stored := (await client.get(f"/sessions/{session_id}/status")).json())[
+                "last_chunk_id"
+            ] < 1:
+                await trio.sleep(0.01)
         response = await client.post(
             f"/sessions/{session_id}/message", json={"text": "please add tests"}
         )
         assert response.status_code == 200, response.text
         cursor = response.json()["cursor"]
-        assert cursor >= 1
+        assert cursor >= stored["last_chunk_id"]  # the newest chunk when it was handed over
         gate.write_text("go")
         status = await wait_state(client, session_id, "completed")
         assert status["terminal"]["message"] == "Noted, with tests."
